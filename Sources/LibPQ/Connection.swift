@@ -1,0 +1,179 @@
+import CLibPQ
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One libpq connection. Calls block the calling thread, so callers keep them off Swift's
+/// cooperative pool. A connection is used by one thread at a time.
+public final class Connection: @unchecked Sendable {
+    private var handle: OpaquePointer?
+
+    /// Connects with anything libpq accepts: a `postgresql://` URI or a `key=value` string, with
+    /// `PG*` environment variables, `PGPASSFILE` and `PGSERVICE` applying as usual.
+    public init(_ conninfo: String) throws {
+        // > PQconnectdb: "Makes a new connection to the database server. … The passed string can
+        // > be empty to use all default parameters, or it can contain one or more parameter
+        // > settings separated by whitespace, or it can contain a URI."
+        let conn = PQconnectdb(conninfo)
+        guard let conn, PQstatus(conn) == CONNECTION_OK else {
+            let message = conn.flatMap { PQerrorMessage($0) }.map { String(cString: $0) } ?? "out of memory"
+            PQfinish(conn)
+            throw PostgresError(kind: .connection, message: message.trimmingTrailingNewlines())
+        }
+        // > "The default notice processor … prints the message on stderr." Notices such as
+        // > "relation already exists, skipping" are not for the user's terminal.
+        PQsetNoticeProcessor(conn, { _, _ in }, nil)
+        handle = conn
+    }
+
+    deinit { close() }
+
+    public func close() {
+        if let handle { PQfinish(handle) }
+        handle = nil
+    }
+
+    /// Opens a connection for the duration of `body` and closes it on every path.
+    public static func withConnection<T>(_ conninfo: String, _ body: (Connection) throws -> T) throws -> T {
+        let connection = try Connection(conninfo)
+        defer { connection.close() }
+        return try body(connection)
+    }
+
+    private var conn: OpaquePointer {
+        get throws {
+            guard let handle else { throw PostgresError(kind: .query, message: "the connection is closed") }
+            return handle
+        }
+    }
+
+    /// The server's process ID for this session.
+    public var backendPID: Int32 { handle.map { PQbackendPID($0) } ?? 0 }
+
+    /// Runs one or more statements without parameters (DDL, `BEGIN`, `COMMIT`).
+    @discardableResult
+    public func execute(_ sql: String) throws -> QueryResult {
+        let conn = try self.conn
+        let result = PQexec(conn, sql)
+        defer { PQclear(result) }
+        return try check(result, conn)
+    }
+
+    /// Runs one statement with `$1…$n` parameters, each sent as text (nil is SQL NULL). Values
+    /// never become part of the SQL text.
+    @discardableResult
+    public func query(_ sql: String, _ parameters: [String?] = []) throws -> QueryResult {
+        let conn = try self.conn
+        let cStrings: [UnsafeMutablePointer<CChar>?] = parameters.map { $0.map { strdup($0) } ?? nil }
+        defer { cStrings.forEach { free($0) } }
+        let result = cStrings.withUnsafeBufferPointer { buffer in
+            buffer.baseAddress!.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: max(buffer.count, 1)) { values in
+                PQexecParams(conn, sql, Int32(parameters.count), nil, parameters.isEmpty ? nil : values, nil, nil, 0)
+            }
+        }
+        defer { PQclear(result) }
+        return try check(result, conn)
+    }
+
+    /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
+    public func transaction<T>(_ body: () throws -> T) throws -> T {
+        try execute("BEGIN")
+        do {
+            let value = try body()
+            try execute("COMMIT")
+            return value
+        } catch {
+            _ = try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// `COPY … FROM STDIN`: `body` hands chunks of data to the writer; returns the rows copied.
+    @discardableResult
+    public func copyIn(_ sql: String, _ body: (CopyInWriter) throws -> Void) throws -> Int {
+        let conn = try self.conn
+        let start = PQexec(conn, sql)
+        let status = PQresultStatus(start)
+        if status != PGRES_COPY_IN {
+            defer { PQclear(start) }
+            _ = try check(start, conn)
+            throw PostgresError(kind: .copy, message: "the server did not enter COPY IN mode")
+        }
+        PQclear(start)
+        let writer = CopyInWriter(conn: conn)
+        var failure: (any Error)?
+        do {
+            try body(writer)
+        } catch {
+            failure = error
+        }
+        // > PQputCopyEnd: "If errormsg is not NULL, the copy is forced to fail, with the string
+        // > pointed to by errormsg used as the error message."
+        if PQputCopyEnd(conn, failure == nil ? nil : "aborted by zonefeed") != 1 {
+            failure = failure ?? PostgresError(kind: .copy, message: String(cString: PQerrorMessage(conn)).trimmingTrailingNewlines())
+        }
+        var rows = 0
+        var serverError: PostgresError?
+        while let result = PQgetResult(conn) {
+            if PQresultStatus(result) == PGRES_COMMAND_OK {
+                rows = Int(String(cString: PQcmdTuples(result))) ?? 0
+            } else if serverError == nil {
+                serverError = PostgresError(result: result, connection: conn, kind: .copy)
+            }
+            PQclear(result)
+        }
+        if let failure { throw failure }
+        if let serverError { throw serverError }
+        return rows
+    }
+
+    private func check(_ result: OpaquePointer?, _ conn: OpaquePointer) throws -> QueryResult {
+        guard let result else {
+            throw PostgresError(kind: .query, message: String(cString: PQerrorMessage(conn)).trimmingTrailingNewlines())
+        }
+        switch PQresultStatus(result) {
+        case PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
+            return QueryResult(columns: [], rows: [], affectedRows: Int(String(cString: PQcmdTuples(result))) ?? 0)
+        case PGRES_TUPLES_OK:
+            let rowCount = PQntuples(result)
+            let columnCount = PQnfields(result)
+            var columns: [String] = []
+            for c in 0..<columnCount { columns.append(String(cString: PQfname(result, c))) }
+            var rows: [[String?]] = []
+            rows.reserveCapacity(Int(rowCount))
+            for r in 0..<rowCount {
+                var row: [String?] = []
+                row.reserveCapacity(Int(columnCount))
+                for c in 0..<columnCount {
+                    row.append(PQgetisnull(result, r, c) == 1 ? nil : String(cString: PQgetvalue(result, r, c)))
+                }
+                rows.append(row)
+            }
+            return QueryResult(columns: columns, rows: rows, affectedRows: Int(rowCount))
+        default:
+            throw PostgresError(result: result, connection: conn, kind: .query)
+        }
+    }
+}
+
+/// Hands data to a running `COPY … FROM STDIN`.
+public struct CopyInWriter {
+    let conn: OpaquePointer
+
+    public func write(_ bytes: [UInt8]) throws {
+        try bytes.withUnsafeBufferPointer { try write($0) }
+    }
+
+    public func write(_ bytes: UnsafeBufferPointer<UInt8>) throws {
+        guard !bytes.isEmpty else { return }
+        // > PQputCopyData: "The result is 1 if the data was queued, zero if it was not queued
+        // > because of full buffers (this will only happen in nonblocking mode), or -1 if an
+        // > error occurred."
+        let ok = bytes.withMemoryRebound(to: CChar.self) { PQputCopyData(conn, $0.baseAddress, Int32($0.count)) }
+        if ok != 1 {
+            throw PostgresError(kind: .copy, message: String(cString: PQerrorMessage(conn)).trimmingTrailingNewlines())
+        }
+    }
+}
