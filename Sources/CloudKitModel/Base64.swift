@@ -1,0 +1,61 @@
+/// Standard base64 (RFC 4648, with padding), as CloudKit uses for BYTES values. Decoding is done
+/// for every `bytea` value of a backfill, so it avoids Foundation's `Data` round trip.
+public enum Base64 {
+    static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+    static let reverse: [UInt8] = {
+        var table = [UInt8](repeating: 0xFF, count: 256)
+        for (i, c) in alphabet.enumerated() { table[Int(c)] = UInt8(i) }
+        // URL-safe spellings are accepted too.
+        table[Int(UInt8(ascii: "-"))] = 62
+        table[Int(UInt8(ascii: "_"))] = 63
+        return table
+    }()
+
+    public static func encode(_ bytes: [UInt8]) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count + 2) / 3 * 4)
+        var i = 0
+        while i + 2 < bytes.count {
+            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
+            out.append(alphabet[Int(n >> 18)])
+            out.append(alphabet[Int(n >> 12 & 63)])
+            out.append(alphabet[Int(n >> 6 & 63)])
+            out.append(alphabet[Int(n & 63)])
+            i += 3
+        }
+        let rest = bytes.count - i
+        if rest == 1 {
+            let n = UInt32(bytes[i]) << 16
+            out += [alphabet[Int(n >> 18)], alphabet[Int(n >> 12 & 63)], UInt8(ascii: "="), UInt8(ascii: "=")]
+        } else if rest == 2 {
+            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8
+            out += [alphabet[Int(n >> 18)], alphabet[Int(n >> 12 & 63)], alphabet[Int(n >> 6 & 63)], UInt8(ascii: "=")]
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The bytes, or nil when the text is not base64. Padding is optional.
+    public static func decode(_ text: String) -> [UInt8]? {
+        var text = text
+        return text.withUTF8 { utf8 -> [UInt8]? in
+            var end = utf8.count
+            while end > 0 && utf8[end - 1] == UInt8(ascii: "=") { end -= 1 }
+            if utf8.count - end > 2 || end % 4 == 1 { return nil }
+            var out: [UInt8] = []
+            out.reserveCapacity(end * 3 / 4)
+            var accumulator: UInt32 = 0
+            var bits = 0
+            for i in 0..<end {
+                let v = reverse[Int(utf8[i])]
+                if v == 0xFF { return nil }
+                accumulator = accumulator << 6 | UInt32(v)
+                bits += 6
+                if bits >= 8 {
+                    bits -= 8
+                    out.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
+                }
+            }
+            return out
+        }
+    }
+}

@@ -1,0 +1,50 @@
+/// A CloudKit field value, dispatched on its `type` tag as the reference advises (never on the JSON
+/// shape of `value`). Values zonefeed does not interpret stay as JSON, so nothing is lost.
+public enum FieldValue: Sendable, Hashable {
+    case string(String)
+    case int64(Int64)
+    case double(Double)
+    /// Milliseconds since 1970-01-01T00:00:00Z.
+    case timestamp(Int64)
+    /// Base64 text as sent; decoded only when a `bytea` column needs the bytes.
+    case bytes(String)
+    case encryptedBytes(String)
+    case reference(Reference)
+    /// `ASSETID` (or `ASSET`): the asset dictionary as sent.
+    case asset(tag: String, JSONValue)
+    case location(JSONValue)
+    /// A `*_LIST` value; `tag` is the whole tag (`STRING_LIST`) and the elements use the scalar cases.
+    case list(tag: String, [FieldValue])
+    /// A type zonefeed does not know, or a value that does not match its type tag: kept as sent.
+    case unknown(tag: String, JSONValue)
+
+    /// The type tag CloudKit uses for this value.
+    public var typeTag: String {
+        switch self {
+        case .string: return "STRING"
+        case .int64: return "INT64"
+        case .double: return "DOUBLE"
+        case .timestamp: return "TIMESTAMP"
+        case .bytes: return "BYTES"
+        case .encryptedBytes: return "ENCRYPTED_BYTES"
+        case .reference: return "REFERENCE"
+        case .asset(let tag, _): return tag
+        case .location: return "LOCATION"
+        case .list(let tag, _): return tag
+        case .unknown(let tag, _): return tag
+        }
+    }
+
+    /// Whether any text inside the value contains a NUL character.
+    public var containsNUL: Bool {
+        switch self {
+        case .string(let s), .bytes(let s), .encryptedBytes(let s): return s.utf8.contains(0)
+        case .int64, .double, .timestamp: return false
+        case .reference(let r):
+            return r.recordName.utf8.contains(0) || (r.zoneID?.zoneName.utf8.contains(0) ?? false)
+                || (r.zoneID?.ownerRecordName.utf8.contains(0) ?? false)
+        case .asset(_, let j), .location(let j), .unknown(_, let j): return j.containsNUL
+        case .list(_, let items): return items.contains { $0.containsNUL }
+        }
+    }
+}

@@ -1,0 +1,65 @@
+/// Any JSON value, kept as received: used for field values zonefeed does not interpret (assets,
+/// locations, unknown types) so that nothing CloudKit sends is dropped.
+public enum JSONValue: Sendable, Hashable, Codable {
+    case null
+    case bool(Bool)
+    /// An integer that fits Int64 exactly (CloudKit's INT64 values go beyond 2^53).
+    case int(Int64)
+    case double(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if c.decodeNil() {
+            self = .null
+        } else if let v = try? c.decode(Bool.self) {
+            self = .bool(v)
+        } else if let v = try? c.decode(Int64.self) {
+            self = .int(v)
+        } else if let v = try? c.decode(Double.self) {
+            self = .double(v)
+        } else if let v = try? c.decode(String.self) {
+            self = .string(v)
+        } else if let v = try? c.decode([JSONValue].self) {
+            self = .array(v)
+        } else {
+            self = .object(try c.decode([String: JSONValue].self))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        switch self {
+        case .null: try c.encodeNil()
+        case .bool(let v): try c.encode(v)
+        case .int(let v): try c.encode(v)
+        case .double(let v): try c.encode(v)
+        case .string(let v): try c.encode(v)
+        case .array(let v): try c.encode(v)
+        case .object(let v): try c.encode(v)
+        }
+    }
+
+    public subscript(key: String) -> JSONValue? {
+        if case .object(let members) = self { return members[key] }
+        return nil
+    }
+
+    public var stringValue: String? {
+        if case .string(let s) = self { return s }
+        return nil
+    }
+
+    /// Whether any string in this value (keys included) contains a NUL character, which neither
+    /// PostgreSQL `text` nor `jsonb` can hold.
+    public var containsNUL: Bool {
+        switch self {
+        case .null, .bool, .int, .double: return false
+        case .string(let s): return s.utf8.contains(0)
+        case .array(let items): return items.contains { $0.containsNUL }
+        case .object(let members): return members.contains { $0.key.utf8.contains(0) || $0.value.containsNUL }
+        }
+    }
+}

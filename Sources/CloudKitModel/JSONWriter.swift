@@ -1,0 +1,142 @@
+/// Writes JSON into a byte buffer without Foundation, for the hot path: the `fields` jsonb column
+/// and asset or location columns are written this way for every record of a backfill.
+public struct JSONWriter {
+    public var bytes: [UInt8]
+    /// PostgreSQL's jsonb refuses `\u0000`; when set, a NUL is written as the six characters
+    /// `\u0000` (an escaped backslash), so the information survives as text.
+    public var spellsOutNUL = false
+
+    public init(capacity: Int = 256) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+    }
+
+    @inline(__always) mutating func raw(_ s: StaticString) {
+        s.withUTF8Buffer { bytes.append(contentsOf: $0) }
+    }
+
+    public mutating func write(_ value: JSONValue) {
+        switch value {
+        case .null: raw("null")
+        case .bool(let b): b ? raw("true") : raw("false")
+        case .int(let i): writeInteger(i)
+        case .double(let d): writeDouble(d)
+        case .string(let s): writeString(s)
+        case .array(let items):
+            bytes.append(UInt8(ascii: "["))
+            for (i, item) in items.enumerated() {
+                if i > 0 { bytes.append(UInt8(ascii: ",")) }
+                write(item)
+            }
+            bytes.append(UInt8(ascii: "]"))
+        case .object(let members):
+            bytes.append(UInt8(ascii: "{"))
+            // Sorted so that the same value always gives the same bytes.
+            for (i, key) in members.keys.sorted().enumerated() {
+                if i > 0 { bytes.append(UInt8(ascii: ",")) }
+                writeString(key)
+                bytes.append(UInt8(ascii: ":"))
+                write(members[key]!)
+            }
+            bytes.append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// `{"type": TAG, "value": …}`, the wire form of a field.
+    public mutating func write(field: FieldValue) {
+        raw("{\"type\":")
+        writeString(field.typeTag)
+        raw(",\"value\":")
+        writeValue(of: field)
+        bytes.append(UInt8(ascii: "}"))
+    }
+
+    /// The `value` part of a field, written directly rather than through `JSONValue`.
+    public mutating func writeValue(of field: FieldValue) {
+        switch field {
+        case .string(let s), .bytes(let s), .encryptedBytes(let s): writeString(s)
+        case .int64(let i), .timestamp(let i): writeInteger(i)
+        case .double(let d): writeDouble(d)
+        case .list(_, let items):
+            bytes.append(UInt8(ascii: "["))
+            for (i, item) in items.enumerated() {
+                if i > 0 { bytes.append(UInt8(ascii: ",")) }
+                writeValue(of: item)
+            }
+            bytes.append(UInt8(ascii: "]"))
+        case .reference, .asset, .location, .unknown: write(field.json)
+        }
+    }
+
+    /// An object of fields: the `fields` column.
+    public mutating func write(fields: [String: FieldValue], keys: [String]) {
+        bytes.append(UInt8(ascii: "{"))
+        for (i, key) in keys.enumerated() {
+            if i > 0 { bytes.append(UInt8(ascii: ",")) }
+            writeString(key)
+            bytes.append(UInt8(ascii: ":"))
+            write(field: fields[key]!)
+        }
+        bytes.append(UInt8(ascii: "}"))
+    }
+
+    public mutating func writeInteger(_ value: Int64) {
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var index = 20
+            repeat {
+                index -= 1
+                digits[index] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[index..<20]))
+        }
+    }
+
+    public mutating func writeDouble(_ value: Double) {
+        // JSON has no NaN or infinity; PostgreSQL's jsonb refuses them, so they are written as
+        // strings, which keeps the information.
+        if value.isNaN { writeString("NaN"); return }
+        if value.isInfinite { writeString(value < 0 ? "-Infinity" : "Infinity"); return }
+        bytes.append(contentsOf: value.description.utf8)
+    }
+
+    public mutating func writeString(_ s: String) {
+        bytes.append(UInt8(ascii: "\""))
+        var s = s
+        s.withUTF8 { utf8 in
+            var start = 0
+            for i in 0..<utf8.count {
+                let c = utf8[i]
+                if c >= 0x20 && c != UInt8(ascii: "\"") && c != UInt8(ascii: "\\") { continue }
+                if start < i { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<i])) }
+                start = i + 1
+                switch c {
+                case UInt8(ascii: "\""): raw("\\\"")
+                case UInt8(ascii: "\\"): raw("\\\\")
+                case 0x0A: raw("\\n")
+                case 0x0D: raw("\\r")
+                case 0x09: raw("\\t")
+                case 0 where spellsOutNUL: raw("\\\\u0000")
+                default:
+                    let hex: [UInt8] = Array("0123456789abcdef".utf8)
+                    raw("\\u00")
+                    bytes.append(hex[Int(c >> 4)])
+                    bytes.append(hex[Int(c & 0xF)])
+                }
+            }
+            if start < utf8.count { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start...])) }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+}
+
+extension JSONValue {
+    /// Compact JSON text, keys sorted.
+    public var jsonText: String {
+        var w = JSONWriter()
+        w.write(self)
+        return String(decoding: w.bytes, as: UTF8.self)
+    }
+}

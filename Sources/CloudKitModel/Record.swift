@@ -1,0 +1,133 @@
+/// Who and when for `created` and `modified`.
+public struct RecordStamp: Sendable, Hashable, Codable {
+    /// Milliseconds since the epoch.
+    public var timestamp: Int64
+    public var userRecordName: String?
+    public var deviceID: String?
+
+    public init(timestamp: Int64, userRecordName: String? = nil, deviceID: String? = nil) {
+        self.timestamp = timestamp
+        self.userRecordName = userRecordName
+        self.deviceID = deviceID
+    }
+}
+
+/// A live record as a change feed delivers it.
+public struct Record: Sendable, Hashable, Codable {
+    public var recordName: String
+    public var recordType: String
+    public var recordChangeTag: String?
+    public var fields: [String: FieldValue]
+    public var created: RecordStamp?
+    public var modified: RecordStamp?
+    public var zoneID: ZoneID?
+
+    public init(
+        recordName: String, recordType: String, recordChangeTag: String? = nil,
+        fields: [String: FieldValue] = [:], created: RecordStamp? = nil, modified: RecordStamp? = nil,
+        zoneID: ZoneID? = nil
+    ) {
+        self.recordName = recordName
+        self.recordType = recordType
+        self.recordChangeTag = recordChangeTag
+        self.fields = fields
+        self.created = created
+        self.modified = modified
+        self.zoneID = zoneID
+    }
+}
+
+/// A per-record error inside a `records[]` array.
+public struct RecordError: Sendable, Hashable, Codable, Error {
+    public var recordName: String?
+    public var reason: String?
+    public var serverErrorCode: String
+    public var retryAfter: Double?
+    public var uuid: String?
+
+    public init(recordName: String?, reason: String?, serverErrorCode: String, retryAfter: Double? = nil, uuid: String? = nil) {
+        self.recordName = recordName
+        self.reason = reason
+        self.serverErrorCode = serverErrorCode
+        self.retryAfter = retryAfter
+        self.uuid = uuid
+    }
+}
+
+/// One entry of a zone change page, classified in the order the reference gives: an error entry
+/// (has `serverErrorCode`), a deletion (`deleted: true`, no type), or a live record.
+public enum RecordEntry: Sendable, Hashable {
+    case record(Record)
+    case deleted(recordName: String)
+    case error(RecordError)
+
+    public var recordName: String? {
+        switch self {
+        case .record(let r): return r.recordName
+        case .deleted(let name): return name
+        case .error(let e): return e.recordName
+        }
+    }
+}
+
+extension RecordEntry: Codable {
+    enum CodingKeys: String, CodingKey { case recordName, deleted, serverErrorCode, zoneID }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        if c.contains(.serverErrorCode) {
+            self = .error(try RecordError(from: decoder))
+        } else if try c.decodeIfPresent(Bool.self, forKey: .deleted) == true {
+            self = .deleted(recordName: try c.decode(String.self, forKey: .recordName))
+        } else {
+            self = .record(try Record(from: decoder))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        switch self {
+        case .record(let r): try r.encode(to: encoder)
+        case .error(let e): try e.encode(to: encoder)
+        case .deleted(let name):
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(name, forKey: .recordName)
+            try c.encode(true, forKey: .deleted)
+        }
+    }
+}
+
+extension Record {
+    /// The record's wire form, for the rejects table.
+    public var json: JSONValue {
+        var o: [String: JSONValue] = [
+            "recordName": .string(recordName), "recordType": .string(recordType),
+            "fields": .object(fields.mapValues { .object(["type": .string($0.typeTag), "value": $0.json]) }),
+        ]
+        if let t = recordChangeTag { o["recordChangeTag"] = .string(t) }
+        if let z = zoneID { o["zoneID"] = z.json }
+        for (key, stamp) in [("created", created), ("modified", modified)] {
+            guard let stamp else { continue }
+            var s: [String: JSONValue] = ["timestamp": .int(stamp.timestamp)]
+            if let u = stamp.userRecordName { s["userRecordName"] = .string(u) }
+            if let d = stamp.deviceID { s["deviceID"] = .string(d) }
+            o[key] = .object(s)
+        }
+        return .object(o)
+    }
+}
+
+extension RecordEntry {
+    public var json: JSONValue {
+        switch self {
+        case .record(let r): return r.json
+        case .deleted(let name): return .object(["recordName": .string(name), "deleted": .bool(true)])
+        case .error(let e):
+            var o: [String: JSONValue] = ["serverErrorCode": .string(e.serverErrorCode)]
+            if let n = e.recordName { o["recordName"] = .string(n) }
+            if let r = e.reason { o["reason"] = .string(r) }
+            if let r = e.retryAfter { o["retryAfter"] = .double(r) }
+            if let u = e.uuid { o["uuid"] = .string(u) }
+            return .object(o)
+        }
+    }
+}

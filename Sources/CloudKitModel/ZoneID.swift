@@ -1,0 +1,40 @@
+/// A record zone's identity. PostgreSQL rows are keyed on (`ownerRecordName`, `zoneName`).
+public struct ZoneID: Sendable, Hashable, Codable, CustomStringConvertible {
+    /// The zone's name; `_defaultZone` is the default zone, which has no change feed.
+    public var zoneName: String
+    /// The owner; CloudKit defaults it to the caller (`__defaultOwner__` when unknown).
+    public var ownerRecordName: String
+    /// `REGULAR_CUSTOM_ZONE` or `DEFAULT_ZONE` when the server says so (observed, not documented).
+    public var zoneType: String?
+
+    public static let defaultOwner = "__defaultOwner__"
+
+    public init(zoneName: String, ownerRecordName: String = ZoneID.defaultOwner, zoneType: String? = nil) {
+        self.zoneName = zoneName
+        self.ownerRecordName = ownerRecordName
+        self.zoneType = zoneType
+    }
+
+    public var description: String {
+        ownerRecordName == ZoneID.defaultOwner ? zoneName : "\(zoneName) (owner \(ownerRecordName))"
+    }
+
+    // Two IDs name the same zone whatever the server says of its type.
+    public static func == (lhs: ZoneID, rhs: ZoneID) -> Bool {
+        lhs.zoneName == rhs.zoneName && lhs.ownerRecordName == rhs.ownerRecordName
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(zoneName)
+        hasher.combine(ownerRecordName)
+    }
+
+    enum CodingKeys: String, CodingKey { case zoneName, ownerRecordName, zoneType }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        zoneName = try c.decode(String.self, forKey: .zoneName)
+        ownerRecordName = try c.decodeIfPresent(String.self, forKey: .ownerRecordName) ?? ZoneID.defaultOwner
+        zoneType = try c.decodeIfPresent(String.self, forKey: .zoneType)
+    }
+}
