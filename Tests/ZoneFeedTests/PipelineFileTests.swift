@@ -1,0 +1,766 @@
+import Foundation
+import Testing
+import ZoneFeed
+
+// Each YAML literal below starts at line 1, column 1, so the expected `notes.yml:line:column`
+// can be read off the literal itself.
+
+/// The diagnostics a file is refused with, as printed; empty when the file is accepted.
+private func problems(_ yaml: String, environment: [String: String] = [:]) -> [String] {
+    do {
+        _ = try Pipeline.parse(yaml: yaml, filePath: "notes.yml", environment: environment)
+        return []
+    } catch let error as PipelineFileError {
+        return error.diagnostics.map(\.description)
+    } catch {
+        return ["unexpected \(type(of: error)): \(error)"]
+    }
+}
+
+private func parse(_ yaml: String, environment: [String: String] = [:]) throws -> Pipeline {
+    try Pipeline.parse(yaml: yaml, filePath: "notes.yml", environment: environment)
+}
+
+/// The example from PRODUCT.md, verbatim.
+private let productExample = """
+    pipeline: notes                       # name; the key of its checkpoints
+    source:
+      cloudkit:                           # exactly one of cloudkit | fake
+        baseURL: https://api.apple-cloudkit.com   # default; a fake server's URL in tests
+        container: iCloud.com.example.notes
+        environment: production           # development | production
+        database: private                 # private | shared
+        zones: all                        # all | [ZoneA, ZoneB]
+        resultsLimit: 200
+        auth:
+          apiToken: ${CLOUDKIT_API_TOKEN}             # ${VAR} reads the environment
+          webAuthToken: ${CLOUDKIT_WEB_AUTH_TOKEN}
+          webAuthTokenFile: .zonefeed/notes.web-auth-token
+      # fake: { seed: 42, zones: 3, recordsPerZone: 10000 }
+    destination:
+      url: ${DATABASE_URL}                # or: embedded
+      schema: notes
+      deletes: tombstone                  # tombstone | hard
+      commitEvery: 5000                   # records per transaction, whole pages only
+    recordTypes:
+      Note:
+        table: notes
+        fields:
+          title: text                     # column title
+          wordCount: bigint               # column word_count (snake_case by default)
+          body: { column: body_text, type: text }
+      Folder:
+        table: folders                    # no fields: everything goes to the fields jsonb column
+    unmappedFields: keep                  # keep | drop
+    unknownRecordTypes: skip              # skip | reject
+    onBadRecord: reject                   # reject (to zonefeed_rejects, run goes on) | fail
+    """
+
+private let productEnvironment = [
+    "CLOUDKIT_API_TOKEN": "ck-api-token-SECRET-1",
+    "CLOUDKIT_WEB_AUTH_TOKEN": "ck-web-auth-SECRET-2",
+    "DATABASE_URL": "postgresql://zonefeed:pg-password-SECRET-3@db.internal:5432/app?sslmode=require",
+]
+
+/// A valid file to start from; the tests below add or change a few lines.
+private let fakeHeader = """
+    pipeline: notes
+    source:
+      fake: {}
+    destination:
+      url: embedded
+
+    """
+
+// MARK: - Valid files
+
+@Test func productExampleParsesIntoItsSettings() throws {
+    let pipeline = try parse(productExample, environment: productEnvironment)
+
+    #expect(pipeline.name == "notes")
+    #expect(pipeline.filePath == "notes.yml")
+    guard case .cloudKit(let cloudKit) = pipeline.source else {
+        Issue.record("expected a CloudKit source, got \(pipeline.source)")
+        return
+    }
+    #expect(cloudKit.baseURL == "https://api.apple-cloudkit.com")
+    #expect(cloudKit.container == "iCloud.com.example.notes")
+    #expect(cloudKit.environment == .production)
+    #expect(cloudKit.database == .private)
+    #expect(cloudKit.zones == .all)
+    #expect(cloudKit.resultsLimit == 200)
+    #expect(cloudKit.desiredKeys == nil)
+    #expect(cloudKit.auth.apiToken == Secret("ck-api-token-SECRET-1"))
+    #expect(cloudKit.auth.webAuthToken == Secret("ck-web-auth-SECRET-2"))
+    #expect(cloudKit.auth.webAuthTokenFile == ".zonefeed/notes.web-auth-token")
+    #expect(cloudKit.auth.serverKeyID == nil)
+
+    #expect(pipeline.destination.url.value == productEnvironment["DATABASE_URL"])
+    #expect(pipeline.destination.schema == "notes")
+    #expect(pipeline.destination.deletes == .tombstone)
+    #expect(pipeline.destination.commitEvery == 5000)
+
+    #expect(pipeline.recordTypes.map(\.recordType) == ["Note", "Folder"])
+    #expect(pipeline.recordTypes.map(\.table) == ["notes", "folders"])
+    #expect(
+        pipeline.mapping(forRecordType: "Note")?.fields == [
+            FieldMapping(field: "title", column: "title", type: .text),
+            FieldMapping(field: "wordCount", column: "word_count", type: .bigint),
+            FieldMapping(field: "body", column: "body_text", type: .text),
+        ]
+    )
+    #expect(pipeline.mapping(forRecordType: "Folder")?.fields == [])
+    #expect(pipeline.unmappedFields == .keep)
+    #expect(pipeline.unknownRecordTypes == .skip)
+    #expect(pipeline.onBadRecord == .reject)
+}
+
+@Test func fakeSourceTakesItsSettingsAndTheRestDefaults() throws {
+    let pipeline = try parse(
+        """
+        pipeline: demo
+        source:
+          fake: { seed: 7, zones: 2, recordsPerZone: 500, pageSize: 50, badRecordEvery: 97, owner: _alice }
+        destination:
+          url: embedded
+        recordTypes:
+          Note:
+            fields:
+              createdOn: timestamptz
+              tags: { type: "text[]" }
+              score: float8
+        unmappedFields: drop
+        unknownRecordTypes: reject
+        onBadRecord: fail
+        """
+    )
+    guard case .fake(let fake) = pipeline.source else {
+        Issue.record("expected the fake source, got \(pipeline.source)")
+        return
+    }
+    var expected = FakeSettings(seed: 7, zones: 2, recordsPerZone: 500, pageSize: 50, badRecordEvery: 97)
+    expected.owner = "_alice"
+    #expect(fake == expected)
+    #expect(pipeline.destination.isEmbedded)
+    #expect(pipeline.destination.schema == "demo")  // the pipeline's name by default
+    #expect(pipeline.destination.deletes == .tombstone)
+    #expect(pipeline.destination.commitEvery == 5_000)
+    #expect(pipeline.recordTypes.map(\.table) == ["note"])  // the record type in snake_case by default
+    #expect(
+        pipeline.recordTypes.first?.fields == [
+            FieldMapping(field: "createdOn", column: "created_on", type: .timestamptz),
+            FieldMapping(field: "tags", column: "tags", type: .textArray),
+            FieldMapping(field: "score", column: "score", type: .doublePrecision),
+        ]
+    )
+    #expect(pipeline.unmappedFields == .drop)
+    #expect(pipeline.unknownRecordTypes == .reject)
+    #expect(pipeline.onBadRecord == .fail)
+}
+
+@Test func emptyFakeMappingAndNoRecordTypesAreAValidFile() throws {
+    let pipeline = try parse(fakeHeader)
+    guard case .fake(let fake) = pipeline.source else {
+        Issue.record("expected the fake source")
+        return
+    }
+    #expect(fake == FakeSettings())
+    #expect(pipeline.recordTypes.isEmpty)
+    #expect(try parse(fakeHeader + "recordTypes: {}\n").recordTypes.isEmpty)
+}
+
+@Test func explicitZoneListAndRequestSettingsAreRead() throws {
+    let pipeline = try parse(
+        """
+        pipeline: notes
+        source:
+          cloudkit:
+            baseURL: http://127.0.0.1:8080/
+            container: iCloud.com.example.notes
+            environment: development
+            database: shared
+            zones: [Notes, Archive]
+            resultsLimit: 50
+            desiredKeys: [title, body]
+            timeoutSeconds: 2.5
+            maxAttempts: 3
+            retryBudgetSeconds: 0
+            auth:
+              serverKeyID: abc123
+              serverPrivateKeyFile: keys/eckey.pem
+        destination:
+          url: host=/tmp dbname=app
+          schema: notes_v2
+          deletes: hard
+          commitEvery: 1_000
+        """
+    )
+    guard case .cloudKit(let cloudKit) = pipeline.source else {
+        Issue.record("expected a CloudKit source")
+        return
+    }
+    #expect(cloudKit.baseURL == "http://127.0.0.1:8080")  // the client appends paths starting with '/'
+    #expect(cloudKit.environment == .development)
+    #expect(cloudKit.database == .shared)
+    #expect(cloudKit.zones == .named(["Notes", "Archive"]))
+    #expect(cloudKit.resultsLimit == 50)
+    #expect(cloudKit.desiredKeys == ["title", "body"])
+    #expect(cloudKit.timeoutSeconds == 2.5)
+    #expect(cloudKit.maxAttempts == 3)
+    #expect(cloudKit.retryBudgetSeconds == 0)
+    #expect(cloudKit.auth.apiToken == nil)
+    #expect(cloudKit.auth.serverKeyID == "abc123")
+    #expect(cloudKit.auth.serverPrivateKeyFile == "keys/eckey.pem")
+    #expect(pipeline.destination.schema == "notes_v2")
+    #expect(pipeline.destination.deletes == .hard)
+    #expect(pipeline.destination.commitEvery == 1000)
+}
+
+@Test func loadReadsTheFileAndNamesItInDiagnostics() throws {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("zonefeed-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let good = directory.appendingPathComponent("good.yml").path
+    let bad = directory.appendingPathComponent("bad.yml").path
+    try fakeHeader.write(toFile: good, atomically: true, encoding: .utf8)
+    try (fakeHeader + "onBadRecord: ignore\n").write(toFile: bad, atomically: true, encoding: .utf8)
+
+    let pipeline = try Pipeline.load(path: good, environment: [:])
+    #expect(pipeline.name == "notes")
+    #expect(pipeline.filePath == good)
+
+    #expect {
+        try Pipeline.load(path: bad, environment: [:])
+    } throws: { error in
+        (error as? PipelineFileError)?.description
+            == "\(bad):6:14: unknown value 'ignore' for onBadRecord (expected reject or fail)"
+    }
+}
+
+@Test func unreadableFileIsAPipelineFileErrorWithTheReason() {
+    #expect {
+        try Pipeline.load(path: "/nonexistent/pipelines/notes.yml", environment: [:])
+    } throws: { error in
+        (error as? PipelineFileError)?.description
+            == "/nonexistent/pipelines/notes.yml:0:0: cannot read pipeline file: No such file or directory"
+    }
+}
+
+// MARK: - Unknown and missing keys
+
+@Test func unknownKeyIsRefusedWithItsLineAndASuggestion() {
+    let yaml = fakeHeader + """
+        recordTypes:
+          Note:
+            tabel: notes
+        """
+    #expect(problems(yaml) == ["notes.yml:8:5: unknown key 'tabel' in recordTypes.Note (did you mean 'table'?)"])
+}
+
+@Test func unknownKeyDiffersOnlyInCaseIsSuggestedItsSpelling() {
+    let yaml = """
+        pipeline: notes
+        source:
+          cloudKit: {}
+        destination:
+          url: embedded
+        """
+    #expect(
+        problems(yaml) == [
+            "notes.yml:2:1: source needs one of 'cloudkit' or 'fake'",
+            "notes.yml:3:3: unknown key 'cloudKit' in source (did you mean 'cloudkit'?)",
+        ]
+    )
+}
+
+@Test func unknownKeyWithNothingCloseListsTheAllowedKeys() {
+    #expect(
+        problems(fakeHeader + "colour: blue\n") == [
+            "notes.yml:6:1: unknown key 'colour' at the top level (expected pipeline, source, destination, recordTypes, unmappedFields, unknownRecordTypes or onBadRecord)"
+        ]
+    )
+}
+
+@Test func missingRequiredKeyIsReportedAtTheKeyOfItsMapping() {
+    let yaml = """
+        pipeline: notes
+        source:
+          cloudkit:
+            auth:
+              apiToken: t
+        destination:
+          url: embedded
+        """
+    #expect(problems(yaml) == ["notes.yml:3:3: missing required key 'container' in source.cloudkit"])
+}
+
+@Test func missingTopLevelKeysAreReportedTogether() {
+    #expect(
+        problems("pipeline: notes\n") == [
+            "notes.yml:1:1: missing required key 'source' at the top level",
+            "notes.yml:1:1: missing required key 'destination' at the top level",
+        ]
+    )
+}
+
+@Test func emptyFileIsRefused() {
+    #expect(
+        problems("# nothing yet\n") == [
+            "notes.yml:1:1: the pipeline file is empty: it needs at least 'pipeline', 'source' and 'destination'"
+        ]
+    )
+}
+
+// MARK: - ${VAR} substitution
+
+private let cloudKitWithToken = """
+    pipeline: notes
+    source:
+      cloudkit:
+        container: iCloud.com.example.notes
+        auth:
+          apiToken: ${CLOUDKIT_API_TOKEN}
+    destination:
+      url: embedded
+    """
+
+@Test func unsetVariableIsReportedAtItsDollarBrace() {
+    #expect(
+        problems(cloudKitWithToken) == [
+            "notes.yml:6:17: environment variable CLOUDKIT_API_TOKEN is not set (needed by source.cloudkit.auth.apiToken)"
+        ]
+    )
+}
+
+@Test func unsetVariableInsideAValuePointsAtItsOwnColumn() {
+    let plain = """
+        pipeline: notes
+        source:
+          fake: {}
+        destination:
+          url: postgresql://app:${DB_PASSWORD}@db/app
+        """
+    #expect(
+        problems(plain) == ["notes.yml:5:25: environment variable DB_PASSWORD is not set (needed by destination.url)"]
+    )
+    let quoted = plain.replacingOccurrences(of: "url: postgresql://app:${DB_PASSWORD}@db/app", with: "url: \"postgresql://app:${DB_PASSWORD}@db/app\"")
+    #expect(
+        problems(quoted) == ["notes.yml:5:26: environment variable DB_PASSWORD is not set (needed by destination.url)"]
+    )
+}
+
+@Test func variableDefaultIsUsedWhenTheVariableIsUnsetOrEmpty() throws {
+    let yaml = """
+        pipeline: notes
+        source:
+          cloudkit:
+            container: ${CONTAINER:-iCloud.com.example.notes}
+            environment: ${CK_ENV:-production}
+            auth:
+              apiToken: ${CLOUDKIT_API_TOKEN}
+              webAuthTokenFile: ${STATE_DIR:-.zonefeed}/notes.token
+        destination:
+          url: embedded
+        """
+    let pipeline = try parse(yaml, environment: ["CLOUDKIT_API_TOKEN": "t", "CK_ENV": "development", "STATE_DIR": ""])
+    guard case .cloudKit(let cloudKit) = pipeline.source else {
+        Issue.record("expected a CloudKit source")
+        return
+    }
+    #expect(cloudKit.container == "iCloud.com.example.notes")
+    #expect(cloudKit.environment == .development)
+    #expect(cloudKit.auth.webAuthTokenFile == ".zonefeed/notes.token")
+}
+
+@Test func doubleDollarIsALiteralDollar() throws {
+    let yaml = fakeHeader + """
+        recordTypes:
+          Note:
+            table: price$$list
+        """
+    #expect(try parse(yaml).recordTypes.first?.table == "price$list")
+}
+
+@Test func unterminatedVariableIsRefused() {
+    let yaml = cloudKitWithToken.replacingOccurrences(of: "${CLOUDKIT_API_TOKEN}", with: "${CLOUDKIT_API_TOKEN")
+    #expect(
+        problems(yaml, environment: ["CLOUDKIT_API_TOKEN": "t"]) == [
+            "notes.yml:6:17: unterminated '${' in source.cloudkit.auth.apiToken: close it with '}', or write '$$' for a literal '$'"
+        ]
+    )
+}
+
+// MARK: - Record types, tables and columns
+
+@Test func unknownColumnTypeIsRefusedWithASuggestion() {
+    let yaml = fakeHeader + """
+        recordTypes:
+          Note:
+            fields:
+              wordCount: bigin
+              body: { column: body_text, type: txt }
+              cover: picture
+        """
+    #expect(
+        problems(yaml) == [
+            "notes.yml:9:18: unknown type 'bigin' for field wordCount (did you mean 'bigint'?)",
+            "notes.yml:10:40: unknown type 'txt' for field body (did you mean 'text'?)",
+            "notes.yml:11:14: unknown type 'picture' for field cover (expected one of text, bigint, double precision, timestamptz, bytea, jsonb, boolean, text[], bigint[], double precision[], timestamptz[], bytea[])",
+        ]
+    )
+}
+
+@Test func fieldMappingWithoutATypeIsMissingItsType() {
+    let yaml = fakeHeader + """
+        recordTypes:
+          Note:
+            fields:
+              body: { column: body_text }
+        """
+    #expect(problems(yaml) == ["notes.yml:9:7: missing required key 'type' in recordTypes.Note.fields.body"])
+}
+
+@Test func columnUsedTwiceInATableNamesBothFields() {
+    let yaml = fakeHeader + """
+        recordTypes:
+          Note:
+            fields:
+              wordCount: bigint
+              words: { column: word_count, type: bigint }
+        """
+    #expect(
+        problems(yaml) == [
+            "notes.yml:10:24: column 'word_count' of field words is already used by field wordCount in table note"
+        ]
+    )
+}
+
+@Test func columnClashingWithASystemColumnIsRefused() {
+    let yaml = fakeHeader + """
+        recordTypes:
+          Note:
+            fields:
+              createdAt: timestamptz
+              data: { column: fields, type: jsonb }
+        """
+    #expect(
+        problems(yaml) == [
+            "notes.yml:9:7: column 'created_at' of field createdAt clashes with the system column created_at that every record table has: map the field to another column with { column: ..., type: ... }",
+            "notes.yml:10:23: column 'fields' of field data clashes with the system column fields that every record table has: map the field to another column with { column: ..., type: ... }",
+        ]
+    )
+}
+
+@Test func tableUsedByTwoRecordTypesIsRefused() {
+    let yaml = fakeHeader + """
+        recordTypes:
+          Note:
+            table: notes
+          Memo:
+            table: notes
+        """
+    #expect(problems(yaml) == ["notes.yml:10:12: table 'notes' of record type Memo is already used by record type Note"])
+}
+
+@Test func tablesReservedForMetadataAndViewsAreRefused() {
+    let yaml = fakeHeader + """
+        recordTypes:
+          Run:
+            table: zonefeed_runs
+          Note:
+            table: notes_live
+        """
+    #expect(
+        problems(yaml) == [
+            "notes.yml:8:12: table 'zonefeed_runs' of record type Run starts with 'zonefeed_', which is reserved for zonefeed's own tables",
+            "notes.yml:10:12: table 'notes_live' of record type Note ends with '_live', which is reserved for the views of live rows",
+        ]
+    )
+}
+
+@Test func identifiersThatPostgreSQLWouldTruncateAreRefused() {
+    let long = String(repeating: "a", count: 60)
+    let yaml = fakeHeader + """
+        recordTypes:
+          Note:
+            table: \(long)
+            fields:
+              title: { column: "\(long)abcd", type: text }
+        """
+    #expect(
+        problems(yaml) == [
+            "notes.yml:8:12: table '\(long)' of record type Note is 60 bytes long: at most 58 bytes, so that its view \(long)_live stays within PostgreSQL's 63",
+            "notes.yml:10:24: column '\(long)abcd' of field title is 64 bytes long: PostgreSQL names are at most 63 bytes",
+        ]
+    )
+}
+
+// MARK: - Sources
+
+@Test func bothSourcesAreRefused() {
+    let yaml = """
+        pipeline: notes
+        source:
+          cloudkit:
+            container: iCloud.com.example.notes
+            auth: { apiToken: t }
+          fake: {}
+        destination:
+          url: embedded
+        """
+    #expect(problems(yaml) == ["notes.yml:6:3: source has both 'cloudkit' and 'fake': a pipeline reads from exactly one source"])
+}
+
+@Test func neitherSourceIsRefused() {
+    let yaml = """
+        pipeline: notes
+        source: {}
+        destination:
+          url: embedded
+        """
+    #expect(problems(yaml) == ["notes.yml:2:1: source needs one of 'cloudkit' or 'fake'"])
+}
+
+@Test func resultsLimitOutOfRangeIsRefused() {
+    let yaml = cloudKitWithToken.replacingOccurrences(of: "    auth:", with: "    resultsLimit: 500\n    auth:")
+    #expect(
+        problems(yaml, environment: ["CLOUDKIT_API_TOKEN": "t"]) == [
+            "notes.yml:5:19: source.cloudkit.resultsLimit must be a whole number from 1 to 200, not '500'"
+        ]
+    )
+}
+
+@Test func publicDatabaseIsRefusedBecauseItHasNoChangeFeeds() {
+    let yaml = cloudKitWithToken.replacingOccurrences(of: "    auth:", with: "    database: public\n    auth:")
+    #expect(
+        problems(yaml, environment: ["CLOUDKIT_API_TOKEN": "t"]) == [
+            "notes.yml:5:15: the public database has no change feeds: zone change feeds exist only in the private and shared databases (expected private or shared)"
+        ]
+    )
+}
+
+@Test func containerMustBeAnICloudIdentifier() {
+    let yaml = cloudKitWithToken.replacingOccurrences(of: "iCloud.com.example.notes", with: "com.example.notes")
+    #expect(
+        problems(yaml, environment: ["CLOUDKIT_API_TOKEN": "t"]) == [
+            "notes.yml:4:16: container 'com.example.notes' must be a CloudKit container identifier starting with 'iCloud.', such as iCloud.com.example.notes"
+        ]
+    )
+}
+
+@Test func zonesMustBeAllOrANonEmptyList() {
+    let single = cloudKitWithToken.replacingOccurrences(of: "    auth:", with: "    zones: Notes\n    auth:")
+    #expect(
+        problems(single, environment: ["CLOUDKIT_API_TOKEN": "t"]) == [
+            "notes.yml:5:12: source.cloudkit.zones must be 'all' or a list of zone names such as [Notes, Archive], not 'Notes' (did you mean [Notes]?)"
+        ]
+    )
+    let empty = cloudKitWithToken.replacingOccurrences(of: "    auth:", with: "    zones: []\n    auth:")
+    #expect(
+        problems(empty, environment: ["CLOUDKIT_API_TOKEN": "t"]) == [
+            "notes.yml:5:12: source.cloudkit.zones is an empty list: name at least one zone, or write 'zones: all'"
+        ]
+    )
+}
+
+@Test func apiTokenIsRequiredUnlessServerToServerKeysAreGiven() {
+    let none = """
+        pipeline: notes
+        source:
+          cloudkit:
+            container: iCloud.com.example.notes
+            auth:
+              webAuthTokenFile: token
+        destination:
+          url: embedded
+        """
+    #expect(
+        problems(none) == [
+            "notes.yml:5:5: missing required key 'apiToken' in source.cloudkit.auth (or sign requests server-to-server with serverKeyID and serverPrivateKeyFile)"
+        ]
+    )
+    let halfKey = none.replacingOccurrences(of: "webAuthTokenFile: token", with: "serverKeyID: abc")
+    #expect(
+        problems(halfKey) == [
+            "notes.yml:6:7: serverKeyID needs serverPrivateKeyFile in source.cloudkit.auth: the PEM file of the key it names"
+        ]
+    )
+}
+
+@Test func fakeSettingsOutOfRangeAreRefused() {
+    let yaml = """
+        pipeline: notes
+        source:
+          fake: { seed: -1, zones: 0, pageSize: 500 }
+        destination:
+          url: embedded
+        """
+    #expect(
+        problems(yaml) == [
+            "notes.yml:3:17: source.fake.seed must be a whole number from 0 to 18446744073709551615, not '-1'",
+            "notes.yml:3:28: source.fake.zones must be a whole number from 1 to 1000, not '0'",
+            "notes.yml:3:41: source.fake.pageSize must be a whole number from 1 to 200, not '500'",
+        ]
+    )
+}
+
+// MARK: - Destination and policies
+
+@Test func unknownEnumValueSuggestsTheClosestOne() {
+    let yaml = fakeHeader.replacingOccurrences(of: "url: embedded", with: "url: embedded\n  deletes: tombstones")
+    #expect(
+        problems(yaml) == [
+            "notes.yml:6:12: unknown value 'tombstones' for deletes (expected tombstone or hard; did you mean 'tombstone'?)"
+        ]
+    )
+}
+
+@Test func wrongKindOfValueSaysWhatWasExpected() {
+    let yaml = fakeHeader.replacingOccurrences(of: "url: embedded", with: "url: embedded\n  commitEvery: abc")
+        + "unmappedFields: [keep]\n"
+    #expect(
+        problems(yaml) == [
+            "notes.yml:6:16: destination.commitEvery must be a whole number of at least 1, not 'abc'",
+            "notes.yml:7:17: unmappedFields must be keep or drop, not a list",
+        ]
+    )
+}
+
+@Test func destinationUrlMustBeSomethingLibpqAccepts() {
+    let yaml = fakeHeader.replacingOccurrences(of: "url: embedded", with: "url: embeded")
+    #expect(
+        problems(yaml) == [
+            "notes.yml:5:8: destination.url must be 'embedded', a postgresql:// URI or a key=value connection string such as 'host=localhost dbname=app' (did you mean 'embedded'?)"
+        ]
+    )
+}
+
+@Test func pipelineNameMayHoldOnlyLettersDigitsAndPunctuation() {
+    let yaml = fakeHeader.replacingOccurrences(of: "pipeline: notes", with: "pipeline: my notes")
+    #expect(
+        problems(yaml) == ["notes.yml:1:11: pipeline name 'my notes' may hold only ASCII letters, digits, '_', '-' and '.'"]
+    )
+}
+
+// MARK: - YAML itself
+
+@Test func yamlSyntaxErrorCarriesItsPosition() {
+    let yaml = """
+        pipeline: notes
+        source:
+          fake: {}
+        destination:
+          url: embedded
+           schema: notes
+        """
+    #expect(problems(yaml) == ["notes.yml:6:10: invalid YAML: mapping values are not allowed in this context"])
+}
+
+@Test func duplicateKeyIsRefused() {
+    #expect(
+        problems(fakeHeader + "pipeline: other\n") == [
+            "notes.yml:1:1: key 'pipeline' appears more than once in the same mapping"
+        ]
+    )
+}
+
+// MARK: - All problems at once, and no secrets
+
+@Test func severalProblemsAreReportedTogetherInFileOrder() throws {
+    let yaml = """
+        pipeline: notes
+        source:
+          cloudkit:
+            container: iCloud.com.example.notes
+            resultsLimit: 0
+            auth:
+              apiToken: ${CLOUDKIT_API_TOKEN}
+        destination:
+          url: embedded
+          deletes: soft
+        recordTypes:
+          Note:
+            fields:
+              title: txet
+        onBadRecords: fail
+        """
+    let expected = [
+        "notes.yml:5:19: source.cloudkit.resultsLimit must be a whole number from 1 to 200, not '0'",
+        "notes.yml:7:17: environment variable CLOUDKIT_API_TOKEN is not set (needed by source.cloudkit.auth.apiToken)",
+        "notes.yml:10:12: unknown value 'soft' for deletes (expected tombstone or hard)",
+        "notes.yml:14:14: unknown type 'txet' for field title (did you mean 'text'?)",
+        "notes.yml:15:1: unknown key 'onBadRecords' at the top level (did you mean 'onBadRecord'?)",
+    ]
+    #expect(problems(yaml) == expected)
+    let error = try #require(throws: PipelineFileError.self) { try parse(yaml) }
+    #expect(error.description == expected.joined(separator: "\n"))
+}
+
+@Test func secretsNeverAppearInDiagnostics() {
+    let secrets = ["api-SECRET", "web-SECRET", "pg-SECRET"]
+    let yaml = """
+        pipeline: notes
+        source:
+          cloudkit:
+            container: iCloud.com.example.notes
+            resultsLimit: lots
+            auth:
+              apiToken: ${API}
+              webAuthToken: ${WEB}
+        destination:
+          url: ${PG}
+          commitEvery: never
+        """
+    let environment = ["API": "api-SECRET", "WEB": "web-SECRET", "PG": "pg-SECRET"]
+    let found = problems(yaml, environment: environment)
+    #expect(found.contains("notes.yml:10:8: destination.url must be 'embedded', a postgresql:// URI or a key=value connection string such as 'host=localhost dbname=app'"))
+    for secret in secrets {
+        #expect(!found.joined().contains(secret))
+    }
+
+    let badConninfo = fakeHeader.replacingOccurrences(of: "url: embedded", with: "url: \"host=db password='pg-SECRET\"")
+    let conninfoProblems = problems(badConninfo)
+    #expect(conninfoProblems == ["notes.yml:5:8: destination.url is not a valid key=value connection string: the quoted value of 'password' is not closed"])
+}
+
+@Test func planDescriptionShowsThePlanButNoSecret() throws {
+    let pipeline = try parse(productExample, environment: productEnvironment)
+    let plan = pipeline.planDescription
+    for secret in ["ck-api-token-SECRET-1", "ck-web-auth-SECRET-2", "pg-password-SECRET-3"] {
+        #expect(!plan.contains(secret))
+    }
+    for line in [
+        "  container:          iCloud.com.example.notes",
+        "  zones:              all (discovered through the database change feed)",
+        "  auth:               apiToken <redacted>, webAuthToken <redacted>, webAuthTokenFile .zonefeed/notes.web-auth-token",
+        "  url:                postgresql://zonefeed:<redacted>@db.internal:5432/app?sslmode=require",
+        "  Note -> table notes.notes, view notes.notes_live (its rows whose deleted_at is null)",
+        "    title       text",
+        "    word_count  bigint  (field wordCount)",
+        "    body_text   text    (field body)",
+        "    fields      jsonb   (the fields not mapped to a column)",
+        "  onBadRecord:        reject (to zonefeed_rejects; the run goes on)",
+    ] {
+        #expect(plan.split(separator: "\n").contains(Substring(line)), "missing line: \(line)\n\(plan)")
+    }
+}
+
+// MARK: - redactConnectionString
+
+@Test(arguments: [
+    ("embedded", "embedded"),
+    ("postgresql://app@db/app", "postgresql://app@db/app"),
+    ("postgresql://app:s3cret@db:5432/app", "postgresql://app:<redacted>@db:5432/app"),
+    ("postgres://app:p@ss@db/app?sslmode=require", "postgres://app:<redacted>@db/app?sslmode=require"),
+    ("postgresql://db/app?user=app&password=s3cret&sslmode=require", "postgresql://db/app?user=app&password=<redacted>&sslmode=require"),
+    ("postgresql://app:a?b@db/app", "postgresql://app:<redacted>@db/app"),
+    ("host=db dbname=app", "host=db dbname=app"),
+    ("host=db password=s3cret dbname=app", "host=db password=<redacted> dbname=app"),
+    ("host=db password = 'se cret \\' x' dbname=app", "host=db password = <redacted> dbname=app"),
+    ("host=db sslpassword=k3y", "host=db sslpassword=<redacted>"),
+    ("dbname='postgresql://app:s3cret@db/app'", "dbname='postgresql://app:<redacted>@db/app'"),
+    ("host=db password='unterminated", "host=db <redacted>"),
+])
+func redactConnectionStringHidesPasswords(input: String, expected: String) {
+    #expect(redactConnectionString(input) == expected)
+}
