@@ -1,0 +1,310 @@
+import CloudKitModel
+import ZoneFeed
+
+/// The deterministic change-feed generator. The same settings give the same feed, byte for byte.
+///
+/// A zone's feed is a sequence of entries cut into pages. Every page is computed from its number
+/// alone, so any page can be produced from a token without replaying the history and without
+/// keeping state, whatever the size of the backfill:
+/// - page `p` creates `creates` new records (slots `0..<creates`);
+/// - a created record is *mortal* when its slot is 3 mod 10: page `p+1` deletes it, and when the
+///   slot is also 3 mod 30 it is *reborn*: page `p+2` creates a record with the same name again;
+/// - slots 7 mod 15 are updated by page `p+1`; slots 11 mod 25 are updated again later in the
+///   same page (the same record twice in one page).
+/// Tokens are positions (entries consumed) in the zone's feed, so a feed that grows continues
+/// from a stored token, and a token beyond the end of a shrunken feed is rejected as expired.
+public struct FakeFeed: Sendable {
+    public let settings: FakeSettings
+    /// New records per page.
+    public let creates: Int
+    let seedTag: String
+
+    public init(settings: FakeSettings) {
+        self.settings = settings
+        let k = max(1, settings.pageSize)
+        var c = k
+        while c > 1 && FakeFeed.fullPageSize(creates: c) > k { c -= 1 }
+        creates = c
+        seedTag = String(SplitMix.hash(settings.seed, 0x5EED) & 0xFFFF_FFFF, radix: 16)
+    }
+
+    // MARK: Zones
+
+    public var zoneIDs: [ZoneID] { (0..<settings.zones).map(zoneID) }
+
+    public func zoneID(_ index: Int) -> ZoneID {
+        ZoneID(zoneName: FakeFeed.zoneName(index), ownerRecordName: settings.owner, zoneType: "REGULAR_CUSTOM_ZONE")
+    }
+
+    public static func zoneName(_ index: Int) -> String {
+        index < 9 ? "Zone0\(index + 1)" : "Zone\(index + 1)"
+    }
+
+    public func zoneIndex(of zone: ZoneID) -> Int? {
+        guard zone.ownerRecordName == settings.owner else { return nil }
+        return (0..<settings.zones).first { FakeFeed.zoneName($0) == zone.zoneName }
+    }
+
+    // MARK: Page layout
+
+    static func count(_ n: Int, _ modulus: Int, _ residue: Int) -> Int {
+        n > residue ? (n - residue - 1) / modulus + 1 : 0
+    }
+
+    static func isMortal(_ slot: Int) -> Bool { slot % 10 == 3 }
+    static func isReborn(_ slot: Int) -> Bool { slot % 30 == 3 }
+    static func isUpdatedNextPage(_ slot: Int) -> Bool { slot % 15 == 7 }
+    static func isRepeatedInPage(_ slot: Int) -> Bool { slot % 25 == 11 }
+
+    static func fullPageSize(creates c: Int) -> Int {
+        c + count(c, 10, 3) + count(c, 30, 3) + count(c, 15, 7) + count(c, 25, 11)
+    }
+
+    /// Entries in page `p` of an unbounded feed.
+    func pageSize(_ p: Int) -> Int {
+        let c = creates
+        var n = c + FakeFeed.count(c, 25, 11)
+        if p >= 1 { n += FakeFeed.count(c, 10, 3) + FakeFeed.count(c, 15, 7) }
+        if p >= 2 { n += FakeFeed.count(c, 30, 3) }
+        return n
+    }
+
+    /// The page holding entry `index`, and the index of that page's first entry.
+    func page(containing index: Int) -> (page: Int, start: Int) {
+        let s0 = pageSize(0), s1 = pageSize(1), s = pageSize(2)
+        if index < s0 { return (0, 0) }
+        if index < s0 + s1 { return (1, s0) }
+        let p = 2 + (index - s0 - s1) / s
+        return (p, s0 + s1 + (p - 2) * s)
+    }
+
+    /// What happens at each position of page `p`.
+    enum Event: Hashable {
+        case create(page: Int, slot: Int)
+        case repeatUpdate(page: Int, slot: Int)
+        case nextPageUpdate(page: Int, slot: Int)  // updates a record created on page `page`
+        case delete(page: Int, slot: Int)
+        case recreate(page: Int, slot: Int)
+    }
+
+    func events(ofPage p: Int) -> [Event] {
+        var others: [Event] = []
+        if p >= 1 {
+            for slot in 0..<creates {
+                if FakeFeed.isMortal(slot) { others.append(.delete(page: p - 1, slot: slot)) }
+                if FakeFeed.isUpdatedNextPage(slot) { others.append(.nextPageUpdate(page: p - 1, slot: slot)) }
+            }
+        }
+        if p >= 2 {
+            for slot in 0..<creates where FakeFeed.isReborn(slot) { others.append(.recreate(page: p - 2, slot: slot)) }
+        }
+        var events: [Event] = []
+        events.reserveCapacity(pageSize(p))
+        var repeats: [Event] = []
+        var next = 0
+        for slot in 0..<creates {
+            events.append(.create(page: p, slot: slot))
+            if FakeFeed.isRepeatedInPage(slot) { repeats.append(.repeatUpdate(page: p, slot: slot)) }
+            // Spread the other kinds through the page; repeats come a few entries after their create.
+            if slot % 4 == 0, next < others.count {
+                events.append(others[next])
+                next += 1
+            }
+            if slot % 5 == 4, !repeats.isEmpty { events.append(repeats.removeFirst()) }
+        }
+        events += others[next...]
+        events += repeats
+        return events
+    }
+
+    // MARK: Entries
+
+    /// The entries of positions `range` of a zone's feed.
+    public func entries(zone: Int, range: Range<Int>) -> [RecordEntry] {
+        var out: [RecordEntry] = []
+        out.reserveCapacity(range.count)
+        var index = range.lowerBound
+        while index < range.upperBound {
+            let (p, start) = page(containing: index)
+            let events = events(ofPage: p)
+            let end = min(range.upperBound, start + events.count)
+            for i in index..<end {
+                out.append(entry(zone: zone, event: events[i - start], position: i))
+            }
+            index = end
+        }
+        return out
+    }
+
+    func entry(zone: Int, event: Event, position: Int) -> RecordEntry {
+        switch event {
+        case .create(let page, let slot):
+            return .record(record(zone: zone, page: page, slot: slot, version: position, allowBad: true))
+        case .repeatUpdate(let page, let slot), .nextPageUpdate(let page, let slot), .recreate(let page, let slot):
+            return .record(record(zone: zone, page: page, slot: slot, version: position, allowBad: false))
+        case .delete(let page, let slot):
+            return .deleted(recordName: recordName(zone: zone, page: page, slot: slot))
+        }
+    }
+
+    public func recordName(zone: Int, page: Int, slot: Int) -> String {
+        let a = SplitMix.hash(settings.seed, UInt64(zone) &* 0x1_0000_0001, UInt64(page), UInt64(slot))
+        let b = SplitMix.hash(a, 0xC10D)
+        return Hex.uuid(a, b)
+    }
+
+    /// Record type by name: about 70% notes, 20% folders, 10% tags.
+    static func recordType(hash: UInt64) -> String {
+        switch hash % 10 {
+        case 0, 1: return "Folder"
+        case 2: return "Tag"
+        default: return "Note"
+        }
+    }
+
+    public static let recordTypes = ["Note", "Folder", "Tag"]
+
+    /// Whether a record version was made unfit on purpose (see `FakeSettings.badRecordEvery`).
+    func badKind(nameHash: UInt64, allowBad: Bool) -> Int? {
+        guard allowBad, let every = settings.badRecordEvery, every > 0 else { return nil }
+        guard (nameHash >> 20) % UInt64(every) == 0 else { return nil }
+        return Int((nameHash >> 40) & 1)
+    }
+
+    func record(zone: Int, page: Int, slot: Int, version: Int, allowBad: Bool) -> Record {
+        let name = recordName(zone: zone, page: page, slot: slot)
+        let nameHash = SplitMix.hash(settings.seed, UInt64(zone), UInt64(page), UInt64(slot), 0x7E)
+        let type = FakeFeed.recordType(hash: nameHash)
+        var r = SplitMix(state: SplitMix.hash(nameHash, UInt64(version)))
+        let zoneID = zoneID(zone)
+        let createdMs = Int64(1_700_000_000_000) + Int64(page) * 60_000 + Int64(slot) * 97
+        let modifiedMs = Int64(1_700_000_000_000) + Int64(version) * 1_000 + Int64(r.next() % 997)
+        var fields: [String: FieldValue] = [:]
+        switch type {
+        case "Note":
+            fields = noteFields(&r, zone: zone, page: page, slot: slot, version: version)
+            if type == "Note", let bad = badKind(nameHash: nameHash, allowBad: allowBad) {
+                if bad == 0 {
+                    fields["title"] = .string("bad\u{0}title")
+                } else {
+                    fields["wordCount"] = .string("many")
+                }
+            }
+        case "Folder":
+            fields["name"] = .string(FakeText.words(&r, count: 1 + Int(r.next() % 3)))
+            fields["color"] = .int64(Int64(r.next() % 0xFFFFFF))
+            if r.next() % 3 == 0 {
+                fields["parent"] = .reference(Reference(recordName: recordName(zone: zone, page: max(0, page - 1), slot: Int(r.next() % UInt64(creates))), action: "NONE"))
+            }
+        default:
+            fields["label"] = .string(FakeText.words(&r, count: 1))
+            fields["uses"] = .int64(Int64(r.next() % 1000))
+        }
+        return Record(
+            recordName: name, recordType: type,
+            recordChangeTag: Hex.short(SplitMix.hash(nameHash, UInt64(version), 0x7A6)),
+            fields: fields,
+            created: RecordStamp(timestamp: createdMs, userRecordName: "_user\(nameHash % 3)", deviceID: "D\(nameHash % 5)"),
+            modified: RecordStamp(timestamp: max(createdMs, modifiedMs), userRecordName: "_user\(r.next() % 3)", deviceID: "D1"),
+            zoneID: zoneID)
+    }
+
+    func noteFields(_ r: inout SplitMix, zone: Int, page: Int, slot: Int, version: Int) -> [String: FieldValue] {
+        var f: [String: FieldValue] = [:]
+        let roll = r.next()
+        f["title"] = .string(roll % 11 == 0 ? "" : FakeText.title(&r))
+        switch roll % 97 {
+        case 5: f["body"] = .string(String(repeating: FakeText.words(&r, count: 12) + " ", count: 400))  // very long
+        case 6: f["body"] = .string("")
+        default: f["body"] = .string(FakeText.sentence(&r))
+        }
+        switch roll % 53 {
+        case 1: f["wordCount"] = .int64(Int64.max)
+        case 2: f["wordCount"] = .int64(Int64.min)
+        case 3: f["wordCount"] = .int64(9_007_199_254_740_993)  // 2^53 + 1: exact beyond doubles
+        default: f["wordCount"] = .int64(Int64(r.next() % 5000))
+        }
+        switch roll % 41 {
+        case 1: f["rating"] = .double(-0.0)
+        case 2: f["rating"] = .double(1.7976931348623157e308)
+        case 3: f["rating"] = .double(Double.leastNonzeroMagnitude)
+        default: f["rating"] = .double(Double(r.next() % 10_000) / 100)
+        }
+        if roll % 29 == 1 {
+            f["editedAt"] = .timestamp(-62_135_596_800_000)  // year 1, a sentinel seen in the wild
+        } else if roll % 7 != 0 {
+            f["editedAt"] = .timestamp(1_600_000_000_000 + Int64(r.next() % 100_000_000_000))
+        }
+        f["thumbnail"] = .bytes(Base64.encode(FakeBytes.make(&r, count: Int(r.next() % 24))))
+        if roll % 5 != 0 {
+            f["folder"] = .reference(Reference(
+                recordName: recordName(zone: zone, page: max(0, page - 1), slot: Int(r.next() % UInt64(creates))),
+                zoneID: zoneID(zone), action: r.next() % 2 == 0 ? "NONE" : "DELETE_SELF"))
+        }
+        if roll % 3 != 0 {
+            f["attachment"] = .asset(tag: "ASSETID", .object([
+                "fileChecksum": .string(Base64.encode(FakeBytes.make(&r, count: 20))),
+                "size": .int(Int64(r.next() % 50_000_000)),
+                "referenceChecksum": .string(Base64.encode(FakeBytes.make(&r, count: 20))),
+                "wrappingKey": .string(Base64.encode(FakeBytes.make(&r, count: 16))),
+                "receipt": .string(Hex.short(r.next())),
+                "downloadURL": .string("https://cvws.icloud-content.com/B/\(Hex.short(r.next()))/${f}?o=1"),
+            ]))
+        }
+        if roll % 4 != 1 {
+            f["place"] = .location(FakeLocation.make(&r))
+        }
+        let tagCount = Int(r.next() % 4)
+        f["tags"] = .list(tag: "STRING_LIST", (0..<tagCount).map { _ in .string(FakeText.words(&r, count: 1)) })
+        f["counts"] = .list(tag: "INT64_LIST", (0..<Int(r.next() % 4)).map { i in .int64(i == 1 ? Int64.min : Int64(r.next() % 100)) })
+        f["scores"] = .list(tag: "DOUBLE_LIST", (0..<Int(r.next() % 3)).map { _ in .double(Double(r.next() % 1000) / 8) })
+        f["reminders"] = .list(tag: "TIMESTAMP_LIST", (0..<Int(r.next() % 3)).map { _ in .timestamp(1_650_000_000_000 + Int64(r.next() % 10_000_000_000)) })
+        f["chunks"] = .list(tag: "BYTES_LIST", (0..<Int(r.next() % 3)).map { _ in .bytes(Base64.encode(FakeBytes.make(&r, count: 1 + Int(r.next() % 8)))) })
+        f["related"] = .list(tag: "REFERENCE_LIST", (0..<Int(r.next() % 3)).map { _ in
+            .reference(Reference(recordName: recordName(zone: zone, page: page, slot: Int(r.next() % UInt64(creates)))))
+        })
+        if roll % 6 == 0 {
+            f["secret"] = .encryptedBytes(Base64.encode(FakeBytes.make(&r, count: 12)))
+        }
+        if roll % 9 == 0 {
+            f["trail"] = .list(tag: "LOCATION_LIST", [.location(FakeLocation.make(&r)), .location(FakeLocation.make(&r))])
+        }
+        return f
+    }
+
+    // MARK: Tokens
+
+    /// The number of entries in a zone's feed.
+    public var entriesPerZone: Int { settings.recordsPerZone }
+
+    public func zoneToken(zone: Int, position: Int) -> ChangeToken {
+        ChangeToken("fk1-\(seedTag)-\(zone)-\(position)")
+    }
+
+    /// The position a token stands for; nil when the token is not one of this feed's.
+    public func position(of token: ChangeToken, zone: Int) -> Int? {
+        let parts = token.value.split(separator: "-")
+        guard parts.count == 4, parts[0] == "fk1", parts[1] == seedTag, Int(parts[2]) == zone,
+              let position = Int(parts[3]), position >= 0, position <= entriesPerZone
+        else { return nil }
+        return position
+    }
+
+    public var databaseToken: ChangeToken {
+        ChangeToken("fkdb-\(seedTag)-\(settings.zones)-\(settings.recordsPerZone)")
+    }
+
+    /// The database feed since `token`: every zone when the token is nil or from other settings,
+    /// nothing when it is current; zones that no longer exist are reported deleted.
+    public func databaseChanges(since token: ChangeToken?) -> DatabaseChangePage {
+        if token == databaseToken {
+            return DatabaseChangePage(modifiedZones: [], deletedZones: [], syncToken: databaseToken, moreComing: false)
+        }
+        var deleted: [ZoneDeletion] = []
+        if let parts = token?.value.split(separator: "-"), parts.count == 4, parts[0] == "fkdb", parts[1] == seedTag,
+           let oldZones = Int(parts[2]), oldZones > settings.zones {
+            deleted = (settings.zones..<oldZones).map { ZoneDeletion(zoneID: zoneID($0), reason: .deleted) }
+        }
+        return DatabaseChangePage(modifiedZones: zoneIDs, deletedZones: deleted, syncToken: databaseToken, moreComing: false)
+    }
+}

@@ -1,0 +1,45 @@
+import CloudKitModel
+
+/// Where changes come from: the CloudKit Web Services client or the fake generator. A source
+/// knows nothing of the destination; the engine asks it for pages from a token.
+public protocol ChangeSource: Sendable {
+    /// The caller's user record name (`users/caller`), asked once per run; nil when the source
+    /// has no accounts.
+    func currentUser() async throws -> String?
+
+    /// The zones to follow when the pipeline names them (`zones: [A, B]`); nil means "discover
+    /// them through the database change feed".
+    var namedZones: [ZoneID]? { get }
+
+    /// One page of the database change feed after `token` (nil: from the beginning).
+    func fetchDatabaseChanges(since token: ChangeToken?) async throws -> DatabaseChangePage
+
+    /// One page of a zone's change feed after `token` (nil: from the beginning).
+    func fetchZoneChanges(in zone: ZoneID, since token: ChangeToken?) async throws -> ZoneChangePage
+}
+
+/// Source failures the engine handles in a particular way; anything else fails the zone.
+public struct SourceError: Error, Sendable, CustomStringConvertible {
+    public enum Code: Sendable, Equatable {
+        /// The zone's token is no longer accepted: resync the zone.
+        case changeTokenExpired
+        /// The zone is gone: handle as a zone deletion.
+        case zoneNotFound
+        /// A person must sign in again; the run stops (exit 3).
+        case authenticationRequired
+        /// The source failed after its retries.
+        case failed
+    }
+
+    public var code: Code
+    public var zoneID: ZoneID?
+    public var message: String
+
+    public init(_ code: Code, zoneID: ZoneID? = nil, message: String) {
+        self.code = code
+        self.zoneID = zoneID
+        self.message = message
+    }
+
+    public var description: String { message }
+}

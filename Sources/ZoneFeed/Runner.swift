@@ -1,0 +1,306 @@
+import CloudKitModel
+import Foundation
+import Logging
+
+/// Drives one run: discovers zones, then for each zone claims it, reads its checkpoint and
+/// applies its pages in batches of whole pages until `moreComing` is false. Events are delivered
+/// serially to `events`. Cancellation (SIGINT, SIGTERM) stops between batches: a batch is either
+/// committed with its token or not at all.
+public struct Runner: Sendable {
+    public struct Configuration: Sendable {
+        public var pipeline: String
+        /// Records per transaction (whole pages only).
+        public var commitEvery: Int
+        /// Only these zone names, when not empty (`--zone`).
+        public var zoneFilter: [String]
+        /// How many times a page may repeat its token with nothing in it before it is an error.
+        public var maxEmptyRepeats: Int
+
+        public init(pipeline: String, commitEvery: Int = 5_000, zoneFilter: [String] = [], maxEmptyRepeats: Int = 3) {
+            self.pipeline = pipeline
+            self.commitEvery = commitEvery
+            self.zoneFilter = zoneFilter
+            self.maxEmptyRepeats = maxEmptyRepeats
+        }
+    }
+
+    public let configuration: Configuration
+    public let source: any ChangeSource
+    public let destination: any Destination
+    public let logger: Logger
+    public let events: SyncEventHandler
+
+    public init(
+        configuration: Configuration, source: any ChangeSource, destination: any Destination,
+        logger: Logger, events: @escaping SyncEventHandler = { _ in }
+    ) {
+        self.configuration = configuration
+        self.source = source
+        self.destination = destination
+        self.logger = logger
+        self.events = events
+    }
+
+    /// Runs to the end and returns the summary; the run is recorded in the destination whatever
+    /// happens. Throws `RunError` only for failures that stop the whole run.
+    public func run() async throws -> RunSummary {
+        try await destination.prepare()
+        let runID = try await destination.startRun()
+        var logger = self.logger
+        logger[metadataKey: "run"] = "\(runID)"
+        let started = ContinuousClock.now
+        var summary = RunSummary(runID: runID, pipeline: configuration.pipeline, status: .running)
+        await events(.willFetchChanges(runID: runID))
+
+        do {
+            try await checkAccount(logger: logger)
+            let zones = try await zonesToFetch(runID: runID, summary: &summary, logger: logger)
+            for zone in zones {
+                try Task.checkCancellation()
+                try await fetchZone(zone, runID: runID, summary: &summary, logger: logger)
+            }
+            summary.status = summary.zonesFailed.isEmpty ? .succeeded : .failed
+            if !summary.zonesFailed.isEmpty {
+                summary.error = summary.zonesFailed.map { "zone \($0.0.zoneName): \($0.1)" }.joined(separator: "; ")
+            }
+        } catch {
+            summary.status = Self.isCancellation(error) ? .interrupted : .failed
+            summary.error = summary.status == .interrupted ? "interrupted" : "\(error)"
+            summary.seconds = (ContinuousClock.now - started).seconds
+            await finish(summary, logger: logger)
+            if summary.status == .interrupted { throw RunError(.interrupted, summary: summary, message: "the run was interrupted") }
+            if let runError = error as? RunError { throw RunError(runError.kind, summary: summary, message: runError.message) }
+            if let sourceError = error as? SourceError, sourceError.code == .authenticationRequired {
+                throw RunError(.authentication, summary: summary, message: sourceError.message)
+            }
+            throw RunError(.failed, summary: summary, message: "\(error)")
+        }
+        summary.seconds = (ContinuousClock.now - started).seconds
+        await finish(summary, logger: logger)
+        return summary
+    }
+
+    private func finish(_ summary: RunSummary, logger: Logger) async {
+        do {
+            try await destination.finishRun(summary.runID, status: summary.status, error: summary.error)
+        } catch {
+            logger.error("could not record the end of the run", metadata: ["error": "\(error)"])
+        }
+        await events(.didFetchChanges(summary))
+    }
+
+    static func isCancellation(_ error: any Error) -> Bool {
+        error is CancellationError || Task.isCancelled
+    }
+
+    // MARK: Account
+
+    /// The sync engine's `switchAccounts`: tokens of one account must never be used for another.
+    private func checkAccount(logger: Logger) async throws {
+        guard let user = try await source.currentUser() else { return }
+        if let stored = try await destination.storedAccount() {
+            guard stored == user else {
+                throw RunError(
+                    .accountChanged, summary: nil,
+                    message: "the credentials belong to user \(user), but this pipeline's checkpoints belong to \(stored); "
+                        + "use the original account's web auth token, or run 'zonefeed reset --all' with a new pipeline name to start over")
+            }
+        } else {
+            try await destination.storeAccount(user)
+            logger.info("recorded the account for this pipeline", metadata: ["user": "\(user)"])
+        }
+    }
+
+    // MARK: Zones
+
+    private func zonesToFetch(runID: Int64, summary: inout RunSummary, logger: Logger) async throws -> [ZoneID] {
+        var zones: [ZoneID]
+        if let named = source.namedZones {
+            zones = named
+        } else {
+            var token = try await destination.databaseCheckpoint()
+            var modified: [ZoneID] = []
+            var deleted: [ZoneDeletion] = []
+            while true {
+                try Task.checkCancellation()
+                let page = try await source.fetchDatabaseChanges(since: token)
+                // Deletions are applied in the transaction that stores the database token, so a
+                // crash can never advance the token past a deletion that was not applied.
+                let outcome = try await destination.applyDatabaseChanges(page, runID: runID)
+                summary.totals += outcome
+                summary.zonesDeleted += page.deletedZones
+                await events(.stateUpdate(nil, page.syncToken))
+                modified += page.modifiedZones
+                deleted += page.deletedZones
+                if !page.moreComing || page.syncToken == token { break }
+                token = page.syncToken
+            }
+            await events(.fetchedDatabaseChanges(modified: modified, deleted: deleted))
+            for deletion in deleted {
+                if deletion.reason == .encryptedDataReset {
+                    await events(.resyncStarted(deletion.zoneID, reason: "encrypted data reset"))
+                } else {
+                    await events(.zoneDeleted(deletion, outcome: BatchOutcome()))
+                }
+            }
+            // Pending zones include those a crashed run left unfinished.
+            zones = try await destination.pendingZones()
+        }
+        if !configuration.zoneFilter.isEmpty {
+            let unknown = configuration.zoneFilter.filter { name in !zones.contains { $0.zoneName == name } }
+            if !unknown.isEmpty, source.namedZones != nil {
+                throw RunError(.usage, summary: nil, message: "--zone names a zone the pipeline does not follow: \(unknown.joined(separator: ", "))")
+            }
+            zones = zones.filter { configuration.zoneFilter.contains($0.zoneName) }
+        }
+        return zones
+    }
+
+    private func applyZoneDeletion(_ deletion: ZoneDeletion, runID: Int64, summary: inout RunSummary) async throws {
+        let outcome = try await destination.deleteZone(deletion, runID: runID)
+        summary.totals += outcome
+        summary.zonesDeleted.append(deletion)
+        await events(.zoneDeleted(deletion, outcome: outcome))
+    }
+
+    private func fetchZone(_ zone: ZoneID, runID: Int64, summary: inout RunSummary, logger: Logger) async throws {
+        var logger = logger
+        logger[metadataKey: "zone"] = "\(zone.zoneName)"
+        guard try await destination.claimZone(zone) else {
+            summary.zonesClaimedElsewhere.append(zone)
+            await events(.zoneClaimedElsewhere(zone))
+            return
+        }
+        var zoneTotal = BatchOutcome()
+        var zoneError: (any Error)?
+        do {
+            zoneTotal = try await fetchClaimedZone(zone, runID: runID, logger: logger)
+        } catch let error as SourceError where error.code == .zoneNotFound {
+            // A followed zone that the server no longer knows has been deleted.
+            let deletion = ZoneDeletion(zoneID: zone, reason: .deleted)
+            do {
+                try await applyZoneDeletion(deletion, runID: runID, summary: &summary)
+            } catch {
+                zoneError = error
+            }
+        } catch {
+            zoneError = error
+        }
+        try? await destination.releaseZone(zone)
+        summary.totals += zoneTotal
+        await events(.didFetchRecordZoneChanges(zone, error: zoneError))
+
+        guard let zoneError else {
+            if zoneTotal.records > 0 || zoneTotal.pages > 0 && zoneTotal.swept > 0 {
+                summary.zonesApplied.append(zone)
+            } else {
+                summary.zonesUpToDate.append(zone)
+            }
+            try? await destination.recordZoneError(zone, message: nil)
+            return
+        }
+        // What stops the whole run: a cancellation, a person needed, the destination failing.
+        if Self.isCancellation(zoneError) { throw CancellationError() }
+        if let sourceError = zoneError as? SourceError, sourceError.code == .authenticationRequired { throw sourceError }
+        if !(zoneError is SourceError) && !(zoneError is ZoneFailure) { throw zoneError }
+        logger.error("zone failed", metadata: ["error": "\(zoneError)"])
+        try? await destination.recordZoneError(zone, message: "\(zoneError)")
+        summary.zonesFailed.append((zone, "\(zoneError)"))
+    }
+
+    /// Fetches and applies one claimed zone to the end of its feed.
+    private func fetchClaimedZone(_ zone: ZoneID, runID: Int64, logger: Logger) async throws -> BatchOutcome {
+        var checkpoint = try await destination.zoneCheckpoint(zone)
+        var total = BatchOutcome()
+        var resyncedThisRun = false
+        await events(.willFetchRecordZoneChanges(zone, resyncing: checkpoint.resyncing))
+
+        var pending: [RecordEntry] = []
+        var pendingPages = 0
+        var token = checkpoint.token
+        var emptyRepeats = 0
+
+        while true {
+            try Task.checkCancellation()
+            let page: ZoneChangePage
+            do {
+                page = try await source.fetchZoneChanges(in: zone, since: token)
+            } catch let error as SourceError where error.code == .changeTokenExpired {
+                guard checkpoint.token != nil || token != nil, !resyncedThisRun else {
+                    throw ZoneFailure(message: "the server rejected the zone's token again after a resync: \(error.message)")
+                }
+                // Nothing uncommitted is kept: the resync starts over from a nil token.
+                resyncedThisRun = true
+                logger.warning("the zone's change token is no longer accepted; resyncing the zone", metadata: ["error": "\(error.message)"])
+                checkpoint = try await destination.beginResync(zone, reason: "change token expired")
+                await events(.resyncStarted(zone, reason: "change token expired"))
+                pending.removeAll()
+                pendingPages = 0
+                token = nil
+                continue
+            }
+
+            if page.moreComing && page.entries.isEmpty && page.syncToken == token {
+                emptyRepeats += 1
+                if emptyRepeats > configuration.maxEmptyRepeats {
+                    throw ZoneFailure(message: "the server returned the same token with no records \(emptyRepeats) times while saying more was coming; stopping instead of looping")
+                }
+            } else {
+                emptyRepeats = 0
+            }
+
+            pending += page.entries
+            pendingPages += 1
+            token = page.syncToken
+
+            if pending.count >= configuration.commitEvery || !page.moreComing {
+                let batch = ChangeBatch(
+                    zoneID: zone, runID: runID, generation: checkpoint.generation, pageCount: pendingPages,
+                    entries: pending, token: page.syncToken, isLast: !page.moreComing,
+                    finishesResync: checkpoint.resyncing && !page.moreComing)
+                let outcome = try await destination.apply(batch)
+                total += outcome
+                checkpoint.token = page.syncToken
+                if batch.finishesResync { checkpoint.resyncing = false }
+                pending.removeAll(keepingCapacity: true)
+                pendingPages = 0
+                await events(.stateUpdate(zone, page.syncToken))
+                await events(.fetchedRecordZoneChanges(zone, batch: outcome, total: total))
+            }
+            if !page.moreComing { return total }
+        }
+    }
+}
+
+/// A zone that cannot go on; the run continues with the other zones and fails at the end.
+public struct ZoneFailure: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public init(message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// Why a run stopped, with the exit code the command line gives it.
+public struct RunError: Error, Sendable, CustomStringConvertible {
+    public enum Kind: Sendable {
+        case failed, authentication, accountChanged, interrupted, usage
+    }
+
+    public var kind: Kind
+    public var summary: RunSummary?
+    public var message: String
+
+    public init(_ kind: Kind, summary: RunSummary?, message: String) {
+        self.kind = kind
+        self.summary = summary
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+extension Duration {
+    public var seconds: Double {
+        let (s, attoseconds) = components
+        return Double(s) + Double(attoseconds) / 1e18
+    }
+}

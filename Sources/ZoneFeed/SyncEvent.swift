@@ -1,0 +1,44 @@
+import CloudKitModel
+
+/// What happens during a run, in the sync engine's vocabulary, delivered serially in order. Logs,
+/// the progress display, metrics and tests all listen to the same events.
+public enum SyncEvent: Sendable {
+    case willFetchChanges(runID: Int64)
+    case fetchedDatabaseChanges(modified: [ZoneID], deleted: [ZoneDeletion])
+    case zoneClaimedElsewhere(ZoneID)
+    case willFetchRecordZoneChanges(ZoneID, resyncing: Bool)
+    /// A batch was committed; `total` is what the zone has applied so far in this run.
+    case fetchedRecordZoneChanges(ZoneID, batch: BatchOutcome, total: BatchOutcome)
+    case resyncStarted(ZoneID, reason: String)
+    case zoneDeleted(ZoneDeletion, outcome: BatchOutcome)
+    case didFetchRecordZoneChanges(ZoneID, error: (any Error)?)
+    case didFetchChanges(RunSummary)
+    /// A token was stored (nil zone: the database token).
+    case stateUpdate(ZoneID?, ChangeToken)
+}
+
+/// Receives events; called serially by the runner.
+public typealias SyncEventHandler = @Sendable (SyncEvent) async -> Void
+
+/// A run's result, as the summary prints it.
+public struct RunSummary: Sendable {
+    public var runID: Int64
+    public var pipeline: String
+    public var status: RunStatus
+    public var totals = BatchOutcome()
+    public var zonesApplied: [ZoneID] = []
+    public var zonesUpToDate: [ZoneID] = []
+    public var zonesClaimedElsewhere: [ZoneID] = []
+    public var zonesFailed: [(ZoneID, String)] = []
+    public var zonesDeleted: [ZoneDeletion] = []
+    public var seconds: Double = 0
+    public var error: String?
+
+    public init(runID: Int64, pipeline: String, status: RunStatus) {
+        self.runID = runID
+        self.pipeline = pipeline
+        self.status = status
+    }
+
+    public var recordsPerSecond: Double { seconds > 0 ? Double(totals.records) / seconds : 0 }
+}
