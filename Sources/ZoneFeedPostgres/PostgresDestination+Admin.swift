@@ -1,0 +1,125 @@
+import CloudKitModel
+import LibPQ
+import ZoneFeed
+
+/// What `zonefeed status` shows.
+public struct PipelineStatus: Sendable {
+    public struct Zone: Sendable {
+        public var scope: String
+        public var zoneOwner: String
+        public var zoneName: String
+        public var hasToken: Bool
+        public var generation: Int
+        public var resyncing: Bool
+        public var pending: Bool
+        public var recordsApplied: Int64
+        public var updatedAt: String
+        public var lastError: String?
+        public var liveRows: Int64
+        public var deletedRows: Int64
+    }
+
+    public struct Run: Sendable {
+        public var runID: Int64
+        public var status: String
+        public var startedAt: String
+        public var finishedAt: String?
+        public var pages: Int64
+        public var upserts: Int64
+        public var tombstones: Int64
+        public var rejects: Int64
+        public var error: String?
+    }
+
+    public var zones: [Zone] = []
+    public var runs: [Run] = []
+    public var tablesExist = true
+}
+
+extension PostgresDestination {
+    /// Checkpoints, row counts and the last runs.
+    public func status(lastRuns: Int = 10) async throws -> PipelineStatus {
+        let schema = self.schema, name = pipeline.name
+        return try await onConnection { c in
+            var status = PipelineStatus()
+            let exists = try c.query("SELECT to_regclass($1) IS NOT NULL", [schema.checkpoints]).scalar == "t"
+            guard exists else {
+                status.tablesExist = false
+                return status
+            }
+            var counts: [String: (Int64, Int64)] = [:]
+            for table in schema.tables {
+                for row in try c.query("""
+                    SELECT zone_owner, zone_name, count(*) FILTER (WHERE deleted_at IS NULL), count(*) FILTER (WHERE deleted_at IS NOT NULL)
+                    FROM \(table.qualifiedName) GROUP BY 1, 2
+                    """).rows {
+                    let key = row[0]! + "/" + row[1]!
+                    let old = counts[key] ?? (0, 0)
+                    counts[key] = (old.0 + Int64(row[2]!)!, old.1 + Int64(row[3]!)!)
+                }
+            }
+            for row in try c.query("""
+                SELECT scope, zone_owner, zone_name, token IS NOT NULL, generation, resyncing, pending, records_applied,
+                       to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS"Z"'), last_error
+                FROM \(schema.checkpoints) WHERE pipeline = $1 ORDER BY scope, zone_name, zone_owner
+                """, [name]).rows {
+                let key = row[1]! + "/" + row[2]!
+                status.zones.append(PipelineStatus.Zone(
+                    scope: row[0]!, zoneOwner: row[1]!, zoneName: row[2]!, hasToken: row[3] == "t",
+                    generation: Int(row[4]!)!, resyncing: row[5] == "t", pending: row[6] == "t",
+                    recordsApplied: Int64(row[7]!)!, updatedAt: row[8]!, lastError: row[9],
+                    liveRows: counts[key]?.0 ?? 0, deletedRows: counts[key]?.1 ?? 0))
+            }
+            for row in try c.query("""
+                SELECT run_id, status, to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS"Z"'),
+                       to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS"Z"'), pages, upserts, tombstones, rejects, error
+                FROM \(schema.runs) WHERE pipeline = $1 ORDER BY run_id DESC LIMIT $2
+                """, [name, String(lastRuns)]).rows {
+                status.runs.append(PipelineStatus.Run(
+                    runID: Int64(row[0]!)!, status: row[1]!, startedAt: row[2]!, finishedAt: row[3],
+                    pages: Int64(row[4]!)!, upserts: Int64(row[5]!)!, tombstones: Int64(row[6]!)!, rejects: Int64(row[7]!)!, error: row[8]))
+            }
+            return status
+        }
+    }
+
+    public struct ResetOutcome: Sendable {
+        public var reset: [ZoneID] = []
+        public var unknown: [String] = []
+        public var busy: [ZoneID] = []
+    }
+
+    /// Marks zones for a resync from a nil token under a new generation; the next run refetches
+    /// them and sweeps what the source no longer has. `all` also forgets the database token so
+    /// that zones are rediscovered. A zone being applied right now is left alone and reported.
+    public func reset(zoneNames: [String], all: Bool) async throws -> ResetOutcome {
+        let schema = self.schema, name = pipeline.name, key = self.key
+        return try await onConnection { c in
+            var outcome = ResetOutcome()
+            let rows = try c.query(
+                "SELECT zone_owner, zone_name FROM \(schema.checkpoints) WHERE pipeline = $1 AND scope = 'zone' ORDER BY zone_name",
+                [name]).rows.map { ZoneID(zoneName: $0[1]!, ownerRecordName: $0[0]!) }
+            var targets = all ? rows : rows.filter { zoneNames.contains($0.zoneName) }
+            outcome.unknown = all ? [] : zoneNames.filter { n in !rows.contains { $0.zoneName == n } }
+            // Zones named explicitly that have no checkpoint yet get one that starts as a resync.
+            if case .cloudKit(let settings) = self.pipeline.source, case .named = settings.zones {
+                for zoneName in outcome.unknown { targets.append(ZoneID(zoneName: zoneName)) }
+                outcome.unknown = []
+            }
+            for zone in targets {
+                let lockKey = "\(zone.ownerRecordName)/\(zone.zoneName)"
+                guard try c.query("SELECT pg_try_advisory_lock(hashtext($1), hashtext($2))", [key, lockKey]).scalar == "t" else {
+                    outcome.busy.append(zone)
+                    continue
+                }
+                defer { _ = try? c.query("SELECT pg_advisory_unlock(hashtext($1), hashtext($2))", [key, lockKey]) }
+                _ = try self.beginResync(zone, on: c)
+                outcome.reset.append(zone)
+            }
+            if all {
+                try c.query("UPDATE \(schema.checkpoints) SET token = NULL, updated_at = now() WHERE pipeline = $1 AND scope = 'database'", [name])
+            }
+            return outcome
+        }
+    }
+}

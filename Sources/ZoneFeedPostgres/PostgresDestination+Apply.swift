@@ -1,0 +1,185 @@
+import CloudKitModel
+import Foundation
+import LibPQ
+import ZoneFeed
+
+extension PostgresDestination {
+    /// Applies a batch and its token in one transaction: upserts (COPY into staging, one merge per
+    /// table), deletions, rejects, the resync sweep when the batch ends one, the checkpoint and
+    /// the run's counters. Either all of it commits or none of it.
+    public func apply(_ batch: ChangeBatch) async throws -> BatchOutcome {
+        try await onConnection { c in
+            do {
+                return try c.transaction { try self.applyBatch(batch, on: c) }
+            } catch let error as PostgresError {
+                throw error.withContext("applying a batch of zone \(batch.zoneID.zoneName)")
+            }
+        }
+    }
+
+    private struct Deletion {
+        var seq: Int32
+        var recordName: String
+        var recordType: String?
+        var final = false
+    }
+
+    private struct Reject {
+        var entry: RecordEntry
+        var recordType: String?
+        var error: String
+    }
+
+    private func applyBatch(_ batch: ChangeBatch, on c: Connection) throws -> BatchOutcome {
+        var outcome = BatchOutcome()
+        outcome.pages = batch.pageCount
+        let zone = batch.zoneID
+        for i in encoders.indices { encoders[i].reset() }
+
+        // Classify and encode in feed order. The last change of a record in the batch decides
+        // its final state; every change is still counted and logged.
+        var deletions: [Deletion] = []
+        var rejects: [Reject] = []
+        var lastIsDelete: [String: Bool] = [:]
+        var upsertedType: [String: String] = [:]
+        var namesPerTable = [Set<String>](repeating: [], count: encoders.count)
+        var deduplicate = [Bool](repeating: false, count: encoders.count)
+        for (i, entry) in batch.entries.enumerated() {
+            let seq = Int32(i)
+            switch entry {
+            case .record(let record):
+                guard let t = schema.table(forRecordType: record.recordType) else {
+                    if pipeline.unknownRecordTypes == .skip {
+                        outcome.skipped += 1
+                    } else {
+                        rejects.append(Reject(entry: entry, recordType: record.recordType,
+                                              error: "record type \(record.recordType) is not mapped (unknownRecordTypes: reject)"))
+                    }
+                    continue
+                }
+                if let problem = encoders[t].append(record, seq: seq) {
+                    if pipeline.onBadRecord == .fail {
+                        throw ZoneFailure(message: "record \(record.recordName) (\(record.recordType)) in zone \(zone.zoneName) cannot be applied: \(problem); "
+                            + "nothing of its batch was applied (set onBadRecord: reject to send such records to zonefeed_rejects instead)")
+                    }
+                    rejects.append(Reject(entry: entry, recordType: record.recordType, error: problem))
+                    continue
+                }
+                outcome.upserts += 1
+                if !namesPerTable[t].insert(record.recordName).inserted { deduplicate[t] = true }
+                lastIsDelete[record.recordName] = false
+                upsertedType[record.recordName] = record.recordType
+            case .deleted(let name):
+                outcome.tombstones += 1
+                deletions.append(Deletion(seq: seq, recordName: name))
+                lastIsDelete[name] = true
+            case .error(let error):
+                rejects.append(Reject(entry: entry, recordType: nil, error: "the server reported \(error.serverErrorCode) for this record: \(error.reason ?? "no reason given")"))
+            }
+        }
+        outcome.rejects = rejects.count
+
+        let owner = zone.ownerRecordName, zoneName = zone.zoneName
+        let run = String(batch.runID), generation = String(batch.generation)
+
+        // Upserts.
+        for (t, table) in schema.tables.enumerated() where encoders[t].rowCount > 0 {
+            encoders[t].buffer.finish()
+            let bytes = encoders[t].buffer.bytes
+            try c.copyIn("COPY \(table.stagingName) (\(schema.stagingColumns(table).joined(separator: ", "))) FROM STDIN (FORMAT binary)") { writer in
+                try writer.write(bytes)
+            }
+            try c.query(schema.mergeSQL(table, deduplicate: deduplicate[t]), [owner, zoneName, run, generation])
+        }
+
+        // Deletions: only a record's last change in the batch, if it is a deletion, touches its
+        // row; every deletion is logged.
+        if !deletions.isEmpty {
+            var seen = Set<String>()
+            for i in deletions.indices.reversed() {
+                deletions[i].recordType = upsertedType[deletions[i].recordName]
+                if lastIsDelete[deletions[i].recordName] == true, seen.insert(deletions[i].recordName).inserted {
+                    deletions[i].final = true
+                }
+            }
+            var buffer = BinaryCopyBuffer(capacity: deletions.count * 64)
+            for d in deletions {
+                buffer.beginTuple(fieldCount: 4)
+                buffer.append(integer: d.seq)
+                buffer.append(text: d.recordName)
+                buffer.append(text: d.recordType)
+                buffer.append(boolean: d.final)
+            }
+            buffer.finish()
+            let bytes = buffer.bytes
+            try c.copyIn("COPY zf_deletes (seq, record_name, record_type, final) FROM STDIN (FORMAT binary)") { try $0.write(bytes) }
+            for table in schema.tables {
+                let change = pipeline.destination.deletes == .hard
+                    ? "DELETE FROM \(table.qualifiedName) AS t USING zf_deletes AS d"
+                    : "UPDATE \(table.qualifiedName) AS t SET deleted_at = coalesce(t.deleted_at, now()), synced_at = now(), run_id = $3::bigint FROM zf_deletes AS d"
+                try c.query("""
+                    WITH gone AS (
+                        \(change)
+                        WHERE d.final AND t.zone_owner = $1 AND t.zone_name = $2 AND t.record_name = d.record_name
+                        RETURNING t.record_name, t.record_type)
+                    UPDATE zf_deletes AS d SET record_type = gone.record_type FROM gone
+                    WHERE d.record_name = gone.record_name AND d.record_type IS NULL
+                    """, [owner, zoneName, run])
+            }
+            try c.query("""
+                INSERT INTO \(schema.tombstones) (pipeline, zone_owner, zone_name, record_name, record_type, reason, run_id)
+                SELECT $4, $1, $2, record_name, record_type, 'deleted', $3::bigint FROM zf_deletes ORDER BY seq
+                """, [owner, zoneName, run, pipeline.name])
+        }
+
+        for reject in rejects {
+            var json = JSONWriter()
+            json.spellsOutNUL = true
+            json.write(reject.entry.json)
+            try c.query("""
+                INSERT INTO \(schema.rejects) (pipeline, zone_owner, zone_name, record_name, record_type, raw, error, run_id)
+                VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::bigint)
+                """, [pipeline.name, owner, zoneName, reject.entry.recordName.map(Self.withoutNUL), reject.recordType.map(Self.withoutNUL),
+                      String(decoding: json.bytes, as: UTF8.self), reject.error, run])
+        }
+
+        if batch.finishesResync {
+            outcome.swept = try sweep(zone, generation: batch.generation, runID: batch.runID, on: c)
+        }
+
+        let updated = try c.query("""
+            UPDATE \(schema.checkpoints)
+            SET token = $4, records_applied = records_applied + $5, updated_at = now(),
+                pending = pending AND NOT $6::boolean, resyncing = resyncing AND NOT $7::boolean, last_error = NULL
+            WHERE pipeline = $1 AND scope = 'zone' AND zone_owner = $2 AND zone_name = $3
+            """, [pipeline.name, owner, zoneName, batch.token.value, String(batch.entries.count),
+                  batch.isLast ? "true" : "false", batch.finishesResync ? "true" : "false"])
+        guard updated.affectedRows == 1 else {
+            throw ZoneFailure(message: "the checkpoint of zone \(zoneName) vanished while the zone was being applied (was the zone reset or deleted meanwhile?); nothing of the batch was applied")
+        }
+        try addToRun(outcome, on: c)
+        return outcome
+    }
+
+    /// Mark-and-sweep: after a refetch from a nil token, rows the refetch did not touch (an older
+    /// generation) are gone from the source.
+    private func sweep(_ zone: ZoneID, generation: Int, runID: Int64, on c: Connection) throws -> Int {
+        var swept = 0
+        for table in schema.tables {
+            let change = pipeline.destination.deletes == .hard
+                ? "DELETE FROM \(table.qualifiedName) WHERE zone_owner = $1 AND zone_name = $2 AND generation < $4::integer"
+                : "UPDATE \(table.qualifiedName) SET deleted_at = now(), synced_at = now(), run_id = $3::bigint WHERE zone_owner = $1 AND zone_name = $2 AND generation < $4::integer AND deleted_at IS NULL"
+            let result = try c.query("""
+                WITH gone AS (\(change) RETURNING record_name, record_type)
+                INSERT INTO \(schema.tombstones) (pipeline, zone_owner, zone_name, record_name, record_type, reason, run_id)
+                SELECT $5, $1, $2, record_name, record_type, 'resync', $3::bigint FROM gone
+                """, [zone.ownerRecordName, zone.zoneName, String(runID), String(generation), pipeline.name])
+            swept += result.affectedRows
+        }
+        return swept
+    }
+
+    static func withoutNUL(_ s: String) -> String {
+        s.utf8.contains(0) ? s.replacingOccurrences(of: "\u{0}", with: "\\u0000") : s
+    }
+}

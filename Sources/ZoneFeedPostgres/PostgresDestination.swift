@@ -1,0 +1,311 @@
+import CloudKitModel
+import Dispatch
+import Foundation
+import LibPQ
+import Logging
+import ZoneFeed
+
+/// The PostgreSQL destination. One libpq connection, used from one dedicated serial queue so that
+/// blocking calls never sit on Swift's cooperative pool. The connection's session holds the zone
+/// claims (advisory locks) and the run's liveness lock, so they vanish if the process dies.
+public final class PostgresDestination: Destination, @unchecked Sendable {
+    public let schema: PostgresSchema
+    let pipeline: Pipeline
+    let conninfo: String
+    let logger: Logger
+    // Touched only on `queue`.
+    private let queue = DispatchQueue(label: "zonefeed.postgres")
+    private var connection: Connection?
+    var encoders: [RowEncoder] = []
+    var runID: Int64 = 0
+
+    public init(pipeline: Pipeline, conninfo: String, logger: Logger) {
+        self.pipeline = pipeline
+        self.schema = PostgresSchema(pipeline: pipeline)
+        self.conninfo = conninfo
+        self.logger = logger
+    }
+
+    /// Runs `body` on the destination's queue with its connection.
+    @discardableResult
+    func onConnection<T: Sendable>(_ body: @escaping @Sendable (Connection) throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            queue.async {
+                continuation.resume(with: Result {
+                    guard let connection = self.connection else {
+                        throw PostgresError(kind: .connection, message: "the destination is not prepared")
+                    }
+                    return try body(connection)
+                })
+            }
+        }
+    }
+
+    public func close() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            queue.async {
+                self.connection?.close()
+                self.connection = nil
+                continuation.resume()
+            }
+        }
+    }
+
+    var key: String { "zonefeed:\(schema.schema):\(pipeline.name)" }
+
+    // MARK: Preparing
+
+    /// Connects without creating anything (for `status`).
+    public func connect() async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            queue.async {
+                continuation.resume(with: Result { try self.openConnection() })
+            }
+        }
+    }
+
+    private func openConnection() throws {
+        guard connection == nil else { return }
+        let c = try Connection(conninfo)
+        // Rows and their token commit together, so losing the last moment's commits in a server
+        // crash loses nothing the next run does not fetch again.
+        try c.execute("SET synchronous_commit = off; SET application_name = 'zonefeed'")
+        connection = c
+    }
+
+    public func prepare() async throws {
+        let schema = self.schema
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            queue.async {
+                continuation.resume(with: Result {
+                    try self.openConnection()
+                    let c = self.connection!
+                    try c.transaction {
+                        // CREATE … IF NOT EXISTS is not safe against a concurrent creation of the
+                        // same object; two runs starting together take turns here.
+                        try c.query("SELECT pg_advisory_xact_lock(hashtext('zonefeed ddl'))")
+                        for statement in schema.ddl {
+                            do {
+                                try c.execute(statement)
+                            } catch let error as PostgresError {
+                                throw error.withContext("creating the destination tables in schema \(schema.schema)")
+                            }
+                        }
+                    }
+                    for statement in schema.stagingDDL { try c.execute(statement) }
+                    self.encoders = schema.tables.map {
+                        RowEncoder(mapping: $0.mapping, keepUnmapped: self.pipeline.unmappedFields == .keep)
+                    }
+                })
+            }
+        }
+    }
+
+    // MARK: Runs
+
+    public func startRun() async throws -> Int64 {
+        let schema = self.schema, pipelineName = pipeline.name, key = self.key
+        let id = try await onConnection { c -> Int64 in
+            // A run killed without a word stays 'running'; its session lock is gone, which is how
+            // it is told apart from a run still going on elsewhere.
+            let stale = try c.query("SELECT run_id FROM \(schema.runs) WHERE pipeline = $1 AND status = 'running'", [pipelineName])
+            for row in stale.rows {
+                guard let id = row[0] else { continue }
+                let free = try c.query("SELECT pg_try_advisory_lock(hashtext($1), ($2::bigint % 2147483647)::integer)", ["\(key):run", id])
+                if free.scalar == "t" {
+                    try c.query("""
+                        UPDATE \(schema.runs) SET status = 'failed', finished_at = now(),
+                            error = 'the process ended without recording an outcome (killed or crashed); the next run resumed from the last committed page'
+                        WHERE run_id = $1 AND status = 'running'
+                        """, [id])
+                    try c.query("SELECT pg_advisory_unlock(hashtext($1), ($2::bigint % 2147483647)::integer)", ["\(key):run", id])
+                }
+            }
+            let inserted = try c.query(
+                "INSERT INTO \(schema.runs) (pipeline, status, hostname, pid) VALUES ($1, 'running', $2, $3) RETURNING run_id",
+                [pipelineName, ProcessInfo.processInfo.hostName, String(getpid())])
+            let id = inserted.scalar!
+            try c.query("SELECT pg_advisory_lock(hashtext($1), ($2::bigint % 2147483647)::integer)", ["\(key):run", id])
+            return Int64(id)!
+        }
+        runID = id
+        return id
+    }
+
+    public func finishRun(_ runID: Int64, status: RunStatus, error: String?) async throws {
+        let schema = self.schema
+        try await onConnection { c in
+            try c.query(
+                "UPDATE \(schema.runs) SET status = $2, finished_at = now(), error = $3 WHERE run_id = $1",
+                [String(runID), status.rawValue, error])
+        }
+    }
+
+    // MARK: Account and database checkpoint
+
+    public func storedAccount() async throws -> String? {
+        let schema = self.schema, name = pipeline.name
+        return try await onConnection { c in
+            try c.query(
+                "SELECT account_user FROM \(schema.checkpoints) WHERE pipeline = $1 AND scope = 'database' AND zone_owner = '' AND zone_name = ''",
+                [name]).scalar
+        }
+    }
+
+    public func storeAccount(_ user: String) async throws {
+        let schema = self.schema, name = pipeline.name
+        try await onConnection { c in
+            try c.query("""
+                INSERT INTO \(schema.checkpoints) (pipeline, scope, account_user, pending) VALUES ($1, 'database', $2, false)
+                ON CONFLICT (pipeline, scope, zone_owner, zone_name) DO UPDATE SET account_user = EXCLUDED.account_user
+                """, [name, user])
+        }
+    }
+
+    public func databaseCheckpoint() async throws -> ChangeToken? {
+        let schema = self.schema, name = pipeline.name
+        return try await onConnection { c in
+            try c.query(
+                "SELECT token FROM \(schema.checkpoints) WHERE pipeline = $1 AND scope = 'database' AND zone_owner = '' AND zone_name = ''",
+                [name]).scalar.map(ChangeToken.init)
+        }
+    }
+
+    public func applyDatabaseChanges(_ page: DatabaseChangePage, runID: Int64) async throws -> BatchOutcome {
+        let name = pipeline.name, schema = self.schema
+        return try await onConnection { c in
+            try c.transaction {
+                var outcome = BatchOutcome()
+                for deletion in page.deletedZones {
+                    switch deletion.reason {
+                    case .deleted, .purged:
+                        outcome += try self.deleteZoneRows(deletion, runID: runID, on: c)
+                    case .encryptedDataReset:
+                        _ = try self.beginResync(deletion.zoneID, on: c)
+                    }
+                }
+                for zone in page.modifiedZones {
+                    try c.query("""
+                        INSERT INTO \(schema.checkpoints) (pipeline, scope, zone_owner, zone_name, pending) VALUES ($1, 'zone', $2, $3, true)
+                        ON CONFLICT (pipeline, scope, zone_owner, zone_name) DO UPDATE SET pending = true
+                        """, [name, zone.ownerRecordName, zone.zoneName])
+                }
+                try c.query("""
+                    INSERT INTO \(schema.checkpoints) (pipeline, scope, token, pending) VALUES ($1, 'database', $2, false)
+                    ON CONFLICT (pipeline, scope, zone_owner, zone_name) DO UPDATE SET token = EXCLUDED.token, updated_at = now()
+                    """, [name, page.syncToken.value])
+                try self.addToRun(outcome, on: c)
+                return outcome
+            }
+        }
+    }
+
+    public func pendingZones() async throws -> [ZoneID] {
+        let schema = self.schema, name = pipeline.name
+        return try await onConnection { c in
+            try c.query("""
+                SELECT zone_owner, zone_name FROM \(schema.checkpoints)
+                WHERE pipeline = $1 AND scope = 'zone' AND (pending OR resyncing)
+                ORDER BY zone_name, zone_owner
+                """, [name]).rows.map { ZoneID(zoneName: $0[1]!, ownerRecordName: $0[0]!) }
+        }
+    }
+
+    // MARK: Zones
+
+    public func claimZone(_ zone: ZoneID) async throws -> Bool {
+        let key = self.key
+        return try await onConnection { c in
+            // > pg_try_advisory_lock: "Obtains an exclusive session-level advisory lock if
+            // > available. This will either obtain the lock immediately and return true, or
+            // > return false without waiting if the lock cannot be acquired immediately."
+            try c.query("SELECT pg_try_advisory_lock(hashtext($1), hashtext($2))", [key, "\(zone.ownerRecordName)/\(zone.zoneName)"]).scalar == "t"
+        }
+    }
+
+    public func releaseZone(_ zone: ZoneID) async throws {
+        let key = self.key
+        try await onConnection { c in
+            try c.query("SELECT pg_advisory_unlock(hashtext($1), hashtext($2))", [key, "\(zone.ownerRecordName)/\(zone.zoneName)"])
+        }
+    }
+
+    public func zoneCheckpoint(_ zone: ZoneID) async throws -> ZoneCheckpoint {
+        let schema = self.schema, name = pipeline.name
+        return try await onConnection { c in
+            let row = try c.query("""
+                INSERT INTO \(schema.checkpoints) (pipeline, scope, zone_owner, zone_name) VALUES ($1, 'zone', $2, $3)
+                ON CONFLICT (pipeline, scope, zone_owner, zone_name) DO UPDATE SET pipeline = EXCLUDED.pipeline
+                RETURNING token, generation, resyncing
+                """, [name, zone.ownerRecordName, zone.zoneName]).rows[0]
+            return ZoneCheckpoint(token: row[0].map(ChangeToken.init), generation: Int(row[1]!)!, resyncing: row[2] == "t")
+        }
+    }
+
+    public func beginResync(_ zone: ZoneID, reason: String) async throws -> ZoneCheckpoint {
+        try await onConnection { c in try self.beginResync(zone, on: c) }
+    }
+
+    func beginResync(_ zone: ZoneID, on c: Connection) throws -> ZoneCheckpoint {
+        let row = try c.query("""
+            INSERT INTO \(schema.checkpoints) (pipeline, scope, zone_owner, zone_name, token, generation, resyncing, pending)
+            VALUES ($1, 'zone', $2, $3, NULL, 1, true, true)
+            ON CONFLICT (pipeline, scope, zone_owner, zone_name) DO UPDATE
+                SET token = NULL, generation = \(schema.checkpoints).generation + 1, resyncing = true, pending = true, updated_at = now()
+            RETURNING generation
+            """, [pipeline.name, zone.ownerRecordName, zone.zoneName])
+        return ZoneCheckpoint(token: nil, generation: Int(row.scalar!)!, resyncing: true)
+    }
+
+    public func recordZoneError(_ zone: ZoneID, message: String?) async throws {
+        let schema = self.schema, name = pipeline.name
+        try await onConnection { c in
+            try c.query(
+                "UPDATE \(schema.checkpoints) SET last_error = $4 WHERE pipeline = $1 AND scope = 'zone' AND zone_owner = $2 AND zone_name = $3",
+                [name, zone.ownerRecordName, zone.zoneName, message])
+        }
+    }
+
+    public func deleteZone(_ deletion: ZoneDeletion, runID: Int64) async throws -> BatchOutcome {
+        try await onConnection { c in
+            try c.transaction {
+                let outcome = try self.deleteZoneRows(deletion, runID: runID, on: c)
+                try self.addToRun(outcome, on: c)
+                return outcome
+            }
+        }
+    }
+
+    /// Tombstones (reason `zone_deleted`) or deletes (`zone_purged`, or `deletes: hard`) every row
+    /// of a zone, logs each in `zonefeed_tombstones`, and drops the zone's checkpoint.
+    func deleteZoneRows(_ deletion: ZoneDeletion, runID: Int64, on c: Connection) throws -> BatchOutcome {
+        let purge = deletion.reason == .purged
+        let reason = purge ? "zone_purged" : "zone_deleted"
+        var outcome = BatchOutcome()
+        for table in schema.tables {
+            // Only rows that were live are logged: a tombstoned row's deletion was logged already.
+            let change = purge || pipeline.destination.deletes == .hard
+                ? "DELETE FROM \(table.qualifiedName) WHERE zone_owner = $1 AND zone_name = $2 RETURNING record_name, record_type, deleted_at IS NULL AS was_live"
+                : "UPDATE \(table.qualifiedName) SET deleted_at = now(), synced_at = now(), run_id = $3::bigint WHERE zone_owner = $1 AND zone_name = $2 AND deleted_at IS NULL RETURNING record_name, record_type, true AS was_live"
+            let result = try c.query("""
+                WITH gone AS (\(change))
+                INSERT INTO \(schema.tombstones) (pipeline, zone_owner, zone_name, record_name, record_type, reason, run_id)
+                SELECT $4, $1, $2, record_name, record_type, $5, $3::bigint FROM gone WHERE was_live
+                """, [deletion.zoneID.ownerRecordName, deletion.zoneID.zoneName, String(runID), pipeline.name, reason])
+            outcome.tombstones += result.affectedRows
+        }
+        try c.query(
+            "DELETE FROM \(schema.checkpoints) WHERE pipeline = $1 AND scope = 'zone' AND zone_owner = $2 AND zone_name = $3",
+            [pipeline.name, deletion.zoneID.ownerRecordName, deletion.zoneID.zoneName])
+        return outcome
+    }
+
+    func addToRun(_ outcome: BatchOutcome, on c: Connection) throws {
+        try c.query("""
+            UPDATE \(schema.runs) SET pages = pages + $2, upserts = upserts + $3, tombstones = tombstones + $4,
+                rejects = rejects + $5, skipped = skipped + $6
+            WHERE run_id = $1
+            """, [String(runID), String(outcome.pages), String(outcome.upserts), String(outcome.tombstones + outcome.swept),
+                  String(outcome.rejects), String(outcome.skipped)])
+    }
+}

@@ -1,0 +1,164 @@
+import LibPQ
+import ZoneFeed
+
+/// The SQL names and DDL of a pipeline's destination, derived from the pipeline alone, so that
+/// `zonefeed validate` can print what a run would create without connecting. Every identifier from
+/// the pipeline file is quoted.
+public struct PostgresSchema: Sendable {
+    public let pipeline: Pipeline
+    public let schema: String
+    public let tables: [Table]
+
+    public struct Table: Sendable {
+        public let mapping: RecordTypeMapping
+        /// `"schema"."table"`.
+        public let qualifiedName: String
+        public let liveViewName: String
+        /// The session's staging table for this record type.
+        public let stagingName: String
+    }
+
+    public init(pipeline: Pipeline) {
+        self.pipeline = pipeline
+        schema = pipeline.destination.schema
+        let q = quoteIdentifier(pipeline.destination.schema)
+        tables = pipeline.recordTypes.enumerated().map { i, mapping in
+            Table(
+                mapping: mapping,
+                qualifiedName: "\(q).\(quoteIdentifier(mapping.table))",
+                liveViewName: "\(q).\(quoteIdentifier(mapping.table + "_live"))",
+                stagingName: "zf_stage_\(i)")
+        }
+    }
+
+    public func table(forRecordType type: String) -> Int? {
+        tables.firstIndex { $0.mapping.recordType == type }
+    }
+
+    func meta(_ name: String) -> String { "\(quoteIdentifier(schema)).\(quoteIdentifier(name))" }
+    var checkpoints: String { meta("zonefeed_checkpoints") }
+    var runs: String { meta("zonefeed_runs") }
+    var tombstones: String { meta("zonefeed_tombstones") }
+    var rejects: String { meta("zonefeed_rejects") }
+
+    /// What `prepare` runs, in order; every statement is idempotent.
+    public var ddl: [String] {
+        var statements = ["CREATE SCHEMA IF NOT EXISTS \(quoteIdentifier(schema))"]
+        statements.append("""
+            CREATE TABLE IF NOT EXISTS \(checkpoints) (
+                pipeline text NOT NULL,
+                scope text NOT NULL CHECK (scope IN ('database', 'zone')),
+                zone_owner text NOT NULL DEFAULT '',
+                zone_name text NOT NULL DEFAULT '',
+                token text,
+                generation integer NOT NULL DEFAULT 1,
+                resyncing boolean NOT NULL DEFAULT false,
+                pending boolean NOT NULL DEFAULT true,
+                records_applied bigint NOT NULL DEFAULT 0,
+                updated_at timestamptz NOT NULL DEFAULT now(),
+                last_error text,
+                account_user text,
+                PRIMARY KEY (pipeline, scope, zone_owner, zone_name)
+            )
+            """)
+        statements.append("""
+            CREATE TABLE IF NOT EXISTS \(runs) (
+                run_id bigserial PRIMARY KEY,
+                pipeline text NOT NULL,
+                started_at timestamptz NOT NULL DEFAULT now(),
+                finished_at timestamptz,
+                status text NOT NULL DEFAULT 'running' CHECK (status IN ('running', 'succeeded', 'failed', 'interrupted')),
+                pages bigint NOT NULL DEFAULT 0,
+                upserts bigint NOT NULL DEFAULT 0,
+                tombstones bigint NOT NULL DEFAULT 0,
+                rejects bigint NOT NULL DEFAULT 0,
+                skipped bigint NOT NULL DEFAULT 0,
+                error text,
+                hostname text,
+                pid integer
+            )
+            """)
+        statements.append("""
+            CREATE TABLE IF NOT EXISTS \(tombstones) (
+                id bigserial PRIMARY KEY,
+                pipeline text NOT NULL,
+                zone_owner text NOT NULL,
+                zone_name text NOT NULL,
+                record_name text NOT NULL,
+                record_type text,
+                reason text NOT NULL CHECK (reason IN ('deleted', 'zone_deleted', 'zone_purged', 'resync')),
+                deleted_at timestamptz NOT NULL DEFAULT now(),
+                run_id bigint NOT NULL
+            )
+            """)
+        statements.append("CREATE INDEX IF NOT EXISTS zonefeed_tombstones_record ON \(tombstones) (zone_owner, zone_name, record_name)")
+        statements.append("""
+            CREATE TABLE IF NOT EXISTS \(rejects) (
+                id bigserial PRIMARY KEY,
+                pipeline text NOT NULL,
+                zone_owner text NOT NULL,
+                zone_name text NOT NULL,
+                record_name text,
+                record_type text,
+                raw jsonb,
+                error text NOT NULL,
+                rejected_at timestamptz NOT NULL DEFAULT now(),
+                run_id bigint NOT NULL
+            )
+            """)
+        for table in tables {
+            var columns = [
+                "zone_owner text NOT NULL", "zone_name text NOT NULL", "record_name text NOT NULL",
+                "record_type text NOT NULL", "change_tag text", "created_at timestamptz", "modified_at timestamptz",
+                "created_by text", "modified_by text", "deleted_at timestamptz", "synced_at timestamptz NOT NULL",
+                "run_id bigint NOT NULL", "generation integer NOT NULL",
+            ]
+            columns += table.mapping.fields.map { "\(quoteIdentifier($0.column)) \($0.type.rawValue)" }
+            columns.append("fields jsonb")
+            columns.append("PRIMARY KEY (zone_owner, zone_name, record_name)")
+            statements.append("CREATE TABLE IF NOT EXISTS \(table.qualifiedName) (\n    " + columns.joined(separator: ",\n    ") + "\n)")
+            // A mapping that gained a field since the table was made gets its column added.
+            for field in table.mapping.fields {
+                statements.append("ALTER TABLE \(table.qualifiedName) ADD COLUMN IF NOT EXISTS \(quoteIdentifier(field.column)) \(field.type.rawValue)")
+            }
+            statements.append("CREATE OR REPLACE VIEW \(table.liveViewName) AS SELECT * FROM \(table.qualifiedName) WHERE deleted_at IS NULL")
+        }
+        return statements
+    }
+
+    /// The session's temporary staging tables, emptied at every commit.
+    var stagingDDL: [String] {
+        var statements = tables.map { table in
+            let mapped = table.mapping.fields.map { "\(quoteIdentifier($0.column)) \($0.type.rawValue)" }
+            let columns = ["seq integer", "record_name text", "record_type text", "change_tag text", "created_at timestamptz",
+                           "modified_at timestamptz", "created_by text", "modified_by text"] + mapped + ["fields jsonb"]
+            return "CREATE TEMP TABLE IF NOT EXISTS \(table.stagingName) (\(columns.joined(separator: ", "))) ON COMMIT DELETE ROWS"
+        }
+        statements.append("CREATE TEMP TABLE IF NOT EXISTS zf_deletes (seq integer, record_name text, record_type text, final boolean) ON COMMIT DELETE ROWS")
+        return statements
+    }
+
+    /// The columns copied into a staging table, in order.
+    func stagingColumns(_ table: Table) -> [String] {
+        ["seq", "record_name", "record_type", "change_tag", "created_at", "modified_at", "created_by", "modified_by"]
+            + table.mapping.fields.map { quoteIdentifier($0.column) } + ["fields"]
+    }
+
+    /// One merge per table per batch: the staged rows replace the stored ones (all columns),
+    /// bring deleted rows back to life and stamp the run and generation. When a batch holds the
+    /// same record more than once, the last one wins (`DISTINCT ON … seq DESC`).
+    func mergeSQL(_ table: Table, deduplicate: Bool) -> String {
+        let data = Array(stagingColumns(table).dropFirst())
+        let insertColumns = ["zone_owner", "zone_name"] + data + ["deleted_at", "synced_at", "run_id", "generation"]
+        let select = "$1::text, $2::text, " + data.joined(separator: ", ") + ", NULL, now(), $3::bigint, $4::integer"
+        let from = deduplicate
+            ? "(SELECT DISTINCT ON (record_name) * FROM \(table.stagingName) ORDER BY record_name, seq DESC) AS s"
+            : "\(table.stagingName) AS s"
+        let updates = (data.dropFirst() + ["deleted_at", "synced_at", "run_id", "generation"]).map { "\($0) = EXCLUDED.\($0)" }
+        return """
+            INSERT INTO \(table.qualifiedName) AS t (\(insertColumns.joined(separator: ", ")))
+            SELECT \(select) FROM \(from)
+            ON CONFLICT (zone_owner, zone_name, record_name) DO UPDATE SET \(updates.joined(separator: ", "))
+            """
+    }
+}

@@ -1,0 +1,208 @@
+import CloudKitModel
+import LibPQ
+import ZoneFeed
+
+/// Encodes records of one record type into a staging table's binary COPY stream. Encoding is also
+/// the validation: a value that does not fit its column stops the row, the row's bytes are taken
+/// back, and the reason comes back as a sentence naming the field and column (never the value).
+struct RowEncoder {
+    let mapping: RecordTypeMapping
+    let mappedFields: Set<String>
+    let keepUnmapped: Bool
+    var buffer = BinaryCopyBuffer()
+    var rowCount = 0
+    private var json = JSONWriter(capacity: 1024)
+
+    init(mapping: RecordTypeMapping, keepUnmapped: Bool) {
+        self.mapping = mapping
+        self.keepUnmapped = keepUnmapped
+        mappedFields = Set(mapping.fields.map(\.field))
+    }
+
+    var fieldCount: Int { 8 + mapping.fields.count + 1 }
+
+    mutating func reset() {
+        buffer.reset()
+        rowCount = 0
+    }
+
+    /// Appends a row; returns why it cannot be applied instead, leaving the buffer as it was.
+    mutating func append(_ record: Record, seq: Int32) -> String? {
+        let rowStart = buffer.bytes.count
+        if let problem = encode(record, seq: seq) {
+            buffer.bytes.removeSubrange(rowStart...)
+            return problem
+        }
+        rowCount += 1
+        return nil
+    }
+
+    private mutating func encode(_ record: Record, seq: Int32) -> String? {
+        for (what, text) in [("record name", record.recordName), ("record type", record.recordType)] where text.utf8.contains(0) {
+            return "the \(what) contains a NUL byte, which PostgreSQL text cannot hold"
+        }
+        buffer.beginTuple(fieldCount: fieldCount)
+        buffer.append(integer: seq)
+        buffer.append(text: record.recordName)
+        buffer.append(text: record.recordType)
+        if let problem = appendMetaText(record.recordChangeTag, "recordChangeTag") { return problem }
+        if let problem = appendTimestamp(record.created?.timestamp, "created.timestamp") { return problem }
+        if let problem = appendTimestamp(record.modified?.timestamp, "modified.timestamp") { return problem }
+        if let problem = appendMetaText(record.created?.userRecordName, "created.userRecordName") { return problem }
+        if let problem = appendMetaText(record.modified?.userRecordName, "modified.userRecordName") { return problem }
+        for field in mapping.fields {
+            guard let value = record.fields[field.field] else {
+                buffer.appendNull()
+                continue
+            }
+            if let problem = append(value, as: field.type) {
+                return "field \(field.field): \(problem) (column \(field.column), \(field.type.rawValue))"
+            }
+        }
+        return appendUnmappedFields(record.fields)
+    }
+
+    private mutating func appendMetaText(_ text: String?, _ what: String) -> String? {
+        if let text, text.utf8.contains(0) { return "\(what) contains a NUL byte, which PostgreSQL text cannot hold" }
+        buffer.append(text: text)
+        return nil
+    }
+
+    private mutating func appendTimestamp(_ ms: Int64?, _ what: String) -> String? {
+        guard let ms else {
+            buffer.appendNull()
+            return nil
+        }
+        guard let micros = Self.postgresMicroseconds(ms) else { return "\(what) is outside PostgreSQL's timestamp range" }
+        buffer.append(timestampMicroseconds: micros)
+        return nil
+    }
+
+    private mutating func appendUnmappedFields(_ fields: [String: FieldValue]) -> String? {
+        guard keepUnmapped else {
+            buffer.appendNull()
+            return nil
+        }
+        json.bytes.removeAll(keepingCapacity: true)
+        json.bytes.append(UInt8(ascii: "{"))
+        var first = true
+        for (name, value) in fields where !mappedFields.contains(name) {
+            // jsonb cannot hold \u0000 at all.
+            if name.utf8.contains(0) || value.containsNUL {
+                return "field \(name) contains a NUL byte, which PostgreSQL jsonb cannot hold (unmapped, kept in the fields column)"
+            }
+            if !first { json.bytes.append(UInt8(ascii: ",")) }
+            first = false
+            json.writeString(name)
+            json.bytes.append(UInt8(ascii: ":"))
+            json.write(field: value)
+        }
+        json.bytes.append(UInt8(ascii: "}"))
+        buffer.append(jsonb: json.bytes)
+        return nil
+    }
+
+    // MARK: Values
+
+    /// Milliseconds since 1970 as PostgreSQL's microseconds since 2000, when representable.
+    /// > "timestamp … Low Value 4713 BC, High Value 294276 AD"
+    static func postgresMicroseconds(_ ms: Int64) -> Int64? {
+        let (shifted, o1) = ms.subtractingReportingOverflow(946_684_800_000)
+        let (micros, o2) = shifted.multipliedReportingOverflow(by: 1_000)
+        guard !o1, !o2, micros >= -211_813_488_000_000_000, micros < 9_223_371_331_200_000_000 else { return nil }
+        return micros
+    }
+
+    private mutating func append(_ value: FieldValue, as type: ColumnType) -> String? {
+        switch (type, value) {
+        case (.text, .string(let s)):
+            if s.utf8.contains(0) { return "the text contains a NUL byte, which PostgreSQL text cannot hold" }
+            buffer.append(text: s)
+        case (.text, .reference(let r)):
+            if r.recordName.utf8.contains(0) { return "the reference contains a NUL byte" }
+            buffer.append(text: r.recordName)
+        case (.bigint, .int64(let i)):
+            buffer.append(bigint: i)
+        case (.doublePrecision, .double(let d)):
+            buffer.append(double: d)
+        case (.doublePrecision, .int64(let i)):
+            buffer.append(double: Double(i))
+        case (.timestamptz, .timestamp(let ms)):
+            guard let micros = Self.postgresMicroseconds(ms) else { return "the timestamp is outside PostgreSQL's range" }
+            buffer.append(timestampMicroseconds: micros)
+        case (.bytea, .bytes(let b64)), (.bytea, .encryptedBytes(let b64)):
+            guard let bytes = Base64.decode(b64) else { return "the value is not valid base64" }
+            buffer.append(bytea: bytes)
+        case (.boolean, .int64(let i)) where i == 0 || i == 1:
+            buffer.append(boolean: i == 1)
+        case (.jsonb, _):
+            if value.containsNUL { return "the value contains a NUL byte, which PostgreSQL jsonb cannot hold" }
+            json.bytes.removeAll(keepingCapacity: true)
+            json.writeValue(of: value)
+            buffer.append(jsonb: json.bytes)
+        case (.textArray, .list(_, let items)):
+            return appendArray(items, oid: BinaryCopyBuffer.OID.text) { buffer, item in
+                switch item {
+                case .string(let s) where !s.utf8.contains(0): buffer.append(text: s); return true
+                case .reference(let r) where !r.recordName.utf8.contains(0): buffer.append(text: r.recordName); return true
+                default: return false
+                }
+            }
+        case (.bigintArray, .list(_, let items)):
+            return appendArray(items, oid: BinaryCopyBuffer.OID.int8) { buffer, item in
+                guard case .int64(let i) = item else { return false }
+                buffer.append(bigint: i)
+                return true
+            }
+        case (.doublePrecisionArray, .list(_, let items)):
+            return appendArray(items, oid: BinaryCopyBuffer.OID.float8) { buffer, item in
+                switch item {
+                case .double(let d): buffer.append(double: d); return true
+                case .int64(let i): buffer.append(double: Double(i)); return true
+                default: return false
+                }
+            }
+        case (.timestamptzArray, .list(_, let items)):
+            return appendArray(items, oid: BinaryCopyBuffer.OID.timestamptz) { buffer, item in
+                guard case .timestamp(let ms) = item, let micros = Self.postgresMicroseconds(ms) else { return false }
+                buffer.append(timestampMicroseconds: micros)
+                return true
+            }
+        case (.byteaArray, .list(_, let items)):
+            return appendArray(items, oid: BinaryCopyBuffer.OID.bytea) { buffer, item in
+                switch item {
+                case .bytes(let b64), .encryptedBytes(let b64):
+                    guard let bytes = Base64.decode(b64) else { return false }
+                    buffer.append(bytea: bytes)
+                    return true
+                default: return false
+                }
+            }
+        case (_, .unknown(let tag, _)):
+            return "the value is not a valid \(tag)"
+        default:
+            return "a \(value.typeTag) value cannot go into this column"
+        }
+        return nil
+    }
+
+    private mutating func appendArray(
+        _ items: [FieldValue], oid: Int32, _ element: (inout BinaryCopyBuffer, FieldValue) -> Bool
+    ) -> String? {
+        if items.isEmpty {
+            // An empty array has no dimensions: ndim 0, no null flag, the element type.
+            buffer.appendInt32(12)
+            buffer.appendInt32(0)
+            buffer.appendInt32(0)
+            buffer.appendInt32(oid)
+            return nil
+        }
+        var ok = true
+        buffer.appendArray(elementOID: oid, count: items.count) { buffer in
+            for item in items where ok {
+                ok = element(&buffer, item)
+            }
+        }
+        return ok ? nil : "a list element does not fit the column's element type"
+    }
+}
