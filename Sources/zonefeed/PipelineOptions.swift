@@ -1,0 +1,66 @@
+import ArgumentParser
+import FakeCloudKit
+import Foundation
+import Logging
+import ZoneFeed
+import ZoneFeedPostgres
+
+/// What every command that reads a pipeline shares: the file, the logs, and the destination
+/// (starting the embedded server when the pipeline says `embedded`).
+struct PipelineOptions: ParsableArguments {
+    @Argument(help: "The pipeline file (pipelines/NAME.yml).")
+    var pipelineFile: String
+
+    @Option(name: .customLong("log-format"), help: "text or json (one object a line).")
+    var logFormat: ZoneFeedLogHandler.Format = .text
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel: Logger.Level = .info
+
+    func makeLogger() -> Logger {
+        let format = logFormat, level = logLevel
+        return Logger(label: "zonefeed") { label in ZoneFeedLogHandler(label: label, format: format, logLevel: level) }
+    }
+
+    /// The pipeline, or exit 2 with every problem as `file:line:column: message`.
+    func loadPipeline() throws -> Pipeline {
+        do {
+            return try Pipeline.load(path: pipelineFile)
+        } catch let error as PipelineFileError {
+            FileHandle.standardError.write(Data((error.description + "\n").utf8))
+            throw Exit.usage
+        }
+    }
+
+    /// Runs `body` with a libpq connection string for the pipeline's destination. For `embedded`
+    /// the private server is started first (or reused) and stopped afterwards.
+    func withDestination<T>(_ pipeline: Pipeline, logger: Logger, _ body: (String) async throws -> T) async throws -> T {
+        guard pipeline.destination.isEmbedded else {
+            return try await body(pipeline.destination.url.value)
+        }
+        let embedded = EmbeddedPostgres(EmbeddedPostgres.Configuration(directory: ".zonefeed/postgres"), logger: logger)
+        let handle: EmbeddedPostgres.Handle
+        do {
+            handle = try embedded.start()
+        } catch {
+            logger.error("\(error)")
+            throw Exit.failed
+        }
+        defer { embedded.stop(handle) }
+        return try await body(handle.connectionString)
+    }
+
+    func makeSource(_ pipeline: Pipeline) throws -> any ChangeSource {
+        switch pipeline.source {
+        case .fake(let settings):
+            return FakeSource(settings: settings)
+        case .cloudKit:
+            FileHandle.standardError.write(Data("\(pipelineFile): source.cloudkit is not available in this build yet; use source.fake\n".utf8))
+            throw Exit.usage
+        }
+    }
+}
+
+extension ZoneFeedLogHandler.Format: ExpressibleByArgument {}
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}

@@ -1,0 +1,48 @@
+import CloudKitModel
+import Foundation
+import ZoneFeed
+
+/// The progress line on a terminal: per zone, records, pages and records per second. It listens
+/// to the runner's events like everything else.
+actor Progress {
+    private let enabled: Bool
+    private var zone: ZoneID?
+    private var zoneStarted = ContinuousClock.now
+    private var lastDraw = ContinuousClock.now - .seconds(1)
+
+    init(enabled: Bool) { self.enabled = enabled }
+
+    func handle(_ event: SyncEvent) {
+        guard enabled else { return }
+        switch event {
+        case .willFetchRecordZoneChanges(let zone, let resyncing):
+            self.zone = zone
+            zoneStarted = .now
+            Terminal.shared.showProgress("\(zone.zoneName): fetching\(resyncing ? " (resync)" : "")…")
+        case .fetchedRecordZoneChanges(let zone, _, let total):
+            let now = ContinuousClock.now
+            guard now - lastDraw > .milliseconds(200) else { return }
+            lastDraw = now
+            let seconds = max((now - zoneStarted).seconds, 0.001)
+            Terminal.shared.showProgress(
+                "\(zone.zoneName): \(total.records.grouped) records, \(total.pages.grouped) pages, \(Int(Double(total.records) / seconds).grouped) records/s")
+        case .didFetchRecordZoneChanges:
+            Terminal.shared.endProgress()
+        default:
+            break
+        }
+    }
+}
+
+extension Int {
+    /// 12345 → "12,345".
+    var grouped: String {
+        let digits = String(self.magnitude)
+        var out = ""
+        for (i, c) in digits.enumerated() {
+            if i > 0 && (digits.count - i) % 3 == 0 { out.append(",") }
+            out.append(c)
+        }
+        return self < 0 ? "-" + out : out
+    }
+}

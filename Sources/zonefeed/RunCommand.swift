@@ -1,0 +1,129 @@
+import ArgumentParser
+import Foundation
+import LibPQ
+import Logging
+import ZoneFeed
+import ZoneFeedPostgres
+
+struct RunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Fetch what changed since the stored tokens and apply it; print a summary.")
+
+    @OptionGroup var options: PipelineOptions
+
+    @Option(name: .customLong("zone"), help: "Only this zone (repeatable).")
+    var zones: [String] = []
+
+    @Option(help: "Progress on stderr: auto (on a terminal), always or never.")
+    var progress: ProgressMode = .auto
+
+    enum ProgressMode: String, ExpressibleByArgument, CaseIterable { case auto, always, never }
+
+    func run() async throws {
+        let pipeline = try options.loadPipeline()
+        let logger = {
+            var logger = options.makeLogger()
+            logger[metadataKey: "pipeline"] = "\(pipeline.name)"
+            return logger
+        }()
+        let source = try options.makeSource(pipeline)
+        let showProgress = progress == .always || (progress == .auto && Terminal.shared.isTTY)
+        let progressLine = Progress(enabled: showProgress)
+
+        let (summary, failure, signal) = try await options.withDestination(pipeline, logger: logger) { conninfo in
+            let destination = PostgresDestination(pipeline: pipeline, conninfo: conninfo, logger: logger)
+            let runner = Runner(
+                configuration: .init(pipeline: pipeline.name, commitEvery: pipeline.destination.commitEvery, zoneFilter: zones),
+                source: source, destination: destination, logger: logger,
+                events: { event in
+                    await progressLine.handle(event)
+                    RunCommand.log(event, logger: logger)
+                })
+            let task = Task { try await runner.run() }
+            let watcher = SignalWatcher { _ in task.cancel() }
+            let result = await task.result
+            await destination.close()
+            switch result {
+            case .success(let summary): return (summary as RunSummary?, nil as RunError?, watcher.exitCode)
+            case .failure(let error as RunError): return (error.summary, error, watcher.exitCode)
+            case .failure(let error): return (nil, RunError(.failed, summary: nil, message: "\(error)"), watcher.exitCode)
+            }
+        }
+        Terminal.shared.endProgress()
+        if let summary { print(Self.summaryText(summary, pipeline: pipeline, pipelineFile: options.pipelineFile)) }
+        guard let failure else { return }
+        switch failure.kind {
+        case .interrupted:
+            logger.warning("run interrupted; the next run resumes from the last committed page")
+            throw ExitCode(signal ?? 130)
+        case .authentication:
+            logger.error("\(failure.message)")
+            throw Exit.authentication
+        case .usage:
+            logger.error("\(failure.message)")
+            throw Exit.usage
+        case .failed, .accountChanged:
+            logger.error("run failed: \(failure.message)")
+            throw Exit.failed
+        }
+    }
+
+    static func log(_ event: SyncEvent, logger: Logger) {
+        switch event {
+        case .willFetchChanges(let runID):
+            logger.info("run started", metadata: ["run": "\(runID)"])
+        case .zoneClaimedElsewhere(let zone):
+            logger.info("zone is being applied by another run; skipped", metadata: ["zone": "\(zone.zoneName)"])
+        case .willFetchRecordZoneChanges(let zone, let resyncing):
+            logger.debug("fetching zone changes", metadata: ["zone": "\(zone.zoneName)", "resyncing": "\(resyncing)"])
+        case .fetchedRecordZoneChanges(let zone, let batch, _):
+            logger.debug("batch committed", metadata: [
+                "zone": "\(zone.zoneName)", "pages": "\(batch.pages)", "upserts": "\(batch.upserts)",
+                "tombstones": "\(batch.tombstones)", "rejects": "\(batch.rejects)"])
+            if batch.rejects > 0 {
+                logger.warning("records rejected; see zonefeed_rejects", metadata: ["zone": "\(zone.zoneName)", "rejects": "\(batch.rejects)"])
+            }
+            if batch.swept > 0 {
+                logger.info("resync finished; rows missing from the source were tombstoned", metadata: ["zone": "\(zone.zoneName)", "swept": "\(batch.swept)"])
+            }
+        case .resyncStarted(let zone, let reason):
+            logger.warning("resyncing zone from the beginning", metadata: ["zone": "\(zone.zoneName)", "reason": "\(reason)"])
+        case .zoneDeleted(let deletion, _):
+            logger.notice("zone deleted at the source; its rows were tombstoned", metadata: ["zone": "\(deletion.zoneID.zoneName)", "reason": "\(deletion.reason.rawValue)"])
+        case .didFetchRecordZoneChanges(let zone, let error):
+            if let error { logger.error("zone failed", metadata: ["zone": "\(zone.zoneName)", "error": "\(error)"]) }
+        case .fetchedDatabaseChanges, .didFetchChanges, .stateUpdate:
+            break
+        }
+    }
+
+    static func summaryText(_ s: RunSummary, pipeline: Pipeline, pipelineFile: String) -> String {
+        var lines: [String] = []
+        let t = s.totals
+        let seconds = String(format: "%.2f", s.seconds)
+        if s.status == .succeeded && t.records == 0 && t.swept == 0 && s.zonesDeleted.isEmpty {
+            var line = "zonefeed \(pipeline.name): nothing new to apply (run \(s.runID), \(seconds) s)"
+            if !s.zonesClaimedElsewhere.isEmpty {
+                line += "; \(s.zonesClaimedElsewhere.count) zone(s) were being applied by another run"
+            }
+            return line
+        }
+        lines.append("zonefeed \(pipeline.name): run \(s.runID) \(s.status.rawValue) in \(seconds) s")
+        lines.append("  zones       \(s.zonesApplied.count) applied, \(s.zonesUpToDate.count) up to date, "
+            + "\(s.zonesClaimedElsewhere.count) claimed by another run, \(s.zonesFailed.count) failed, \(s.zonesDeleted.count) deleted at the source")
+        lines.append("  pages       \(t.pages.grouped)")
+        lines.append("  records     \(t.upserts.grouped) upserted, \(t.tombstones.grouped) tombstoned, \(t.rejects.grouped) rejected, \(t.skipped.grouped) skipped (unmapped type)")
+        if t.swept > 0 { lines.append("  resync      \(t.swept.grouped) rows no longer at the source were tombstoned") }
+        lines.append("  throughput  \(Int(s.recordsPerSecond).grouped) records/s")
+        for (zone, error) in s.zonesFailed { lines.append("  failed      \(zone.zoneName): \(error)") }
+        if let table = pipeline.recordTypes.first {
+            let view = "\(pipeline.destination.schema).\(table.table)_live"
+            lines.append("Query it:    zonefeed psql \(pipelineFile) -c 'SELECT count(*) FROM \(view)'")
+        }
+        if t.rejects > 0 {
+            lines.append("Rejects:     zonefeed psql \(pipelineFile) -c 'SELECT record_name, error FROM \(pipeline.destination.schema).zonefeed_rejects ORDER BY id DESC LIMIT 20'")
+        }
+        return lines.joined(separator: "\n")
+    }
+}

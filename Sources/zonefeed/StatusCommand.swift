@@ -1,0 +1,63 @@
+import ArgumentParser
+import Foundation
+import ZoneFeed
+import ZoneFeedPostgres
+
+struct StatusCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Show the checkpoints (zone, token, generation, counts) and the last runs.")
+
+    @OptionGroup var options: PipelineOptions
+
+    func run() async throws {
+        let pipeline = try options.loadPipeline()
+        let logger = options.makeLogger()
+        let status = try await options.withDestination(pipeline, logger: logger) { conninfo in
+            let destination = PostgresDestination(pipeline: pipeline, conninfo: conninfo, logger: logger)
+            do {
+                try await destination.connect()
+                let status = try await destination.status()
+                await destination.close()
+                return status
+            } catch {
+                await destination.close()
+                logger.error("\(error)")
+                throw Exit.failed
+            }
+        }
+        guard status.tablesExist, !(status.zones.isEmpty && status.runs.isEmpty) else {
+            print("pipeline \(pipeline.name): no runs yet (run: zonefeed run \(options.pipelineFile))")
+            return
+        }
+        print("pipeline \(pipeline.name) (schema \(pipeline.destination.schema))")
+        print("")
+        var rows = [["zone", "token", "generation", "state", "applied", "live rows", "deleted rows", "updated", "last error"]]
+        for z in status.zones {
+            let state = z.resyncing ? "resyncing" : (z.pending ? "pending" : "current")
+            rows.append([
+                z.scope == "database" ? "(database)" : z.zoneName, z.hasToken ? "set" : "none", String(z.generation),
+                z.scope == "database" ? "" : state, Int(z.recordsApplied).grouped,
+                z.scope == "database" ? "" : Int(z.liveRows).grouped, z.scope == "database" ? "" : Int(z.deletedRows).grouped,
+                z.updatedAt, z.lastError ?? "",
+            ])
+        }
+        print(Self.table(rows))
+        print("")
+        var runs = [["run", "status", "started", "finished", "pages", "upserts", "tombstones", "rejects", "error"]]
+        for r in status.runs {
+            runs.append([String(r.runID), r.status, r.startedAt, r.finishedAt ?? "", Int(r.pages).grouped, Int(r.upserts).grouped,
+                         Int(r.tombstones).grouped, Int(r.rejects).grouped, r.error ?? ""])
+        }
+        print(Self.table(runs))
+    }
+
+    static func table(_ rows: [[String]]) -> String {
+        var widths = [Int](repeating: 0, count: rows[0].count)
+        for row in rows { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }
+        return rows.map { row in
+            row.enumerated().map { i, cell in cell.padding(toLength: widths[i], withPad: " ", startingAt: 0) }
+                .joined(separator: "  ").trimmingCharacters(in: .whitespaces)
+        }.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,22 @@
+import ArgumentParser
+import Foundation
+import ZoneFeed
+import ZoneFeedPostgres
+
+struct ValidateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "validate",
+        abstract: "Check a pipeline file and print the plan and the DDL a run would execute; touches nothing.")
+
+    @OptionGroup var options: PipelineOptions
+
+    func run() async throws {
+        let pipeline = try options.loadPipeline()
+        print("\(options.pipelineFile): valid")
+        print("")
+        print(pipeline.planDescription)
+        print("")
+        print("-- DDL a run executes (each statement is idempotent):")
+        for statement in PostgresSchema(pipeline: pipeline).ddl { print(statement + ";") }
+    }
+}
