@@ -8,6 +8,10 @@ public struct ExpectedState: Sendable {
     public struct Key: Hashable, Sendable, Comparable {
         public var zoneName: String
         public var recordName: String
+        public init(zoneName: String, recordName: String) {
+            self.zoneName = zoneName
+            self.recordName = recordName
+        }
         public static func < (a: Key, b: Key) -> Bool { (a.zoneName, a.recordName) < (b.zoneName, b.recordName) }
     }
 

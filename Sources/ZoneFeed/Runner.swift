@@ -9,7 +9,7 @@ import Logging
 public struct Runner: Sendable {
     public struct Configuration: Sendable {
         public var pipeline: String
-        /// Records per transaction (whole pages only).
+        /// Records per transaction (whole pages only). Empty pages are not counted as applied.
         public var commitEvery: Int
         /// Only these zone names, when not empty (`--zone`).
         public var zoneFilter: [String]
@@ -250,7 +250,8 @@ public struct Runner: Sendable {
             }
 
             pending += page.entries
-            pendingPages += 1
+            // An empty page (the feed is current) is fetched but applies nothing.
+            if !page.entries.isEmpty { pendingPages += 1 }
             token = page.syncToken
 
             if pending.count >= configuration.commitEvery || !page.moreComing {

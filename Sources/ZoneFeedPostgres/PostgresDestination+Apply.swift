@@ -113,8 +113,9 @@ extension PostgresDestination {
             buffer.finish()
             let bytes = buffer.bytes
             try c.copyIn("COPY zf_deletes (seq, record_name, record_type, final) FROM STDIN (FORMAT binary)") { try $0.write(bytes) }
+            let hard = pipeline.destination.deletes == .hard
             for table in schema.tables {
-                let change = pipeline.destination.deletes == .hard
+                let change = hard
                     ? "DELETE FROM \(table.qualifiedName) AS t USING zf_deletes AS d"
                     : "UPDATE \(table.qualifiedName) AS t SET deleted_at = coalesce(t.deleted_at, now()), synced_at = now(), run_id = $3::bigint FROM zf_deletes AS d"
                 try c.query("""
@@ -124,7 +125,7 @@ extension PostgresDestination {
                         RETURNING t.record_name, t.record_type)
                     UPDATE zf_deletes AS d SET record_type = gone.record_type FROM gone
                     WHERE d.record_name = gone.record_name AND d.record_type IS NULL
-                    """, [owner, zoneName, run])
+                    """, hard ? [owner, zoneName] : [owner, zoneName, run])
             }
             try c.query("""
                 INSERT INTO \(schema.tombstones) (pipeline, zone_owner, zone_name, record_name, record_type, reason, run_id)

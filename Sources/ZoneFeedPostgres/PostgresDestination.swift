@@ -67,9 +67,11 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
     private func openConnection() throws {
         guard connection == nil else { return }
         let c = try Connection(conninfo)
+        // The pipeline in application_name tells its sessions apart in pg_stat_activity.
         // Rows and their token commit together, so losing the last moment's commits in a server
         // crash loses nothing the next run does not fetch again.
-        try c.execute("SET synchronous_commit = off; SET application_name = 'zonefeed'")
+        try c.execute("SET synchronous_commit = off")
+        try c.query("SELECT set_config('application_name', $1, false)", [String("zonefeed/\(pipeline.name)".prefix(63))])
         connection = c
     }
 

@@ -1,0 +1,90 @@
+import FakeCloudKit
+import Foundation
+import Testing
+import TestSupport
+import ZoneFeed
+
+@Suite struct CommandLineTests {
+    @Test func twoProcessesOnOnePipelineApplyEachZoneOnce() async throws {
+        var p = try FakePipeline(prefix: "twoproc", fake: FakeSettings(seed: 37, zones: 4, recordsPerZone: 3_000))
+        p.commitEvery = 500
+        let zonefeed = try ZonefeedBinary(environment: p.environment)
+        defer { zonefeed.remove() }
+        let file = try p.write(to: zonefeed.directory)
+
+        let a = try zonefeed.start(["run", file, "--progress", "never"])
+        let b = try zonefeed.start(["run", file, "--progress", "never"])
+        let (outA, outB) = (a.wait(), b.wait())
+        #expect(outA.status == 0, "\(outA.stderr)")
+        #expect(outB.status == 0, "\(outB.stderr)")
+
+        let expected = p.expected()
+        let snapshot = try DestinationSnapshot.read(p)
+        #expect(snapshot.differences(from: expected) == [])
+        #expect(snapshot.runPages == expected.pages)
+        #expect(snapshot.tombstonesByReason["deleted"] == expected.tombstones)
+    }
+
+    @Test func sigintEndsTheRunCleanlyAsInterrupted() async throws {
+        var p = try FakePipeline(prefix: "sigint", fake: FakeSettings(seed: 41, zones: 2, recordsPerZone: 40_000))
+        p.commitEvery = 400
+        let zonefeed = try ZonefeedBinary(environment: p.environment)
+        defer { zonefeed.remove() }
+        let file = try p.write(to: zonefeed.directory)
+
+        let running = try zonefeed.start(["run", file, "--progress", "never"])
+        _ = try p.waitForProgress(while: running)
+        running.signal(SIGINT)
+        let output = running.wait()
+        #expect(output.status == 130, "\(output.stderr)")
+        #expect(try DestinationSnapshot.read(p).runStatuses == ["interrupted"])
+
+        let resumed = try zonefeed.run(["run", file, "--progress", "never"])
+        #expect(resumed.status == 0)
+        #expect(try DestinationSnapshot.read(p).differences(from: p.expected()) == [])
+    }
+
+    @Test func sigtermExitsWith143() async throws {
+        var p = try FakePipeline(prefix: "sigterm", fake: FakeSettings(seed: 43, zones: 1, recordsPerZone: 60_000))
+        p.commitEvery = 400
+        let zonefeed = try ZonefeedBinary(environment: p.environment)
+        defer { zonefeed.remove() }
+        let file = try p.write(to: zonefeed.directory)
+        let running = try zonefeed.start(["run", file, "--progress", "never"])
+        _ = try p.waitForProgress(while: running)
+        running.signal(SIGTERM)
+        #expect(running.wait().status == 143)
+        #expect(try DestinationSnapshot.read(p).runStatuses == ["interrupted"])
+    }
+
+    @Test func aBadPipelineFileExitsWith2AndNamesTheLine() throws {
+        let zonefeed = try ZonefeedBinary()
+        defer { zonefeed.remove() }
+        let file = zonefeed.directory.appendingPathComponent("bad.yml").path
+        try "pipeline: bad\nsource:\n  fake: {}\ndestination:\n  url: embedded\nrecordTypes:\n  Note:\n    fields:\n      wordCount: bigin\n"
+            .write(toFile: file, atomically: true, encoding: .utf8)
+        for command in ["run", "validate", "status"] {
+            let output = try zonefeed.run([command, file])
+            #expect(output.status == 2)
+            #expect(output.stderr.contains("bad.yml:9:18: unknown type 'bigin' for field wordCount (did you mean 'bigint'?)"), "\(output.stderr)")
+        }
+    }
+
+    @Test func statusShowsCheckpointsAndRunsAndResetMarksZonesForResync() throws {
+        let p = try FakePipeline(prefix: "status", fake: FakeSettings(seed: 47, zones: 2, recordsPerZone: 500))
+        let zonefeed = try ZonefeedBinary(environment: p.environment)
+        defer { zonefeed.remove() }
+        let file = try p.write(to: zonefeed.directory)
+        #expect(try zonefeed.run(["run", file]).status == 0)
+
+        let status = try zonefeed.run(["status", file])
+        #expect(status.status == 0)
+        #expect(status.stdout.contains("Zone01") && status.stdout.contains("Zone02") && status.stdout.contains("succeeded"))
+
+        #expect(try zonefeed.run(["reset", file]).status == 2, "reset needs --zone or --all")
+        let reset = try zonefeed.run(["reset", file, "--zone", "Zone02"])
+        #expect(reset.status == 0)
+        #expect(reset.stdout.contains("Zone02"))
+        #expect(try zonefeed.run(["status", file]).stdout.contains("resyncing"))
+    }
+}

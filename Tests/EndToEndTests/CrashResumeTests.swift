@@ -1,0 +1,55 @@
+import FakeCloudKit
+import Foundation
+import LibPQ
+import Testing
+import TestSupport
+import ZoneFeed
+
+@Suite struct CrashResumeTests {
+    /// The process is killed with SIGKILL at random moments of a backfill, several times, then
+    /// run to the end: the tables equal the expected state and no page was applied twice.
+    @Test func killedAtRandomPointsThenResumedAppliesEveryPageExactlyOnce() async throws {
+        var p = try FakePipeline(prefix: "crash", fake: FakeSettings(seed: 31, zones: 3, recordsPerZone: 8_000, badRecordEvery: 11))
+        p.commitEvery = 400
+        let zonefeed = try ZonefeedBinary(environment: p.environment)
+        defer { zonefeed.remove() }
+        let file = try p.write(to: zonefeed.directory)
+
+        // Each kill lands at a random moment after the run has committed something new, so it
+        // falls in the middle of the backfill however loaded the machine is.
+        var kills = 0
+        var applied = 0
+        for _ in 0..<5 {
+            let running = try zonefeed.start(["run", file, "--progress", "never"])
+            applied = try p.waitForProgress(beyond: applied, while: running)
+            usleep(UInt32.random(in: 0...250_000))
+            running.signal(SIGKILL)
+            if running.wait().status == SIGKILL { kills += 1 }
+            try await waitForSessionsToEnd(p)
+        }
+        let final = try zonefeed.run(["run", file, "--progress", "never"])
+        #expect(final.status == 0, "\(final.stderr)")
+
+        let expected = p.expected()
+        let snapshot = try DestinationSnapshot.read(p)
+        #expect(kills >= 3, "runs were killed before they finished")
+        #expect(snapshot.differences(from: expected) == [])
+        #expect(snapshot.runPages == expected.pages, "no page applied twice or lost")
+        #expect(snapshot.runUpserts == expected.upserts)
+        #expect(snapshot.runRejects == expected.rejects)
+        #expect(snapshot.rejects.count == expected.rejects)
+        #expect(snapshot.tombstonesByReason["deleted"] == expected.tombstones)
+        #expect(!snapshot.runStatuses.contains("running"), "killed runs are recorded as failed by the next run")
+    }
+
+    /// A killed client's session ends when the server notices; until then it still holds its zones.
+    func waitForSessionsToEnd(_ p: FakePipeline) async throws {
+        for _ in 0..<100 {
+            let count = try Connection.withConnection(p.url) { c in
+                try c.query("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", ["zonefeed/\(p.name)"]).scalar
+            }
+            if count == "0" { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+    }
+}

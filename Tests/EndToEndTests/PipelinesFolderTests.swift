@@ -1,0 +1,58 @@
+import Foundation
+import Testing
+import TestSupport
+import ZoneFeed
+
+/// The examples are part of the product: every file in pipelines/ validates, and the demo runs.
+@Suite struct PipelinesFolderTests {
+    static var repository: URL {
+        var url = URL(fileURLWithPath: #filePath)
+        for _ in 0..<3 { url.deleteLastPathComponent() }
+        return url
+    }
+
+    static var pipelineFiles: [String] {
+        let folder = repository.appendingPathComponent("pipelines")
+        return ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? [])
+            .filter { $0.hasSuffix(".yml") }.sorted().map { folder.appendingPathComponent($0).path }
+    }
+
+    @Test func thereArePipelineExamples() {
+        #expect(Self.pipelineFiles.contains { $0.hasSuffix("demo.yml") })
+    }
+
+    @Test(arguments: pipelineFiles)
+    func everyPipelineFileValidates(file: String) throws {
+        // Example files read their secrets from the environment; any value will do to validate.
+        let zonefeed = try ZonefeedBinary(environment: [
+            "CLOUDKIT_API_TOKEN": "example-api-token", "CLOUDKIT_WEB_AUTH_TOKEN": "example-web-auth-token",
+            "DATABASE_URL": "postgresql://example@localhost/example",
+        ])
+        defer { zonefeed.remove() }
+        let output = try zonefeed.run(["validate", file])
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stdout.contains("CREATE TABLE IF NOT EXISTS"))
+        #expect(!output.stdout.contains("example-api-token") && !output.stdout.contains("example-web-auth-token"))
+    }
+
+    /// The newcomer's first command: the demo, fake source into embedded PostgreSQL, twice.
+    @Test func theDemoRunsEndToEndAndASecondRunHasNothingNew() throws {
+        let zonefeed = try ZonefeedBinary()
+        defer { zonefeed.remove() }
+        let demo = Self.repository.appendingPathComponent("pipelines/demo.yml").path
+
+        let first = try zonefeed.run(["run", demo, "--progress", "never"])
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(first.stdout.contains("succeeded"))
+        #expect(first.stdout.contains("zonefeed psql"), "the summary says how to query the result")
+
+        let second = try zonefeed.run(["run", demo, "--progress", "never"])
+        #expect(second.status == 0)
+        #expect(second.stdout.contains("nothing new"))
+
+        let count = try zonefeed.run(["psql", demo, "-At", "-c", "SELECT count(*) FROM demo.notes_live"])
+        #expect(count.status == 0, "\(count.stderr)")
+        #expect((Int(count.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) > 1_000)
+        #expect(FileManager.default.fileExists(atPath: zonefeed.directory.appendingPathComponent(".zonefeed/postgres/data").path))
+    }
+}

@@ -1,0 +1,59 @@
+import LibPQ
+import Testing
+import TestSupport
+
+@Suite struct ConnectionTests {
+    @Test func parametersTravelAsValuesNeverAsSQL() throws {
+        let c = try Connection(try TestDatabase.connectionString())
+        let hostile = "'); DROP TABLE x; --"
+        #expect(try c.query("SELECT $1::text", [hostile]).scalar == hostile)
+        #expect(try c.query("SELECT $1::text IS NULL", [nil]).scalar == "t")
+    }
+
+    @Test func errorsCarryTheirSQLState() throws {
+        let c = try Connection(try TestDatabase.connectionString())
+        do {
+            try c.execute("SELECT * FROM no_such_table_here")
+            Issue.record("the query should have failed")
+        } catch let error as PostgresError {
+            #expect(error.sqlState == "42P01")
+            #expect(error.description.contains("no_such_table_here"))
+        }
+    }
+
+    @Test func aFailedConnectionNeverPrintsThePassword() throws {
+        let secret = "hunter2-very-secret"
+        do {
+            _ = try Connection("host=/nonexistent-dir user=x password=\(secret) connect_timeout=1")
+            Issue.record("the connection should have failed")
+        } catch {
+            #expect(!"\(error)".contains(secret))
+            #expect("\(error)".contains("could not connect"))
+        }
+    }
+
+    @Test func binaryCopyWritesEveryTypeExactly() throws {
+        do {
+            let c = try Connection(try TestDatabase.connectionString())
+            let table = TestDatabase.uniqueName("copy")
+            try c.execute("CREATE TEMP TABLE \(table) (t text, b bigint, d double precision, ts timestamptz, j jsonb, a bigint[], e text[], n text)")
+            var buffer = BinaryCopyBuffer()
+            buffer.beginTuple(fieldCount: 8)
+            buffer.append(text: "zoë \"quoted\" \\ tab\t")
+            buffer.append(bigint: Int64.min)
+            buffer.append(double: -0.5)
+            buffer.append(timestampMicroseconds: 0)
+            buffer.append(jsonb: Array(#"{"k": [1, 2]}"#.utf8))
+            buffer.appendArray(elementOID: BinaryCopyBuffer.OID.int8, count: 2) { $0.append(bigint: Int64.max); $0.append(bigint: 1) }
+            buffer.appendInt32(12); buffer.appendInt32(0); buffer.appendInt32(0); buffer.appendInt32(BinaryCopyBuffer.OID.text)
+            buffer.appendNull()
+            buffer.finish()
+            let bytes = buffer.bytes
+            let rows = try c.copyIn("COPY \(table) FROM STDIN (FORMAT binary)") { try $0.write(bytes) }
+            #expect(rows == 1)
+            let r = try c.query("SELECT t, b::text, d::text, ts AT TIME ZONE 'UTC', j::text, a::text, e::text, n FROM \(table)").rows[0]
+            #expect(r == ["zoë \"quoted\" \\ tab\t", "-9223372036854775808", "-0.5", "2000-01-01 00:00:00", #"{"k": [1, 2]}"#,
+                          "{9223372036854775807,1}", "{}", nil])
+        }
+    }
+}

@@ -1,0 +1,127 @@
+import FakeCloudKit
+import Foundation
+import LibPQ
+import Logging
+import ZoneFeed
+import ZoneFeedPostgres
+
+/// Pipelines over the fake source for tests, written as YAML so that tests go through the same
+/// loader as users. Each has its own schema and name.
+public struct FakePipeline: Sendable {
+    public var name: String
+    public var schema: String
+    public var url: String
+    public var fake: FakeSettings
+    public var deletes = "tombstone"
+    public var commitEvery = 1_000
+    public var onBadRecord = "reject"
+    public var unknownRecordTypes = "skip"
+    /// Record types to map; the default maps all three fake types.
+    public var mappedTypes: [String] = FakeFeed.recordTypes
+
+    public init(prefix: String, fake: FakeSettings) throws {
+        name = TestDatabase.uniqueName(prefix)
+        schema = name
+        url = try TestDatabase.connectionString()
+        self.fake = fake
+    }
+
+    /// The fields of the fake Note, one column of every type.
+    public static let noteFields = """
+              title: text
+              body: text
+              wordCount: bigint
+              rating: double precision
+              editedAt: timestamptz
+              thumbnail: bytea
+              folder: text
+              attachment: jsonb
+              place: jsonb
+              tags: text[]
+              counts: bigint[]
+              scores: double precision[]
+              reminders: timestamptz[]
+              chunks: bytea[]
+              related: { column: related_notes, type: "text[]" }
+        """
+
+    public var yaml: String {
+        var types = ""
+        if mappedTypes.contains("Note") { types += "  Note:\n    table: notes\n    fields:\n\(Self.noteFields)\n" }
+        if mappedTypes.contains("Folder") { types += "  Folder:\n    table: folders\n    fields:\n      name: text\n      color: bigint\n      parent: text\n" }
+        if mappedTypes.contains("Tag") { types += "  Tag:\n    table: tags\n" }
+        return """
+            pipeline: \(name)
+            source:
+              fake:
+                seed: \(fake.seed)
+                zones: \(fake.zones)
+                recordsPerZone: \(fake.recordsPerZone)
+                pageSize: \(fake.pageSize)
+            \(fake.badRecordEvery.map { "    badRecordEvery: \($0)\n" } ?? "")destination:
+              url: ${ZONEFEED_TEST_URL}
+              schema: \(schema)
+              deletes: \(deletes)
+              commitEvery: \(commitEvery)
+            recordTypes:
+            \(types)unmappedFields: keep
+            unknownRecordTypes: \(unknownRecordTypes)
+            onBadRecord: \(onBadRecord)
+            """
+    }
+
+    public var environment: [String: String] { ["ZONEFEED_TEST_URL": url] }
+
+    public func pipeline() throws -> Pipeline {
+        try Pipeline.parse(yaml: yaml, filePath: "\(name).yml", environment: environment)
+    }
+
+    /// Writes the file into `directory` and returns its path.
+    public func write(to directory: URL) throws -> String {
+        let path = directory.appendingPathComponent("\(name).yml").path
+        try yaml.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    public func expected(hardDeletes: Bool? = nil) -> ExpectedState {
+        ExpectedState(settings: fake, mappedTypes: Set(mappedTypes), hardDeletes: hardDeletes ?? (deletes == "hard"))
+    }
+
+    /// One run in this process, as `zonefeed run` does it.
+    @discardableResult
+    public func run(zones: [String] = []) async throws -> RunSummary {
+        let pipeline = try pipeline()
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let destination = PostgresDestination(pipeline: pipeline, conninfo: url, logger: logger)
+        defer { Task { await destination.close() } }
+        let runner = Runner(
+            configuration: .init(pipeline: pipeline.name, commitEvery: pipeline.destination.commitEvery, zoneFilter: zones),
+            source: FakeSource(settings: fake), destination: destination, logger: logger)
+        let summary = try await runner.run()
+        await destination.close()
+        return summary
+    }
+
+    /// `zonefeed reset` in this process.
+    public func reset(zones: [String] = [], all: Bool = false) async throws {
+        let destination = PostgresDestination(pipeline: try pipeline(), conninfo: url, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        try await destination.prepare()
+        _ = try await destination.reset(zoneNames: zones, all: all)
+        await destination.close()
+    }
+
+    /// Polls the checkpoints until more records are applied than `beyond` (or the process ends).
+    public func waitForProgress(beyond: Int = 0, while running: ZonefeedBinary.Running) throws -> Int {
+        for _ in 0..<1_500 {
+            let applied = try Connection.withConnection(url) { c -> Int in
+                let exists = try c.query("SELECT to_regclass($1) IS NOT NULL", ["\(schema).zonefeed_checkpoints"]).scalar == "t"
+                guard exists else { return 0 }
+                return Int(try c.query("SELECT coalesce(sum(records_applied), 0) FROM \(quoteIdentifier(schema)).zonefeed_checkpoints").scalar ?? "0") ?? 0
+            }
+            if applied > beyond || !running.isRunning { return applied }
+            usleep(20_000)
+        }
+        return beyond
+    }
+
+}

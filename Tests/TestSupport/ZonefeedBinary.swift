@@ -1,0 +1,80 @@
+import Foundation
+
+/// The built `zonefeed` executable, run as a user runs it. Its output goes to files, not pipes,
+/// so a server it starts can never keep a pipe open and hang the test.
+public struct ZonefeedBinary {
+    public struct Output: Sendable {
+        public var status: Int32
+        public var stdout: String
+        public var stderr: String
+    }
+
+    /// `swift build` puts the executable beside the test bundle.
+    public static var path: String {
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        var dir = URL(fileURLWithPath: exe).deletingLastPathComponent()
+        for _ in 0..<4 {
+            let candidate = dir.appendingPathComponent("zonefeed").path
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+            dir = dir.deletingLastPathComponent()
+        }
+        return URL(fileURLWithPath: exe).deletingLastPathComponent().appendingPathComponent("zonefeed").path
+    }
+
+    public let directory: URL
+    public var environment: [String: String]
+
+    /// A fresh working directory under /tmp (reachable by the embedded server's account).
+    public init(environment: [String: String] = [:]) throws {
+        directory = URL(fileURLWithPath: "/tmp/zf-e2e-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        self.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+    }
+
+    /// A started process; `wait()` collects its output.
+    public final class Running: @unchecked Sendable {
+        let process: Process
+        let out: URL, err: URL
+        init(process: Process, out: URL, err: URL) {
+            self.process = process
+            self.out = out
+            self.err = err
+        }
+
+        public var pid: Int32 { process.processIdentifier }
+        public var isRunning: Bool { process.isRunning }
+        public func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
+
+        public func wait() -> Output {
+            process.waitUntilExit()
+            return Output(
+                // A process ended by a signal reports the signal's number.
+                status: process.terminationStatus,
+                stdout: (try? String(contentsOf: out, encoding: .utf8)) ?? "",
+                stderr: (try? String(contentsOf: err, encoding: .utf8)) ?? "")
+        }
+    }
+
+    public func start(_ arguments: [String]) throws -> Running {
+        let id = UUID().uuidString.prefix(8)
+        let out = directory.appendingPathComponent("out-\(id).txt"), err = directory.appendingPathComponent("err-\(id).txt")
+        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: err.path, contents: nil)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.path)
+        process.arguments = arguments
+        process.currentDirectoryURL = directory
+        process.environment = environment
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = try FileHandle(forWritingTo: out)
+        process.standardError = try FileHandle(forWritingTo: err)
+        try process.run()
+        return Running(process: process, out: out, err: err)
+    }
+
+    public func run(_ arguments: [String]) throws -> Output {
+        try start(arguments).wait()
+    }
+
+    public func remove() { try? FileManager.default.removeItem(at: directory) }
+}

@@ -1,0 +1,74 @@
+import FakeCloudKit
+import Testing
+import TestSupport
+import ZoneFeed
+
+@Suite struct BackfillTests {
+    @Test func backfillFromNilTokensReachesTheGeneratorsExpectedState() async throws {
+        let p = try FakePipeline(prefix: "backfill", fake: FakeSettings(seed: 7, zones: 3, recordsPerZone: 2_500))
+        let summary = try await p.run()
+        let expected = p.expected()
+
+        #expect(summary.status == .succeeded)
+        let snapshot = try DestinationSnapshot.read(p)
+        #expect(snapshot.differences(from: expected) == [])
+        #expect(expected.deletedCount > 0, "the feed holds deletions")
+        #expect(snapshot.runUpserts == expected.upserts)
+        #expect(snapshot.runTombstones == expected.tombstones)
+        #expect(snapshot.runPages == expected.pages)
+        #expect(snapshot.tombstonesByReason == ["deleted": expected.tombstones])
+    }
+
+    @Test func everyFieldTypeLandsInItsTypedColumn() async throws {
+        let p = try FakePipeline(prefix: "columns", fake: FakeSettings(seed: 11, zones: 1, recordsPerZone: 3_000))
+        try await p.run()
+        #expect(try NoteColumns.differences(p, expected: p.expected()) == [])
+    }
+
+    @Test func incrementalRunAppliesOnlyWhatCameAfterTheStoredTokens() async throws {
+        var p = try FakePipeline(prefix: "incremental", fake: FakeSettings(seed: 3, zones: 2, recordsPerZone: 1_500))
+        try await p.run()
+        p.fake.recordsPerZone = 2_600
+        let second = try await p.run()
+        let again = try await p.run()
+
+        let expected = p.expected()
+        let snapshot = try DestinationSnapshot.read(p)
+        #expect(snapshot.differences(from: expected) == [])
+        #expect(second.totals.records == 2 * (2_600 - 1_500), "the second run reads only the new entries")
+        #expect(again.totals.records == 0)
+        #expect(again.zonesApplied.isEmpty, "the database feed reported no changed zone")
+        // Pages are not compared: the feed grew in the middle of a page, which then came in two.
+        #expect(snapshot.runUpserts == expected.upserts)
+        #expect(snapshot.runTombstones == expected.tombstones)
+    }
+
+    @Test func hardDeletesRemoveRowsButStillLogTheDeletions() async throws {
+        var p = try FakePipeline(prefix: "hard", fake: FakeSettings(seed: 5, zones: 2, recordsPerZone: 2_000))
+        p.deletes = "hard"
+        try await p.run()
+        let expected = p.expected()
+        let snapshot = try DestinationSnapshot.read(p)
+        #expect(snapshot.differences(from: expected) == [])
+        #expect(!snapshot.rows.values.contains { $0.deleted })
+        #expect(snapshot.tombstonesByReason["deleted"] == expected.tombstones)
+    }
+
+    @Test func smallTransactionsGiveTheSameResultAsLargeOnes() async throws {
+        var p = try FakePipeline(prefix: "commitevery", fake: FakeSettings(seed: 9, zones: 1, recordsPerZone: 1_200, pageSize: 50))
+        p.commitEvery = 1
+        let summary = try await p.run()
+        #expect(try DestinationSnapshot.read(p).differences(from: p.expected()) == [])
+        #expect(summary.totals.pages == p.expected().pages)
+    }
+
+    @Test func unmappedRecordTypesAreSkippedAndCounted() async throws {
+        var p = try FakePipeline(prefix: "skip", fake: FakeSettings(seed: 2, zones: 1, recordsPerZone: 1_000))
+        p.mappedTypes = ["Note"]
+        let summary = try await p.run()
+        let expected = p.expected()
+        #expect(expected.skipped > 0)
+        #expect(summary.totals.skipped == expected.skipped)
+        #expect(try DestinationSnapshot.read(p).differences(from: expected) == [])
+    }
+}

@@ -1,0 +1,89 @@
+import CloudKitModel
+import FakeCloudKit
+import Testing
+import ZoneFeed
+
+@Suite struct FakeFeedTests {
+    @Test func theSameSettingsGiveTheSameFeed() async throws {
+        let settings = FakeSettings(seed: 99, zones: 2, recordsPerZone: 1_000)
+        let a = try await pages(FakeSource(settings: settings), zone: "Zone02")
+        let b = try await pages(FakeSource(settings: settings), zone: "Zone02")
+        #expect(a == b)
+        let other = try await pages(FakeSource(settings: FakeSettings(seed: 100, zones: 2, recordsPerZone: 1_000)), zone: "Zone02")
+        #expect(a != other)
+    }
+
+    @Test func pagesRespectTheLimitAndEndWithMoreComingFalse() async throws {
+        for pageSize in [1, 7, 50, 200] {
+            let feed = try await pages(FakeSource(settings: FakeSettings(zones: 1, recordsPerZone: 1_003, pageSize: pageSize)), zone: "Zone01")
+            #expect(feed.allSatisfy { $0.entries.count <= pageSize && !$0.entries.isEmpty })
+            #expect(feed.reduce(0) { $0 + $1.entries.count } == 1_003)
+            #expect(feed.last?.moreComing == false)
+            #expect(feed.dropLast().allSatisfy { $0.moreComing })
+        }
+    }
+
+    @Test func theFeedHoldsEveryKindOfChangeAndEveryFieldType() async throws {
+        let feed = try await pages(FakeSource(settings: FakeSettings(zones: 1, recordsPerZone: 5_000)), zone: "Zone01")
+        var created = Set<String>(), deleted = Set<String>(), recreated = 0, sameRecordTwiceInOnePage = 0
+        var tags = Set<String>(), extremes = Set<Int64>(), nonASCII = false
+        for page in feed {
+            var inPage = Set<String>()
+            for entry in page.entries {
+                switch entry {
+                case .record(let r):
+                    if deleted.contains(r.recordName) { recreated += 1 }
+                    if !inPage.insert(r.recordName).inserted { sameRecordTwiceInOnePage += 1 }
+                    created.insert(r.recordName)
+                    for value in r.fields.values {
+                        tags.insert(value.typeTag)
+                        if case .int64(let i) = value, i == .max || i == .min { extremes.insert(i) }
+                        if case .string(let s) = value, s.unicodeScalars.contains(where: { !$0.isASCII }) { nonASCII = true }
+                    }
+                case .deleted(let name):
+                    deleted.insert(name)
+                case .error:
+                    break
+                }
+            }
+        }
+        #expect(!deleted.isEmpty && recreated > 0 && sameRecordTwiceInOnePage > 0)
+        #expect(Set(["STRING", "INT64", "DOUBLE", "TIMESTAMP", "BYTES", "ENCRYPTED_BYTES", "REFERENCE", "ASSETID", "LOCATION",
+                     "STRING_LIST", "INT64_LIST", "DOUBLE_LIST", "TIMESTAMP_LIST", "BYTES_LIST", "REFERENCE_LIST", "LOCATION_LIST"])
+                .isSubset(of: tags))
+        #expect(extremes == [.max, .min])
+        #expect(nonASCII)
+    }
+
+    @Test func aTokenResumesTheFeedWhereItStopped() async throws {
+        let source = FakeSource(settings: FakeSettings(zones: 1, recordsPerZone: 2_000))
+        let zone = ZoneID(zoneName: "Zone01", ownerRecordName: "_fakeOwner")
+        let all = try await pages(source, zone: "Zone01")
+        let resumed = try await source.fetchZoneChanges(in: zone, since: all[3].syncToken)
+        #expect(resumed.entries == all[4].entries)
+    }
+
+    @Test func aTokenFromAnotherFeedIsRejectedAsExpired() async throws {
+        let source = FakeSource(settings: FakeSettings(zones: 1))
+        await #expect(throws: SourceError.self) {
+            _ = try await source.fetchZoneChanges(in: ZoneID(zoneName: "Zone01", ownerRecordName: "_fakeOwner"), since: ChangeToken("nonsense"))
+        }
+    }
+
+    func pages(_ source: FakeSource, zone: String) async throws -> [ZoneChangePage] {
+        var out: [ZoneChangePage] = []
+        var token: ChangeToken?
+        repeat {
+            let page = try await source.fetchZoneChanges(in: ZoneID(zoneName: zone, ownerRecordName: "_fakeOwner"), since: token)
+            out.append(page)
+            token = page.syncToken
+        } while out.last!.moreComing
+        return out
+    }
+}
+
+extension ZoneChangePage: Equatable {
+    public static func == (a: ZoneChangePage, b: ZoneChangePage) -> Bool {
+        a.entries == b.entries && a.syncToken == b.syncToken && a.moreComing == b.moreComing
+    }
+}
