@@ -224,7 +224,8 @@ public struct EmbeddedPostgres: Sendable {
     /// After a clean exit that already deleted the directory, the watcher does nothing.
     public func deleteWhenThisProcessEnds(_ handle: Handle) throws {
         let script = """
-            while kill -0 "$1" 2>/dev/null; do sleep 1; done
+            alive() { kill -0 "$1" 2>/dev/null && ! grep -qs '^State:.*zombie' "/proc/$1/status"; }
+            while alive "$1"; do sleep 1; done
             [ -d "$2" ] || exit 0
             pid=$(head -n 1 "$2/data/postmaster.pid" 2>/dev/null) || pid=
             if [ -n "$pid" ] && { [ ! -r "/proc/$pid/comm" ] || grep -q postgres "/proc/$pid/comm"; }; then
