@@ -50,6 +50,23 @@ struct PipelineOptions: ParsableArguments {
         return try await body(handle.connectionString)
     }
 
+    /// Runs `body` with a PostgreSQL destination for the pipeline, closed on every path; a
+    /// failure is logged as a sentence and exits 1.
+    func withPostgresDestination<T: Sendable>(_ pipeline: Pipeline, logger: Logger, _ body: (PostgresDestination) async throws -> T) async throws -> T {
+        try await withDestination(pipeline, logger: logger) { conninfo in
+            let destination = PostgresDestination(pipeline: pipeline, conninfo: conninfo, logger: logger)
+            do {
+                let value = try await body(destination)
+                await destination.close()
+                return value
+            } catch {
+                await destination.close()
+                logger.error("\(error)")
+                throw Exit.failed
+            }
+        }
+    }
+
     func makeSource(_ pipeline: Pipeline) throws -> any ChangeSource {
         switch pipeline.source {
         case .fake(let settings):

@@ -25,18 +25,9 @@ struct ResetCommand: AsyncParsableCommand {
     func run() async throws {
         let pipeline = try options.loadPipeline()
         let logger = options.makeLogger()
-        let outcome = try await options.withDestination(pipeline, logger: logger) { conninfo in
-            let destination = PostgresDestination(pipeline: pipeline, conninfo: conninfo, logger: logger)
-            do {
-                try await destination.prepare()
-                let outcome = try await destination.reset(zoneNames: zones, all: all)
-                await destination.close()
-                return outcome
-            } catch {
-                await destination.close()
-                logger.error("\(error)")
-                throw Exit.failed
-            }
+        let outcome = try await options.withPostgresDestination(pipeline, logger: logger) { destination in
+            try await destination.prepare()
+            return try await destination.reset(zoneNames: zones, all: all)
         }
         for zone in outcome.reset {
             print("zone \(zone.zoneName): will resync from the beginning on the next run")

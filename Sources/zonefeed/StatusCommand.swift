@@ -13,18 +13,9 @@ struct StatusCommand: AsyncParsableCommand {
     func run() async throws {
         let pipeline = try options.loadPipeline()
         let logger = options.makeLogger()
-        let status = try await options.withDestination(pipeline, logger: logger) { conninfo in
-            let destination = PostgresDestination(pipeline: pipeline, conninfo: conninfo, logger: logger)
-            do {
-                try await destination.connect()
-                let status = try await destination.status()
-                await destination.close()
-                return status
-            } catch {
-                await destination.close()
-                logger.error("\(error)")
-                throw Exit.failed
-            }
+        let status = try await options.withPostgresDestination(pipeline, logger: logger) { destination in
+            try await destination.connect()
+            return try await destination.status()
         }
         guard status.tablesExist, !(status.zones.isEmpty && status.runs.isEmpty) else {
             print("pipeline \(pipeline.name): no runs yet (run: zonefeed run \(options.pipelineFile))")

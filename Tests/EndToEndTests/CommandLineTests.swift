@@ -25,18 +25,10 @@ import ZoneFeed
         #expect(snapshot.tombstonesByReason["deleted"] == expected.tombstones)
     }
 
-    @Test func sigintEndsTheRunCleanlyAsInterrupted() async throws {
-        var p = try FakePipeline(prefix: "sigint", fake: FakeSettings(seed: 41, zones: 2, recordsPerZone: 40_000))
-        p.commitEvery = 400
-        let zonefeed = try ZonefeedBinary(environment: p.environment)
+    @Test func sigintEndsTheRunCleanlyAsInterruptedAndTheNextRunResumes() async throws {
+        let (p, zonefeed, file, status) = try interruptedRun(SIGINT, seed: 41)
         defer { zonefeed.remove() }
-        let file = try p.write(to: zonefeed.directory)
-
-        let running = try zonefeed.start(["run", file, "--progress", "never"])
-        _ = try p.waitForProgress(while: running)
-        running.signal(SIGINT)
-        let output = running.wait()
-        #expect(output.status == 130, "\(output.stderr)")
+        #expect(status == 130)
         #expect(try DestinationSnapshot.read(p).runStatuses == ["interrupted"])
 
         let resumed = try zonefeed.run(["run", file, "--progress", "never"])
@@ -44,17 +36,23 @@ import ZoneFeed
         #expect(try DestinationSnapshot.read(p).differences(from: p.expected()) == [])
     }
 
-    @Test func sigtermExitsWith143() async throws {
-        var p = try FakePipeline(prefix: "sigterm", fake: FakeSettings(seed: 43, zones: 1, recordsPerZone: 60_000))
+    @Test func sigtermExitsWith143AndRecordsTheRunAsInterrupted() async throws {
+        let (p, zonefeed, _, status) = try interruptedRun(SIGTERM, seed: 43)
+        defer { zonefeed.remove() }
+        #expect(status == 143)
+        #expect(try DestinationSnapshot.read(p).runStatuses == ["interrupted"])
+    }
+
+    /// Starts a long backfill and sends `signal` once it has committed something.
+    func interruptedRun(_ signal: Int32, seed: UInt64) throws -> (FakePipeline, ZonefeedBinary, String, Int32) {
+        var p = try FakePipeline(prefix: "signal", fake: FakeSettings(seed: seed, zones: 2, recordsPerZone: 40_000))
         p.commitEvery = 400
         let zonefeed = try ZonefeedBinary(environment: p.environment)
-        defer { zonefeed.remove() }
         let file = try p.write(to: zonefeed.directory)
         let running = try zonefeed.start(["run", file, "--progress", "never"])
         _ = try p.waitForProgress(while: running)
-        running.signal(SIGTERM)
-        #expect(running.wait().status == 143)
-        #expect(try DestinationSnapshot.read(p).runStatuses == ["interrupted"])
+        running.signal(signal)
+        return (p, zonefeed, file, running.wait().status)
     }
 
     @Test func aBadPipelineFileExitsWith2AndNamesTheLine() throws {
