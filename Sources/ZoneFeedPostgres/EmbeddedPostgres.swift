@@ -121,7 +121,7 @@ public struct EmbeddedPostgres: Sendable {
         if let account { try prepareDirectory(for: account) }
 
         let preferredMajor = try existingClusterMajorVersion()
-        let binaries = try PostgresBinaries.locate(preferredMajorVersion: preferredMajor, logger: logger)
+        let binaries = try Binaries.locate(preferredMajorVersion: preferredMajor, logger: logger)
         let runner = CommandRunner(account: account, workingDirectory: directory, logger: logger)
 
         if preferredMajor == nil {
@@ -200,7 +200,7 @@ public struct EmbeddedPostgres: Sendable {
                 logger.debug("other processes still use the embedded PostgreSQL server; leaving it running")
                 return
             }
-            guard let postmaster = PostmasterPIDFile.read(postmasterPIDFile),
+            guard let postmaster = PIDFile.read(postmasterPIDFile),
                   let marker = try? String(contentsOfFile: markerFile, encoding: .utf8),
                   Int32(marker.trimmingCharacters(in: .whitespacesAndNewlines)) == postmaster.pid
             else {
@@ -208,7 +208,7 @@ public struct EmbeddedPostgres: Sendable {
                 return
             }
             let account = try serverAccount()
-            let binaries = try PostgresBinaries.locate(
+            let binaries = try Binaries.locate(
                 preferredMajorVersion: try existingClusterMajorVersion(), logger: logger
             )
             let runner = CommandRunner(account: account, workingDirectory: directory, logger: logger)
@@ -376,7 +376,7 @@ public struct EmbeddedPostgres: Sendable {
         )
     }
 
-    private func initializeCluster(binaries: PostgresBinaries, runner: CommandRunner) throws {
+    private func initializeCluster(binaries: Binaries, runner: CommandRunner) throws {
         logger.info("creating the embedded PostgreSQL cluster", metadata: ["bindir": "\(binaries.directory)"])
         // initdb works in a side folder that is renamed into place when complete, so a process killed
         // half way through leaves nothing that looks like a cluster.
@@ -413,10 +413,10 @@ public struct EmbeddedPostgres: Sendable {
 
     /// The server already running on the data folder, if any. Waits for one that is starting up,
     /// and for one that is shutting down to be gone.
-    private func runningServer(binaries: PostgresBinaries, runner: CommandRunner) throws -> RunningServer? {
+    private func runningServer(binaries: Binaries, runner: CommandRunner) throws -> RunningServer? {
         let deadline = Date().addingTimeInterval(60)
         while true {
-            guard let pidFile = PostmasterPIDFile.read(postmasterPIDFile) else { return nil }
+            guard let pidFile = PIDFile.read(postmasterPIDFile) else { return nil }
             if !isOurPostmaster(pidFile.pid) {
                 removeStaleLockFiles(knownStale: pidFile.pid)
                 return nil
@@ -462,14 +462,10 @@ public struct EmbeddedPostgres: Sendable {
     private func removeStaleLockFiles(knownStale pid: Int32) {
         logger.info("removing the PID file of an embedded PostgreSQL server that is no longer running", metadata: ["pid": "\(pid)"])
         _ = unlink(postmasterPIDFile)
-        let socketLock = "\(directory)/.s.PGSQL.\(configuration.port).lock"
-        if let lock = PostmasterPIDFile.read(socketLock), !isOurPostmaster(lock.pid) {
-            _ = unlink(socketLock)
-            _ = unlink("\(directory)/.s.PGSQL.\(configuration.port)")
-        }
+        removeStaleSocketLockIfAny()
     }
 
-    private func startServer(binaries: PostgresBinaries, runner: CommandRunner) throws {
+    private func startServer(binaries: Binaries, runner: CommandRunner) throws {
         rotateLogIfLarge()
         removeStaleSocketLockIfAny()
         var settings: [(String, String)] = [
@@ -494,20 +490,21 @@ public struct EmbeddedPostgres: Sendable {
                 serverLogTail: tail(of: logFile)
             )
         }
-        if let pidFile = PostmasterPIDFile.read(postmasterPIDFile) {
+        if let pidFile = PIDFile.read(postmasterPIDFile) {
             try? "\(pidFile.pid)\n".write(toFile: markerFile, atomically: true, encoding: .utf8)
         }
     }
 
+    /// The socket's lock file holds the postmaster's PID too, and postgres refuses it the same way.
     private func removeStaleSocketLockIfAny() {
         let socketLock = "\(directory)/.s.PGSQL.\(configuration.port).lock"
-        if let lock = PostmasterPIDFile.read(socketLock), !isOurPostmaster(lock.pid) {
+        if let lock = PIDFile.read(socketLock), !isOurPostmaster(lock.pid) {
             _ = unlink(socketLock)
             _ = unlink("\(directory)/.s.PGSQL.\(configuration.port)")
         }
     }
 
-    private func stopServer(mode: ShutdownMode, binaries: PostgresBinaries, runner: CommandRunner) throws {
+    private func stopServer(mode: ShutdownMode, binaries: Binaries, runner: CommandRunner) throws {
         logger.info("stopping the embedded PostgreSQL server", metadata: ["mode": "\(mode.rawValue)"])
         let result = try runner.run(binaries.pgCtl, ["stop", "-D", dataDirectory, "-m", mode.rawValue, "-w", "-t", "60"])
         _ = unlink(markerFile)
@@ -522,7 +519,7 @@ public struct EmbeddedPostgres: Sendable {
         }
     }
 
-    private func createDatabaseIfMissing(binaries: PostgresBinaries, socketDirectory: String, port: Int) throws {
+    private func createDatabaseIfMissing(binaries: Binaries, socketDirectory: String, port: Int) throws {
         // psql runs as this process's user: root reaches the socket through the 0700 folder anyway.
         let runner = CommandRunner(account: nil, workingDirectory: directory, logger: logger)
         let maintenance = Self.conninfo([
@@ -631,76 +628,78 @@ public struct EmbeddedPostgresError: Error, CustomStringConvertible {
 
 // MARK: - Server binaries
 
-struct PostgresBinaries: Sendable {
-    var directory: String
-    var initdb: String { directory + "/initdb" }
-    var pgCtl: String { directory + "/pg_ctl" }
-    /// psql sits beside initdb in every layout we know (Debian's /usr/lib/postgresql/N/bin, Homebrew,
-    /// the PGDG RPMs); PATH is the fallback for a hand-made bin folder with the server programs only.
-    var psql: String {
-        let beside = directory + "/psql"
-        if FileManager.default.isExecutableFile(atPath: beside) { return beside }
-        return searchPath(for: "psql") ?? beside
-    }
+extension EmbeddedPostgres {
+    struct Binaries: Sendable {
+        var directory: String
+        var initdb: String { directory + "/initdb" }
+        var pgCtl: String { directory + "/pg_ctl" }
+        /// psql sits beside initdb in every layout we know (Debian's /usr/lib/postgresql/N/bin, Homebrew,
+        /// the PGDG RPMs); PATH is the fallback for a hand-made bin folder with the server programs only.
+        var psql: String {
+            let beside = directory + "/psql"
+            if FileManager.default.isExecutableFile(atPath: beside) { return beside }
+            return searchPath(for: "psql") ?? beside
+        }
 
-    /// `ZONEFEED_PG_BINDIR`, else the version an existing cluster needs from /usr/lib/postgresql,
-    /// else `pg_config --bindir`, else the highest /usr/lib/postgresql/*/bin, else PATH.
-    static func locate(preferredMajorVersion: String?, logger: Logger) throws -> PostgresBinaries {
-        if let explicit = ProcessInfo.processInfo.environment["ZONEFEED_PG_BINDIR"], !explicit.isEmpty {
-            guard hasServerPrograms(explicit) else {
-                throw EmbeddedPostgresError(
-                    .binariesNotFound,
-                    "ZONEFEED_PG_BINDIR is \(explicit), which has no initdb and pg_ctl: point it at the bin folder "
-                        + "of a PostgreSQL server installation, or unset it"
-                )
+        /// `ZONEFEED_PG_BINDIR`, else the version an existing cluster needs from /usr/lib/postgresql,
+        /// else `pg_config --bindir`, else the highest /usr/lib/postgresql/*/bin, else PATH.
+        static func locate(preferredMajorVersion: String?, logger: Logger) throws -> Binaries {
+            if let explicit = ProcessInfo.processInfo.environment["ZONEFEED_PG_BINDIR"], !explicit.isEmpty {
+                guard hasServerPrograms(explicit) else {
+                    throw EmbeddedPostgresError(
+                        .binariesNotFound,
+                        "ZONEFEED_PG_BINDIR is \(explicit), which has no initdb and pg_ctl: point it at the bin folder "
+                            + "of a PostgreSQL server installation, or unset it"
+                    )
+                }
+                return Binaries(directory: EmbeddedPostgres.absolutePath(explicit))
             }
-            return PostgresBinaries(directory: EmbeddedPostgres.absolutePath(explicit))
+            if let preferredMajorVersion, hasServerPrograms("/usr/lib/postgresql/\(preferredMajorVersion)/bin") {
+                return Binaries(directory: "/usr/lib/postgresql/\(preferredMajorVersion)/bin")
+            }
+            if let pgConfig = searchPath(for: "pg_config"),
+               let bindir = try? CommandRunner(account: nil, workingDirectory: "/", logger: logger).run(pgConfig, ["--bindir"]),
+               bindir.status == 0 {
+                let directory = bindir.output.trimmingCharacters(in: .whitespacesAndNewlines)
+                if hasServerPrograms(directory) { return Binaries(directory: directory) }
+            }
+            let debianRoot = "/usr/lib/postgresql"
+            let versions = ((try? FileManager.default.contentsOfDirectory(atPath: debianRoot)) ?? [])
+                .filter { hasServerPrograms("\(debianRoot)/\($0)/bin") }
+                .sorted { $0.compare($1, options: .numeric) == .orderedAscending }
+            if let highest = versions.last {
+                return Binaries(directory: "\(debianRoot)/\(highest)/bin")
+            }
+            if let initdb = searchPath(for: "initdb") {
+                let directory = (EmbeddedPostgres.realPath(initdb) as NSString).deletingLastPathComponent
+                if hasServerPrograms(directory) { return Binaries(directory: directory) }
+                let unresolved = (initdb as NSString).deletingLastPathComponent
+                if hasServerPrograms(unresolved) { return Binaries(directory: unresolved) }
+            }
+            throw EmbeddedPostgresError(
+                .binariesNotFound,
+                "the embedded database needs the PostgreSQL server programs (initdb, pg_ctl), and none were found: install "
+                    + "the server (Debian/Ubuntu: apt-get install -y postgresql; macOS: brew install postgresql@16), or set "
+                    + "ZONEFEED_PG_BINDIR to its bin folder"
+            )
         }
-        if let preferredMajorVersion, hasServerPrograms("/usr/lib/postgresql/\(preferredMajorVersion)/bin") {
-            return PostgresBinaries(directory: "/usr/lib/postgresql/\(preferredMajorVersion)/bin")
-        }
-        if let pgConfig = searchPath(for: "pg_config"),
-           let bindir = try? CommandRunner(account: nil, workingDirectory: "/", logger: logger).run(pgConfig, ["--bindir"]),
-           bindir.status == 0 {
-            let directory = bindir.output.trimmingCharacters(in: .whitespacesAndNewlines)
-            if hasServerPrograms(directory) { return PostgresBinaries(directory: directory) }
-        }
-        let debianRoot = "/usr/lib/postgresql"
-        let versions = ((try? FileManager.default.contentsOfDirectory(atPath: debianRoot)) ?? [])
-            .filter { hasServerPrograms("\(debianRoot)/\($0)/bin") }
-            .sorted { $0.compare($1, options: .numeric) == .orderedAscending }
-        if let highest = versions.last {
-            return PostgresBinaries(directory: "\(debianRoot)/\(highest)/bin")
-        }
-        if let initdb = searchPath(for: "initdb") {
-            let directory = (EmbeddedPostgres.realPath(initdb) as NSString).deletingLastPathComponent
-            if hasServerPrograms(directory) { return PostgresBinaries(directory: directory) }
-            let unresolved = (initdb as NSString).deletingLastPathComponent
-            if hasServerPrograms(unresolved) { return PostgresBinaries(directory: unresolved) }
-        }
-        throw EmbeddedPostgresError(
-            .binariesNotFound,
-            "the embedded database needs the PostgreSQL server programs (initdb, pg_ctl), and none were found: install "
-                + "the server (Debian/Ubuntu: apt-get install -y postgresql; macOS: brew install postgresql@16), or set "
-                + "ZONEFEED_PG_BINDIR to its bin folder"
-        )
-    }
 
-    static func hasServerPrograms(_ directory: String) -> Bool {
-        FileManager.default.isExecutableFile(atPath: directory + "/initdb")
-            && FileManager.default.isExecutableFile(atPath: directory + "/pg_ctl")
-    }
+        static func hasServerPrograms(_ directory: String) -> Bool {
+            FileManager.default.isExecutableFile(atPath: directory + "/initdb")
+                && FileManager.default.isExecutableFile(atPath: directory + "/pg_ctl")
+        }
 
-    /// The major version of these binaries, from `pg_ctl --version` ("pg_ctl (PostgreSQL) 15.18 …").
-    func majorVersion(runner: CommandRunner) throws -> String? {
-        let result = try runner.run(pgCtl, ["--version"])
-        guard result.status == 0, let range = result.output.range(of: "(PostgreSQL) ") else { return nil }
-        let version = result.output[range.upperBound...].prefix { $0.isNumber || $0 == "." }
-        let parts = version.split(separator: ".")
-        guard let first = parts.first else { return nil }
-        // Before PostgreSQL 10 the major version had two parts (9.6).
-        if first == "9", parts.count > 1 { return "9.\(parts[1])" }
-        return String(first)
+        /// The major version of these binaries, from `pg_ctl --version` ("pg_ctl (PostgreSQL) 15.18 …").
+        func majorVersion(runner: CommandRunner) throws -> String? {
+            let result = try runner.run(pgCtl, ["--version"])
+            guard result.status == 0, let range = result.output.range(of: "(PostgreSQL) ") else { return nil }
+            let version = result.output[range.upperBound...].prefix { $0.isNumber || $0 == "." }
+            let parts = version.split(separator: ".")
+            guard let first = parts.first else { return nil }
+            // Before PostgreSQL 10 the major version had two parts (9.6).
+            if first == "9", parts.count > 1 { return "9.\(parts[1])" }
+            return String(first)
+        }
     }
 }
 
@@ -715,60 +714,62 @@ private func searchPath(for program: String) -> String? {
 
 // MARK: - Running commands
 
-/// Runs a program, as the server's account when this process is root, with PG* variables removed
-/// (the commands get every connection setting explicitly) and messages in English (LC_ALL=C).
-///
-/// Not Foundation's `Process`: on Linux it learns that a child ended when a socket the child
-/// inherits is closed, and the postmaster that `pg_ctl start` leaves behind inherits it too, so
-/// `waitUntilExit()` would wait for the server to stop. Here the child gets stdin, stdout and stderr
-/// and nothing else (closefrom), its output goes to an unlinked temporary file rather than a pipe
-/// (no waiting for an EOF that a daemon could withhold), and the parent waits with waitpid.
-struct CommandRunner {
-    var account: Account?
-    var workingDirectory: String
-    var logger: Logger
+extension EmbeddedPostgres {
+    /// Runs a program, as the server's account when this process is root, with PG* variables removed
+    /// (the commands get every connection setting explicitly) and messages in English (LC_ALL=C).
+    ///
+    /// Not Foundation's `Process`: on Linux it learns that a child ended when a socket the child
+    /// inherits is closed, and the postmaster that `pg_ctl start` leaves behind inherits it too, so
+    /// `waitUntilExit()` would wait for the server to stop. Here the child gets stdin, stdout and stderr
+    /// and nothing else (closefrom), its output goes to an unlinked temporary file rather than a pipe
+    /// (no waiting for an EOF that a daemon could withhold), and the parent waits with waitpid.
+    struct CommandRunner {
+        var account: Account?
+        var workingDirectory: String
+        var logger: Logger
 
-    struct Result {
-        var status: Int32
-        var output: String
-    }
-
-    func run(_ executable: String, _ arguments: [String], input: String? = nil) throws -> Result {
-        var launchPath = executable
-        var launchArguments = arguments
-        if let account {
-            launchPath = try runuserPath(for: account)
-            launchArguments = ["-u", account.name, "--", executable] + arguments
+        struct Result {
+            var status: Int32
+            var output: String
         }
-        logger.debug("running", metadata: ["command": "\(([launchPath] + launchArguments).joined(separator: " "))"])
 
-        let output = try anonymousFile(contents: nil)
-        defer { _ = close(output) }
-        let stdin = try input.map { try anonymousFile(contents: $0) } ?? open("/dev/null", O_RDONLY | O_CLOEXEC)
-        defer { _ = close(stdin) }
+        func run(_ executable: String, _ arguments: [String], input: String? = nil) throws -> Result {
+            var launchPath = executable
+            var launchArguments = arguments
+            if let account {
+                launchPath = try runuserPath(for: account)
+                launchArguments = ["-u", account.name, "--", executable] + arguments
+            }
+            logger.debug("running", metadata: ["command": "\(([launchPath] + launchArguments).joined(separator: " "))"])
 
-        let pid = try spawn(
-            launchPath, launchArguments, environment: childEnvironment(), workingDirectory: workingDirectory,
-            stdin: stdin, stdout: output, stderr: output
-        )
-        let status = waitForExit(pid)
-        return Result(status: status, output: readAll(output))
-    }
+            let output = try anonymousFile(contents: nil)
+            defer { _ = close(output) }
+            let stdin = try input.map { try anonymousFile(contents: $0) } ?? open("/dev/null", O_RDONLY | O_CLOEXEC)
+            defer { _ = close(stdin) }
 
-    private func runuserPath(for account: Account) throws -> String {
-        let candidates = ["/usr/sbin/runuser", "/sbin/runuser", "/usr/bin/runuser", "/bin/runuser"]
-        if let found = candidates.first(where: FileManager.default.isExecutableFile(atPath:)) ?? searchPath(for: "runuser") {
-            return found
+            let pid = try spawn(
+                launchPath, launchArguments, environment: childEnvironment(), workingDirectory: workingDirectory,
+                stdin: stdin, stdout: output, stderr: output
+            )
+            let status = waitForExit(pid)
+            return Result(status: status, output: readAll(output))
         }
-        throw EmbeddedPostgresError(
-            .commandFailed,
-            "PostgreSQL refuses to run as root and runuser (util-linux) was not found to run it as "
-                + "'\(account.name)': install util-linux, or run zonefeed as a regular user"
-        )
+
+        private func runuserPath(for account: Account) throws -> String {
+            let candidates = ["/usr/sbin/runuser", "/sbin/runuser", "/usr/bin/runuser", "/bin/runuser"]
+            if let found = candidates.first(where: FileManager.default.isExecutableFile(atPath:)) ?? searchPath(for: "runuser") {
+                return found
+            }
+            throw EmbeddedPostgresError(
+                .commandFailed,
+                "PostgreSQL refuses to run as root and runuser (util-linux) was not found to run it as "
+                    + "'\(account.name)': install util-linux, or run zonefeed as a regular user"
+            )
+        }
     }
 }
 
-func childEnvironment() -> [String: String] {
+fileprivate func childEnvironment() -> [String: String] {
     var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PG") }
     environment["LC_ALL"] = "C"
     return environment
@@ -815,7 +816,7 @@ private func readAll(_ descriptor: Int32) -> String {
 
 /// posix_spawn with the three standard descriptors and no others, default signal handling and an
 /// empty signal mask (whatever this process blocks or ignores is not the server's business).
-func spawn(
+fileprivate func spawn(
     _ path: String, _ arguments: [String], environment: [String: String], workingDirectory: String?,
     stdin: Int32, stdout: Int32, stderr: Int32, newProcessGroup: Bool = false
 ) throws -> pid_t {
@@ -910,67 +911,71 @@ private func waitForExit(_ pid: pid_t) -> Int32 {
     return signal == 0 ? (status >> 8) & 0xff : 128 + signal
 }
 
-/// A local account, for running the server when this process is root.
-struct Account: Sendable {
-    var name: String
-    var uid: uid_t
-    var gid: gid_t
-    var groups: [gid_t]
+extension EmbeddedPostgres {
+    /// A local account, for running the server when this process is root.
+    struct Account: Sendable {
+        var name: String
+        var uid: uid_t
+        var gid: gid_t
+        var groups: [gid_t]
 
-    init?(name: String) {
-        guard let entry = getpwnam(name) else { return nil }
-        self.init(entry: entry.pointee)
-    }
-
-    init?(uid: uid_t) {
-        guard let entry = getpwuid(uid) else { return nil }
-        self.init(entry: entry.pointee)
-    }
-
-    private init(entry: passwd) {
-        name = String(cString: entry.pw_name)
-        uid = entry.pw_uid
-        gid = entry.pw_gid
-        var count: Int32 = 64
-        var list = [gid_t](repeating: 0, count: Int(count))
-        #if canImport(Darwin)
-        let found = list.withUnsafeMutableBufferPointer { buffer in
-            buffer.baseAddress!.withMemoryRebound(to: Int32.self, capacity: buffer.count) {
-                getgrouplist(entry.pw_name, Int32(bitPattern: entry.pw_gid), $0, &count)
-            }
+        init?(name: String) {
+            guard let entry = getpwnam(name) else { return nil }
+            self.init(entry: entry.pointee)
         }
-        #else
-        let found = getgrouplist(entry.pw_name, entry.pw_gid, &list, &count)
-        #endif
-        groups = found >= 0 ? Array(list.prefix(Int(count))) : [entry.pw_gid]
+
+        init?(uid: uid_t) {
+            guard let entry = getpwuid(uid) else { return nil }
+            self.init(entry: entry.pointee)
+        }
+
+        private init(entry: passwd) {
+            name = String(cString: entry.pw_name)
+            uid = entry.pw_uid
+            gid = entry.pw_gid
+            var count: Int32 = 64
+            var list = [gid_t](repeating: 0, count: Int(count))
+            #if canImport(Darwin)
+            let found = list.withUnsafeMutableBufferPointer { buffer in
+                buffer.baseAddress!.withMemoryRebound(to: Int32.self, capacity: buffer.count) {
+                    getgrouplist(entry.pw_name, Int32(bitPattern: entry.pw_gid), $0, &count)
+                }
+            }
+            #else
+            let found = getgrouplist(entry.pw_name, entry.pw_gid, &list, &count)
+            #endif
+            groups = found >= 0 ? Array(list.prefix(Int(count))) : [entry.pw_gid]
+        }
     }
 }
 
 // MARK: - PID files
 
-/// `postmaster.pid` (and the socket lock file, which starts the same way). Its lines, from
-/// PostgreSQL's pidfile.h: PID, data folder, start time, port, socket folder, listen address,
-/// shared memory key, status (`starting`, `stopping`, `ready`, `standby`; PostgreSQL 10 and later).
-struct PostmasterPIDFile {
-    var pid: Int32
-    var port: Int?
-    var socketDirectory: String?
-    var status: String?
+extension EmbeddedPostgres {
+    /// `postmaster.pid` (and the socket lock file, which starts the same way). Its lines, from
+    /// PostgreSQL's pidfile.h: PID, data folder, start time, port, socket folder, listen address,
+    /// shared memory key, status (`starting`, `stopping`, `ready`, `standby`; PostgreSQL 10 and later).
+    struct PIDFile {
+        var pid: Int32
+        var port: Int?
+        var socketDirectory: String?
+        var status: String?
 
-    static func read(_ path: String) -> PostmasterPIDFile? {
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
-        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map {
-            $0.trimmingCharacters(in: .whitespaces)
+        static func read(_ path: String) -> PIDFile? {
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+            let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map {
+                $0.trimmingCharacters(in: .whitespaces)
+            }
+            // A negative PID marks a standalone backend (postgres --single).
+            guard let first = lines.first, let pid = Int32(first) else { return nil }
+            func line(_ number: Int) -> String? { lines.count >= number ? lines[number - 1] : nil }
+            return PIDFile(
+                pid: abs(pid),
+                port: line(4).flatMap { Int($0) },
+                socketDirectory: line(5),
+                status: line(8).flatMap { $0.isEmpty ? nil : $0 }
+            )
         }
-        // A negative PID marks a standalone backend (postgres --single).
-        guard let first = lines.first, let pid = Int32(first) else { return nil }
-        func line(_ number: Int) -> String? { lines.count >= number ? lines[number - 1] : nil }
-        return PostmasterPIDFile(
-            pid: abs(pid),
-            port: line(4).flatMap { Int($0) },
-            socketDirectory: line(5),
-            status: line(8).flatMap { $0.isEmpty ? nil : $0 }
-        )
     }
 }
 
@@ -995,50 +1000,54 @@ private func openLockFile(_ path: String) throws -> Int32 {
     return descriptor
 }
 
-/// An exclusive flock held for the length of a scope (init.lock).
-struct FileLock {
-    enum Mode { case exclusive }
-    private let descriptor: Int32
+extension EmbeddedPostgres {
+    /// An exclusive flock held for the length of a scope (init.lock).
+    struct FileLock {
+        enum Mode { case exclusive }
+        private let descriptor: Int32
 
-    init(path: String, mode: Mode) throws {
-        descriptor = try openLockFile(path)
-        if flockRetryingOnInterrupt(descriptor, LOCK_EX) != 0 {
-            let reason = String(cString: strerror(errno))
-            _ = close(descriptor)
-            throw EmbeddedPostgresError(.badDirectory, "could not lock \(path) (\(reason)): check the folder's file system supports flock")
+        init(path: String, mode: Mode) throws {
+            descriptor = try openLockFile(path)
+            if flockRetryingOnInterrupt(descriptor, LOCK_EX) != 0 {
+                let reason = String(cString: strerror(errno))
+                _ = close(descriptor)
+                throw EmbeddedPostgresError(.badDirectory, "could not lock \(path) (\(reason)): check the folder's file system supports flock")
+            }
         }
-    }
 
-    func release() {
-        _ = close(descriptor)
+        func release() {
+            _ = close(descriptor)
+        }
     }
 }
 
-/// This process's share in a running server: a shared flock on users.lock, given up by `stop` (or
-/// when the last copy of the handle goes away, or when the process ends).
-final class Lease: @unchecked Sendable {
-    private let lock = NSLock()
-    private var descriptor: Int32
+extension EmbeddedPostgres {
+    /// This process's share in a running server: a shared flock on users.lock, given up by `stop` (or
+    /// when the last copy of the handle goes away, or when the process ends).
+    final class Lease: @unchecked Sendable {
+        private let lock = NSLock()
+        private var descriptor: Int32
 
-    init(path: String) throws {
-        descriptor = try openLockFile(path)
-        if flockRetryingOnInterrupt(descriptor, LOCK_SH) != 0 {
-            let reason = String(cString: strerror(errno))
-            _ = close(descriptor)
-            throw EmbeddedPostgresError(.badDirectory, "could not lock \(path) (\(reason)): check the folder's file system supports flock")
+        init(path: String) throws {
+            descriptor = try openLockFile(path)
+            if flockRetryingOnInterrupt(descriptor, LOCK_SH) != 0 {
+                let reason = String(cString: strerror(errno))
+                _ = close(descriptor)
+                throw EmbeddedPostgresError(.badDirectory, "could not lock \(path) (\(reason)): check the folder's file system supports flock")
+            }
         }
-    }
 
-    /// The descriptor, once; nil after the first call.
-    func take() -> Int32? {
-        lock.lock()
-        defer { lock.unlock() }
-        let taken = descriptor
-        descriptor = -1
-        return taken >= 0 ? taken : nil
-    }
+        /// The descriptor, once; nil after the first call.
+        func take() -> Int32? {
+            lock.lock()
+            defer { lock.unlock() }
+            let taken = descriptor
+            descriptor = -1
+            return taken >= 0 ? taken : nil
+        }
 
-    deinit {
-        if descriptor >= 0 { _ = close(descriptor) }
+        deinit {
+            if descriptor >= 0 { _ = close(descriptor) }
+        }
     }
 }
