@@ -140,6 +140,19 @@ public func quoteIdentifier(_ name: String) -> String {
 }
 
 extension String {
+    /// Every occurrence of `target` replaced (Foundation-free).
+    func replacingAll(_ target: String, with replacement: String) -> String {
+        guard !target.isEmpty else { return self }
+        var out = ""
+        var rest = Substring(self)
+        while let range = rest.firstRange(of: target) {
+            out += rest[..<range.lowerBound]
+            out += replacement
+            rest = rest[range.upperBound...]
+        }
+        return out + rest
+    }
+
     func replacingAll(_ target: Character, with replacement: String) -> String {
         var out = ""
         out.reserveCapacity(count + 2)

@@ -20,7 +20,7 @@ public final class Connection: @unchecked Sendable {
         guard let conn, PQstatus(conn) == CONNECTION_OK else {
             let message = conn.flatMap { PQerrorMessage($0) }.map { String(cString: $0) } ?? "out of memory"
             PQfinish(conn)
-            throw PostgresError(kind: .connection, message: message.trimmingTrailingNewlines())
+            throw PostgresError(kind: .connection, message: Connection.withoutPassword(message.trimmingTrailingNewlines(), conninfo: conninfo))
         }
         // > "The default notice processor … prints the message on stderr." Notices such as
         // > "relation already exists, skipping" are not for the user's terminal.
@@ -29,6 +29,30 @@ public final class Connection: @unchecked Sendable {
     }
 
     deinit { close() }
+
+    /// libpq quotes the piece of a connection string it could not parse, which may be the
+    /// password; such a message is replaced, and a password libpq parsed is cut out.
+    static func withoutPassword(_ message: String, conninfo: String) -> String {
+        // > PQconninfoParse: "Returns parsed connection options from the provided connection
+        // > string. … If errmsg is not NULL, then *errmsg is set to NULL on success, else to a
+        // > malloc'd error string explaining the problem."
+        var error: UnsafeMutablePointer<CChar>?
+        guard let options = PQconninfoParse(conninfo, &error) else {
+            if let error { PQfreemem(error) }
+            return "the connection string could not be parsed; check its syntax (it is not shown, as it may hold a password)"
+        }
+        defer { PQconninfoFree(options) }
+        var cleaned = message
+        var option = options
+        while let keyword = option.pointee.keyword {
+            if String(cString: keyword).hasSuffix("password"), let value = option.pointee.val {
+                let secret = String(cString: value)
+                if !secret.isEmpty { cleaned = cleaned.replacingAll(secret, with: "<redacted>") }
+            }
+            option += 1
+        }
+        return cleaned
+    }
 
     public func close() {
         if let handle { PQfinish(handle) }
@@ -166,7 +190,17 @@ public struct CopyInWriter {
         try bytes.withUnsafeBufferPointer { try write($0) }
     }
 
+    /// Sends the bytes in chunks of at most 1 MiB (PQputCopyData takes an int length).
     public func write(_ bytes: UnsafeBufferPointer<UInt8>) throws {
+        var start = 0
+        while start < bytes.count {
+            let end = min(bytes.count, start + (1 << 20))
+            try writeChunk(UnsafeBufferPointer(rebasing: bytes[start..<end]))
+            start = end
+        }
+    }
+
+    private func writeChunk(_ bytes: UnsafeBufferPointer<UInt8>) throws {
         guard !bytes.isEmpty else { return }
         // > PQputCopyData: "The result is 1 if the data was queued, zero if it was not queued
         // > because of full buffers (this will only happen in nonblocking mode), or -1 if an

@@ -31,8 +31,10 @@ public protocol Destination: Sendable {
     /// The database feed's token (scope `database`).
     func databaseCheckpoint() async throws -> ChangeToken?
     /// Applies the page's zone deletions (deleted, purged: rows; encrypted-data reset: resync),
-    /// marks changed zones as pending and stores the database token, in one transaction.
-    func applyDatabaseChanges(_ page: DatabaseChangePage, runID: Int64) async throws -> BatchOutcome
+    /// marks changed zones as pending and stores the database token, in one transaction. Returns
+    /// nil, applying nothing, when the stored token is no longer `previous` (another run moved
+    /// the database feed on meanwhile).
+    func applyDatabaseChanges(_ page: DatabaseChangePage, after previous: ChangeToken?, runID: Int64) async throws -> BatchOutcome?
     /// Zones the database feed reported changed that have not been fetched to the end since.
     func pendingZones() async throws -> [ZoneID]
 

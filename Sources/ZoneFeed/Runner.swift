@@ -126,7 +126,10 @@ public struct Runner: Sendable {
                 let page = try await source.fetchDatabaseChanges(since: token)
                 // Deletions are applied in the transaction that stores the database token, so a
                 // crash can never advance the token past a deletion that was not applied.
-                let outcome = try await destination.applyDatabaseChanges(page, runID: runID)
+                guard let outcome = try await destination.applyDatabaseChanges(page, after: token, runID: runID) else {
+                    logger.info("another run moved the database change feed on; using its zones")
+                    break
+                }
                 summary.totals += outcome
                 summary.zonesDeleted += page.deletedZones
                 await events(.stateUpdate(nil, page.syncToken))
@@ -174,7 +177,7 @@ public struct Runner: Sendable {
         var zoneTotal = BatchOutcome()
         var zoneError: (any Error)?
         do {
-            zoneTotal = try await fetchClaimedZone(zone, runID: runID, logger: logger)
+            try await fetchClaimedZone(zone, runID: runID, total: &zoneTotal, logger: logger)
         } catch let error as SourceError where error.code == .zoneNotFound {
             // A followed zone that the server no longer knows has been deleted.
             let deletion = ZoneDeletion(zoneID: zone, reason: .deleted)
@@ -208,10 +211,10 @@ public struct Runner: Sendable {
         summary.zonesFailed.append((zone, "\(zoneError)"))
     }
 
-    /// Fetches and applies one claimed zone to the end of its feed.
-    private func fetchClaimedZone(_ zone: ZoneID, runID: Int64, logger: Logger) async throws -> BatchOutcome {
+    /// Fetches and applies one claimed zone to the end of its feed; `total` holds what was
+    /// committed even when the zone fails part way.
+    private func fetchClaimedZone(_ zone: ZoneID, runID: Int64, total: inout BatchOutcome, logger: Logger) async throws {
         var checkpoint = try await destination.zoneCheckpoint(zone)
-        var total = BatchOutcome()
         var resyncedThisRun = false
         await events(.willFetchRecordZoneChanges(zone, resyncing: checkpoint.resyncing))
 
@@ -268,7 +271,7 @@ public struct Runner: Sendable {
                 await events(.stateUpdate(zone, page.syncToken))
                 await events(.fetchedRecordZoneChanges(zone, batch: outcome, total: total))
             }
-            if !page.moreComing { return total }
+            if !page.moreComing { return }
         }
     }
 }

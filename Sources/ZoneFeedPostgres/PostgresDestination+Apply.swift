@@ -151,12 +151,16 @@ extension PostgresDestination {
         let updated = try c.query("""
             UPDATE \(schema.checkpoints)
             SET token = $4, records_applied = records_applied + $5, updated_at = now(),
-                pending = pending AND NOT $6::boolean, resyncing = resyncing AND NOT $7::boolean, last_error = NULL
-            WHERE pipeline = $1 AND scope = 'zone' AND zone_owner = $2 AND zone_name = $3
+                pending = pending AND NOT ($6::boolean AND pending_seq = $8::bigint),
+                resyncing = resyncing AND NOT $7::boolean, last_error = NULL
+            WHERE pipeline = $1 AND scope = 'zone' AND zone_owner = $2 AND zone_name = $3 AND generation = $9::integer
             """, [pipeline.name, owner, zoneName, batch.token.value, String(batch.entries.count),
-                  batch.isLast ? "true" : "false", batch.finishesResync ? "true" : "false"])
+                  batch.isLast ? "true" : "false", batch.finishesResync ? "true" : "false",
+                  seenPendingSeq[zone] ?? "0", String(batch.generation)])
+        // The generation fences a batch against a resync begun elsewhere meanwhile (an
+        // encrypted-data reset, a reset): its rows and token would belong to the old generation.
         guard updated.affectedRows == 1 else {
-            throw ZoneFailure(message: "the checkpoint of zone \(zoneName) vanished while the zone was being applied (was the zone reset or deleted meanwhile?); nothing of the batch was applied")
+            throw ZoneFailure(message: "the checkpoint of zone \(zoneName) was reset, resynced or deleted while the zone was being applied; nothing of the batch was applied, and the next run starts from the new checkpoint")
         }
         try addToRun(outcome, on: c)
         return outcome

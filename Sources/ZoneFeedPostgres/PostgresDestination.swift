@@ -18,6 +18,9 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
     private var connection: Connection?
     var encoders: [RowEncoder] = []
     var runID: Int64 = 0
+    /// Per zone, the `pending_seq` this run read with the checkpoint: the zone's last batch
+    /// clears `pending` only if no database-feed notice came in since.
+    var seenPendingSeq: [ZoneID: String] = [:]
 
     public init(pipeline: Pipeline, conninfo: String, logger: Logger) {
         self.pipeline = pipeline
@@ -70,7 +73,8 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
         // The pipeline in application_name tells its sessions apart in pg_stat_activity.
         // Rows and their token commit together, so losing the last moment's commits in a server
         // crash loses nothing the next run does not fetch again.
-        try c.execute("SET synchronous_commit = off")
+        // Text goes over the wire as UTF-8 whatever the database's encoding.
+        try c.execute("SET synchronous_commit = off; SET client_encoding = 'UTF8'")
         try c.query("SELECT set_config('application_name', $1, false)", [String("zonefeed/\(pipeline.name)".prefix(63))])
         connection = c
     }
@@ -123,12 +127,15 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
                     try c.query("SELECT pg_advisory_unlock(hashtext($1), ($2::bigint % 2147483647)::integer)", ["\(key):run", id])
                 }
             }
-            let inserted = try c.query(
-                "INSERT INTO \(schema.runs) (pipeline, status, hostname, pid) VALUES ($1, 'running', $2, $3) RETURNING run_id",
-                [pipelineName, ProcessInfo.processInfo.hostName, String(getpid())])
-            let id = inserted.scalar!
-            try c.query("SELECT pg_advisory_lock(hashtext($1), ($2::bigint % 2147483647)::integer)", ["\(key):run", id])
-            return Int64(id)!
+            // The row and the lock that says "alive" appear together (a session lock outlives the
+            // COMMIT), so no other run can see the row without its lock and call it dead.
+            return try c.transaction {
+                let id = try c.query(
+                    "INSERT INTO \(schema.runs) (pipeline, status, hostname, pid) VALUES ($1, 'running', $2, $3) RETURNING run_id",
+                    [pipelineName, ProcessInfo.processInfo.hostName, String(getpid())]).scalar!
+                try c.query("SELECT pg_advisory_lock(hashtext($1), ($2::bigint % 2147483647)::integer)", ["\(key):run", id])
+                return Int64(id)!
+            }
         }
         runID = id
         return id
@@ -173,10 +180,17 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
         }
     }
 
-    public func applyDatabaseChanges(_ page: DatabaseChangePage, runID: Int64) async throws -> BatchOutcome {
-        let name = pipeline.name, schema = self.schema
+    public func applyDatabaseChanges(_ page: DatabaseChangePage, after previous: ChangeToken?, runID: Int64) async throws -> BatchOutcome? {
+        let name = pipeline.name, schema = self.schema, key = self.key
         return try await onConnection { c in
-            try c.transaction {
+            try c.transaction { () -> BatchOutcome? in
+                // Two runs reading the database feed take turns, and a run whose starting token
+                // is stale stops: replaying old pages would replay old zone deletions.
+                try c.query("SELECT pg_advisory_xact_lock(hashtext($1), hashtext('database feed'))", [key])
+                let stored = try c.query(
+                    "SELECT token FROM \(schema.checkpoints) WHERE pipeline = $1 AND scope = 'database' AND zone_owner = '' AND zone_name = ''",
+                    [name]).scalar
+                guard stored == previous?.value else { return nil }
                 var outcome = BatchOutcome()
                 for deletion in page.deletedZones {
                     switch deletion.reason {
@@ -189,7 +203,8 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
                 for zone in page.modifiedZones {
                     try c.query("""
                         INSERT INTO \(schema.checkpoints) (pipeline, scope, zone_owner, zone_name, pending) VALUES ($1, 'zone', $2, $3, true)
-                        ON CONFLICT (pipeline, scope, zone_owner, zone_name) DO UPDATE SET pending = true
+                        ON CONFLICT (pipeline, scope, zone_owner, zone_name)
+                        DO UPDATE SET pending = true, pending_seq = \(schema.checkpoints).pending_seq + 1
                         """, [name, zone.ownerRecordName, zone.zoneName])
                 }
                 try c.query("""
@@ -238,8 +253,9 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
             let row = try c.query("""
                 INSERT INTO \(schema.checkpoints) (pipeline, scope, zone_owner, zone_name) VALUES ($1, 'zone', $2, $3)
                 ON CONFLICT (pipeline, scope, zone_owner, zone_name) DO UPDATE SET pipeline = EXCLUDED.pipeline
-                RETURNING token, generation, resyncing
+                RETURNING token, generation, resyncing, pending_seq
                 """, [name, zone.ownerRecordName, zone.zoneName]).rows[0]
+            self.seenPendingSeq[zone] = row[3]!
             return ZoneCheckpoint(token: row[0].map(ChangeToken.init), generation: Int(row[1]!)!, resyncing: row[2] == "t")
         }
     }
@@ -253,10 +269,12 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
             INSERT INTO \(schema.checkpoints) (pipeline, scope, zone_owner, zone_name, token, generation, resyncing, pending)
             VALUES ($1, 'zone', $2, $3, NULL, 1, true, true)
             ON CONFLICT (pipeline, scope, zone_owner, zone_name) DO UPDATE
-                SET token = NULL, generation = \(schema.checkpoints).generation + 1, resyncing = true, pending = true, updated_at = now()
-            RETURNING generation
-            """, [pipeline.name, zone.ownerRecordName, zone.zoneName])
-        return ZoneCheckpoint(token: nil, generation: Int(row.scalar!)!, resyncing: true)
+                SET token = NULL, generation = \(schema.checkpoints).generation + 1, resyncing = true, pending = true,
+                    pending_seq = \(schema.checkpoints).pending_seq + 1, updated_at = now()
+            RETURNING generation, pending_seq
+            """, [pipeline.name, zone.ownerRecordName, zone.zoneName]).rows[0]
+        seenPendingSeq[zone] = row[1]!
+        return ZoneCheckpoint(token: nil, generation: Int(row[0]!)!, resyncing: true)
     }
 
     public func recordZoneError(_ zone: ZoneID, message: String?) async throws {

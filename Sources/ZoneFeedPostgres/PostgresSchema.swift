@@ -54,6 +54,7 @@ public struct PostgresSchema: Sendable {
                 generation integer NOT NULL DEFAULT 1,
                 resyncing boolean NOT NULL DEFAULT false,
                 pending boolean NOT NULL DEFAULT true,
+                pending_seq bigint NOT NULL DEFAULT 0,
                 records_applied bigint NOT NULL DEFAULT 0,
                 updated_at timestamptz NOT NULL DEFAULT now(),
                 last_error text,

@@ -40,8 +40,11 @@ struct RunCommand: AsyncParsableCommand {
                     await progressLine.handle(event)
                     RunCommand.log(event, logger: logger)
                 })
+            // The watcher is in place before the run starts, so no signal finds the default action.
+            let cancellation = RunCancellation()
+            let watcher = SignalWatcher { _ in cancellation.cancel() }
             let task = Task { try await runner.run() }
-            let watcher = SignalWatcher { _ in task.cancel() }
+            cancellation.attach(task)
             let result = await task.result
             await destination.close()
             switch result {
@@ -118,12 +121,43 @@ struct RunCommand: AsyncParsableCommand {
         lines.append("  throughput  \(Int(s.recordsPerSecond).grouped) records/s")
         for (zone, error) in s.zonesFailed { lines.append("  failed      \(zone.zoneName): \(error)") }
         if let table = pipeline.recordTypes.first {
-            let view = "\(pipeline.destination.schema).\(table.table)_live"
+            let view = "\(sqlName(pipeline.destination.schema)).\(sqlName(table.table + "_live"))"
             lines.append("Query it:    zonefeed psql \(pipelineFile) -c 'SELECT count(*) FROM \(view)'")
         }
         if t.rejects > 0 {
-            lines.append("Rejects:     zonefeed psql \(pipelineFile) -c 'SELECT record_name, error FROM \(pipeline.destination.schema).zonefeed_rejects ORDER BY id DESC LIMIT 20'")
+            lines.append("Rejects:     zonefeed psql \(pipelineFile) -c 'SELECT record_name, error FROM \(sqlName(pipeline.destination.schema)).zonefeed_rejects ORDER BY id DESC LIMIT 20'")
         }
         return lines.joined(separator: "\n")
+    }
+}
+
+/// An identifier as it must be written in the hint's SQL: bare when PostgreSQL would read it
+/// unchanged, double-quoted otherwise.
+func sqlName(_ name: String) -> String {
+    let plain = name.first.map { $0.isLowercase || $0 == "_" } == true
+        && name.allSatisfy { ($0.isLowercase || $0.isNumber || $0 == "_") && $0.isASCII }
+    return plain ? name : "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+}
+
+/// Cancels the run's task, even when the signal arrives before the task exists.
+final class RunCancellation: @unchecked Sendable {
+    private let lock = NSLock()
+    private var task: Task<RunSummary, any Error>?
+    private var cancelled = false
+
+    func attach(_ task: Task<RunSummary, any Error>) {
+        let cancelNow = lock.withLock { () -> Bool in
+            self.task = task
+            return cancelled
+        }
+        if cancelNow { task.cancel() }
+    }
+
+    func cancel() {
+        let task = lock.withLock { () -> Task<RunSummary, any Error>? in
+            cancelled = true
+            return self.task
+        }
+        task?.cancel()
     }
 }

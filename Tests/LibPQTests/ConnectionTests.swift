@@ -57,3 +57,15 @@ import TestSupport
         }
     }
 }
+
+@Suite struct ConnectionStringSecrecyTests {
+    @Test func aConnectionStringLibpqCannotParseIsNotEchoed() {
+        let secret = "s3cr%ZZet-password"
+        do {
+            _ = try Connection("postgresql://user:\(secret)@localhost/db")
+            Issue.record("the connection should have failed")
+        } catch {
+            #expect(!"\(error)".contains("s3cr"))
+        }
+    }
+}
