@@ -14,11 +14,16 @@ let package = Package(
         .library(name: "ZoneFeedPostgres", targets: ["ZoneFeedPostgres"]),
         .library(name: "FakeCloudKit", targets: ["FakeCloudKit"]),
         .library(name: "LibPQ", targets: ["LibPQ"]),
+        .library(name: "CloudKitWebServices", targets: ["CloudKitWebServices"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.20.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.0.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.60.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
     ],
     targets: [
         .systemLibrary(
@@ -28,6 +33,28 @@ let package = Package(
         ),
         .target(name: "LibPQ", dependencies: ["CLibPQ"]),
         .target(name: "CloudKitModel"),
+        // The REST client, usable on its own: it knows CloudKit's endpoints, not the engine.
+        .target(
+            name: "CloudKitWebServices",
+            dependencies: [
+                "CloudKitModel",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The client as the engine's ChangeSource.
+        .target(
+            name: "ZoneFeedCloudKit",
+            dependencies: [
+                "ZoneFeed", "CloudKitWebServices",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .target(
             name: "ZoneFeed",
             dependencies: [
@@ -41,6 +68,14 @@ let package = Package(
             dependencies: ["CloudKitModel", "ZoneFeed"]
         ),
         .target(
+            name: "FakeCloudKitServer",
+            dependencies: [
+                "FakeCloudKit", "CloudKitModel", "ZoneFeed",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
             name: "ZoneFeedPostgres",
             dependencies: [
                 "LibPQ", "ZoneFeed", "CloudKitModel",
@@ -50,25 +85,52 @@ let package = Package(
         .executableTarget(
             name: "zonefeed",
             dependencies: [
-                "ZoneFeed", "ZoneFeedPostgres", "FakeCloudKit",
+                "ZoneFeed", "ZoneFeedPostgres", "FakeCloudKit", "ZoneFeedCloudKit", "FakeCloudKitServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .target(
             name: "TestSupport",
-            dependencies: ["LibPQ", "ZoneFeedPostgres", "ZoneFeed", "FakeCloudKit"],
+            dependencies: [
+                "LibPQ", "ZoneFeedPostgres", "ZoneFeed", "FakeCloudKit", "FakeCloudKitServer",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
             path: "Tests/TestSupport"
         ),
         .testTarget(name: "ZoneFeedTests", dependencies: ["ZoneFeed", "FakeCloudKit", "CloudKitModel"]),
         .testTarget(name: "LibPQTests", dependencies: ["LibPQ", "TestSupport"]),
+        .testTarget(
+            name: "CloudKitWebServicesTests",
+            dependencies: [
+                "CloudKitWebServices", "ZoneFeedCloudKit", "ZoneFeed", "CloudKitModel",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .testTarget(
+            name: "FakeCloudKitServerTests",
+            dependencies: [
+                "FakeCloudKitServer", "FakeCloudKit", "CloudKitModel", "ZoneFeed",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .testTarget(
             name: "ZoneFeedPostgresTests",
             dependencies: ["ZoneFeedPostgres", "ZoneFeed", "FakeCloudKit", "LibPQ", "TestSupport"]
         ),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["zonefeed", "TestSupport", "FakeCloudKit", "ZoneFeed", "LibPQ"]
+            dependencies: [
+                "zonefeed", "TestSupport", "FakeCloudKit", "FakeCloudKitServer", "ZoneFeed", "LibPQ",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ]
         ),
     ]
 )

@@ -7,6 +7,23 @@ extension FieldValue: Codable {
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         let tag = try c.decodeIfPresent(String.self, forKey: .type) ?? "UNKNOWN"
+        // The common scalar types decode straight into their Swift type: exact for Int64, and
+        // a DOUBLE keeps its sign at -0.0, which a detour through JSONValue (integers first)
+        // would lose.
+        switch tag {
+        case "STRING":
+            if let v = try? c.decode(String.self, forKey: .value) { self = .string(v); return }
+        case "INT64":
+            if let v = try? c.decode(Int64.self, forKey: .value) { self = .int64(v); return }
+        case "DOUBLE":
+            if let v = try? c.decode(Double.self, forKey: .value) { self = .double(v); return }
+        case "TIMESTAMP":
+            if let v = try? c.decode(Int64.self, forKey: .value) { self = .timestamp(v); return }
+        case "DOUBLE_LIST":
+            if let v = try? c.decode([Double].self, forKey: .value) { self = .list(tag: tag, v.map(FieldValue.double)); return }
+        default:
+            break
+        }
         let raw = try c.decodeIfPresent(JSONValue.self, forKey: .value) ?? .null
         self = FieldValue(tag: tag, json: raw)
     }

@@ -1,0 +1,94 @@
+extension CloudKitClient {
+    /// Where requests go and how they authenticate, as a value with defaults:
+    ///
+    ///     var configuration = CloudKitClient.Configuration(container: "iCloud.com.example.notes")
+    ///     configuration.apiToken = apiToken
+    ///     configuration.webAuthTokenFile = ".zonefeed/notes.web-auth-token"
+    public struct Configuration: Sendable, CustomStringConvertible {
+        public enum Environment: String, Sendable, CaseIterable { case development, production }
+        public enum Database: String, Sendable, CaseIterable { case `public`, `private`, shared }
+
+        /// The server; a fake server's `http://127.0.0.1:PORT` in tests.
+        public var baseURL: String = "https://api.apple-cloudkit.com"
+        /// `iCloud.…`.
+        public var container: String
+        public var environment: Environment = .production
+        public var database: Database = .private
+        /// The container's API token from CloudKit Dashboard (`ckAPIToken`).
+        public var apiToken: String?
+        /// The user's web auth token (`ckWebAuthToken`); a newer one in `webAuthTokenFile` wins.
+        public var webAuthToken: String?
+        /// Where the newest web auth token is kept (mode 0600, replaced atomically).
+        public var webAuthTokenFile: String?
+        /// Server-to-server signing (public database only, per Apple).
+        public var serverKey: ServerKey?
+        /// How long one HTTP request may take, body included.
+        public var timeout: Duration = .seconds(60)
+        public var retry: RetryPolicy = RetryPolicy()
+        /// The largest response body read; a larger one fails with `responseTooLarge`.
+        public var maxResponseBytes: Int = 32 * 1024 * 1024
+
+        public init(
+            container: String, environment: Environment = .production, database: Database = .private,
+            baseURL: String = "https://api.apple-cloudkit.com"
+        ) {
+            self.container = container
+            self.environment = environment
+            self.database = database
+            self.baseURL = baseURL
+        }
+
+        public var description: String {
+            "CloudKitClient.Configuration(baseURL: \(baseURL), container: \(container), environment: \(environment.rawValue), "
+                + "database: \(database.rawValue), apiToken: \(apiToken == nil ? "nil" : "<redacted>"), "
+                + "webAuthToken: \(webAuthToken == nil ? "nil" : "<redacted>"), webAuthTokenFile: \(webAuthTokenFile ?? "nil"), "
+                + "serverKey: \(serverKey.map { "\($0)" } ?? "nil"))"
+        }
+    }
+}
+
+/// Exponential backoff with full jitter (AWS's "Exponential Backoff And Jitter"), bounded both by
+/// a number of attempts and by a time budget.
+public struct RetryPolicy: Sendable, Hashable {
+    /// Attempts per request, the first one included.
+    public var maxAttempts: Int = 8
+    /// Wall-clock time from the start of the first attempt after which no new attempt starts.
+    public var budget: Duration = .seconds(300)
+    /// The backoff before the second attempt; it doubles with every further attempt...
+    public var baseDelay: Duration = .milliseconds(500)
+    /// ...up to this.
+    public var maxDelay: Duration = .seconds(30)
+    /// Full jitter: wait a random time between zero and the backoff. Off for predictable tests.
+    public var jitter: Bool = true
+
+    public init(
+        maxAttempts: Int = 8, budget: Duration = .seconds(300), baseDelay: Duration = .milliseconds(500),
+        maxDelay: Duration = .seconds(30), jitter: Bool = true
+    ) {
+        self.maxAttempts = maxAttempts
+        self.budget = budget
+        self.baseDelay = baseDelay
+        self.maxDelay = maxDelay
+        self.jitter = jitter
+    }
+
+    /// One attempt and no retry.
+    public static let none = RetryPolicy(maxAttempts: 1)
+
+    /// The wait after failed attempt number `attempt` (1-based). A server's `retryAfter` is a
+    /// floor: the client never comes back sooner than it was asked to.
+    public func delay(afterAttempt attempt: Int, retryAfter: Double?) -> Duration {
+        let exponent = min(max(attempt - 1, 0), 30)
+        let ceiling = min(maxDelay.seconds, baseDelay.seconds * Double(1 << exponent))
+        let backoff = jitter ? Double.random(in: 0...max(ceiling, 0)) : ceiling
+        let wait = max(backoff, retryAfter ?? 0)
+        return .milliseconds(Int64((wait * 1000).rounded(.up)))
+    }
+}
+
+extension Duration {
+    var seconds: Double {
+        let (s, attoseconds) = components
+        return Double(s) + Double(attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,318 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+
+@_exported import CloudKitModel
+
+/// A client for CloudKit Web Services (`/database/1/{container}/{environment}/{database}/…`).
+///
+/// - Authentication: the API token and the web auth token go in the query string, strictly
+///   percent-encoded; the token CloudKit rotates on every response (errors too) is kept, and saved
+///   to `webAuthTokenFile` when one is configured. With a `serverKey` every request is also signed.
+/// - Failures: throttling, unavailability, 5xx, network faults, timeouts and bodies that are cut
+///   short or not JSON are retried with exponential backoff and full jitter, honouring the
+///   server's `retryAfter` and `Retry-After`, within `retry.maxAttempts` and `retry.budget`.
+///   Everything else throws a `CloudKitError` at once.
+/// - Requests are sent one at a time per client, in call order: each one must carry the token the
+///   previous response rotated to.
+///
+/// Use `withClient` to have the client shut down on every path, or pass an `HTTPClient` you own.
+public final class CloudKitClient: Sendable {
+    public let configuration: Configuration
+    let httpClient: HTTPClient
+    let ownsHTTPClient: Bool
+    let logger: Logger
+    let tokens: WebAuthTokenStore
+    let signer: RequestSigner?
+    let gate = RequestGate()
+    /// `https://host:port` and any path prefix of `baseURL`, without a trailing slash.
+    let origin: String
+    let pathPrefix: String
+
+    /// - Parameters:
+    ///   - httpClient: a client owned by the caller; when nil the client makes its own, with
+    ///     redirects off and the configured timeout, and `shutdown()` must be called.
+    public init(configuration: Configuration, httpClient: HTTPClient? = nil, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+        if let httpClient {
+            self.httpClient = httpClient
+            ownsHTTPClient = false
+        } else {
+            let timeout = TimeAmount.nanoseconds(Int64(configuration.timeout.seconds * 1e9))
+            self.httpClient = HTTPClient(
+                eventLoopGroupProvider: .singleton,
+                configuration: HTTPClient.Configuration(
+                    redirectConfiguration: .disallow,
+                    timeout: .init(connect: min(timeout, .seconds(30)), read: timeout)),
+                backgroundActivityLogger: logger)
+            ownsHTTPClient = true
+        }
+        tokens = WebAuthTokenStore(configured: configuration.webAuthToken, file: configuration.webAuthTokenFile, logger: logger)
+        signer = configuration.serverKey.map { RequestSigner(key: $0) }
+        (origin, pathPrefix) = Self.split(baseURL: configuration.baseURL)
+    }
+
+    /// Shuts down the HTTP client if this client made it; a caller's client is left alone.
+    public func shutdown() async throws {
+        if ownsHTTPClient { try await httpClient.shutdown() }
+    }
+
+    /// Runs `body` with a client that is shut down afterwards, whatever happens.
+    public static func withClient<Result: Sendable>(
+        configuration: Configuration, httpClient: HTTPClient? = nil, logger: Logger,
+        _ body: (CloudKitClient) async throws -> Result
+    ) async throws -> Result {
+        let client = CloudKitClient(configuration: configuration, httpClient: httpClient, logger: logger)
+        let result: Result
+        do {
+            result = try await body(client)
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+        try await client.shutdown()
+        return result
+    }
+
+    /// The web auth token the next request will carry: the newest the server sent, else the one
+    /// from `webAuthTokenFile`, else the configured one. A secret: never print it.
+    public var webAuthToken: String? { tokens.current }
+
+    // MARK: Requests
+
+    enum Scope {
+        /// `/database/1/{container}/{environment}/{database}/…`
+        case database
+        /// `/database/1/{container}/{environment}/public/…`, for the `users/…` endpoints.
+        case publicDatabase
+    }
+
+    /// The URL path of an operation, as sent and as signed.
+    func path(for operation: String, scope: Scope) -> String {
+        let database = scope == .publicDatabase ? "public" : configuration.database.rawValue
+        return "\(pathPrefix)/database/1/\(PercentEncoding.encode(configuration.container))/"
+            + "\(configuration.environment.rawValue)/\(database)/\(operation)"
+    }
+
+    /// Sends one operation, retrying what may succeed later, and decodes its answer.
+    func send<Response: Decodable>(
+        _ type: Response.Type, operation: String, method: HTTPMethod, scope: Scope = .database,
+        body: JSONValue?, logger: Logger?
+    ) async throws -> Response {
+        var logger = logger ?? self.logger
+        logger[metadataKey: "cloudkit.operation"] = "\(operation)"
+        let path = path(for: operation, scope: scope)
+        let bodyBytes: [UInt8]
+        if let body {
+            var writer = JSONWriter()
+            writer.write(body)
+            bodyBytes = writer.bytes
+        } else {
+            bodyBytes = []
+        }
+
+        await gate.acquire()
+        do {
+            let response = try await sendWithRetries(
+                type, operation: operation, method: method, path: path, body: body == nil ? nil : bodyBytes, logger: logger)
+            await gate.release()
+            return response
+        } catch {
+            await gate.release()
+            throw error
+        }
+    }
+
+    private func sendWithRetries<Response: Decodable>(
+        _ type: Response.Type, operation: String, method: HTTPMethod, path: String, body: [UInt8]?, logger: Logger
+    ) async throws -> Response {
+        let policy = configuration.retry
+        let clock = ContinuousClock()
+        let start = clock.now
+        var attempt = 0
+        while true {
+            attempt += 1
+            try Task.checkCancellation()
+            do {
+                return try await attemptOnce(type, operation: operation, method: method, path: path, body: body, logger: logger)
+            } catch var error as CloudKitError {
+                error.attempts = attempt
+                guard error.isRetryable, attempt < max(policy.maxAttempts, 1) else { throw error }
+                let delay = policy.delay(afterAttempt: attempt, retryAfter: error.retryAfter)
+                guard clock.now - start + delay <= policy.budget else {
+                    logger.warning(
+                        "giving up: the next attempt would exceed the retry budget",
+                        metadata: [
+                            "attempt": "\(attempt)", "code": "\(error.code)", "budget": "\(policy.budget.seconds)s",
+                        ])
+                    throw error
+                }
+                var metadata: Logger.Metadata = [
+                    "attempt": "\(attempt)", "maxAttempts": "\(policy.maxAttempts)",
+                    "delay": "\(String(format: "%.3f", delay.seconds))s", "code": "\(error.code)",
+                ]
+                if let status = error.httpStatus { metadata["status"] = "\(status)" }
+                if let retryAfter = error.retryAfter { metadata["retryAfter"] = "\(retryAfter)s" }
+                logger.warning("CloudKit request failed; retrying", metadata: metadata)
+                try await Task.sleep(for: delay)
+            }
+        }
+    }
+
+    /// One HTTP exchange. Throws `CloudKitError` for every failure except cancellation.
+    private func attemptOnce<Response: Decodable>(
+        _ type: Response.Type, operation: String, method: HTTPMethod, path: String, body: [UInt8]?, logger: Logger
+    ) async throws -> Response {
+        let sentToken = tokens.current
+        let secrets = [configuration.apiToken, configuration.webAuthToken, sentToken].compactMap { $0 }
+
+        var query: [String] = []
+        if let apiToken = configuration.apiToken { query.append("ckAPIToken=\(PercentEncoding.encode(apiToken))") }
+        if let sentToken { query.append("ckWebAuthToken=\(PercentEncoding.encode(sentToken))") }
+        var request = HTTPClientRequest(url: origin + path + (query.isEmpty ? "" : "?" + query.joined(separator: "&")))
+        request.method = method
+        request.headers.add(name: "Accept", value: "application/json")
+        request.headers.add(name: "User-Agent", value: "zonefeed")
+        if let body {
+            request.headers.add(name: "Content-Type", value: "application/json; charset=utf-8")
+            request.body = .bytes(ByteBuffer(bytes: body))
+        }
+        if let signer {
+            let signature: RequestSigner.Headers
+            do {
+                signature = try signer.sign(body: body ?? [], path: path, date: Date())
+            } catch {
+                throw CloudKitError(code: .unknown("SIGNING_FAILED"), reason: "the request could not be signed with the server-to-server key", operation: operation, path: path)
+            }
+            request.headers.add(name: "X-Apple-CloudKit-Request-KeyID", value: signature.keyID)
+            request.headers.add(name: "X-Apple-CloudKit-Request-ISO8601Date", value: signature.date)
+            request.headers.add(name: "X-Apple-CloudKit-Request-SignatureV1", value: signature.signature)
+        }
+
+        func fault(_ code: CloudKitError.Code, _ reason: String, status: Int? = nil) -> CloudKitError {
+            var error = CloudKitError(code: code, httpStatus: status, reason: Self.scrub(reason, secrets: secrets), operation: operation, path: path)
+            if code == .timeout { error.limit = "\(configuration.timeout.seconds) s" }
+            if code == .responseTooLarge { error.limit = "maxResponseBytes is \(configuration.maxResponseBytes)" }
+            return error
+        }
+
+        let timeout = TimeAmount.nanoseconds(Int64(configuration.timeout.seconds * 1e9))
+        let response: HTTPClientResponse
+        do {
+            // AsyncHTTPClient gets no logger: its trace lines could show the request, tokens and all.
+            response = try await httpClient.execute(request, deadline: .now() + timeout)
+        } catch {
+            throw try transportFault(error, fault: fault)
+        }
+        let status = Int(response.status.code)
+
+        // Every response rotates the token, error responses included.
+        if let rotated = response.headers.first(name: "X-Apple-CloudKit-Web-Auth-Token") {
+            tokens.received(rotated, logger: logger)
+        }
+
+        let limit = configuration.maxResponseBytes
+        if let length = response.headers.first(name: "Content-Length").flatMap(Int.init), length > limit {
+            throw fault(.responseTooLarge, "the server announced \(length) bytes", status: status)
+        }
+        var buffer = ByteBuffer()
+        do {
+            for try await chunk in response.body {
+                guard buffer.readableBytes + chunk.readableBytes <= limit else {
+                    throw fault(.responseTooLarge, "the body passed \(limit) bytes", status: status)
+                }
+                var chunk = chunk
+                buffer.writeBuffer(&chunk)
+            }
+        } catch let error as CloudKitError {
+            throw error
+        } catch {
+            throw try transportFault(error, fault: fault)
+        }
+        let bytes = Data(buffer.readableBytesView)
+        logger.debug("CloudKit answered", metadata: ["status": "\(status)", "bytes": "\(bytes.count)"])
+
+        guard (200..<300).contains(status) else {
+            let errorBody = try? JSONDecoder().decode(ServerErrorBody.self, from: bytes)
+            let code = errorBody?.serverErrorCode.map { CloudKitError.Code(serverErrorCode: $0) }
+                ?? CloudKitError.Code(httpStatus: status) ?? .unknown("HTTP_\(status)")
+            var error = CloudKitError(
+                code: code, httpStatus: status, reason: errorBody?.reason.map { Self.scrub($0, secrets: secrets) },
+                uuid: errorBody?.uuid, redirectURL: errorBody?.redirectURL, operation: operation, path: path)
+            let headerDelay = response.headers.first(name: "Retry-After").flatMap(Self.parseRetryAfter)
+            let delays = [errorBody?.retryAfter, headerDelay].compactMap { $0 }
+            error.retryAfter = delays.max()
+            throw error
+        }
+        do {
+            return try JSONDecoder().decode(Response.self, from: bytes)
+        } catch {
+            throw fault(.malformedResponse, Self.summary(of: error, byteCount: bytes.count), status: status)
+        }
+    }
+
+    /// A transport error as a `CloudKitError`; cancellation stays a `CancellationError`.
+    private func transportFault(_ error: any Error, fault: (CloudKitError.Code, String, Int?) -> CloudKitError) throws -> CloudKitError {
+        if error is CancellationError || Task.isCancelled { throw CancellationError() }
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .deadlineExceeded, .readTimeout, .connectTimeout, .writeTimeout:
+                return fault(.timeout, "\(error)", nil)
+            default:
+                return fault(.network, "\(error)", nil)
+            }
+        }
+        return fault(.network, String(describing: error), nil)
+    }
+
+    // MARK: Helpers
+
+    /// Replaces every secret (raw or percent-encoded) with `<redacted>`.
+    static func scrub(_ text: String, secrets: [String]) -> String {
+        var text = text
+        for secret in secrets where !secret.isEmpty {
+            text = text.replacingOccurrences(of: secret, with: "<redacted>")
+            text = text.replacingOccurrences(of: PercentEncoding.encode(secret), with: "<redacted>")
+        }
+        return text
+    }
+
+    /// A decoding error in a few words, without the data.
+    static func summary(of error: any Error, byteCount: Int) -> String {
+        guard let error = error as? DecodingError else { return "\(byteCount) bytes that could not be decoded" }
+        func at(_ path: [any CodingKey]) -> String {
+            path.isEmpty ? "" : " at " + path.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+        }
+        switch error {
+        case .dataCorrupted(let context):
+            return context.codingPath.isEmpty ? "\(byteCount) bytes that are not JSON (perhaps cut short)" : "a corrupt value\(at(context.codingPath))"
+        case .keyNotFound(let key, let context): return "no \(key.stringValue)\(at(context.codingPath))"
+        case .typeMismatch(_, let context), .valueNotFound(_, let context): return "an unexpected value\(at(context.codingPath))"
+        @unknown default: return "\(byteCount) bytes that could not be decoded"
+        }
+    }
+
+    /// `Retry-After: 120` or `Retry-After: Wed, 21 Oct 2015 07:28:00 GMT`, in seconds from now.
+    static func parseRetryAfter(_ value: String) -> Double? {
+        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        if let seconds = Double(trimmed), seconds.isFinite, seconds >= 0 { return seconds }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        guard let date = formatter.date(from: trimmed) else { return nil }
+        return max(0, date.timeIntervalSinceNow)
+    }
+
+    static func split(baseURL: String) -> (origin: String, pathPrefix: String) {
+        var url = baseURL
+        while url.hasSuffix("/") { url.removeLast() }
+        guard let schemeEnd = url.range(of: "://") else { return (url, "") }
+        let rest = url[schemeEnd.upperBound...]
+        guard let slash = rest.firstIndex(of: "/") else { return (url, "") }
+        return (String(url[..<slash]), String(url[slash...]))
+    }
+}

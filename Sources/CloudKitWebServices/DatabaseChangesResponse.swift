@@ -1,0 +1,59 @@
+/// One page of `changes/database`: the zones that changed or went away since the database token.
+public struct DatabaseChangesResponse: Sendable, Hashable, Decodable {
+    public var zones: [ZoneChange]
+    public var syncToken: String
+    /// `null` counts as false.
+    public var moreComing: Bool
+
+    public init(zones: [ZoneChange], syncToken: String, moreComing: Bool) {
+        self.zones = zones
+        self.syncToken = syncToken
+        self.moreComing = moreComing
+    }
+
+    enum CodingKeys: String, CodingKey { case zones, syncToken, moreComing }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        zones = try c.decodeIfPresent([ZoneChange].self, forKey: .zones) ?? []
+        syncToken = try c.decode(String.self, forKey: .syncToken)
+        moreComing = try c.decodeIfPresent(Bool.self, forKey: .moreComing) ?? false
+    }
+}
+
+/// One zone of the database feed. REST documents only `deleted: true`; `purged` and
+/// `encryptedDataReset` are the native API's reasons, which the fake server sends too. An entry
+/// may also be a zone fetch error (`serverErrorCode`, `reason`).
+public struct ZoneChange: Sendable, Hashable, Decodable {
+    public var zoneID: ZoneID
+    public var deleted: Bool
+    public var purged: Bool
+    public var encryptedDataReset: Bool
+    /// Set when the entry is an error rather than a change.
+    public var serverErrorCode: String?
+    public var reason: String?
+
+    public init(
+        zoneID: ZoneID, deleted: Bool = false, purged: Bool = false, encryptedDataReset: Bool = false,
+        serverErrorCode: String? = nil, reason: String? = nil
+    ) {
+        self.zoneID = zoneID
+        self.deleted = deleted
+        self.purged = purged
+        self.encryptedDataReset = encryptedDataReset
+        self.serverErrorCode = serverErrorCode
+        self.reason = reason
+    }
+
+    enum CodingKeys: String, CodingKey { case zoneID, deleted, purged, encryptedDataReset, serverErrorCode, reason }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        zoneID = try c.decode(ZoneID.self, forKey: .zoneID)
+        deleted = try c.decodeIfPresent(Bool.self, forKey: .deleted) ?? false
+        purged = try c.decodeIfPresent(Bool.self, forKey: .purged) ?? false
+        encryptedDataReset = try c.decodeIfPresent(Bool.self, forKey: .encryptedDataReset) ?? false
+        serverErrorCode = try c.decodeIfPresent(String.self, forKey: .serverErrorCode)
+        reason = try c.decodeIfPresent(String.self, forKey: .reason)
+    }
+}

@@ -1,0 +1,48 @@
+import Crypto
+import Foundation
+
+/// A server-to-server key: the key ID CloudKit Dashboard shows and the P-256 private key whose
+/// public half was uploaded there (`openssl ecparam -name prime256v1 -genkey -noout -out eckey.pem`).
+public struct ServerKey: Sendable, CustomStringConvertible {
+    public var keyID: String
+    /// The key's raw scalar; swift-crypto's key type is not `Sendable` on every platform.
+    private let rawKey: [UInt8]
+
+    public init(keyID: String, privateKey: P256.Signing.PrivateKey) {
+        self.keyID = keyID
+        self.rawKey = Array(privateKey.rawRepresentation)
+    }
+
+    public var privateKey: P256.Signing.PrivateKey {
+        // The bytes came from a valid key.
+        try! P256.Signing.PrivateKey(rawRepresentation: rawKey)
+    }
+
+    /// From PEM text: `BEGIN EC PRIVATE KEY` (what openssl writes) or `BEGIN PRIVATE KEY` (PKCS #8).
+    public init(keyID: String, pem: String) throws {
+        do {
+            self.init(keyID: keyID, privateKey: try P256.Signing.PrivateKey(pemRepresentation: pem))
+        } catch {
+            // The key itself must not end up in a message.
+            throw ServerKeyError(message: "the server-to-server private key is not a P-256 key in PEM form: create one with 'openssl ecparam -name prime256v1 -genkey -noout -out eckey.pem'")
+        }
+    }
+
+    /// From a PEM file.
+    public init(keyID: String, pemFile path: String) throws {
+        let pem: String
+        do {
+            pem = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw ServerKeyError(message: "cannot read the server-to-server private key file \(path): check the path and its permissions")
+        }
+        try self.init(keyID: keyID, pem: pem)
+    }
+
+    public var description: String { "ServerKey(keyID: \(keyID), privateKey: <redacted>)" }
+}
+
+public struct ServerKeyError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public var description: String { message }
+}

@@ -1,0 +1,116 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The newest web auth token. CloudKit sends a new one in `X-Apple-CloudKit-Web-Auth-Token` on
+/// every response, errors included, and Apple says the previous one stops working; so the newest
+/// is kept in memory for the next request and, when a file is configured, written there for the
+/// next run. At start a token in that file wins over the configured one: it is newer.
+final class WebAuthTokenStore: Sendable {
+    let file: String?
+    private let token: NIOLockedValueBox<String?>
+
+    init(configured: String?, file: String?, logger: Logger) {
+        self.file = file
+        var initial = configured.flatMap { $0.isEmpty ? nil : $0 }
+        if let file, let saved = Self.read(file) {
+            initial = saved
+            logger.debug("using the web auth token saved by an earlier run", metadata: ["file": "\(file)"])
+        }
+        token = NIOLockedValueBox(initial)
+    }
+
+    var current: String? { token.withLockedValue { $0 } }
+
+    /// Takes a token from a response header; writes it to the file when it changed.
+    func received(_ newToken: String, logger: Logger) {
+        let trimmed = newToken.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !trimmed.isEmpty else { return }
+        let changed = token.withLockedValue { current -> Bool in
+            guard current != trimmed else { return false }
+            current = trimmed
+            return true
+        }
+        guard changed else { return }
+        logger.debug("the server rotated the web auth token")
+        guard let file else { return }
+        do {
+            try Self.writeAtomically(trimmed, to: file)
+        } catch {
+            // The run goes on with the token in memory; the next run may start with a stale one.
+            logger.error("could not save the rotated web auth token; the next run may need a new one", metadata: ["error": "\(error)"])
+        }
+    }
+
+    static func read(_ path: String) -> String? {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        return trimmed.isEmpty ? nil : trimmed
+    }
+
+    /// Writes a temporary file beside the target with mode 0600, fsyncs it, renames it over the
+    /// target and fsyncs the folder: a crash leaves either the old token or the new one, never a
+    /// half-written file, and no other user can ever read it.
+    static func writeAtomically(_ text: String, to path: String) throws {
+        let folder: String
+        if let slash = path.lastIndex(of: "/") {
+            folder = slash == path.startIndex ? "/" : String(path[..<slash])
+        } else {
+            folder = "."
+        }
+        if !FileManager.default.fileExists(atPath: folder) {
+            do {
+                try FileManager.default.createDirectory(
+                    atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw TokenFileError(path: path, problem: "its folder cannot be created")
+            }
+        }
+        let name = path[(path.lastIndex(of: "/").map { path.index(after: $0) } ?? path.startIndex)...]
+        let temporary = "\(folder)/.\(name).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw TokenFileError(path: path, problem: String(cString: strerror(errno))) }
+        var ok = false
+        defer {
+            if !ok { unlink(temporary) }
+        }
+        do {
+            defer { close(fd) }
+            // umask may have removed bits, never added them; make the mode exact anyway.
+            guard fchmod(fd, 0o600) == 0 else { throw TokenFileError(path: path, problem: String(cString: strerror(errno))) }
+            var bytes = Array((text + "\n").utf8)[...]
+            while !bytes.isEmpty {
+                let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    throw TokenFileError(path: path, problem: String(cString: strerror(errno)))
+                }
+                bytes = bytes.dropFirst(written)
+            }
+            guard fsync(fd) == 0 else { throw TokenFileError(path: path, problem: String(cString: strerror(errno))) }
+        }
+        guard rename(temporary, path) == 0 else { throw TokenFileError(path: path, problem: String(cString: strerror(errno))) }
+        ok = true
+        let folderFD = open(folder, O_RDONLY | O_CLOEXEC)
+        if folderFD >= 0 {
+            _ = fsync(folderFD)
+            close(folderFD)
+        }
+    }
+}
+
+struct TokenFileError: Error, CustomStringConvertible {
+    var path: String
+    var problem: String
+    var description: String {
+        "cannot write the web auth token file \(path) (\(problem)): check that its folder exists and is writable"
+    }
+}

@@ -1,0 +1,151 @@
+import AsyncHTTPClient
+import CloudKitWebServices
+import Logging
+import ZoneFeed
+
+/// CloudKit Web Services as a `ChangeSource` (`source.cloudkit`): `users/caller` for the account
+/// check, `changes/database` for zone discovery and `records/changes` for each zone's pages.
+///
+/// Retries happen in the client; what reaches the engine is a `SourceError` whose code tells it
+/// what to do: sign in again, resync the zone, treat the zone as deleted, or fail the zone.
+public struct CloudKitSource: ChangeSource {
+    public let client: CloudKitClient
+    public let settings: CloudKitSettings
+    let logger: Logger
+
+    /// - Parameters:
+    ///   - httpClient: shared with the caller; when nil the client makes its own and
+    ///     `shutdown()` must be called.
+    public init(settings: CloudKitSettings, httpClient: HTTPClient? = nil, logger: Logger) throws {
+        let configuration = try Self.clientConfiguration(for: settings)
+        self.init(client: CloudKitClient(configuration: configuration, httpClient: httpClient, logger: logger), settings: settings, logger: logger)
+    }
+
+    public init(client: CloudKitClient, settings: CloudKitSettings, logger: Logger) {
+        self.client = client
+        self.settings = settings
+        var logger = logger
+        logger[metadataKey: "source"] = "cloudkit"
+        self.logger = logger
+    }
+
+    /// Shuts down the HTTP client if the source made it.
+    public func shutdown() async throws {
+        try await client.shutdown()
+    }
+
+    /// The client configuration a pipeline's `source.cloudkit` section describes.
+    public static func clientConfiguration(for settings: CloudKitSettings) throws -> CloudKitClient.Configuration {
+        var configuration = CloudKitClient.Configuration(
+            container: settings.container,
+            environment: settings.environment == .development ? .development : .production,
+            database: settings.database == .shared ? .shared : .private,
+            baseURL: settings.baseURL)
+        configuration.apiToken = settings.auth.apiToken?.value
+        configuration.webAuthToken = settings.auth.webAuthToken?.value
+        configuration.webAuthTokenFile = settings.auth.webAuthTokenFile
+        switch (settings.auth.serverKeyID, settings.auth.serverPrivateKeyFile) {
+        case (let keyID?, let file?):
+            configuration.serverKey = try ServerKey(keyID: keyID, pemFile: file)
+        case (nil, nil):
+            break
+        default:
+            throw SourceError(.failed, message: "server-to-server signing needs both auth.serverKeyID and auth.serverPrivateKeyFile")
+        }
+        configuration.timeout = .milliseconds(Int64((settings.timeoutSeconds * 1000).rounded()))
+        configuration.retry.maxAttempts = settings.maxAttempts
+        configuration.retry.budget = .milliseconds(Int64((settings.retryBudgetSeconds * 1000).rounded()))
+        return configuration
+    }
+
+    // MARK: ChangeSource
+
+    public func currentUser() async throws -> String? {
+        do {
+            return try await client.caller(logger: logger).userRecordName
+        } catch let error as CloudKitError {
+            throw sourceError(for: error, zone: nil, carriedToken: false)
+        }
+    }
+
+    public var namedZones: [ZoneID]? {
+        switch settings.zones {
+        case .all: return nil
+        // The owner is left to CloudKit, which takes the caller.
+        case .named(let names): return names.map { ZoneID(zoneName: $0, ownerRecordName: ZoneID.defaultOwner) }
+        }
+    }
+
+    public func fetchDatabaseChanges(since token: ChangeToken?) async throws -> DatabaseChangePage {
+        let response: DatabaseChangesResponse
+        do {
+            response = try await client.fetchDatabaseChanges(syncToken: token?.value, logger: logger)
+        } catch let error as CloudKitError {
+            throw sourceError(for: error, zone: nil, carriedToken: token != nil)
+        }
+        var modified: [ZoneID] = []
+        var deleted: [ZoneDeletion] = []
+        for zone in response.zones {
+            if zone.purged {
+                deleted.append(ZoneDeletion(zoneID: zone.zoneID, reason: .purged))
+            } else if zone.encryptedDataReset {
+                deleted.append(ZoneDeletion(zoneID: zone.zoneID, reason: .encryptedDataReset))
+            } else if zone.deleted {
+                deleted.append(ZoneDeletion(zoneID: zone.zoneID, reason: .deleted))
+            } else {
+                if let code = zone.serverErrorCode {
+                    // Fetching the zone itself will say what is wrong with it.
+                    logger.warning(
+                        "the database feed returned an error for a zone; fetching it anyway",
+                        metadata: ["zone": "\(zone.zoneID.zoneName)", "code": "\(code)", "reason": "\(zone.reason ?? "")"])
+                }
+                modified.append(zone.zoneID)
+            }
+        }
+        return DatabaseChangePage(
+            modifiedZones: modified, deletedZones: deleted, syncToken: ChangeToken(response.syncToken),
+            moreComing: response.moreComing)
+    }
+
+    public func fetchZoneChanges(in zone: ZoneID, since token: ChangeToken?) async throws -> ZoneChangePage {
+        let response: RecordZoneChangesResponse
+        do {
+            response = try await client.fetchRecordZoneChanges(
+                zoneID: zone, syncToken: token?.value, resultsLimit: settings.resultsLimit,
+                desiredKeys: settings.desiredKeys, logger: logger)
+        } catch let error as CloudKitError {
+            throw sourceError(for: error, zone: zone, carriedToken: token != nil)
+        }
+        return ZoneChangePage(
+            zoneID: zone, entries: response.records, syncToken: ChangeToken(response.syncToken),
+            moreComing: response.moreComing)
+    }
+
+    // MARK: Errors
+
+    /// How the engine should take a client failure (PRODUCT.md, "Errors").
+    func sourceError(for error: CloudKitError, zone: ZoneID?, carriedToken: Bool) -> SourceError {
+        if error.isAuthenticationFailure {
+            return SourceError(.authenticationRequired, zoneID: zone, message: error.description)
+        }
+        if error.code == .zoneNotFound {
+            return SourceError(.zoneNotFound, zoneID: zone, message: error.description)
+        }
+        // REST documents no error for a stale sync token; a 400 on a token-bearing call is the
+        // likely form (reference §0), so it is taken as one. The engine resyncs at most once per
+        // zone and run, so a 400 that has another cause cannot loop.
+        if carriedToken, error.code == .badRequest || error.code == .changeTokenExpired {
+            logger.warning(
+                "the server refused a call that carried a sync token; taking the token as expired",
+                metadata: [
+                    "zone": "\(zone?.zoneName ?? "(database)")", "code": "\(error.code)",
+                    "reason": "\(error.reason ?? "")", "uuid": "\(error.uuid ?? "")",
+                ])
+            let reason = error.reason.map { ": \($0)" } ?? ""
+            return SourceError(
+                .changeTokenExpired, zoneID: zone,
+                message: "the server no longer accepts the sync token (\(error.code))\(reason)")
+        }
+        return SourceError(.failed, zoneID: zone, message: error.description)
+    }
+}

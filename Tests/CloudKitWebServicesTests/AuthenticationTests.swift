@@ -1,0 +1,122 @@
+import CloudKitWebServices
+import Foundation
+import Testing
+
+@Suite struct AuthenticationTests {
+    @Test func tokensAreStrictlyPercentEncodedInTheQueryString() async throws {
+        try await withServer { server, client in
+            server.enqueue(.json(200, emptyPage))
+            _ = try await client.fetchRecordZoneChanges(zoneID: ZoneID(zoneName: "Notes"), syncToken: nil)
+            let request = try #require(server.requests.first)
+            #expect(request.rawQueryValue("ckAPIToken") == "api%2BToken%2FWith%3DSpecials")
+            #expect(request.rawQueryValue("ckWebAuthToken") == "web%2BAuth%2FToken%3D%3Done")
+            #expect(!request.query.contains("+") && !request.query.contains("/"))
+        }
+    }
+
+    @Test func rotatedTokenIsUsedNextEvenWhenItCameWithAnError() async throws {
+        try await withServer { server, client in
+            server.enqueue(
+                .error(503, code: "TRY_AGAIN_LATER", headers: [("X-Apple-CloudKit-Web-Auth-Token", Secrets.rotatedToken)]),
+                .json(200, emptyPage, headers: [("X-Apple-CloudKit-Web-Auth-Token", Secrets.newestToken)]),
+                .json(200, emptyPage))
+            _ = try await client.fetchRecordZoneChanges(zoneID: ZoneID(zoneName: "Notes"), syncToken: nil)
+            _ = try await client.fetchRecordZoneChanges(zoneID: ZoneID(zoneName: "Notes"), syncToken: nil)
+            let sent = server.requests.map { $0.rawQueryValue("ckWebAuthToken") }
+            #expect(sent == [Secrets.webAuthToken, Secrets.rotatedToken, Secrets.newestToken].map(Secrets.strictlyEncoded))
+            #expect(client.webAuthToken == Secrets.newestToken)
+        }
+    }
+
+    @Test func rotatedTokenIsSavedPrivatelyAndPreferredAtTheNextStart() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let file = folder + "/state/notes.web-auth-token"
+
+        let server = try await CannedServer.start()
+        server.enqueue(.error(401, code: "AUTHENTICATION_FAILED", headers: [("X-Apple-CloudKit-Web-Auth-Token", Secrets.rotatedToken)]))
+        let first = makeClient(server) { $0.webAuthTokenFile = file }
+        await #expect(throws: CloudKitError.self) {
+            _ = try await first.fetchRecordZoneChanges(zoneID: ZoneID(zoneName: "Notes"), syncToken: nil)
+        }
+        try await first.shutdown()
+
+        #expect(try String(contentsOfFile: file, encoding: .utf8) == Secrets.rotatedToken + "\n")
+        let mode = try #require(try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? NSNumber)
+        #expect(mode.intValue & 0o777 == 0o600)
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: folder + "/state")
+        #expect(leftovers == ["notes.web-auth-token"], "no temporary file is left behind")
+
+        // A new client configured with the old token starts with the saved one.
+        server.enqueue(.json(200, emptyPage))
+        let second = makeClient(server) { $0.webAuthTokenFile = file }
+        _ = try await second.fetchRecordZoneChanges(zoneID: ZoneID(zoneName: "Notes"), syncToken: nil)
+        try await second.shutdown()
+        try await server.stop()
+        #expect(server.requests.last?.rawQueryValue("ckWebAuthToken") == Secrets.strictlyEncoded(Secrets.rotatedToken))
+    }
+
+    @Test func rejectedTokenIsNotRetriedAndTheErrorSaysHowToFixIt() async throws {
+        let logs = LogRecorder()
+        try await withServer(logs: logs) { server, client in
+            // The server echoing a token back must not leak it either.
+            server.always(.error(401, code: "AUTHENTICATION_FAILED", reason: "token \(Secrets.webAuthToken) is not valid"))
+            let error = try await #require(throws: CloudKitError.self) {
+                _ = try await client.fetchRecordZoneChanges(zoneID: ZoneID(zoneName: "Notes"), syncToken: nil)
+            }
+            #expect(server.requests.count == 1, "401 is never retried")
+            #expect(error.code == .authenticationFailed)
+            #expect(error.httpStatus == 401)
+            #expect(error.isAuthenticationFailure)
+            let text = error.description
+            #expect(text.contains("web auth token rejected (AUTHENTICATION_FAILED): sign in again and set CLOUDKIT_WEB_AUTH_TOKEN (see README: obtaining a web auth token)"))
+            #expect(Secrets.leaked(in: text).isEmpty, "\(text)")
+            #expect(!text.contains("ckAPIToken") && !text.contains("?"))
+        }
+        #expect(Secrets.leaked(in: logs.text).isEmpty)
+    }
+
+    @Test func signInRequiredKeepsTheRedirectURLOutOfTheText() async throws {
+        try await withServer { server, client in
+            server.enqueue(.json(421, #"{"uuid":"u","serverErrorCode":"AUTHENTICATION_REQUIRED","reason":"sign in","redirectURL":"https://idmsa.example.invalid/login?x=1"}"#))
+            let error = try await #require(throws: CloudKitError.self) { _ = try await client.caller() }
+            #expect(error.code == .authenticationRequired)
+            #expect(error.redirectURL == "https://idmsa.example.invalid/login?x=1")
+            #expect(!error.description.contains("idmsa"))
+            #expect(error.description.contains("CLOUDKIT_WEB_AUTH_TOKEN"))
+            #expect(server.requests.count == 1)
+        }
+    }
+
+    @Test func noSecretAppearsInAnyErrorOrLogLine() async throws {
+        let logs = LogRecorder()
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try await withServer(logs: logs, configure: {
+            $0.webAuthTokenFile = folder + "/token"
+            $0.maxResponseBytes = 200
+            $0.retry.maxAttempts = 2
+        }) { server, client in
+            let rotate = [("X-Apple-CloudKit-Web-Auth-Token", Secrets.rotatedToken)]
+            let replies: [CannedServer.Reply] = [
+                .error(400, code: "BAD_REQUEST", reason: "bad \(Secrets.apiToken)", headers: rotate),
+                .error(403, code: "ACCESS_DENIED", reason: Secrets.strictlyEncoded(Secrets.rotatedToken)),
+                .error(404, code: "ZONE_NOT_FOUND"),
+                .error(418, code: "SOMETHING_NEW"),
+                .json(200, String(repeating: " ", count: 300)),
+                .json(200, "<html>\(Secrets.rotatedToken)</html>"),
+            ]
+            for reply in replies {
+                server.always(reply)
+                let error = try await #require(throws: CloudKitError.self) {
+                    _ = try await client.fetchRecordZoneChanges(zoneID: ZoneID(zoneName: "Notes"), syncToken: "t")
+                }
+                #expect(Secrets.leaked(in: "\(error)").isEmpty, "\(error)")
+                #expect(Secrets.leaked(in: error.reason ?? "").isEmpty, "\(error)")
+                #expect(!"\(error)".contains("127.0.0.1"), "only the path is printed")
+            }
+            #expect(!"\(client.configuration)".contains(Secrets.apiToken))
+        }
+        #expect(Secrets.leaked(in: logs.text).isEmpty, "\(logs.text)")
+    }
+}

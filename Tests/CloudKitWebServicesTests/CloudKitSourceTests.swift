@@ -1,0 +1,153 @@
+import CloudKitWebServices
+import Logging
+import Testing
+import ZoneFeed
+import ZoneFeedCloudKit
+
+@Suite struct CloudKitSourceTests {
+    func withSource<T: Sendable>(
+        zones: ZoneSelection = .all,
+        _ body: (CannedServer, CloudKitSource) async throws -> T
+    ) async throws -> T {
+        let server = try await CannedServer.start()
+        var settings = CloudKitSettings(
+            container: "iCloud.com.example.notes",
+            auth: .init(apiToken: Secret(Secrets.apiToken), webAuthToken: Secret(Secrets.webAuthToken)))
+        settings.baseURL = server.baseURL
+        settings.zones = zones
+        settings.resultsLimit = 100
+        settings.desiredKeys = ["title"]
+        settings.maxAttempts = 2
+        settings.timeoutSeconds = 10
+        let source = try CloudKitSource(settings: settings, logger: LogRecorder().logger)
+        do {
+            let result = try await body(server, source)
+            try await source.shutdown()
+            try await server.stop()
+            return result
+        } catch {
+            try? await source.shutdown()
+            try? await server.stop()
+            throw error
+        }
+    }
+
+    let zone = ZoneID(zoneName: "Notes")
+
+    @Test func refusedTokenBearingFetchMeansTheTokenExpired() async throws {
+        try await withSource { server, source in
+            server.always(.error(400, code: "BAD_REQUEST", reason: "Unknown sync continuation type"))
+            let error = try await #require(throws: SourceError.self) {
+                _ = try await source.fetchZoneChanges(in: zone, since: ChangeToken("old"))
+            }
+            #expect(error.code == .changeTokenExpired)
+            #expect(error.zoneID == zone)
+            #expect(error.message.contains("Unknown sync continuation type"))
+            #expect(server.requests.count == 1)
+        }
+    }
+
+    @Test func changeTokenExpiredCodeMeansTheTokenExpired() async throws {
+        try await withSource { server, source in
+            server.always(.error(410, code: "CHANGE_TOKEN_EXPIRED"))
+            let error = try await #require(throws: SourceError.self) {
+                _ = try await source.fetchZoneChanges(in: zone, since: ChangeToken("old"))
+            }
+            #expect(error.code == .changeTokenExpired)
+        }
+    }
+
+    @Test func refusedFirstFetchIsAFailureNotAnExpiredToken() async throws {
+        try await withSource { server, source in
+            server.always(.error(400, code: "BAD_REQUEST"))
+            let error = try await #require(throws: SourceError.self) {
+                _ = try await source.fetchZoneChanges(in: zone, since: nil)
+            }
+            #expect(error.code == .failed)
+            #expect(error.message.contains("BAD_REQUEST"))
+        }
+    }
+
+    @Test func missingZoneIsReportedAsNotFound() async throws {
+        try await withSource { server, source in
+            server.always(.error(404, code: "ZONE_NOT_FOUND"))
+            let error = try await #require(throws: SourceError.self) {
+                _ = try await source.fetchZoneChanges(in: zone, since: ChangeToken("t"))
+            }
+            #expect(error.code == .zoneNotFound)
+            #expect(error.zoneID == zone)
+        }
+    }
+
+    @Test func rejectedCredentialsNeedAPersonAndNameNoSecret() async throws {
+        try await withSource { server, source in
+            server.always(.error(421, code: "AUTHENTICATION_REQUIRED"))
+            let error = try await #require(throws: SourceError.self) { _ = try await source.currentUser() }
+            #expect(error.code == .authenticationRequired)
+            #expect(error.message.contains("CLOUDKIT_WEB_AUTH_TOKEN"))
+            #expect(Secrets.leaked(in: error.message).isEmpty)
+        }
+    }
+
+    @Test func exhaustedRetriesFailTheZoneWithTheClientSentence() async throws {
+        try await withSource { server, source in
+            server.always(.error(503, code: "TRY_AGAIN_LATER"))
+            let error = try await #require(throws: SourceError.self) {
+                _ = try await source.fetchZoneChanges(in: zone, since: ChangeToken("t"))
+            }
+            #expect(error.code == .failed)
+            #expect(error.message.contains("TRY_AGAIN_LATER"))
+            #expect(server.requests.count == 2)
+        }
+    }
+
+    @Test func zonePagesCarryTheSettingsAndTheFeed() async throws {
+        try await withSource { server, source in
+            server.enqueue(.json(200, #"{"records":[{"recordName":"r","deleted":true}],"syncToken":"t2","moreComing":true}"#))
+            let page = try await source.fetchZoneChanges(in: zone, since: ChangeToken("t1"))
+            #expect(page.entries == [.deleted(recordName: "r")])
+            #expect(page.syncToken == ChangeToken("t2"))
+            #expect(page.moreComing)
+            let body = try #require(server.requests.first?.bodyText)
+            #expect(body.contains(#""resultsLimit":100"#))
+            #expect(body.contains(#""desiredKeys":["title"]"#))
+            #expect(body.contains(#""syncToken":"t1""#))
+        }
+    }
+
+    @Test func databaseFeedBecomesModifiedAndDeletedZones() async throws {
+        try await withSource { server, source in
+            server.enqueue(.json(200, #"""
+                {"zones":[{"zoneID":{"zoneName":"A","ownerRecordName":"_o"}},
+                          {"zoneID":{"zoneName":"B","ownerRecordName":"_o"},"deleted":true},
+                          {"zoneID":{"zoneName":"C","ownerRecordName":"_o"},"purged":true},
+                          {"zoneID":{"zoneName":"D","ownerRecordName":"_o"},"encryptedDataReset":true}],
+                 "syncToken":"db-1","moreComing":null}
+                """#))
+            let page = try await source.fetchDatabaseChanges(since: nil)
+            #expect(page.modifiedZones == [ZoneID(zoneName: "A", ownerRecordName: "_o")])
+            #expect(page.deletedZones == [
+                ZoneDeletion(zoneID: ZoneID(zoneName: "B", ownerRecordName: "_o"), reason: .deleted),
+                ZoneDeletion(zoneID: ZoneID(zoneName: "C", ownerRecordName: "_o"), reason: .purged),
+                ZoneDeletion(zoneID: ZoneID(zoneName: "D", ownerRecordName: "_o"), reason: .encryptedDataReset),
+            ])
+            #expect(page.syncToken == ChangeToken("db-1"))
+            #expect(!page.moreComing)
+        }
+    }
+
+    @Test func namedZonesBelongToTheCaller() async throws {
+        try await withSource(zones: .named(["Notes", "Archive"])) { _, source in
+            #expect(source.namedZones == [ZoneID(zoneName: "Notes", ownerRecordName: "__defaultOwner__"), ZoneID(zoneName: "Archive")])
+        }
+        try await withSource { _, source in #expect(source.namedZones == nil) }
+    }
+
+    @Test func currentUserIsTheCallersRecordName() async throws {
+        try await withSource { server, source in
+            server.enqueue(.json(200, #"{"users":[{"userRecordName":"_alice"}]}"#))
+            let user = try await source.currentUser()
+            #expect(user == "_alice")
+        }
+    }
+}

@@ -1,0 +1,151 @@
+import CloudKitWebServices
+import Foundation
+import Testing
+
+@Suite struct RetryTests {
+    let zone = ZoneID(zoneName: "Notes")
+
+    @Test func unavailableServerIsRetriedUntilItAnswers() async throws {
+        let logs = LogRecorder()
+        try await withServer(logs: logs) { server, client in
+            server.enqueue(.error(503, code: "TRY_AGAIN_LATER"), .json(502, "<html>bad gateway</html>"), .json(200, emptyPage))
+            let page = try await client.fetchRecordZoneChanges(zoneID: zone, syncToken: nil)
+            #expect(page.syncToken == "zone-token-1")
+            #expect(server.requests.count == 3)
+        }
+        let warnings = logs.lines.withLockedValue { $0.filter { $0.hasPrefix("warning") } }
+        #expect(warnings.count == 2)
+        #expect(warnings.first?.contains("attempt=1") == true)
+        #expect(warnings.first?.contains("code=TRY_AGAIN_LATER") == true)
+        #expect(warnings.first?.contains("cloudkit.operation=records/changes") == true)
+        #expect(warnings.first?.contains("delay=") == true)
+    }
+
+    @Test func retryAfterInTheBodyIsHonoured() async throws {
+        try await withServer { server, client in
+            server.enqueue(.error(429, code: "THROTTLED", retryAfter: 0.3), .json(200, emptyPage))
+            let start = ContinuousClock.now
+            _ = try await client.fetchRecordZoneChanges(zoneID: zone, syncToken: nil)
+            #expect(ContinuousClock.now - start >= .milliseconds(300))
+            #expect(server.requests.count == 2)
+        }
+    }
+
+    @Test func retryAfterHeaderIsHonoured() async throws {
+        try await withServer { server, client in
+            server.enqueue(.json(503, "", headers: [("Retry-After", "1")]), .json(200, emptyPage))
+            let start = ContinuousClock.now
+            _ = try await client.fetchRecordZoneChanges(zoneID: zone, syncToken: nil)
+            #expect(ContinuousClock.now - start >= .seconds(1))
+            #expect(server.requests.count == 2)
+        }
+    }
+
+    @Test func spentBudgetEndsTheRetriesWithTheLastError() async throws {
+        try await withServer(configure: {
+            $0.retry = RetryPolicy(maxAttempts: 100, budget: .milliseconds(700), baseDelay: .milliseconds(10), jitter: false)
+        }) { server, client in
+            server.always(.error(429, code: "THROTTLED", retryAfter: 0.3))
+            let error = try await #require(throws: CloudKitError.self) {
+                _ = try await client.fetchRecordZoneChanges(zoneID: zone, syncToken: nil)
+            }
+            #expect(error.code == .throttled)
+            #expect(error.retryAfter == 0.3)
+            // The budget, not maxAttempts (100), ends the retries: at most 3 tries fit in 0.7 s of
+            // 0.3 s waits (fewer when a loaded machine makes the first answers slow).
+            #expect((1...3).contains(server.requests.count), "\(server.requests.count) attempts within 0.7 s of 0.3 s waits")
+            #expect(error.attempts == server.requests.count)
+        }
+    }
+
+    @Test func attemptsAreBoundedByMaxAttempts() async throws {
+        try await withServer(configure: { $0.retry.maxAttempts = 3 }) { server, client in
+            server.always(.error(500, code: "INTERNAL_ERROR"))
+            let error = try await #require(throws: CloudKitError.self) {
+                _ = try await client.fetchDatabaseChanges(syncToken: nil)
+            }
+            #expect(error.code == .internalError)
+            #expect(server.requests.count == 3)
+        }
+    }
+
+    @Test func otherClientErrorsAreNotRetried() async throws {
+        try await withServer { server, client in
+            server.always(.error(403, code: "ACCESS_DENIED"))
+            let error = try await #require(throws: CloudKitError.self) {
+                _ = try await client.fetchRecordZoneChanges(zoneID: zone, syncToken: nil)
+            }
+            #expect(error.code == .accessDenied)
+            #expect(error.uuid == "uuid-403")
+            #expect(server.requests.count == 1)
+        }
+    }
+
+    @Test func bodyCutShortIsRetried() async throws {
+        try await withServer { server, client in
+            server.enqueue(.cutShort(declaredLength: 500, body: Array(#"{"records":[{"recordNa"#.utf8)), .json(200, emptyPage))
+            let page = try await client.fetchRecordZoneChanges(zoneID: zone, syncToken: nil)
+            #expect(page.syncToken == "zone-token-1")
+            #expect(server.requests.count == 2)
+        }
+    }
+
+    @Test func bodyThatIsNotJSONIsRetriedAndThenReported() async throws {
+        try await withServer(configure: { $0.retry.maxAttempts = 2 }) { server, client in
+            server.enqueue(.json(200, "<html>maintenance</html>"), .json(200, emptyPage))
+            _ = try await client.fetchRecordZoneChanges(zoneID: zone, syncToken: nil)
+            #expect(server.requests.count == 3 - 1)
+
+            server.always(.json(200, #"{"records":[],"moreComing":false}"#))
+            let error = try await #require(throws: CloudKitError.self) {
+                _ = try await client.fetchRecordZoneChanges(zoneID: zone, syncToken: nil)
+            }
+            #expect(error.code == .malformedResponse)
+            #expect(error.reason?.contains("syncToken") == true, "\(error)")
+            #expect(error.attempts == 2)
+        }
+    }
+
+    @Test func responseOverTheSizeLimitIsRefusedWithoutRetry() async throws {
+        try await withServer(configure: { $0.maxResponseBytes = 1024 }) { server, client in
+            let big = #"{"records":[],"syncToken":""# + String(repeating: "x", count: 4096) + #"","moreComing":false}"#
+            server.always(.json(200, big))
+            let error = try await #require(throws: CloudKitError.self) {
+                _ = try await client.fetchRecordZoneChanges(zoneID: zone, syncToken: nil)
+            }
+            #expect(error.code == .responseTooLarge)
+            #expect(error.description.contains("maxResponseBytes"))
+            #expect(server.requests.count == 1)
+        }
+    }
+
+    @Test func unreachableServerIsANetworkFaultAfterRetries() async throws {
+        let server = try await CannedServer.start()
+        // AsyncHTTPClient keeps trying to connect until the request's deadline.
+        let client = makeClient(server) {
+            $0.retry.maxAttempts = 2
+            $0.timeout = .milliseconds(500)
+        }
+        try await server.stop()
+        let error = try await #require(throws: CloudKitError.self) {
+            _ = try await client.caller()
+        }
+        try await client.shutdown()
+        #expect(error.code == .network)
+        #expect(error.attempts == 2)
+        #expect(error.description.contains("check the network and baseURL"))
+    }
+
+    @Test func backoffGrowsExponentiallyUpToTheCapAndNeverUndercutsRetryAfter() {
+        let policy = RetryPolicy(baseDelay: .milliseconds(500), maxDelay: .seconds(30), jitter: false)
+        #expect(policy.delay(afterAttempt: 1, retryAfter: nil) == .milliseconds(500))
+        #expect(policy.delay(afterAttempt: 3, retryAfter: nil) == .seconds(2))
+        #expect(policy.delay(afterAttempt: 20, retryAfter: nil) == .seconds(30))
+        #expect(policy.delay(afterAttempt: 1, retryAfter: 5) == .seconds(5))
+        let jittered = RetryPolicy(baseDelay: .seconds(1), jitter: true)
+        for _ in 0..<50 {
+            let delay = jittered.delay(afterAttempt: 2, retryAfter: 0.25)
+            #expect(delay >= .milliseconds(250) && delay <= .seconds(2))
+        }
+    }
+}

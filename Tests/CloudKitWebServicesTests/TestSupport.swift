@@ -1,0 +1,97 @@
+import CloudKitWebServices
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+
+/// Secrets the tests use; none of them may ever appear in a log line or an error's text. They
+/// hold `+`, `/` and `=` on purpose.
+enum Secrets {
+    static let apiToken = "api+Token/With=Specials"
+    static let webAuthToken = "web+Auth/Token==one"
+    static let rotatedToken = "rotated+Token/two=="
+    static let newestToken = "newest+Token/three="
+    static let all = [apiToken, webAuthToken, rotatedToken, newestToken]
+
+    static func leaked(in text: String) -> [String] {
+        all.filter { text.contains($0) || text.contains(strictlyEncoded($0)) }
+    }
+
+    static func strictlyEncoded(_ s: String) -> String {
+        s.replacingOccurrences(of: "+", with: "%2B").replacingOccurrences(of: "/", with: "%2F").replacingOccurrences(of: "=", with: "%3D")
+    }
+}
+
+/// Keeps every log line, metadata included, so a test can check what was said and that no secret
+/// was.
+final class LogRecorder: Sendable {
+    let lines = NIOLockedValueBox<[String]>([])
+
+    var logger: Logger {
+        var logger = Logger(label: "test") { _ in Handler(recorder: self) }
+        logger.logLevel = .trace
+        return logger
+    }
+
+    var text: String { lines.withLockedValue { $0.joined(separator: "\n") } }
+
+    struct Handler: LogHandler {
+        let recorder: LogRecorder
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(event: LogEvent) {
+            let all = metadata.merging(event.metadata ?? [:]) { $1 }
+            let line = "\(event.level) \(event.message) " + all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+            recorder.lines.withLockedValue { $0.append(line) }
+        }
+    }
+}
+
+/// A client pointed at a canned server, with the test's secrets and fast retries.
+func makeClient(
+    _ server: CannedServer, logs: LogRecorder = LogRecorder(),
+    configure: (inout CloudKitClient.Configuration) -> Void = { _ in }
+) -> CloudKitClient {
+    var configuration = CloudKitClient.Configuration(
+        container: "iCloud.com.example.notes", environment: .development, database: .private, baseURL: server.baseURL)
+    configuration.apiToken = Secrets.apiToken
+    configuration.webAuthToken = Secrets.webAuthToken
+    configuration.timeout = .seconds(10)
+    configuration.retry = RetryPolicy(maxAttempts: 4, budget: .seconds(20), baseDelay: .milliseconds(10), maxDelay: .milliseconds(50), jitter: false)
+    configure(&configuration)
+    return CloudKitClient(configuration: configuration, logger: logs.logger)
+}
+
+/// Runs `body` with a started server and a client, and shuts both down on every path.
+func withServer<T: Sendable>(
+    logs: LogRecorder = LogRecorder(),
+    configure: (inout CloudKitClient.Configuration) -> Void = { _ in },
+    _ body: (CannedServer, CloudKitClient) async throws -> T
+) async throws -> T {
+    let server = try await CannedServer.start()
+    let client = makeClient(server, logs: logs, configure: configure)
+    do {
+        let result = try await body(server, client)
+        try await client.shutdown()
+        try await server.stop()
+        return result
+    } catch {
+        try? await client.shutdown()
+        try? await server.stop()
+        throw error
+    }
+}
+
+/// A fresh folder under the temporary directory, removed by the caller.
+func temporaryFolder() throws -> String {
+    let path = NSTemporaryDirectory() + "zonefeed-ck-\(UUID().uuidString)"
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    return path
+}
+
+let emptyPage = #"{"records":[],"syncToken":"zone-token-1","moreComing":false}"#
