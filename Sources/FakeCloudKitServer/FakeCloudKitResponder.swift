@@ -1,0 +1,126 @@
+import CloudKitModel
+import Hummingbird
+import Logging
+
+/// The request context: Hummingbird's basics plus the client's address, since the admin
+/// endpoints answer loopback clients only.
+struct FakeServerContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+    let remoteIP: String?
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        remoteIP = source.channel.remoteAddress?.ipAddress
+    }
+}
+
+/// Turns HTTP requests into calls on the store and its replies into HTTP responses: the rotated
+/// web auth token header, injected delays, and the cut-short body.
+struct FakeCloudKitResponder: HTTPResponder {
+    typealias Context = FakeServerContext
+
+    let store: FakeCloudKitStore
+
+    static let maxBody = 16 << 20
+
+    struct CutShort: Error {}
+
+    func respond(to request: Request, context: Context) async throws -> Response {
+        let path = request.uri.path
+        let body: [UInt8]
+        do {
+            let buffer = try await request.body.collect(upTo: Self.maxBody)
+            body = Array(buffer.readableBytesView)
+        } catch {
+            return Self.response(.error(413, "BAD_REQUEST", "request body larger than \(Self.maxBody) bytes"))
+        }
+        if path == "/admin" || path.hasPrefix("/admin/") {
+            guard Self.isLoopback(context.remoteIP) else {
+                return Self.response(.adminError("admin endpoints answer loopback clients only", status: 403))
+            }
+            let reply = await store.handleAdmin(method: request.method.rawValue, path: path, body: body)
+            context.logger.debug("admin request", metadata: ["path": "\(path)", "status": "\(reply.status)"])
+            return Self.response(reply)
+        }
+        let query = Self.formDecode(request.uri.query)
+        let result = await store.handle(FakeCloudKitStore.CloudKitRequest(
+            method: request.method.rawValue, path: path, apiToken: query["ckAPIToken"],
+            webAuthToken: query["ckWebAuthToken"], body: body))
+        context.logger.debug("CloudKit request", metadata: [
+            "method": "\(request.method)", "path": "\(path)", "status": "\(result.reply.status)",
+        ])
+        if result.delayMilliseconds > 0 {
+            try await Task.sleep(for: .milliseconds(result.delayMilliseconds))
+        }
+        return Self.response(result.reply, rotatedToken: result.rotatedToken, cutShort: result.cutShort)
+    }
+
+    static func response(_ reply: Reply, rotatedToken: String? = nil, cutShort: Bool = false) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = reply.contentType
+        if let rotatedToken { headers[.init("X-Apple-CloudKit-Web-Auth-Token")!] = rotatedToken }
+        // Names were checked to be HTTP tokens when the fault was set (`isHeaderName`).
+        for header in reply.headers where isHeaderName(header.name) { headers[.init(header.name)!] = header.value }
+        let buffer = ByteBuffer(bytes: reply.body)
+        guard cutShort else {
+            return Response(status: .init(code: reply.status), headers: headers, body: ResponseBody(byteBuffer: buffer))
+        }
+        // The head promises the whole body; half of it is sent, then the connection is closed
+        // (an error thrown while writing the body makes Hummingbird close the channel).
+        let half = buffer.getSlice(at: 0, length: buffer.readableBytes / 2) ?? ByteBuffer()
+        return Response(
+            status: .init(code: reply.status), headers: headers,
+            body: ResponseBody(contentLength: buffer.readableBytes) { writer in
+                try await writer.write(half)
+                try await Task.sleep(for: .milliseconds(20))
+                throw CutShort()
+            })
+    }
+
+    static func isLoopback(_ ip: String?) -> Bool {
+        guard let ip else { return true }  // a Unix socket
+        return ip.hasPrefix("127.") || ip == "::1" || ip.hasPrefix("::ffff:127.")
+    }
+
+    /// `application/x-www-form-urlencoded` decoding of a query string: `+` is a space and
+    /// `%XX` a byte, which is why CloudKit asks for `+`, `/` and `=` to be percent-encoded.
+    static func formDecode(_ query: String?) -> [String: String] {
+        var out: [String: String] = [:]
+        guard let query else { return out }
+        for pair in query.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = percentDecode(parts[0])
+            if out[name] == nil { out[name] = parts.count > 1 ? percentDecode(parts[1]) : "" }
+        }
+        return out
+    }
+
+    static func percentDecode(_ text: Substring) -> String {
+        let utf8 = Array(text.utf8)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(utf8.count)
+        var i = 0
+        while i < utf8.count {
+            let c = utf8[i]
+            if c == UInt8(ascii: "+") {
+                bytes.append(UInt8(ascii: " "))
+            } else if c == UInt8(ascii: "%"), i + 2 < utf8.count, let hi = hexValue(utf8[i + 1]), let lo = hexValue(utf8[i + 2]) {
+                bytes.append(hi << 4 | lo)
+                i += 2
+            } else {
+                bytes.append(c)
+            }
+            i += 1
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,221 @@
+import CloudKitModel
+import Foundation
+
+/// The admin endpoints: JSON over `POST /admin/…` (and `GET /admin/state`), without
+/// authentication, answered only to loopback clients. Every body may name a `database`
+/// (`private`, the default, or `shared`); a zone is named by `zone` (its zoneName) and, when the
+/// name alone is ambiguous, `ownerRecordName`.
+///
+/// | endpoint | body | effect |
+/// |---|---|---|
+/// | `records/add` | `{zone, records: [record JSON]}` | appends records (or `{recordName, deleted: true}` entries, or per-record errors `{recordName, serverErrorCode, reason}`) to the zone's history; creates the zone if it does not exist |
+/// | `records/delete` | `{zone, recordNames: […]}` | appends deletions |
+/// | `zones/create` | `{zone}` | creates an empty zone (a no-op for a live one) |
+/// | `zones/delete`, `zones/purge` | `{zone}` | removes the zone: fetches answer 404 `ZONE_NOT_FOUND`, the database feed reports `deleted: true` (and `purged: true`) |
+/// | `zones/reset-encrypted-data` | `{zone}` | the database feed reports `encryptedDataReset: true`; the zone's tokens expire |
+/// | `zones/expire-tokens` | `{zone}` | every token issued so far for the zone is answered 400 `BAD_REQUEST` |
+/// | `auth/revoke` | `{initial: true}` or `{all: true}` | revokes the configured web auth tokens, or every token |
+/// | `auth/grant` | `{webAuthToken}` | accepts one more web auth token |
+/// | `user` | `{userRecordName}` | what `users/caller` answers from now on |
+/// | `faults/fail` | `{status: 503, count: 1, pathSuffix?, serverErrorCode?, reason?, retryAfter?, body?, headers?}` | the next `count` CloudKit requests (ending in `pathSuffix`, if set) get that status and a CloudKit error body (or `body` as given) |
+/// | `faults/throttle` | `{count: 1, retryAfter: 1, retryAfterHeader: false, pathSuffix?}` | 429 `THROTTLED` with `retryAfter`, and a `Retry-After` header (whole seconds, rounded up) when asked |
+/// | `faults/delay` | `{milliseconds, count?}` | delays the next `count` responses (every response, without `count`; 0 turns it off) |
+/// | `faults/cut` | `{count: 1, pathSuffix?}` | sends the real response's head with its full `Content-Length`, half the body, then closes the connection |
+/// | `faults/garbage` | `{count: 1, status: 200, pathSuffix?}` | answers with an HTML page instead of JSON |
+/// | `faults/clear` | `{}` | drops every pending fault and delay |
+/// | `state` (GET or POST) | | counts: requests served, faults served, zones with their history length and epoch, zone events |
+extension FakeCloudKitStore {
+    struct AdminBody: Decodable {
+        var database: String?
+        var zone: String?
+        var ownerRecordName: String?
+        var records: [RecordEntry]?
+        var recordNames: [String]?
+        // auth and user
+        var initial: Bool?
+        var all: Bool?
+        var webAuthToken: String?
+        var userRecordName: String?
+        // faults
+        var count: Int?
+        var pathSuffix: String?
+        var status: Int?
+        var serverErrorCode: String?
+        var reason: String?
+        var retryAfter: Double?
+        var retryAfterHeader: Bool?
+        var body: JSONValue?
+        var headers: [String: String]?
+        var milliseconds: Int?
+    }
+
+    func handleAdmin(method: String, path: String, body bytes: [UInt8]) -> Reply {
+        let operation = path.split(separator: "/").dropFirst().joined(separator: "/")
+        if operation == "state" {
+            return state()
+        }
+        guard method == "POST" else { return .adminError("admin endpoints take POST with a JSON body", status: 405) }
+        let body: AdminBody
+        do {
+            body = bytes.isEmpty ? AdminBody() : try JSONDecoder().decode(AdminBody.self, from: Data(bytes))
+        } catch {
+            return .adminError("the body is not the JSON this endpoint expects: \(error)")
+        }
+        let database = body.database ?? "private"
+        guard databases[database] != nil else { return .adminError("unknown database '\(database)' (private or shared)") }
+
+        switch operation {
+        case "records/add", "records/delete", "zones/create":
+            guard let zoneName = body.zone, !zoneName.isEmpty else { return .adminError("\(operation) needs a zone") }
+            let key: ZoneKey
+            if let existing = zoneKey(named: zoneName, owner: body.ownerRecordName, database: database) {
+                key = existing
+            } else {
+                let id = ZoneID(zoneName: zoneName, ownerRecordName: body.ownerRecordName ?? configuration.settings.owner, zoneType: "REGULAR_CUSTOM_ZONE")
+                createZone(id, database: database)
+                key = ZoneKey(id)
+            }
+            if operation == "records/add" {
+                append(body.records ?? [], to: key, database: database)
+            } else if operation == "records/delete" {
+                append((body.recordNames ?? []).map { .deleted(recordName: $0) }, to: key, database: database)
+            }
+            return zoneSummary(key, database: database)
+
+        case "zones/delete", "zones/purge", "zones/reset-encrypted-data", "zones/expire-tokens":
+            guard let zoneName = body.zone, let key = zoneKey(named: zoneName, owner: body.ownerRecordName, database: database) else {
+                return .adminError("no live zone '\(body.zone ?? "")' in the \(database) database", status: 404)
+            }
+            switch operation {
+            case "zones/delete": removeZone(key, database: database, kind: .deleted)
+            case "zones/purge": removeZone(key, database: database, kind: .purged)
+            case "zones/reset-encrypted-data":
+                databases[database]!.zones[key]!.epoch = newEpoch()
+                databases[database]!.events.append(ZoneEvent(zoneID: databases[database]!.zones[key]!.id, kind: .encryptedDataReset))
+            default:
+                databases[database]!.zones[key]!.epoch = newEpoch()
+            }
+            return .admin(.object(["ok": .bool(true)]))
+
+        case "auth/revoke":
+            if body.all == true {
+                initialTokens = []
+                issuedTokens = []
+            } else if body.initial == true {
+                initialTokens = []
+            } else {
+                return .adminError("auth/revoke needs {\"initial\": true} or {\"all\": true}")
+            }
+            return .admin(.object(["ok": .bool(true)]))
+
+        case "auth/grant":
+            guard let token = body.webAuthToken, !token.isEmpty else { return .adminError("auth/grant needs a webAuthToken") }
+            initialTokens.insert(token)
+            return .admin(.object(["ok": .bool(true)]))
+
+        case "user":
+            guard let name = body.userRecordName, !name.isEmpty else { return .adminError("user needs a userRecordName") }
+            userRecordName = name
+            return .admin(.object(["ok": .bool(true)]))
+
+        case "faults/fail", "faults/throttle", "faults/cut", "faults/garbage":
+            let count = body.count ?? 1
+            guard count >= 1 else { return .adminError("count must be at least 1") }
+            let action: Fault.Action
+            switch operation {
+            case "faults/fail":
+                let status = body.status ?? 503
+                guard (400...599).contains(status) else { return .adminError("status must be 400...599") }
+                var reply: Reply
+                if let given = body.body {
+                    reply = .admin(given, status: status)
+                } else {
+                    let code = body.serverErrorCode ?? Self.serverErrorCode(status: status)
+                    reply = .error(status, code, body.reason ?? "injected fault: \(code)", retryAfter: body.retryAfter)
+                }
+                if let bad = body.headers?.keys.first(where: { !isHeaderName($0) }) {
+                    return .adminError("'\(bad)' is not an HTTP header name")
+                }
+                reply.headers = (body.headers ?? [:]).sorted { $0.key < $1.key }.map { (name: $0.key, value: $0.value) }
+                action = .reply(reply)
+            case "faults/throttle":
+                let retryAfter = body.retryAfter ?? 1
+                var reply = Reply.error(429, "THROTTLED", body.reason ?? "request throttled: retry after \(retryAfter) s", retryAfter: retryAfter)
+                if body.retryAfterHeader == true {
+                    reply.headers = [(name: "Retry-After", value: String(Int(retryAfter.rounded(.up))))]
+                }
+                action = .reply(reply)
+            case "faults/cut":
+                action = .cutShort
+            default:
+                let html = "<html><head><title>502 Bad Gateway</title></head><body><h1>Bad Gateway</h1></body></html>\n"
+                action = .reply(Reply(status: body.status ?? 200, body: Array(html.utf8), contentType: "text/html; charset=UTF-8"))
+            }
+            faults.append(Fault(action: action, remaining: count, pathSuffix: body.pathSuffix))
+            return .admin(.object(["ok": .bool(true), "pendingFaults": .int(Int64(faults.count))]))
+
+        case "faults/delay":
+            guard let milliseconds = body.milliseconds, milliseconds >= 0 else { return .adminError("faults/delay needs milliseconds") }
+            delayMilliseconds = milliseconds
+            delayRemaining = body.count
+            return .admin(.object(["ok": .bool(true)]))
+
+        case "faults/clear":
+            faults = []
+            delayMilliseconds = 0
+            delayRemaining = nil
+            return .admin(.object(["ok": .bool(true)]))
+
+        default:
+            return .adminError("no admin endpoint \(operation)", status: 404)
+        }
+    }
+
+    static func serverErrorCode(status: Int) -> String {
+        switch status {
+        case 400: return "BAD_REQUEST"
+        case 401: return "AUTHENTICATION_FAILED"
+        case 403: return "ACCESS_DENIED"
+        case 404: return "NOT_FOUND"
+        case 409: return "CONFLICT"
+        case 412: return "VALIDATING_REFERENCE_ERROR"
+        case 413: return "QUOTA_EXCEEDED"
+        case 421: return "AUTHENTICATION_REQUIRED"
+        case 429: return "THROTTLED"
+        case 503: return "TRY_AGAIN_LATER"
+        default: return "INTERNAL_ERROR"
+        }
+    }
+
+    func zoneSummary(_ key: ZoneKey, database: String) -> Reply {
+        let zone = databases[database]!.zones[key]!
+        return .admin(.object([
+            "ok": .bool(true),
+            "zoneID": zone.id.json,
+            "historyLength": .int(Int64(zone.historyCount)),
+            "syncToken": .string(token(for: zone, database: database, position: zone.historyCount).encoded),
+        ]))
+    }
+
+    func state() -> Reply {
+        var dbs: [String: JSONValue] = [:]
+        for (name, db) in databases {
+            let zones: [JSONValue] = db.order.compactMap { db.zones[$0] }.map { zone in
+                .object([
+                    "zoneName": .string(zone.id.zoneName),
+                    "ownerRecordName": .string(zone.id.ownerRecordName),
+                    "historyLength": .int(Int64(zone.historyCount)),
+                    "epoch": .int(Int64(zone.epoch)),
+                ])
+            }
+            dbs[name] = .object(["zones": .array(zones), "zoneEvents": .int(Int64(db.events.count))])
+        }
+        return .admin(.object([
+            "requestsServed": .int(Int64(requestsServed)),
+            "faultsServed": .int(Int64(faultsServed)),
+            "pendingFaults": .int(Int64(faults.count)),
+            "userRecordName": .string(userRecordName),
+            "databases": .object(dbs),
+        ]))
+    }
+}

@@ -1,0 +1,345 @@
+import CloudKitModel
+import Foundation
+
+/// The CloudKit Web Services endpoints: `records/changes`, `changes/database`, `zones/list` and
+/// `users/caller`, answered with the JSON shapes of the reference (`cloudkit-web-services.md`).
+extension FakeCloudKitStore {
+    struct ZoneIDBody: Decodable {
+        var zoneName: String
+        var ownerRecordName: String?
+    }
+
+    struct RecordsChangesBody: Decodable {
+        var zoneID: ZoneIDBody?
+        var syncToken: String?
+        var resultsLimit: Int?
+        var desiredKeys: [String]?
+    }
+
+    struct DatabaseChangesBody: Decodable {
+        var syncToken: String?
+        var resultsLimit: Int?
+    }
+
+    /// What the responder hands over for one CloudKit request.
+    struct CloudKitRequest: Sendable {
+        var method: String
+        var path: String
+        var apiToken: String?
+        var webAuthToken: String?
+        var body: [UInt8]
+    }
+
+    /// What the responder sends back.
+    struct CloudKitResponse: Sendable {
+        var reply: Reply
+        var rotatedToken: String?
+        var cutShort = false
+        var delayMilliseconds = 0
+    }
+
+    /// Handles one request to `/database/1/…`, in this order: the path, authentication (and the
+    /// next web auth token), injected delays and faults, then the endpoint itself.
+    func handle(_ request: CloudKitRequest) -> CloudKitResponse {
+        requestsServed += 1
+        let parts = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        guard parts.count >= 6, parts[0] == "database", parts[1] == "1" else {
+            return CloudKitResponse(reply: .error(404, "NOT_FOUND", "no such endpoint: \(request.path)"))
+        }
+        let (container, environment, database) = (parts[2], parts[3], parts[4])
+        let operation = parts[5...].joined(separator: "/")
+
+        let rotated: String
+        switch authenticate(apiToken: request.apiToken, webAuthToken: request.webAuthToken) {
+        case .refused(let reply):
+            // No new token on an authentication failure: handing out a valid token with a 401
+            // would let a client that always keeps the newest token carry on as if signed in.
+            return CloudKitResponse(reply: reply)
+        case .accepted(let token):
+            rotated = token
+        }
+        var response = CloudKitResponse(reply: Reply(body: []), rotatedToken: rotated, delayMilliseconds: takeDelay())
+        switch takeFault(path: request.path) {
+        case .reply(let reply)?:
+            response.reply = reply
+            return response
+        case .cutShort?:
+            response.cutShort = true
+        case nil:
+            break
+        }
+        response.reply = route(
+            method: request.method, container: container, environment: environment, database: database,
+            operation: operation, body: request.body)
+        return response
+    }
+
+    func route(method: String, container: String, environment: String, database: String, operation: String, body: [UInt8]) -> Reply {
+        guard container == configuration.container else {
+            return .badRequest("unknown container '\(container)' (this server serves \(configuration.container))")
+        }
+        guard environment == configuration.environment else {
+            return .badRequest("unknown environment '\(environment)' (this server serves \(configuration.environment))")
+        }
+        guard database == "public" || databases[database] != nil else {
+            return .badRequest("unknown database '\(database)': use public, private or shared")
+        }
+        switch (operation, method) {
+        case ("users/caller", "GET"), ("users/current", "GET"):
+            guard database == "public" else {
+                return .badRequest("\(operation) is served under the public database: …/public/\(operation)")
+            }
+            return operation == "users/caller" ? usersCaller() : usersCurrent()
+        case ("records/changes", "POST"), ("changes/database", "POST"), ("zones/list", "GET"), ("zones/list", "POST"):
+            guard database != "public" else {
+                return .badRequest("\(operation) needs the private or shared database: the public database has no change feed")
+            }
+            switch operation {
+            case "records/changes":
+                guard let request = decode(RecordsChangesBody.self, from: body, emptyAs: nil) else {
+                    return .badRequest("records/changes: the body is not a JSON object with a zoneID")
+                }
+                return recordsChanges(database: database, request: request)
+            case "changes/database":
+                guard let request = decode(DatabaseChangesBody.self, from: body, emptyAs: DatabaseChangesBody()) else {
+                    return .badRequest("changes/database: the body is not a JSON object")
+                }
+                return databaseChanges(database: database, request: request)
+            default:
+                return zonesList(database: database)
+            }
+        case ("users/caller", _), ("users/current", _), ("records/changes", _), ("changes/database", _), ("zones/list", _):
+            return .error(405, "BAD_REQUEST", "\(operation) does not accept \(method)")
+        default:
+            return .error(404, "NOT_FOUND", "the fake server does not serve \(operation)")
+        }
+    }
+
+    func decode<T: Decodable>(_ type: T.Type, from body: [UInt8], emptyAs empty: T?) -> T? {
+        if body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return empty }
+        return try? JSONDecoder().decode(T.self, from: Data(body))
+    }
+
+    static func limit(_ requested: Int?) -> Int? {
+        let limit = requested ?? 200
+        return (1...200).contains(limit) ? limit : nil
+    }
+
+    // MARK: records/changes
+
+    func recordsChanges(database: String, request: RecordsChangesBody) -> Reply {
+        guard let requestedZone = request.zoneID else { return .badRequest("records/changes needs a zoneID") }
+        guard requestedZone.zoneName != "_defaultZone" else {
+            return .badRequest("records/changes needs a custom zone: _defaultZone has no change feed")
+        }
+        guard let limit = Self.limit(request.resultsLimit) else {
+            return .badRequest("resultsLimit must be between 1 and 200")
+        }
+        guard let key = zoneKey(named: requestedZone.zoneName, owner: requestedZone.ownerRecordName, database: database),
+              let zone = databases[database]!.zones[key]
+        else {
+            return .error(404, "ZONE_NOT_FOUND", "zone '\(requestedZone.zoneName)' does not exist in the \(database) database")
+        }
+        var position = zone.historyCount
+        var offset: Int? = 0
+        if let text = request.syncToken {
+            guard let token = SyncToken(encoded: text) else {
+                return .badRequest("malformed sync token: not a token this server issued")
+            }
+            guard token.kind == .zone, token.database == database, token.zoneName == zone.id.zoneName,
+                  token.ownerRecordName == zone.id.ownerRecordName
+            else {
+                return .badRequest("sync token belongs to another zone or database, not zone '\(zone.id.zoneName)'")
+            }
+            guard token.feed == feedTag, token.epoch == zone.epoch, token.position <= zone.historyCount else {
+                return .badRequest("sync token has expired (CHANGE_TOKEN_EXPIRED): refetch zone '\(zone.id.zoneName)' from a nil token")
+            }
+            position = token.position
+            offset = token.offset
+        }
+
+        var writer = JSONWriter(capacity: 64 * 1024)
+        writer.literal("{\"records\":[")
+        let desiredKeys = request.desiredKeys.map(Set.init)
+        let next: SyncToken
+        let moreComing: Bool
+        if let offset {
+            // A nil-token fetch, or a later page of one: the live records at `position`.
+            let live = snapshot(database: database, zone: zone, position: position)
+            guard offset <= live.count else { return .badRequest("malformed sync token: offset beyond its snapshot") }
+            let end = min(live.count, offset + limit)
+            for (i, record) in live[offset..<end].enumerated() {
+                if i > 0 { writer.literal(",") }
+                writer.write(record: record, zoneID: zone.id, desiredKeys: desiredKeys)
+            }
+            if end < live.count {
+                next = token(for: zone, database: database, position: position, offset: end)
+                moreComing = true
+            } else {
+                next = token(for: zone, database: database, position: position)
+                moreComing = position < zone.historyCount
+            }
+        } else {
+            let end = min(zone.historyCount, position + limit)
+            for (i, entry) in entries(of: zone, range: position..<end).enumerated() {
+                if i > 0 { writer.literal(",") }
+                writer.write(entry: entry, zoneID: zone.id, desiredKeys: desiredKeys)
+            }
+            next = token(for: zone, database: database, position: end)
+            moreComing = end < zone.historyCount
+        }
+        writer.literal("],\"syncToken\":")
+        writer.writeString(next.encoded)
+        writer.literal(",\"moreComing\":")
+        moreComing ? writer.literal("true") : writer.literal("false")
+        writer.literal(",\"reverse\":false}")
+        return Reply(body: writer.bytes)
+    }
+
+    func token(for zone: Zone, database: String, position: Int, offset: Int? = nil) -> SyncToken {
+        SyncToken(kind: .zone, feed: feedTag, database: database, zone: zone.id, epoch: zone.epoch, position: position, offset: offset)
+    }
+
+    // MARK: changes/database
+
+    func databaseChanges(database: String, request: DatabaseChangesBody) -> Reply {
+        guard let limit = Self.limit(request.resultsLimit) else {
+            return .badRequest("resultsLimit must be between 1 and 200")
+        }
+        let events = databases[database]!.events
+        var position = events.count
+        var offset: Int? = 0
+        if let text = request.syncToken {
+            guard let token = SyncToken(encoded: text) else {
+                return .badRequest("malformed sync token: not a token this server issued")
+            }
+            guard token.kind == .database, token.database == database else {
+                return .badRequest("sync token is not a \(database) database token (a zone token cannot be used here)")
+            }
+            guard token.feed == feedTag, token.position <= events.count else {
+                return .badRequest("database sync token has expired (CHANGE_TOKEN_EXPIRED): refetch from a nil token")
+            }
+            position = token.position
+            offset = token.offset
+        }
+        var entries: [ZoneEvent] = []
+        let next: SyncToken
+        let moreComing: Bool
+        if let offset {
+            // A nil-token fetch: the zones alive at `position`, all as changed.
+            let alive = aliveZones(events: events[..<position])
+            guard offset <= alive.count else { return .badRequest("malformed sync token: offset beyond its snapshot") }
+            let end = min(alive.count, offset + limit)
+            entries = alive[offset..<end].map { ZoneEvent(zoneID: $0, kind: .changed) }
+            if end < alive.count {
+                next = SyncToken(kind: .database, feed: feedTag, database: database, epoch: 0, position: position, offset: end)
+                moreComing = true
+            } else {
+                next = SyncToken(kind: .database, feed: feedTag, database: database, epoch: 0, position: position)
+                moreComing = position < events.count
+            }
+        } else {
+            // Events since the token, one entry per zone for a run of changes; a deletion
+            // replaces the zone's pending change, since there is nothing left to fetch.
+            var out: [ZoneEvent?] = []
+            var pendingChange: [ZoneKey: Int] = [:]
+            var count = 0
+            var i = position
+            while i < events.count {
+                let event = events[i]
+                let key = ZoneKey(event.zoneID)
+                if event.kind == .changed, pendingChange[key] != nil {
+                    i += 1
+                    continue
+                }
+                if count == limit { break }
+                if event.kind == .deleted || event.kind == .purged, let pending = pendingChange[key] {
+                    out[pending] = nil
+                    count -= 1
+                }
+                pendingChange[key] = event.kind == .changed ? out.count : nil
+                out.append(event)
+                count += 1
+                i += 1
+            }
+            entries = out.compactMap { $0 }
+            next = SyncToken(kind: .database, feed: feedTag, database: database, epoch: 0, position: i)
+            moreComing = i < events.count
+        }
+
+        var writer = JSONWriter(capacity: 256 + entries.count * 128)
+        writer.literal("{\"zones\":[")
+        for (i, entry) in entries.enumerated() {
+            if i > 0 { writer.literal(",") }
+            writer.literal("{\"zoneID\":")
+            writer.write(zoneID: entry.zoneID)
+            switch entry.kind {
+            case .changed: break
+            case .deleted: writer.literal(",\"deleted\":true")
+            // A purged zone is a deleted zone too: a client that knows only `deleted` (all REST
+            // documents) still drops it.
+            case .purged: writer.literal(",\"deleted\":true,\"purged\":true")
+            case .encryptedDataReset: writer.literal(",\"encryptedDataReset\":true")
+            }
+            writer.literal("}")
+        }
+        writer.literal("],\"syncToken\":")
+        writer.writeString(next.encoded)
+        writer.literal(",\"moreComing\":")
+        moreComing ? writer.literal("true}") : writer.literal("false}")
+        return Reply(body: writer.bytes)
+    }
+
+    /// The zones alive after the given events, in creation order.
+    func aliveZones(events: ArraySlice<ZoneEvent>) -> [ZoneID] {
+        var order: [ZoneID] = []
+        var alive: Set<ZoneKey> = []
+        for event in events {
+            let key = ZoneKey(event.zoneID)
+            switch event.kind {
+            case .changed:
+                if alive.insert(key).inserted { order.append(event.zoneID) }
+            case .deleted, .purged:
+                if alive.remove(key) != nil { order.removeAll { ZoneKey($0) == key } }
+            case .encryptedDataReset:
+                break
+            }
+        }
+        return order
+    }
+
+    // MARK: zones/list, users/caller
+
+    func zonesList(database: String) -> Reply {
+        let db = databases[database]!
+        var writer = JSONWriter(capacity: 256 + db.order.count * 256)
+        writer.literal("{\"zones\":[")
+        for (i, zone) in db.order.compactMap({ db.zones[$0] }).enumerated() {
+            if i > 0 { writer.literal(",") }
+            writer.literal("{\"zoneID\":")
+            writer.write(zoneID: zone.id)
+            writer.literal(",\"syncToken\":")
+            writer.writeString(token(for: zone, database: database, position: zone.historyCount).encoded)
+            writer.literal(",\"atomic\":true}")
+        }
+        writer.literal("]}")
+        return Reply(body: writer.bytes)
+    }
+
+    func usersCaller() -> Reply {
+        var writer = JSONWriter()
+        writer.literal("{\"users\":[{\"userRecordName\":")
+        writer.writeString(userRecordName)
+        writer.literal(",\"nameComponents\":{\"givenName\":\"Fake\",\"familyName\":\"User\"},\"lookupInfo\":{}}]}")
+        return Reply(body: writer.bytes)
+    }
+
+    /// The deprecated `users/current`: `{userRecordName, firstName, lastName}`.
+    func usersCurrent() -> Reply {
+        var writer = JSONWriter()
+        writer.literal("{\"userRecordName\":")
+        writer.writeString(userRecordName)
+        writer.literal(",\"firstName\":\"Fake\",\"lastName\":\"User\"}")
+        return Reply(body: writer.bytes)
+    }
+}

@@ -1,0 +1,317 @@
+import CloudKitModel
+import FakeCloudKit
+import Foundation
+import ZoneFeed
+
+/// The fake server's whole state, behind one actor so that every request sees a consistent
+/// history: the zones of each database with their append-only histories, the zone-event log of
+/// each database, the web auth tokens, the pending faults and the counters.
+///
+/// A zone's history is the generator's entries for the configured `FakeSettings` (computed on
+/// demand, never stored) followed by the entries added through the admin endpoints (or, with a
+/// scenario file, only the scenario's entries and the added ones).
+actor FakeCloudKitStore {
+    struct ZoneKey: Hashable, Sendable {
+        var owner: String
+        var name: String
+        init(_ id: ZoneID) {
+            owner = id.ownerRecordName
+            name = id.zoneName
+        }
+    }
+
+    struct Zone: Sendable {
+        var id: ZoneID
+        /// The generator zone whose entries open the history, if any.
+        var generatorIndex: Int?
+        var generatedCount: Int
+        var added: [RecordEntry] = []
+        /// Tokens carry the epoch they were issued in; a new incarnation of the zone, an
+        /// expiry or an encrypted-data reset moves the zone to a new epoch.
+        var epoch: Int
+        var historyCount: Int { generatedCount + added.count }
+    }
+
+    enum ZoneEventKind: String, Sendable { case changed, deleted, purged, encryptedDataReset }
+
+    struct ZoneEvent: Sendable {
+        var zoneID: ZoneID
+        var kind: ZoneEventKind
+    }
+
+    struct Database: Sendable {
+        /// Live zones, and their creation order.
+        var zones: [ZoneKey: Zone] = [:]
+        var order: [ZoneKey] = []
+        /// The database change feed: one event per zone creation, change, deletion, purge or reset.
+        var events: [ZoneEvent] = []
+    }
+
+    struct Fault: Sendable {
+        enum Action: Sendable {
+            case reply(Reply)
+            /// Send the real answer with its full Content-Length, then close mid-body.
+            case cutShort
+        }
+        var action: Action
+        var remaining: Int
+        var pathSuffix: String?
+    }
+
+    static let databaseNames = ["private", "shared"]
+    static let maxIssuedTokens = 20
+
+    let configuration: FakeCloudKitServer.Configuration
+    let feed: FakeFeed?
+    /// Identifies the data the server started from; every token carries it.
+    let feedTag: String
+    var databases: [String: Database] = [:]
+    var nextEpoch = 1
+    var userRecordName: String
+    var nextChangeTag = 1
+
+    var initialTokens: Set<String>
+    var issuedTokens: [String] = []
+    var faults: [Fault] = []
+    var delayMilliseconds = 0
+    var delayRemaining: Int?
+
+    var requestsServed = 0
+    var faultsServed = 0
+
+    /// Recent snapshots of live records, by zone incarnation and history position: a nil-token
+    /// fetch pages through one snapshot, and recomputing it for every page would be quadratic.
+    struct SnapshotKey: Hashable {
+        var database: String
+        var zone: ZoneKey
+        var epoch: Int
+        var position: Int
+    }
+    var snapshots: [SnapshotKey: [Record]] = [:]
+    var snapshotOrder: [SnapshotKey] = []
+
+    // Async, so that the initializer is isolated to the actor once every property is set and
+    // may call `createZone` (SE-0327).
+    init(configuration: FakeCloudKitServer.Configuration) async throws {
+        self.configuration = configuration
+        userRecordName = configuration.userRecordName
+        initialTokens = Set(configuration.webAuthTokens)
+        for name in Self.databaseNames { databases[name] = Database() }
+        if let path = configuration.scenarioFile {
+            let scenario = try Scenario.load(path: path)
+            feed = nil
+            feedTag = "s" + String(scenario.fingerprint, radix: 16)
+            if let user = scenario.userRecordName { userRecordName = user }
+            for zone in scenario.zones {
+                let database = zone.database ?? "private"
+                guard databases[database] != nil else {
+                    throw Scenario.Error(path: path, message: "zone \(zone.zoneName): unknown database '\(database)' (private or shared)")
+                }
+                let id = ZoneID(zoneName: zone.zoneName, ownerRecordName: zone.ownerRecordName ?? configuration.settings.owner, zoneType: "REGULAR_CUSTOM_ZONE")
+                if databases[database]!.zones[ZoneKey(id)] == nil { createZone(id, database: database) }
+                append(zone.records ?? [], to: ZoneKey(id), database: database)
+            }
+        } else {
+            let feed = FakeFeed(settings: configuration.settings)
+            self.feed = feed
+            let s = configuration.settings
+            feedTag = "g" + String(Fingerprint.of("\(s.seed)/\(s.zones)/\(s.recordsPerZone)/\(s.pageSize)/\(s.badRecordEvery ?? 0)/\(s.owner)"), radix: 16)
+            for index in 0..<s.zones {
+                createZone(feed.zoneID(index), database: "private", generatorIndex: index, generatedCount: feed.entriesPerZone)
+            }
+        }
+    }
+
+    // MARK: Zones and history
+
+    @discardableResult
+    func createZone(_ id: ZoneID, database: String, generatorIndex: Int? = nil, generatedCount: Int = 0) -> Zone {
+        var id = id
+        if id.zoneType == nil { id.zoneType = "REGULAR_CUSTOM_ZONE" }
+        let zone = Zone(id: id, generatorIndex: generatorIndex, generatedCount: generatedCount, epoch: newEpoch())
+        databases[database]!.zones[ZoneKey(id)] = zone
+        databases[database]!.order.append(ZoneKey(id))
+        databases[database]!.events.append(ZoneEvent(zoneID: id, kind: .changed))
+        return zone
+    }
+
+    func newEpoch() -> Int {
+        defer { nextEpoch += 1 }
+        return nextEpoch
+    }
+
+    /// The zone a request names: `ownerRecordName` may be left out (or `__defaultOwner__`), as
+    /// CloudKit then means the caller's zone.
+    func zoneKey(named name: String, owner: String?, database: String) -> ZoneKey? {
+        guard let db = databases[database] else { return nil }
+        if let owner, owner != ZoneID.defaultOwner {
+            let key = ZoneKey(ZoneID(zoneName: name, ownerRecordName: owner))
+            return db.zones[key] == nil ? nil : key
+        }
+        return db.order.first { $0.name == name && db.zones[$0] != nil }
+    }
+
+    /// Entries `range` of a zone's history.
+    func entries(of zone: Zone, range: Range<Int>) -> [RecordEntry] {
+        var out: [RecordEntry] = []
+        out.reserveCapacity(range.count)
+        let generatedEnd = min(range.upperBound, zone.generatedCount)
+        if range.lowerBound < generatedEnd, let feed, let index = zone.generatorIndex {
+            out += feed.entries(zone: index, range: range.lowerBound..<generatedEnd)
+        }
+        let addedStart = max(range.lowerBound, zone.generatedCount) - zone.generatedCount
+        let addedEnd = range.upperBound - zone.generatedCount
+        if addedStart < addedEnd { out += zone.added[addedStart..<addedEnd] }
+        return out
+    }
+
+    /// The live records at a history position: the latest version of every record not deleted
+    /// since, in the order they were first created. Positions never change once written (the
+    /// history is append-only), so a snapshot can always be recomputed from its token.
+    func snapshot(database: String, zone: Zone, position: Int) -> [Record] {
+        let key = SnapshotKey(database: database, zone: ZoneKey(zone.id), epoch: zone.epoch, position: position)
+        if let cached = snapshots[key] { return cached }
+        var slots: [Record?] = []
+        var slotOf: [String: Int] = [:]
+        var start = 0
+        while start < position {
+            let end = min(position, start + 4096)
+            for entry in entries(of: zone, range: start..<end) {
+                switch entry {
+                case .record(let record):
+                    if let slot = slotOf[record.recordName] {
+                        slots[slot] = record
+                    } else {
+                        slotOf[record.recordName] = slots.count
+                        slots.append(record)
+                    }
+                case .deleted(let name):
+                    if let slot = slotOf.removeValue(forKey: name) { slots[slot] = nil }
+                case .error:
+                    break
+                }
+            }
+            start = end
+        }
+        let records = slots.compactMap { $0 }
+        snapshots[key] = records
+        snapshotOrder.append(key)
+        if snapshotOrder.count > 16 { snapshots[snapshotOrder.removeFirst()] = nil }
+        return records
+    }
+
+    /// Appends entries to a zone's history; records get the zone's ID and, when missing, a
+    /// change tag, a modification stamp of now, and the creation stamp of the live record they
+    /// update (or now, for a new record).
+    func append(_ newEntries: [RecordEntry], to key: ZoneKey, database: String) {
+        guard var zone = databases[database]!.zones[key], !newEntries.isEmpty else { return }
+        let original = zone
+        let now = RecordStamp(timestamp: Int64(Date().timeIntervalSince1970 * 1000), userRecordName: userRecordName, deviceID: "fake-server")
+        // Creation stamps of the live records, needed only when an added record has none.
+        var createdStamps: [String: RecordStamp?] = [:]
+        if newEntries.contains(where: { if case .record(let r) = $0 { r.created == nil } else { false } }) {
+            let live = snapshot(database: database, zone: original, position: original.historyCount)
+            createdStamps = Dictionary(live.map { ($0.recordName, $0.created) }, uniquingKeysWith: { $1 })
+        }
+        for entry in newEntries {
+            guard case .record(var record) = entry else {
+                if case .deleted(let name) = entry { createdStamps[name] = .some(nil) }
+                zone.added.append(entry)
+                continue
+            }
+            record.zoneID = zone.id
+            if record.recordChangeTag == nil {
+                record.recordChangeTag = "fk" + String(nextChangeTag, radix: 36)
+                nextChangeTag += 1
+            }
+            if record.created == nil { record.created = (createdStamps[record.recordName] ?? nil) ?? now }
+            createdStamps[record.recordName] = .some(record.created)
+            if record.modified == nil { record.modified = now }
+            zone.added.append(.record(record))
+        }
+        databases[database]!.zones[key] = zone
+        databases[database]!.events.append(ZoneEvent(zoneID: zone.id, kind: .changed))
+    }
+
+    /// Removes a zone (deleted or purged) and records the event.
+    func removeZone(_ key: ZoneKey, database: String, kind: ZoneEventKind) {
+        guard let zone = databases[database]!.zones.removeValue(forKey: key) else { return }
+        databases[database]!.order.removeAll { $0 == key }
+        databases[database]!.events.append(ZoneEvent(zoneID: zone.id, kind: kind))
+        snapshotOrder.removeAll { $0.zone == key && $0.database == database }
+        snapshots = snapshots.filter { !($0.key.zone == key && $0.key.database == database) }
+    }
+
+    // MARK: Authentication
+
+    enum Authentication {
+        case accepted(rotatedToken: String)
+        case refused(Reply)
+    }
+
+    /// Checks the API token and web auth token of a request and, when they are good, issues the
+    /// next web auth token.
+    func authenticate(apiToken: String?, webAuthToken: String?) -> Authentication {
+        guard let apiToken, apiToken == configuration.apiToken else {
+            return .refused(.error(401, "AUTHENTICATION_FAILED", apiToken == nil ? "missing ckAPIToken" : "unknown API token (ckAPIToken)"))
+        }
+        guard let webAuthToken, !webAuthToken.isEmpty else {
+            return .refused(.error(421, "AUTHENTICATION_REQUIRED", "request needs a user context: sign in and pass ckWebAuthToken", redirectURL: configuration.redirectURL))
+        }
+        guard initialTokens.contains(webAuthToken) || issuedTokens.contains(webAuthToken) else {
+            return .refused(.error(401, "AUTHENTICATION_FAILED", "web auth token (ckWebAuthToken) is unknown, expired or revoked"))
+        }
+        return .accepted(rotatedToken: issueToken())
+    }
+
+    func issueToken() -> String {
+        // 32 random bytes: 44 base64 characters ending in `=`, with `+` and `/` more often than
+        // not, as in real tokens, so a client that does not URL-encode them is caught. The
+        // prefix (with its `+`) makes the fake's tokens easy to recognise.
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let token = "fake+" + Base64.encode(bytes)
+        issuedTokens.append(token)
+        if issuedTokens.count > Self.maxIssuedTokens { issuedTokens.removeFirst(issuedTokens.count - Self.maxIssuedTokens) }
+        return token
+    }
+
+    // MARK: Faults
+
+    func takeFault(path: String) -> Fault.Action? {
+        guard let index = faults.firstIndex(where: { fault in fault.remaining > 0 && (fault.pathSuffix.map { path.hasSuffix($0) } ?? true) })
+        else { return nil }
+        faults[index].remaining -= 1
+        let action = faults[index].action
+        if faults[index].remaining <= 0 { faults.remove(at: index) }
+        faultsServed += 1
+        return action
+    }
+
+    func takeDelay() -> Int {
+        guard delayMilliseconds > 0 else { return 0 }
+        if let remaining = delayRemaining {
+            if remaining <= 1 {
+                delayRemaining = nil
+                defer { delayMilliseconds = 0 }
+                return delayMilliseconds
+            }
+            delayRemaining = remaining - 1
+        }
+        return delayMilliseconds
+    }
+}
+
+/// FNV-1a, 64 bits: a stable fingerprint (Swift's `Hasher` is seeded per process).
+enum Fingerprint {
+    static func of(_ text: String) -> UInt64 { of(Array(text.utf8)) }
+
+    static func of(_ bytes: [UInt8]) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in bytes {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01B3
+        }
+        return hash
+    }
+}
