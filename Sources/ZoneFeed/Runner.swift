@@ -119,11 +119,21 @@ public struct Runner: Sendable {
             zones = named
         } else {
             var token = try await destination.databaseCheckpoint()
+            var fetchToken = token
             var modified: [ZoneID] = []
             var deleted: [ZoneDeletion] = []
             while true {
                 try Task.checkCancellation()
-                let page = try await source.fetchDatabaseChanges(since: token)
+                let page: DatabaseChangePage
+                do {
+                    page = try await source.fetchDatabaseChanges(since: fetchToken)
+                } catch let error as SourceError where error.code == .changeTokenExpired && fetchToken != nil {
+                    // Rediscover every zone from the beginning of the database feed; the zones
+                    // keep their own tokens, so nothing is refetched that need not be.
+                    logger.warning("the database change token is no longer accepted; rediscovering zones", metadata: ["error": "\(error.message)"])
+                    fetchToken = nil
+                    continue
+                }
                 // Deletions are applied in the transaction that stores the database token, so a
                 // crash can never advance the token past a deletion that was not applied.
                 guard let outcome = try await destination.applyDatabaseChanges(page, after: token, runID: runID) else {
@@ -137,6 +147,7 @@ public struct Runner: Sendable {
                 deleted += page.deletedZones
                 if !page.moreComing || page.syncToken == token { break }
                 token = page.syncToken
+                fetchToken = page.syncToken
             }
             await events(.fetchedDatabaseChanges(modified: modified, deleted: deleted))
             for deletion in deleted {

@@ -3,6 +3,7 @@ import FakeCloudKit
 import Foundation
 import Logging
 import ZoneFeed
+import ZoneFeedCloudKit
 import ZoneFeedPostgres
 
 /// What every command that reads a pipeline shares: the file, the logs, and the destination
@@ -67,13 +68,27 @@ struct PipelineOptions: ParsableArguments {
         }
     }
 
-    func makeSource(_ pipeline: Pipeline) throws -> any ChangeSource {
+    /// Runs `body` with the pipeline's source, shut down on every path.
+    func withSource<T>(_ pipeline: Pipeline, logger: Logger, _ body: (any ChangeSource) async throws -> T) async throws -> T {
         switch pipeline.source {
         case .fake(let settings):
-            return FakeSource(settings: settings)
-        case .cloudKit:
-            FileHandle.standardError.write(Data("\(pipelineFile): source.cloudkit is not available in this build yet; use source.fake\n".utf8))
-            throw Exit.usage
+            return try await body(FakeSource(settings: settings))
+        case .cloudKit(let settings):
+            let source: CloudKitSource
+            do {
+                source = try CloudKitSource(settings: settings, logger: logger)
+            } catch {
+                logger.error("\(error)")
+                throw Exit.usage
+            }
+            do {
+                let value = try await body(source)
+                try? await source.shutdown()
+                return value
+            } catch {
+                try? await source.shutdown()
+                throw error
+            }
         }
     }
 }

@@ -27,30 +27,31 @@ struct RunCommand: AsyncParsableCommand {
             logger[metadataKey: "pipeline"] = "\(pipeline.name)"
             return logger
         }()
-        let source = try options.makeSource(pipeline)
         let showProgress = progress == .always || (progress == .auto && Terminal.shared.isTTY)
         let progressLine = Progress(enabled: showProgress)
 
-        let (summary, failure, signal) = try await options.withDestination(pipeline, logger: logger) { conninfo in
-            let destination = PostgresDestination(pipeline: pipeline, conninfo: conninfo, logger: logger)
-            let runner = Runner(
-                configuration: .init(pipeline: pipeline.name, commitEvery: pipeline.destination.commitEvery, zoneFilter: zones),
-                source: source, destination: destination, logger: logger,
-                events: { event in
-                    await progressLine.handle(event)
-                    RunCommand.log(event, logger: logger)
-                })
-            // The watcher is in place before the run starts, so no signal finds the default action.
-            let cancellation = RunCancellation()
-            let watcher = SignalWatcher { _ in cancellation.cancel() }
-            let task = Task { try await runner.run() }
-            cancellation.attach(task)
-            let result = await task.result
-            await destination.close()
-            switch result {
-            case .success(let summary): return (summary as RunSummary?, nil as RunError?, watcher.exitCode)
-            case .failure(let error as RunError): return (error.summary, error, watcher.exitCode)
-            case .failure(let error): return (nil, RunError(.failed, summary: nil, message: "\(error)"), watcher.exitCode)
+        let (summary, failure, signal) = try await options.withSource(pipeline, logger: logger) { source in
+            try await options.withDestination(pipeline, logger: logger) { conninfo in
+                let destination = PostgresDestination(pipeline: pipeline, conninfo: conninfo, logger: logger)
+                let runner = Runner(
+                    configuration: .init(pipeline: pipeline.name, commitEvery: pipeline.destination.commitEvery, zoneFilter: zones),
+                    source: source, destination: destination, logger: logger,
+                    events: { event in
+                        await progressLine.handle(event)
+                        RunCommand.log(event, logger: logger)
+                    })
+                // The watcher is in place before the run starts, so no signal finds the default action.
+                let cancellation = RunCancellation()
+                let watcher = SignalWatcher { _ in cancellation.cancel() }
+                let task = Task { try await runner.run() }
+                cancellation.attach(task)
+                let result = await task.result
+                await destination.close()
+                switch result {
+                case .success(let summary): return (summary as RunSummary?, nil as RunError?, watcher.exitCode)
+                case .failure(let error as RunError): return (error.summary, error, watcher.exitCode)
+                case .failure(let error): return (nil, RunError(.failed, summary: nil, message: "\(error)"), watcher.exitCode)
+                }
             }
         }
         Terminal.shared.endProgress()

@@ -25,7 +25,7 @@ import ZoneFeed
             usleep(UInt32.random(in: 0...250_000))
             running.signal(SIGKILL)
             if running.wait().status == SIGKILL { kills += 1 }
-            try await waitForSessionsToEnd(p)
+            try await p.waitForSessionsToEnd()
         }
         let final = try zonefeed.run(["run", file, "--progress", "never"])
         #expect(final.status == 0, "\(final.stderr)")
@@ -40,16 +40,5 @@ import ZoneFeed
         #expect(snapshot.rejects.count == expected.rejects)
         #expect(snapshot.tombstonesByReason["deleted"] == expected.tombstones)
         #expect(!snapshot.runStatuses.contains("running"), "killed runs are recorded as failed by the next run")
-    }
-
-    /// A killed client's session ends when the server notices; until then it still holds its zones.
-    func waitForSessionsToEnd(_ p: FakePipeline) async throws {
-        for _ in 0..<100 {
-            let count = try Connection.withConnection(p.url) { c in
-                try c.query("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", ["zonefeed/\(p.name)"]).scalar
-            }
-            if count == "0" { return }
-            try await Task.sleep(for: .milliseconds(100))
-        }
     }
 }

@@ -18,6 +18,13 @@ public struct FakePipeline: Sendable {
     public var unknownRecordTypes = "skip"
     /// Record types to map; the default maps all three fake types.
     public var mappedTypes: [String] = FakeFeed.recordTypes
+    /// When set, the pipeline reads the fake feed over HTTP from `zonefeed fake-server` at this
+    /// URL with the real CloudKit client, instead of in process.
+    public var serverURL: String?
+    public var webAuthToken = "fake-web-auth-token"
+    /// Where the rotated web auth token is kept (relative to the working directory).
+    public var webAuthTokenFile = "web-auth-token"
+    public var retryBudgetSeconds = 30
 
     public init(prefix: String, fake: FakeSettings) throws {
         name = TestDatabase.uniqueName(prefix)
@@ -50,15 +57,34 @@ public struct FakePipeline: Sendable {
         if mappedTypes.contains("Note") { types += "  Note:\n    table: notes\n    fields:\n\(Self.noteFields)\n" }
         if mappedTypes.contains("Folder") { types += "  Folder:\n    table: folders\n    fields:\n      name: text\n      color: bigint\n      parent: text\n" }
         if mappedTypes.contains("Tag") { types += "  Tag:\n    table: tags\n" }
-        return """
-            pipeline: \(name)
-            source:
+        let source = serverURL.map { url in
+            """
+              cloudkit:
+                baseURL: \(url)
+                container: iCloud.com.example.fake
+                environment: development
+                database: private
+                zones: all
+                resultsLimit: \(fake.pageSize)
+                retryBudgetSeconds: \(retryBudgetSeconds)
+                auth:
+                  apiToken: fake-api-token
+                  webAuthToken: ${ZONEFEED_TEST_WEB_AUTH_TOKEN}
+                  webAuthTokenFile: \(webAuthTokenFile)
+
+            """
+        } ?? """
               fake:
                 seed: \(fake.seed)
                 zones: \(fake.zones)
                 recordsPerZone: \(fake.recordsPerZone)
                 pageSize: \(fake.pageSize)
-            \(fake.badRecordEvery.map { "    badRecordEvery: \($0)\n" } ?? "")destination:
+            \(fake.badRecordEvery.map { "    badRecordEvery: \($0)\n" } ?? "")
+            """
+        return """
+            pipeline: \(name)
+            source:
+            \(source)destination:
               url: ${ZONEFEED_TEST_URL}
               schema: \(schema)
               deletes: \(deletes)
@@ -70,7 +96,7 @@ public struct FakePipeline: Sendable {
             """
     }
 
-    public var environment: [String: String] { ["ZONEFEED_TEST_URL": url] }
+    public var environment: [String: String] { ["ZONEFEED_TEST_URL": url, "ZONEFEED_TEST_WEB_AUTH_TOKEN": webAuthToken] }
 
     public func pipeline() throws -> Pipeline {
         try Pipeline.parse(yaml: yaml, filePath: "\(name).yml", environment: environment)
@@ -124,4 +150,15 @@ public struct FakePipeline: Sendable {
         return beyond
     }
 
+
+    /// A killed client's session ends when the server notices; until then it still holds its zones.
+    public func waitForSessionsToEnd() async throws {
+        for _ in 0..<100 {
+            let count = try Connection.withConnection(url) { c in
+                try c.query("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", ["zonefeed/\(name)"]).scalar
+            }
+            if count == "0" { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+    }
 }

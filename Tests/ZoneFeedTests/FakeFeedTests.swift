@@ -1,3 +1,4 @@
+import Foundation
 import CloudKitModel
 import FakeCloudKit
 import Testing
@@ -85,5 +86,18 @@ import ZoneFeed
 extension ZoneChangePage: Equatable {
     public static func == (a: ZoneChangePage, b: ZoneChangePage) -> Bool {
         a.entries == b.entries && a.syncToken == b.syncToken && a.moreComing == b.moreComing
+    }
+}
+
+@Suite struct FieldValueDecodingTests {
+    @Test func negativeZeroAndInt64ExtremesSurviveTheWireForm() throws {
+        let json = #"{"a":{"type":"DOUBLE","value":-0.0},"b":{"type":"INT64","value":-9223372036854775808},"c":{"type":"DOUBLE_LIST","value":[-0.0,1]},"d":{"type":"INT64","value":"9007199254740993"}}"#
+        let fields = try JSONDecoder().decode([String: FieldValue].self, from: Data(json.utf8))
+        guard case .double(let a) = fields["a"] else { Issue.record("not a double"); return }
+        #expect(a == 0 && a.sign == .minus)
+        #expect(fields["b"] == .int64(.min))
+        #expect(fields["d"] == .int64(9_007_199_254_740_993), "numbersAsStrings form")
+        guard case .list(_, let items) = fields["c"], case .double(let first) = items.first else { Issue.record("not a list"); return }
+        #expect(first.sign == .minus)
     }
 }

@@ -1,0 +1,240 @@
+import CloudKitModel
+import FakeCloudKit
+import Foundation
+import LibPQ
+import Testing
+import TestSupport
+import ZoneFeed
+
+/// The real CloudKit client, in the built binary, against `zonefeed fake-server` over loopback,
+/// into a real PostgreSQL.
+@Suite struct CloudKitEndToEndTests {
+    struct Setup {
+        var p: FakePipeline
+        let zonefeed: ZonefeedBinary
+        let server: FakeServerProcess
+        var file: String
+
+        init(_ prefix: String, fake: FakeSettings, configure: (inout FakePipeline) -> Void = { _ in }) throws {
+            p = try FakePipeline(prefix: prefix, fake: fake)
+            zonefeed = try ZonefeedBinary(environment: p.environment)
+            server = try FakeServerProcess(zonefeed, seed: fake.seed, zones: fake.zones, recordsPerZone: fake.recordsPerZone)
+            p.serverURL = server.url
+            configure(&p)
+            file = try p.write(to: zonefeed.directory)
+        }
+
+        func run(_ extra: [String] = []) throws -> ZonefeedBinary.Output {
+            var z = zonefeed
+            z.environment.merge(p.environment) { _, new in new }
+            return try z.run(["run", file, "--progress", "never"] + extra)
+        }
+
+        func stop() {
+            server.stop()
+            zonefeed.remove()
+        }
+
+        /// A nil-token fetch is a snapshot of the live records: the rows equal the live part of
+        /// the expected state, and nothing else.
+        func liveDifferences() throws -> [String] {
+            let expected = p.expected()
+            let snapshot = try DestinationSnapshot.read(p)
+            var out: [String] = []
+            for (key, row) in expected.rows where !row.deleted {
+                let found = snapshot.rows[key]
+                if found?.changeTag != row.record.recordChangeTag || found?.deleted != false {
+                    out.append("\(key.recordName): expected \(row.record.recordChangeTag ?? "-"), found \(found.map(\.description) ?? "no row")")
+                }
+            }
+            for key in snapshot.rows.keys where expected.rows[key].map({ $0.deleted }) ?? true {
+                out.append("\(key.recordName): not live at the source, but has a row")
+            }
+            return Array(out.prefix(10))
+        }
+    }
+
+    @Test func backfillAndIncrementalRunsOverHTTPMatchTheSourceColumnByColumn() async throws {
+        let s = try Setup("httpfeed", fake: FakeSettings(seed: 51, zones: 2, recordsPerZone: 1_500))
+        defer { s.stop() }
+        let first = try s.run()
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(try s.liveDifferences() == [])
+        let columns = try NoteColumns.differences(s.p, expected: s.p.expected())
+        #expect(columns == [], "\(columns)")
+
+        // An incremental run brings a new record with every field type, an update and a deletion.
+        let expected = s.p.expected()
+        let live = expected.rows.filter { !$0.value.deleted && $0.key.zoneName == "Zone01" }.sorted { $0.key < $1.key }
+        var updated = live[0].value.record
+        updated.recordChangeTag = "updated-1"
+        updated.fields["title"] = .string("Edited over HTTP ✓")
+        let fresh = Record(
+            recordName: "FRESH-1", recordType: "Note", recordChangeTag: "fresh-1",
+            fields: [
+                "title": .string("naïve café 日本語"), "wordCount": .int64(9_007_199_254_740_993), "rating": .double(-2.5),
+                "editedAt": .timestamp(-62_135_596_800_000), "thumbnail": .bytes("AAECAw=="),
+                "folder": .reference(Reference(recordName: "FOLDER-1")),
+                "attachment": .asset(tag: "ASSETID", .object(["fileChecksum": .string("abc"), "size": .int(12)])),
+                "place": .location(.object(["latitude": .double(1.5), "longitude": .double(-3)])),
+                "tags": .list(tag: "STRING_LIST", [.string("a"), .string("b\"c")]),
+                "counts": .list(tag: "INT64_LIST", [.int64(.min), .int64(.max)]),
+                "scores": .list(tag: "DOUBLE_LIST", [.double(0.5)]),
+                "reminders": .list(tag: "TIMESTAMP_LIST", [.timestamp(1_700_000_000_123)]),
+                "chunks": .list(tag: "BYTES_LIST", [.bytes("/w==")]),
+                "related": .list(tag: "REFERENCE_LIST", [.reference(Reference(recordName: "R-9"))]),
+                "mystery": .unknown(tag: "FUTURE_TYPE", .object(["x": .int(1)])),
+            ],
+            created: RecordStamp(timestamp: 1_700_000_000_000, userRecordName: "_u1"),
+            modified: RecordStamp(timestamp: 1_700_000_000_500, userRecordName: "_u2"))
+        try await s.server.admin("records/add", ["zone": "Zone01", "records": try FakeServerProcess.wire([updated, fresh])])
+        try await s.server.admin("records/delete", ["zone": "Zone01", "recordNames": [live[1].key.recordName]])
+
+        let second = try s.run()
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(second.stdout.contains("2 upserted, 1 tombstoned"), "\(second.stdout)")
+        let row = try Connection.withConnection(s.p.url) { c in
+            try c.query("""
+                SELECT title, word_count::text, rating::text, (extract(epoch FROM edited_at) * 1000)::bigint::text, encode(thumbnail, 'hex'),
+                       folder, attachment->>'size', place->>'latitude', array_to_string(tags, '|'), array_to_string(counts, ','),
+                       array_to_string(chunks, ','), array_to_string(related_notes, ','), fields->'mystery'->>'type'
+                FROM \(quoteIdentifier(s.p.schema)).notes WHERE record_name = 'FRESH-1'
+                """).rows.first
+        }
+        #expect(row == ["naïve café 日本語", "9007199254740993", "-2.5", "-62135596800000", "00010203", "FOLDER-1", "12", "1.5",
+                        "a|b\"c", "-9223372036854775808,9223372036854775807", "\\xff", "R-9", "FUTURE_TYPE"])
+        let after = try DestinationSnapshot.read(s.p)
+        let key = ExpectedState.Key(zoneName: "Zone01", recordName: updated.recordName)
+        #expect(after.rows[key]?.changeTag == "updated-1")
+        #expect(after.rows[live[1].key]?.deleted == true)
+        #expect(after.tombstonesByReason["deleted"] == 1)
+    }
+
+    @Test func aDeletedRecordThatIsCreatedAgainComesBackToLife() async throws {
+        let s = try Setup("recreate", fake: FakeSettings(seed: 53, zones: 1, recordsPerZone: 300))
+        defer { s.stop() }
+        #expect(try s.run().status == 0)
+        let name = s.p.expected().rows.first { !$0.value.deleted }!.key.recordName
+        try await s.server.admin("records/delete", ["zone": "Zone01", "recordNames": [name]])
+        #expect(try s.run().status == 0)
+        let key = ExpectedState.Key(zoneName: "Zone01", recordName: name)
+        #expect(try DestinationSnapshot.read(s.p).rows[key]?.deleted == true)
+
+        let again = Record(recordName: name, recordType: "Tag", recordChangeTag: "reborn", fields: ["label": .string("again")])
+        try await s.server.admin("records/add", ["zone": "Zone01", "records": try FakeServerProcess.wire([again])])
+        #expect(try s.run().status == 0)
+        let row = try DestinationSnapshot.read(s.p).rows[key]
+        #expect(row?.deleted == false && row?.changeTag == "reborn")
+    }
+
+    @Test func deletedAndPurgedZonesAreTombstonedAndRemoved() async throws {
+        let s = try Setup("zones", fake: FakeSettings(seed: 55, zones: 3, recordsPerZone: 400))
+        defer { s.stop() }
+        #expect(try s.run().status == 0)
+        let before = try DestinationSnapshot.read(s.p)
+        let liveIn = { (zone: String) in before.rows.filter { $0.key.zoneName == zone && !$0.value.deleted }.count }
+
+        try await s.server.admin("zones/delete", ["zone": "Zone01"])
+        try await s.server.admin("zones/purge", ["zone": "Zone02"])
+        let output = try s.run()
+        #expect(output.status == 0, "\(output.stderr)")
+
+        let after = try DestinationSnapshot.read(s.p)
+        #expect(after.tombstonesByReason["zone_deleted"] == liveIn("Zone01"))
+        #expect(after.tombstonesByReason["zone_purged"] == liveIn("Zone02"))
+        #expect(after.rows.filter { $0.key.zoneName == "Zone01" }.allSatisfy { $0.value.deleted })
+        #expect(!after.rows.keys.contains { $0.zoneName == "Zone02" })
+        #expect(after.rows.filter { $0.key.zoneName == "Zone03" } == before.rows.filter { $0.key.zoneName == "Zone03" })
+    }
+
+    @Test func aTokenExpiredWhileRecordsWereDeletedIsResyncedAndTheyAreSwept() async throws {
+        let s = try Setup("expire", fake: FakeSettings(seed: 57, zones: 1, recordsPerZone: 600))
+        defer { s.stop() }
+        #expect(try s.run().status == 0)
+        let gone = s.p.expected().rows.filter { !$0.value.deleted }.keys.sorted().prefix(3).map(\.recordName)
+        try await s.server.admin("records/delete", ["zone": "Zone01", "recordNames": gone])
+        try await s.server.admin("zones/expire-tokens", ["zone": "Zone01"])
+
+        let output = try s.run()
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stdout.contains("3 rows no longer at the source were tombstoned"), "\(output.stdout)")
+        let after = try DestinationSnapshot.read(s.p)
+        #expect(after.tombstonesByReason["resync"] == 3)
+        #expect(gone.allSatisfy { after.rows[ExpectedState.Key(zoneName: "Zone01", recordName: $0)]?.deleted == true })
+        #expect(after.rows.values.filter { !$0.deleted }.count == s.p.expected().liveCount - 3)
+    }
+
+    @Test func throttlingIsWaitedOutAsTheServerAsks() async throws {
+        let s = try Setup("throttle", fake: FakeSettings(seed: 59, zones: 1, recordsPerZone: 200))
+        defer { s.stop() }
+        try await s.server.admin("faults/throttle", ["count": 2, "retryAfter": 0.8, "pathSuffix": "records/changes"])
+        let started = ContinuousClock.now
+        let output = try s.run()
+        let elapsed = ContinuousClock.now - started
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(elapsed >= .milliseconds(1_600), "two retryAfter waits of 0.8 s")
+        #expect(output.stderr.contains("THROTTLED"))
+        #expect(try s.liveDifferences() == [])
+    }
+
+    @Test func aRejectedWebAuthTokenStopsTheRunWithExitCode3AndNoSecret() throws {
+        let s = try Setup("auth", fake: FakeSettings(seed: 61, zones: 1, recordsPerZone: 100)) { $0.webAuthToken = "stale+token/that=leaks" }
+        defer { s.stop() }
+        let output = try s.run()
+        #expect(output.status == 3)
+        #expect(output.stderr.contains("web auth token"), "\(output.stderr)")
+        #expect(!output.stderr.contains("stale") && !output.stdout.contains("stale"))
+        #expect(!output.stderr.contains("fake-api-token"))
+    }
+
+    @Test func rotatedTokensArePersistedAndUsedWhenTheConfiguredOneIsStale() async throws {
+        let s = try Setup("rotate", fake: FakeSettings(seed: 63, zones: 1, recordsPerZone: 100))
+        defer { s.stop() }
+        #expect(try s.run().status == 0)
+        let tokenFile = s.zonefeed.directory.appendingPathComponent(s.p.webAuthTokenFile).path
+        let stored = try String(contentsOfFile: tokenFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(!stored.isEmpty && stored != s.p.webAuthToken)
+        let mode = try FileManager.default.attributesOfItem(atPath: tokenFile)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+
+        try await s.server.admin("auth/revoke", ["initial": true])
+        try await s.server.admin("records/add", ["zone": "Zone01", "records": try FakeServerProcess.wire([
+            Record(recordName: "AFTER-ROTATION", recordType: "Tag", recordChangeTag: "r1", fields: [:]),
+        ])])
+        let second = try s.run()
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(try DestinationSnapshot.read(s.p).rows[ExpectedState.Key(zoneName: "Zone01", recordName: "AFTER-ROTATION")] != nil)
+    }
+
+    @Test func aDifferentUserBehindTheTokenStopsTheRun() async throws {
+        let s = try Setup("account", fake: FakeSettings(seed: 65, zones: 1, recordsPerZone: 100))
+        defer { s.stop() }
+        #expect(try s.run().status == 0)
+        try await s.server.admin("user", ["userRecordName": "_someoneElse"])
+        let output = try s.run()
+        #expect(output.status == 1)
+        #expect(output.stderr.contains("_someoneElse"), "\(output.stderr)")
+        #expect(try DestinationSnapshot.read(s.p).runStatuses.last == "failed")
+    }
+
+    @Test func killedAtRandomPointsAgainstTheServerThenResumedMatchesTheSource() async throws {
+        let s = try Setup("httpcrash", fake: FakeSettings(seed: 67, zones: 2, recordsPerZone: 6_000)) { $0.commitEvery = 400 }
+        defer { s.stop() }
+        var kills = 0
+        var applied = 0
+        for _ in 0..<4 {
+            var z = s.zonefeed
+            z.environment.merge(s.p.environment) { _, new in new }
+            let running = try z.start(["run", s.file, "--progress", "never"])
+            applied = try s.p.waitForProgress(beyond: applied, while: running)
+            usleep(UInt32.random(in: 0...250_000))
+            running.signal(SIGKILL)
+            if running.wait().status == SIGKILL { kills += 1 }
+            try await s.p.waitForSessionsToEnd()
+        }
+        let final = try s.run()
+        #expect(final.status == 0, "\(final.stderr)")
+        #expect(kills >= 2)
+        #expect(try s.liveDifferences() == [])
+    }
+}
