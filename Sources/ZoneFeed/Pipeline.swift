@@ -59,7 +59,7 @@ public struct CloudKitSettings: Sendable {
     public var timeoutSeconds: Double = 60
     /// Retries of throttled or failed requests: at most this many attempts per request...
     public var maxAttempts: Int = 8
-    /// ...and at most this many seconds spent waiting between them, per request.
+    /// ...and no new attempt more than this many seconds after the first one, per request.
     public var retryBudgetSeconds: Double = 300
 
     public enum Environment: String, Sendable, CaseIterable { case development, production }
