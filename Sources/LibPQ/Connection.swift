@@ -73,9 +73,6 @@ public final class Connection: @unchecked Sendable {
         }
     }
 
-    /// The server's process ID for this session.
-    public var backendPID: Int32 { handle.map { PQbackendPID($0) } ?? 0 }
-
     /// Runs one or more statements without parameters (DDL, `BEGIN`, `COMMIT`).
     @discardableResult
     public func execute(_ sql: String) throws -> QueryResult {

@@ -39,9 +39,6 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
         return s
     }
 
-    /// Unique violation, serialization failure and friends, by SQLSTATE class.
-    public var isSerializationFailure: Bool { sqlState == "40001" || sqlState == "40P01" }
-
     public func withContext(_ context: String) -> PostgresError {
         var copy = self
         copy.context = context

@@ -10,14 +10,4 @@ public struct QueryResult: Sendable {
     /// The first column of the first row.
     public var scalar: String? { rows.first?.first ?? nil }
 
-    public func column(_ name: String) -> Int? { columns.firstIndex(of: name) }
-
-    /// Rows as dictionaries keyed by column name; handy in tests and the status command.
-    public var namedRows: [[String: String?]] {
-        rows.map { row in
-            var d: [String: String?] = [:]
-            for (i, c) in columns.enumerated() { d[c] = row[i] }
-            return d
-        }
-    }
 }

@@ -103,7 +103,8 @@ public struct Runner: Sendable {
                 throw RunError(
                     .accountChanged, summary: nil,
                     message: "the credentials belong to user \(user), but this pipeline's checkpoints belong to \(stored); "
-                        + "use the original account's web auth token, or run 'zonefeed reset --all' with a new pipeline name to start over")
+                        + "use a web auth token of the original account, or, to export this account instead, give the pipeline a new name "
+                        + "(checkpoints are kept per pipeline name) so that it starts from the beginning")
             }
         } else {
             try await destination.storeAccount(user)
