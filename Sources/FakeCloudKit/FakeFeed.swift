@@ -11,6 +11,7 @@ import ZoneFeed
 ///   slot is also 3 mod 30 it is *reborn*: page `p+2` creates a record with the same name again;
 /// - slots 7 mod 15 are updated by page `p+1`; slots 11 mod 25 are updated again later in the
 ///   same page (the same record twice in one page).
+/// Without churn (`FakeSettings.churn` false) every page only creates `pageSize` new records.
 /// Tokens are positions (entries consumed) in the zone's feed, so a feed that grows continues
 /// from a stored token, and a token beyond the end of a shrunken feed is rejected as expired.
 public struct FakeFeed: Sendable {
@@ -23,7 +24,7 @@ public struct FakeFeed: Sendable {
         self.settings = settings
         let k = max(1, settings.pageSize)
         var c = k
-        while c > 1 && FakeFeed.fullPageSize(creates: c) > k { c -= 1 }
+        while settings.churn && c > 1 && FakeFeed.fullPageSize(creates: c) > k { c -= 1 }
         creates = c
         seedTag = String(SplitMix.hash(settings.seed, 0x5EED) & 0xFFFF_FFFF, radix: 16)
     }
@@ -63,6 +64,7 @@ public struct FakeFeed: Sendable {
     /// Entries in page `p` of an unbounded feed.
     func pageSize(_ p: Int) -> Int {
         let c = creates
+        guard settings.churn else { return c }
         var n = c + FakeFeed.count(c, 25, 11)
         if p >= 1 { n += FakeFeed.count(c, 10, 3) + FakeFeed.count(c, 15, 7) }
         if p >= 2 { n += FakeFeed.count(c, 30, 3) }
@@ -88,6 +90,7 @@ public struct FakeFeed: Sendable {
     }
 
     func events(ofPage p: Int) -> [Event] {
+        guard settings.churn else { return (0..<creates).map { .create(page: p, slot: $0) } }
         var others: [Event] = []
         if p >= 1 {
             for slot in 0..<creates {

@@ -92,11 +92,11 @@ public struct FakeCloudKitServer: Sendable {
     /// `zonefeed fake-server`: prints one line to stdout when the server listens, then serves
     /// until SIGINT or SIGTERM.
     public static func runFromCommandLine(
-        port: Int, seed: UInt64, zones: Int, recordsPerZone: Int, scenario: String?, apiToken: String,
+        port: Int, settings: FakeSettings, scenario: String?, apiToken: String,
         webAuthToken: String, logger: Logger
     ) async throws {
         let configuration = Configuration(
-            port: port, settings: FakeSettings(seed: seed, zones: zones, recordsPerZone: recordsPerZone),
+            port: port, settings: settings,
             scenarioFile: scenario, apiToken: apiToken, webAuthTokens: [webAuthToken])
         let app = try await makeApplication(configuration, logger: logger) { port in
             let line = "fake CloudKit server listening on http://\(configuration.host):\(port) "

@@ -115,7 +115,7 @@ actor FakeCloudKitStore {
             let feed = FakeFeed(settings: configuration.settings)
             self.feed = feed
             let s = configuration.settings
-            feedTag = "g" + String(Fingerprint.of("\(s.seed)/\(s.zones)/\(s.recordsPerZone)/\(s.pageSize)/\(s.badRecordEvery ?? 0)/\(s.owner)"), radix: 16)
+            feedTag = "g" + String(Fingerprint.of("\(s.seed)/\(s.zones)/\(s.recordsPerZone)/\(s.pageSize)/\(s.badRecordEvery ?? 0)/\(s.owner)/\(s.churn)"), radix: 16)
             for index in 0..<s.zones {
                 createZone(feed.zoneID(index), database: "private", generatorIndex: index, generatedCount: feed.entriesPerZone)
             }

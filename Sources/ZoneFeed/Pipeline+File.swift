@@ -88,6 +88,7 @@ extension Pipeline {
             row("pageSize", "\(fake.pageSize)")
             row("badRecordEvery", fake.badRecordEvery.map { "1 in every \($0) created records" } ?? "never")
             row("owner", fake.owner)
+            row("churn", fake.churn ? "updates, deletions and re-creations" : "none (every entry creates a record)")
         }
 
         out.append("")
@@ -492,7 +493,7 @@ private struct PipelineFileReader {
     }
 
     mutating func readFake(in source: Section) -> FakeSettings? {
-        let allowed = ["seed", "zones", "recordsPerZone", "pageSize", "badRecordEvery", "owner"]
+        let allowed = ["seed", "zones", "recordsPerZone", "pageSize", "badRecordEvery", "owner", "churn"]
         guard let section = subsection("fake", in: source, allowed: allowed, required: true) else { return nil }
         let reported = diagnostics.count
         var settings = FakeSettings()
@@ -509,6 +510,7 @@ private struct PipelineFileReader {
         if let pageSize = integer("pageSize", in: section, range: 1...200) { settings.pageSize = pageSize }
         if let every = integer("badRecordEvery", in: section, range: 1...Int.max) { settings.badRecordEvery = every }
         if let owner = nonEmptyText("owner", in: section, expected: "a user record name") { settings.owner = owner }
+        if let churn = boolean("churn", in: section) { settings.churn = churn }
         return diagnostics.count == reported ? settings : nil
     }
 
@@ -881,6 +883,19 @@ private struct PipelineFileReader {
             return nil
         }
         return n
+    }
+
+    /// YAML 1.2's core booleans only: `yes` and `on` are strings there, and a typo must not
+    /// silently mean false.
+    mutating func boolean(_ key: String, in section: Section) -> Bool? {
+        guard let value = text(key, in: section, expected: "true or false") else { return nil }
+        switch value.text {
+        case "true", "True", "TRUE": return true
+        case "false", "False", "FALSE": return false
+        default:
+            report("\(section.path(of: key)) must be true or false, not '\(value.text)'", at: value.position)
+            return nil
+        }
     }
 
     mutating func number(_ key: String, in section: Section, minimum: Double, inclusive: Bool) -> Double? {

@@ -111,13 +111,20 @@ public struct FakeSettings: Sendable, Hashable {
     public var badRecordEvery: Int?
     /// The zones' owner record name.
     public var owner: String = "_fakeOwner"
+    /// With churn (the default) the feed updates, deletes and re-creates records; without it
+    /// every entry creates a new record, like a snapshot fetched from a nil token (the benchmark).
+    public var churn = true
 
-    public init(seed: UInt64 = 42, zones: Int = 3, recordsPerZone: Int = 10_000, pageSize: Int = 200, badRecordEvery: Int? = nil) {
+    public init(
+        seed: UInt64 = 42, zones: Int = 3, recordsPerZone: Int = 10_000, pageSize: Int = 200, badRecordEvery: Int? = nil,
+        churn: Bool = true
+    ) {
         self.seed = seed
         self.zones = zones
         self.recordsPerZone = recordsPerZone
         self.pageSize = pageSize
         self.badRecordEvery = badRecordEvery
+        self.churn = churn
     }
 }
 

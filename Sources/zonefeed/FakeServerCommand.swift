@@ -2,6 +2,7 @@ import ArgumentParser
 import FakeCloudKitServer
 import Foundation
 import Logging
+import ZoneFeed
 
 struct FakeServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -26,6 +27,12 @@ struct FakeServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("records-per-zone"), help: "How many entries each zone's history holds.")
     var recordsPerZone = 10_000
 
+    @Option(name: .customLong("page-size"), help: "The generator's page size (1...200): how its history is laid out.")
+    var pageSize = 200
+
+    @Flag(name: .customLong("no-churn"), help: "Every entry of the generator's history creates a new record (no updates or deletions).")
+    var noChurn = false
+
     @Option(help: "A scenario file to serve instead of the generator.")
     var scenario: String?
 
@@ -42,7 +49,9 @@ struct FakeServerCommand: AsyncParsableCommand {
         let level = logLevel
         let logger = Logger(label: "zonefeed.fake-server") { label in ZoneFeedLogHandler(label: label, format: .text, logLevel: level) }
         try await FakeCloudKitServer.runFromCommandLine(
-            port: port, seed: seed, zones: zones, recordsPerZone: recordsPerZone, scenario: scenario,
+            port: port,
+            settings: FakeSettings(seed: seed, zones: zones, recordsPerZone: recordsPerZone, pageSize: pageSize, churn: !noChurn),
+            scenario: scenario,
             apiToken: apiToken, webAuthToken: webAuthToken, logger: logger)
     }
 }

@@ -79,7 +79,7 @@ public struct FakePipeline: Sendable {
                 zones: \(fake.zones)
                 recordsPerZone: \(fake.recordsPerZone)
                 pageSize: \(fake.pageSize)
-            \(fake.badRecordEvery.map { "    badRecordEvery: \($0)\n" } ?? "")
+            \(fake.badRecordEvery.map { "    badRecordEvery: \($0)\n" } ?? "")\(fake.churn ? "" : "    churn: false\n")
             """
         return """
             pipeline: \(name)

@@ -24,6 +24,20 @@ import ZoneFeed
         }
     }
 
+    @Test func withoutChurnEveryEntryCreatesADistinctRecordInFullPages() async throws {
+        let feed = try await pages(FakeSource(settings: FakeSettings(zones: 1, recordsPerZone: 1_050, pageSize: 200, churn: false)), zone: "Zone01")
+        #expect(feed.map(\.entries.count) == [200, 200, 200, 200, 200, 50])
+        var names = Set<String>()
+        for entry in feed.flatMap(\.entries) {
+            guard case .record(let record) = entry else {
+                Issue.record("a feed without churn holds only records, not \(entry)")
+                continue
+            }
+            names.insert(record.recordName)
+        }
+        #expect(names.count == 1_050)
+    }
+
     @Test func theFeedHoldsEveryKindOfChangeAndEveryFieldType() async throws {
         let feed = try await pages(FakeSource(settings: FakeSettings(zones: 1, recordsPerZone: 5_000)), zone: "Zone01")
         var created = Set<String>(), deleted = Set<String>(), recreated = 0, sameRecordTwiceInOnePage = 0

@@ -120,7 +120,7 @@ private let fakeHeader = """
         """
         pipeline: demo
         source:
-          fake: { seed: 7, zones: 2, recordsPerZone: 500, pageSize: 50, badRecordEvery: 97, owner: _alice }
+          fake: { seed: 7, zones: 2, recordsPerZone: 500, pageSize: 50, badRecordEvery: 97, owner: _alice, churn: false }
         destination:
           url: embedded
         recordTypes:
@@ -138,7 +138,7 @@ private let fakeHeader = """
         Issue.record("expected the fake source, got \(pipeline.source)")
         return
     }
-    var expected = FakeSettings(seed: 7, zones: 2, recordsPerZone: 500, pageSize: 50, badRecordEvery: 97)
+    var expected = FakeSettings(seed: 7, zones: 2, recordsPerZone: 500, pageSize: 50, badRecordEvery: 97, churn: false)
     expected.owner = "_alice"
     #expect(fake == expected)
     #expect(pipeline.destination.isEmbedded)
@@ -591,7 +591,7 @@ private let cloudKitWithToken = """
     let yaml = """
         pipeline: notes
         source:
-          fake: { seed: -1, zones: 0, pageSize: 500 }
+          fake: { seed: -1, zones: 0, pageSize: 500, churn: yes }
         destination:
           url: embedded
         """
@@ -600,6 +600,7 @@ private let cloudKitWithToken = """
             "notes.yml:3:17: source.fake.seed must be a whole number from 0 to 18446744073709551615, not '-1'",
             "notes.yml:3:28: source.fake.zones must be a whole number from 1 to 1000, not '0'",
             "notes.yml:3:41: source.fake.pageSize must be a whole number from 1 to 200, not '500'",
+            "notes.yml:3:53: source.fake.churn must be true or false, not 'yes'",
         ]
     )
 }
