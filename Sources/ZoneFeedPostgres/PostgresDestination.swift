@@ -21,6 +21,10 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
     /// Per zone, the `pending_seq` this run read with the checkpoint: the zone's last batch
     /// clears `pending` only if no database-feed notice came in since.
     var seenPendingSeq: [ZoneID: String] = [:]
+    /// Per zone, per table: whether batches are copied straight into the table. True while the
+    /// zone had no rows in the table when this session first applied it and no copy has met a
+    /// row already there; a merge through the staging table otherwise.
+    var copiesDirectly: [ZoneID: [Bool]] = [:]
 
     public init(pipeline: Pipeline, conninfo: String, logger: Logger) {
         self.pipeline = pipeline

@@ -16,6 +16,23 @@ public struct PostgresSchema: Sendable {
         public let liveViewName: String
         /// The session's staging table for this record type.
         public let stagingName: String
+        /// The statements of every batch, made once.
+        let copyIntoStaging: String
+        let copyIntoTable: String
+        let merge: String
+        let mergeKeepingLast: String
+
+        init(mapping: RecordTypeMapping, qualifiedName: String, liveViewName: String, stagingName: String) {
+            self.mapping = mapping
+            self.qualifiedName = qualifiedName
+            self.liveViewName = liveViewName
+            self.stagingName = stagingName
+            let data = PostgresSchema.dataColumns(mapping)
+            copyIntoStaging = "COPY \(stagingName) (\((["seq"] + data).joined(separator: ", "))) FROM STDIN (FORMAT binary)"
+            copyIntoTable = "COPY \(qualifiedName) (\(PostgresSchema.directColumns(mapping).joined(separator: ", "))) FROM STDIN (FORMAT binary)"
+            merge = PostgresSchema.mergeSQL(data: data, into: qualifiedName, from: stagingName, deduplicate: false)
+            mergeKeepingLast = PostgresSchema.mergeSQL(data: data, into: qualifiedName, from: stagingName, deduplicate: true)
+        }
     }
 
     public init(pipeline: Pipeline) {
@@ -29,10 +46,15 @@ public struct PostgresSchema: Sendable {
                 liveViewName: "\(q).\(quoteIdentifier(mapping.table + "_live"))",
                 stagingName: "zf_stage_\(i)")
         }
+        var index: [String: Int] = [:]
+        for (i, table) in tables.enumerated() where index[table.mapping.recordType] == nil { index[table.mapping.recordType] = i }
+        tableIndex = index
     }
 
+    private let tableIndex: [String: Int]
+
     public func table(forRecordType type: String) -> Int? {
-        tables.firstIndex { $0.mapping.recordType == type }
+        tableIndex[type]
     }
 
     func meta(_ name: String) -> String { "\(quoteIdentifier(schema)).\(quoteIdentifier(name))" }
@@ -111,13 +133,16 @@ public struct PostgresSchema: Sendable {
             var columns = [
                 "zone_owner text NOT NULL", "zone_name text NOT NULL", "record_name text NOT NULL",
                 "record_type text NOT NULL", "change_tag text", "created_at timestamptz", "modified_at timestamptz",
-                "created_by text", "modified_by text", "deleted_at timestamptz", "synced_at timestamptz NOT NULL",
+                "created_by text", "modified_by text", "deleted_at timestamptz", "synced_at timestamptz NOT NULL DEFAULT now()",
                 "run_id bigint NOT NULL", "generation integer NOT NULL",
             ]
             columns += table.mapping.fields.map { "\(quoteIdentifier($0.column)) \($0.type.rawValue)" }
             columns.append("fields jsonb")
             columns.append("PRIMARY KEY (zone_owner, zone_name, record_name)")
             statements.append("CREATE TABLE IF NOT EXISTS \(table.qualifiedName) (\n    " + columns.joined(separator: ",\n    ") + "\n)")
+            // Rows copied straight into the table take synced_at from its default (tables made
+            // before it had one get it here).
+            statements.append("ALTER TABLE \(table.qualifiedName) ALTER COLUMN synced_at SET DEFAULT now()")
             // A mapping that gained a field since the table was made gets its column added.
             for field in table.mapping.fields {
                 statements.append("ALTER TABLE \(table.qualifiedName) ADD COLUMN IF NOT EXISTS \(quoteIdentifier(field.column)) \(field.type.rawValue)")
@@ -139,25 +164,30 @@ public struct PostgresSchema: Sendable {
         return statements
     }
 
-    /// The columns copied into a staging table, in order.
-    func stagingColumns(_ table: Table) -> [String] {
-        ["seq", "record_name", "record_type", "change_tag", "created_at", "modified_at", "created_by", "modified_by"]
-            + table.mapping.fields.map { quoteIdentifier($0.column) } + ["fields"]
+    /// The columns after the first of both row shapes, in the order `RowEncoder` writes them.
+    static func dataColumns(_ mapping: RecordTypeMapping) -> [String] {
+        ["record_name", "record_type", "change_tag", "created_at", "modified_at", "created_by", "modified_by"]
+            + mapping.fields.map { quoteIdentifier($0.column) } + ["fields"]
+    }
+
+    /// The columns of a row copied straight into a record type's table; `synced_at` takes its
+    /// default, the transaction's `now()`, and `deleted_at` is NULL, as in a merge.
+    static func directColumns(_ mapping: RecordTypeMapping) -> [String] {
+        ["zone_owner", "zone_name", "run_id", "generation"] + dataColumns(mapping)
     }
 
     /// One merge per table per batch: the staged rows replace the stored ones (all columns),
     /// bring deleted rows back to life and stamp the run and generation. When a batch holds the
     /// same record more than once, the last one wins (`DISTINCT ON … seq DESC`).
-    func mergeSQL(_ table: Table, deduplicate: Bool) -> String {
-        let data = Array(stagingColumns(table).dropFirst())
+    static func mergeSQL(data: [String], into table: String, from staging: String, deduplicate: Bool) -> String {
         let insertColumns = ["zone_owner", "zone_name"] + data + ["deleted_at", "synced_at", "run_id", "generation"]
         let select = "$1::text, $2::text, " + data.joined(separator: ", ") + ", NULL, now(), $3::bigint, $4::integer"
         let from = deduplicate
-            ? "(SELECT DISTINCT ON (record_name) * FROM \(table.stagingName) ORDER BY record_name, seq DESC) AS s"
-            : "\(table.stagingName) AS s"
+            ? "(SELECT DISTINCT ON (record_name) * FROM \(staging) ORDER BY record_name, seq DESC) AS s"
+            : "\(staging) AS s"
         let updates = (data.dropFirst() + ["deleted_at", "synced_at", "run_id", "generation"]).map { "\($0) = EXCLUDED.\($0)" }
         return """
-            INSERT INTO \(table.qualifiedName) AS t (\(insertColumns.joined(separator: ", ")))
+            INSERT INTO \(table) AS t (\(insertColumns.joined(separator: ", ")))
             SELECT \(select) FROM \(from)
             ON CONFLICT (zone_owner, zone_name, record_name) DO UPDATE SET \(updates.joined(separator: ", "))
             """

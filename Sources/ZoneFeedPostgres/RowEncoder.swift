@@ -2,32 +2,68 @@ import CloudKitModel
 import LibPQ
 import ZoneFeed
 
-/// Encodes records of one record type into a staging table's binary COPY stream. Encoding is also
-/// the validation: a value that does not fit its column stops the row, the row's bytes are taken
+/// Encodes records of one record type into a binary COPY stream. Encoding is also the
+/// validation: a value that does not fit its column stops the row, the row's bytes are taken
 /// back, and the reason comes back as a sentence naming the field and column (never the value).
-struct RowEncoder {
+///
+/// Rows come in two shapes that share everything after their first fields: rows for the staging
+/// table start with the entry's position in the batch (`seq`), rows
+/// copied straight into the record type's table start with the zone, run and generation, the
+/// same for the whole batch and so encoded once (`PostgresSchema.directColumns`).
+public struct RowEncoder {
     let mapping: RecordTypeMapping
     let mappedFields: Set<String>
     let keepUnmapped: Bool
     var buffer = BinaryCopyBuffer()
-    var rowCount = 0
+    public private(set) var rowCount = 0
     private var json = JSONWriter(capacity: 1024)
+    /// The direct shape's leading fields, already encoded; nil for the staging shape.
+    private var directPrefix: [UInt8]?
+    private var fieldCount: Int
 
-    init(mapping: RecordTypeMapping, keepUnmapped: Bool) {
+    public init(mapping: RecordTypeMapping, keepUnmapped: Bool) {
         self.mapping = mapping
         self.keepUnmapped = keepUnmapped
         mappedFields = Set(mapping.fields.map(\.field))
+        fieldCount = 1 + Self.dataFieldCount(mapping)
     }
 
-    var fieldCount: Int { 8 + mapping.fields.count + 1 }
+    /// record_name … modified_by, the mapped columns, fields.
+    static func dataFieldCount(_ mapping: RecordTypeMapping) -> Int { 7 + mapping.fields.count + 1 }
+
+    /// Empties the buffer for a batch of staging-shaped rows.
+    mutating func beginStagingRows() {
+        directPrefix = nil
+        fieldCount = 1 + Self.dataFieldCount(mapping)
+        reset()
+    }
+
+    /// Empties the buffer for a batch of rows for the table itself.
+    public mutating func beginDirectRows(zone: ZoneID, runID: Int64, generation: Int) {
+        var prefix = BinaryCopyBuffer(capacity: 128)
+        let headerLength = prefix.bytes.count
+        prefix.append(text: zone.ownerRecordName)
+        prefix.append(text: zone.zoneName)
+        prefix.append(bigint: runID)
+        prefix.append(integer: Int32(generation))
+        directPrefix = Array(prefix.bytes[headerLength...])
+        fieldCount = 4 + Self.dataFieldCount(mapping)
+        reset()
+    }
 
     mutating func reset() {
         buffer.reset()
         rowCount = 0
     }
 
+    /// The finished COPY stream; the encoder must be begun again before more rows.
+    public mutating func finish() -> [UInt8] {
+        buffer.finish()
+        return buffer.bytes
+    }
+
     /// Appends a row; returns why it cannot be applied instead, leaving the buffer as it was.
-    mutating func append(_ record: Record, seq: Int32) -> String? {
+    public mutating func append(_ record: Record, seq: Int32) -> String? {
         let rowStart = buffer.bytes.count
         if let problem = encode(record, seq: seq) {
             buffer.bytes.removeSubrange(rowStart...)
@@ -42,7 +78,11 @@ struct RowEncoder {
             return "the \(what) contains a NUL byte, which PostgreSQL text cannot hold"
         }
         buffer.beginTuple(fieldCount: fieldCount)
-        buffer.append(integer: seq)
+        if let directPrefix {
+            buffer.bytes.append(contentsOf: directPrefix)
+        } else {
+            buffer.append(integer: seq)
+        }
         buffer.append(text: record.recordName)
         buffer.append(text: record.recordType)
         if let problem = appendMetaText(record.recordChangeTag, "recordChangeTag") { return problem }
