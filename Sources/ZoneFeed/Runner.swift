@@ -223,10 +223,35 @@ public struct Runner: Sendable {
         summary.zonesFailed.append((zone, "\(zoneError)"))
     }
 
+    /// A batch being applied while the next pages are fetched.
+    private struct BatchInFlight {
+        var batch: ChangeBatch
+        var task: Task<BatchOutcome, any Error>
+    }
+
     /// Fetches and applies one claimed zone to the end of its feed; `total` holds what was
     /// committed even when the zone fails part way.
+    ///
+    /// The next pages are fetched while the previous batch is written, one batch ahead at most,
+    /// and batches are applied one after another in feed order, so a token is never committed
+    /// before the rows of the pages it follows.
     private func fetchClaimedZone(_ zone: ZoneID, runID: Int64, total: inout BatchOutcome, logger: Logger) async throws {
         var checkpoint = try await destination.zoneCheckpoint(zone)
+        var inFlight: BatchInFlight?
+        do {
+            try await fetchClaimedZone(zone, runID: runID, checkpoint: &checkpoint, inFlight: &inFlight, total: &total, logger: logger)
+        } catch {
+            // The batch being written ends (committed with its token, or not at all) before the
+            // zone stops, so that `total` says what was committed.
+            try? await settle(&inFlight, zone: zone, checkpoint: &checkpoint, total: &total)
+            throw error
+        }
+    }
+
+    private func fetchClaimedZone(
+        _ zone: ZoneID, runID: Int64, checkpoint: inout ZoneCheckpoint, inFlight: inout BatchInFlight?,
+        total: inout BatchOutcome, logger: Logger
+    ) async throws {
         var resyncedThisRun = false
         await events(.willFetchRecordZoneChanges(zone, resyncing: checkpoint.resyncing))
 
@@ -241,6 +266,7 @@ public struct Runner: Sendable {
             do {
                 page = try await source.fetchZoneChanges(in: zone, since: token)
             } catch let error as SourceError where error.code == .changeTokenExpired {
+                try await settle(&inFlight, zone: zone, checkpoint: &checkpoint, total: &total)
                 guard checkpoint.token != nil || token != nil, !resyncedThisRun else {
                     throw ZoneFailure(message: "the server rejected the zone's token again after a resync: \(error.message)")
                 }
@@ -270,21 +296,36 @@ public struct Runner: Sendable {
             token = page.syncToken
 
             if pending.count >= configuration.commitEvery || !page.moreComing {
+                try await settle(&inFlight, zone: zone, checkpoint: &checkpoint, total: &total)
                 let batch = ChangeBatch(
                     zoneID: zone, runID: runID, generation: checkpoint.generation, pageCount: pendingPages,
                     entries: pending, token: page.syncToken, isLast: !page.moreComing,
                     finishesResync: checkpoint.resyncing && !page.moreComing)
-                let outcome = try await destination.apply(batch)
-                total += outcome
-                checkpoint.token = page.syncToken
-                if batch.finishesResync { checkpoint.resyncing = false }
-                pending.removeAll(keepingCapacity: true)
+                let destination = self.destination
+                inFlight = BatchInFlight(batch: batch, task: Task { try await destination.apply(batch) })
+                pending = []
+                pending.reserveCapacity(batch.entries.count)
                 pendingPages = 0
-                await events(.stateUpdate(zone, page.syncToken))
-                await events(.fetchedRecordZoneChanges(zone, batch: outcome, total: total))
             }
-            if !page.moreComing { return }
+            if !page.moreComing {
+                try await settle(&inFlight, zone: zone, checkpoint: &checkpoint, total: &total)
+                return
+            }
         }
+    }
+
+    /// Waits for the batch in flight, if any, and moves the zone's checkpoint past it.
+    private func settle(
+        _ inFlight: inout BatchInFlight?, zone: ZoneID, checkpoint: inout ZoneCheckpoint, total: inout BatchOutcome
+    ) async throws {
+        guard let applying = inFlight else { return }
+        inFlight = nil
+        let outcome = try await applying.task.value
+        total += outcome
+        checkpoint.token = applying.batch.token
+        if applying.batch.finishesResync { checkpoint.resyncing = false }
+        await events(.stateUpdate(zone, applying.batch.token))
+        await events(.fetchedRecordZoneChanges(zone, batch: outcome, total: total))
     }
 }
 
