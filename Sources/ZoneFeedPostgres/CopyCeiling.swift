@@ -1,0 +1,119 @@
+import CloudKitModel
+import Foundation
+import LibPQ
+import ZoneFeed
+
+/// What PostgreSQL itself can ingest, for `zonefeed bench`: a pipeline's rows written by a plain
+/// binary `COPY … FROM STDIN` into tables of the same shape and indexes as the pipeline's
+/// (`LIKE … INCLUDING ALL`), from rows encoded in memory before the clock starts, in the same
+/// session settings as a run's and one transaction per `rowsPerTransaction` rows.
+public struct CopyCeiling {
+    public let schema: PostgresSchema
+    public let conninfo: String
+    public var rowsPerTransaction = 5_000
+
+    /// The pipeline's tables must exist (a run's `prepare`, or `createTables`).
+    public init(pipeline: Pipeline, conninfo: String) {
+        schema = PostgresSchema(pipeline: pipeline)
+        self.conninfo = conninfo
+    }
+
+    public struct Measurement: Sendable {
+        public var rows: Int
+        public var bytes: Int
+        public var seconds: Double
+        public var rowsPerSecond: Double { seconds > 0 ? Double(rows) / seconds : 0 }
+    }
+
+    /// The encoded rows of one transaction, per table.
+    private struct Chunk {
+        var streams: [[UInt8]?]
+    }
+
+    /// The table `<table>_ceiling` beside each of the pipeline's tables.
+    func ceilingName(_ table: PostgresSchema.Table) -> String {
+        "\(quoteIdentifier(schema.schema)).\(quoteIdentifier(table.mapping.table + "_ceiling"))"
+    }
+
+    /// Encodes the records as a run would write them into an empty table (every record once),
+    /// then copies them and returns how long the copies took. `records` hands out the records
+    /// in the order to write them, one zone at a time, nil at the end. Records of unmapped types
+    /// or that do not fit are left out, as a run would reject or skip them.
+    public func measure(zone: (Int) -> ZoneID, records next: () -> (zone: Int, records: [Record])?) throws -> Measurement {
+        var encoders = schema.tables.map {
+            RowEncoder(mapping: $0.mapping, keepUnmapped: schema.pipeline.unmappedFields == .keep)
+        }
+        var chunks: [Chunk] = []
+        var rows = 0, bytes = 0
+        var pending = 0
+        var currentZone: Int?
+        func closeChunk() {
+            guard pending > 0 else { return }
+            var chunk = Chunk(streams: [])
+            for t in encoders.indices {
+                chunk.streams.append(encoders[t].rowCount > 0 ? encoders[t].finish() : nil)
+                bytes += chunk.streams[t]?.count ?? 0
+            }
+            chunks.append(chunk)
+            pending = 0
+        }
+        func begin(_ z: Int) {
+            for t in encoders.indices { encoders[t].beginDirectRows(zone: zone(z), runID: 1, generation: 1) }
+        }
+        while let (z, records) = next() {
+            if currentZone != z {
+                closeChunk()
+                begin(z)
+                currentZone = z
+            }
+            for record in records {
+                guard let t = schema.table(forRecordType: record.recordType) else { continue }
+                if encoders[t].append(record, seq: 0) == nil {
+                    rows += 1
+                    pending += 1
+                }
+                if pending >= rowsPerTransaction {
+                    closeChunk()
+                    begin(z)
+                }
+            }
+        }
+        closeChunk()
+
+        return try Connection.withConnection(conninfo) { c in
+            try c.execute("SET synchronous_commit = off; SET client_encoding = 'UTF8'")
+            for table in schema.tables {
+                try c.execute("DROP TABLE IF EXISTS \(ceilingName(table))")
+                try c.execute("CREATE TABLE \(ceilingName(table)) (LIKE \(table.qualifiedName) INCLUDING ALL)")
+            }
+            let copies = schema.tables.map { table in
+                "COPY \(ceilingName(table)) (\(PostgresSchema.directColumns(table.mapping).joined(separator: ", "))) FROM STDIN (FORMAT binary)"
+            }
+            let started = ContinuousClock.now
+            for chunk in chunks {
+                try c.transaction {
+                    for (t, stream) in chunk.streams.enumerated() {
+                        guard let stream else { continue }
+                        try c.copyIn(copies[t]) { try $0.write(stream) }
+                    }
+                }
+            }
+            let seconds = (ContinuousClock.now - started).seconds
+            return Measurement(rows: rows, bytes: bytes, seconds: seconds)
+        }
+    }
+
+    /// Creates the pipeline's tables, as a run's `prepare` does.
+    public func createTables() throws {
+        try Connection.withConnection(conninfo) { c in
+            for statement in schema.ddl { try c.execute(statement) }
+        }
+    }
+
+    /// Drops the `_ceiling` tables.
+    public func dropTables() throws {
+        try Connection.withConnection(conninfo) { c in
+            for table in schema.tables { try c.execute("DROP TABLE IF EXISTS \(ceilingName(table))") }
+        }
+    }
+}
