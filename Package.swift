@@ -103,7 +103,7 @@ let package = Package(
         .testTarget(
             name: "CloudKitWebServicesTests",
             dependencies: [
-                "CloudKitWebServices", "ZoneFeedCloudKit", "ZoneFeed", "CloudKitModel",
+                "CloudKitWebServices", "ZoneFeedCloudKit", "ZoneFeed", "CloudKitModel", "FakeCloudKit",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

@@ -248,6 +248,12 @@ public final class CloudKitClient: Sendable {
             throw error
         }
         do {
+            if let readable = Response.self as? any JSONReadable.Type {
+                return try bytes.withUnsafeBytes { raw in
+                    var reader = JSONReader(raw.bindMemory(to: UInt8.self))
+                    return try readable.init(reading: &reader) as! Response
+                }
+            }
             return try JSONDecoder().decode(Response.self, from: bytes)
         } catch {
             throw fault(.malformedResponse, Self.summary(of: error, byteCount: bytes.count), status: status)
@@ -282,6 +288,9 @@ public final class CloudKitClient: Sendable {
 
     /// A decoding error in a few words, without the data.
     static func summary(of error: any Error, byteCount: Int) -> String {
+        if let failure = error as? JSONReader.Failure {
+            return "\(byteCount) bytes that could not be decoded (\(failure.message) at byte \(failure.offset))"
+        }
         guard let error = error as? DecodingError else { return "\(byteCount) bytes that could not be decoded" }
         func at(_ path: [any CodingKey]) -> String {
             path.isEmpty ? "" : " at " + path.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")

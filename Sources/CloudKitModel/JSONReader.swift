@@ -1,0 +1,336 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A pull parser over JSON bytes (RFC 8259), for decoding change pages straight into the model:
+/// no intermediate tree for the shapes zonefeed knows, no thrown-and-caught errors to find a
+/// value's kind, and integers kept exact as Int64. Foundation's `JSONDecoder` spent most of a
+/// page's decoding time on `JSONValue`'s `try?` probes and per-field containers.
+///
+/// Objects and arrays are walked with `beginObject`/`nextKey` and `beginArray`/`nextElement`;
+/// the caller reads or skips each value.
+public struct JSONReader {
+    private let bytes: UnsafeBufferPointer<UInt8>
+    public private(set) var position = 0
+    /// Nesting depth, bounded so that hostile input cannot exhaust the stack.
+    private var depth = 0
+    private static let maxDepth = 512
+
+    /// What went wrong and at which byte; never the data itself.
+    public struct Failure: Error, Sendable, CustomStringConvertible {
+        public var message: String
+        public var offset: Int
+        public var description: String { "\(message) at byte \(offset)" }
+    }
+
+    /// Reads `bytes`, which must stay valid while the reader is used (`withUnsafeBufferPointer`).
+    public init(_ bytes: UnsafeBufferPointer<UInt8>) {
+        self.bytes = bytes
+    }
+
+    public func failure(_ message: String) -> Failure { Failure(message: message, offset: position) }
+
+    // MARK: Structure
+
+    @inline(__always) private mutating func skipWhitespace() {
+        while position < bytes.count {
+            switch bytes[position] {
+            case 0x20, 0x0A, 0x0D, 0x09: position += 1
+            default: return
+            }
+        }
+    }
+
+    /// The next significant byte, not consumed; nil at the end.
+    public mutating func peek() -> UInt8? {
+        skipWhitespace()
+        return position < bytes.count ? bytes[position] : nil
+    }
+
+    private mutating func expect(_ byte: UInt8, _ what: String) throws {
+        guard peek() == byte else { throw failure("expected \(what)") }
+        position += 1
+    }
+
+    /// After the last value: only whitespace may follow.
+    public mutating func end() throws {
+        if peek() != nil { throw failure("unexpected data after the JSON value") }
+    }
+
+    public mutating func beginObject() throws {
+        try expect(UInt8(ascii: "{"), "an object")
+        try enter()
+        skipWhitespace()
+        pendingFirst = true
+    }
+
+    /// The next key of the object begun last, with its colon consumed; nil at the closing brace.
+    public mutating func nextKey() throws -> String? {
+        guard let next = peek() else { throw failure("the object is not closed") }
+        if next == UInt8(ascii: "}") {
+            position += 1
+            depth -= 1
+            pendingFirst = false
+            return nil
+        }
+        if !pendingFirst {
+            try expect(UInt8(ascii: ","), "a comma or a closing brace")
+        }
+        pendingFirst = false
+        let key = try readString()
+        try expect(UInt8(ascii: ":"), "a colon after the key")
+        return key
+    }
+
+    public mutating func beginArray() throws {
+        try expect(UInt8(ascii: "["), "an array")
+        try enter()
+        pendingFirst = true
+    }
+
+    /// Whether another element follows in the array begun last (its comma consumed).
+    public mutating func nextElement() throws -> Bool {
+        guard let next = peek() else { throw failure("the array is not closed") }
+        if next == UInt8(ascii: "]") {
+            position += 1
+            depth -= 1
+            pendingFirst = false
+            return false
+        }
+        if !pendingFirst {
+            try expect(UInt8(ascii: ","), "a comma or a closing bracket")
+        }
+        pendingFirst = false
+        return true
+    }
+
+    /// Whether the container begun last has not had an element yet. Reading a nested value
+    /// always ends with this false again, as a value was just read in the outer container.
+    private var pendingFirst = false
+
+    private mutating func enter() throws {
+        depth += 1
+        if depth > Self.maxDepth { throw failure("the JSON nests deeper than \(Self.maxDepth) levels") }
+    }
+
+    // MARK: Scalars
+
+    /// True (and consumed) when the next value is `null`.
+    public mutating func readNullIfPresent() throws -> Bool {
+        guard peek() == UInt8(ascii: "n") else { return false }
+        try literal("null")
+        return true
+    }
+
+    public mutating func readBool() throws -> Bool {
+        switch peek() {
+        case UInt8(ascii: "t"): try literal("true"); return true
+        case UInt8(ascii: "f"): try literal("false"); return false
+        default: throw failure("expected true or false")
+        }
+    }
+
+    private mutating func literal(_ word: StaticString) throws {
+        let count = word.utf8CodeUnitCount
+        guard position + count <= bytes.count else { throw failure("the data ends inside a literal") }
+        for i in 0..<count where bytes[position + i] != word.utf8Start[i] {
+            throw failure("expected \(word)")
+        }
+        position += count
+    }
+
+    public mutating func readString() throws -> String {
+        guard peek() == UInt8(ascii: "\"") else { throw failure("expected a string") }
+        position += 1
+        let start = position
+        // Most strings have no escapes: one scan, one copy.
+        while position < bytes.count {
+            let b = bytes[position]
+            if b == UInt8(ascii: "\"") {
+                let s = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
+                position += 1
+                return s
+            }
+            if b == UInt8(ascii: "\\") { break }
+            if b < 0x20 { throw failure("a control character inside a string") }
+            position += 1
+        }
+        var out = [UInt8](UnsafeBufferPointer(rebasing: bytes[start..<position]))
+        while position < bytes.count {
+            let b = bytes[position]
+            position += 1
+            switch b {
+            case UInt8(ascii: "\""):
+                return String(decoding: out, as: UTF8.self)
+            case UInt8(ascii: "\\"):
+                try readEscape(into: &out)
+            case 0..<0x20:
+                throw failure("a control character inside a string")
+            default:
+                out.append(b)
+            }
+        }
+        throw failure("the string is not closed")
+    }
+
+    private mutating func readEscape(into out: inout [UInt8]) throws {
+        guard position < bytes.count else { throw failure("the data ends inside an escape") }
+        let e = bytes[position]
+        position += 1
+        switch e {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(e)
+        case UInt8(ascii: "b"): out.append(0x08)
+        case UInt8(ascii: "f"): out.append(0x0C)
+        case UInt8(ascii: "n"): out.append(0x0A)
+        case UInt8(ascii: "r"): out.append(0x0D)
+        case UInt8(ascii: "t"): out.append(0x09)
+        case UInt8(ascii: "u"):
+            var scalar = try readHex4()
+            if (0xD800..<0xDC00).contains(scalar) {
+                // A high surrogate joins the low one of a following \u escape; alone it is
+                // replaced, as Foundation does.
+                if position + 6 <= bytes.count, bytes[position] == UInt8(ascii: "\\"), bytes[position + 1] == UInt8(ascii: "u") {
+                    let saved = position
+                    position += 2
+                    let low = try readHex4()
+                    if (0xDC00..<0xE000).contains(low) {
+                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                    } else {
+                        position = saved
+                        scalar = 0xFFFD
+                    }
+                } else {
+                    scalar = 0xFFFD
+                }
+            } else if (0xDC00..<0xE000).contains(scalar) {
+                scalar = 0xFFFD
+            }
+            out.append(contentsOf: Array(String(Character(Unicode.Scalar(scalar)!)).utf8))
+        default:
+            throw failure("an unknown escape in a string")
+        }
+    }
+
+    private mutating func readHex4() throws -> UInt32 {
+        guard position + 4 <= bytes.count else { throw failure("the data ends inside a \\u escape") }
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            let b = bytes[position]
+            position += 1
+            let digit: UInt8
+            switch b {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = b - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = b - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = b - UInt8(ascii: "A") + 10
+            default: throw failure("a bad digit in a \\u escape")
+            }
+            value = value << 4 | UInt32(digit)
+        }
+        return value
+    }
+
+    /// A number: exact when it is an integer that fits Int64 (`-0` included, as `negativeZero`),
+    /// a Double otherwise.
+    public enum Number {
+        case int(Int64)
+        case double(Double)
+        case negativeZero
+    }
+
+    public mutating func readNumber() throws -> Number {
+        _ = peek()
+        let start = position
+        var negative = false
+        if position < bytes.count, bytes[position] == UInt8(ascii: "-") {
+            negative = true
+            position += 1
+        }
+        let digitsStart = position
+        var magnitude: UInt64 = 0
+        var overflow = false
+        while position < bytes.count, case let b = bytes[position], b >= UInt8(ascii: "0"), b <= UInt8(ascii: "9") {
+            let (m1, o1) = magnitude.multipliedReportingOverflow(by: 10)
+            let (m2, o2) = m1.addingReportingOverflow(UInt64(b - UInt8(ascii: "0")))
+            overflow = overflow || o1 || o2
+            magnitude = m2
+            position += 1
+        }
+        let digitCount = position - digitsStart
+        guard digitCount > 0 else { throw failure("expected a value") }
+        if digitCount > 1 && bytes[digitsStart] == UInt8(ascii: "0") { throw failure("a number with a leading zero") }
+        var isInteger = true
+        if position < bytes.count, bytes[position] == UInt8(ascii: ".") {
+            isInteger = false
+            position += 1
+            let fractionStart = position
+            while position < bytes.count, bytes[position] >= UInt8(ascii: "0"), bytes[position] <= UInt8(ascii: "9") { position += 1 }
+            guard position > fractionStart else { throw failure("a number without digits after its point") }
+        }
+        if position < bytes.count, bytes[position] == UInt8(ascii: "e") || bytes[position] == UInt8(ascii: "E") {
+            isInteger = false
+            position += 1
+            if position < bytes.count, bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-") { position += 1 }
+            let exponentStart = position
+            while position < bytes.count, bytes[position] >= UInt8(ascii: "0"), bytes[position] <= UInt8(ascii: "9") { position += 1 }
+            guard position > exponentStart else { throw failure("a number without digits in its exponent") }
+        }
+        if isInteger && !overflow {
+            if negative {
+                if magnitude == 0 { return .negativeZero }
+                if magnitude <= UInt64(Int64.max) + 1 { return .int(magnitude == UInt64(Int64.max) + 1 ? Int64.min : -Int64(magnitude)) }
+            } else if magnitude <= UInt64(Int64.max) {
+                return .int(Int64(magnitude))
+            }
+        }
+        return .double(parseDouble(start..<position))
+    }
+
+    private func parseDouble(_ range: Range<Int>) -> Double {
+        // strtod needs a terminated string; numbers are short.
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: range.count + 1) { buffer in
+            for (i, b) in bytes[range].enumerated() { buffer[i] = CChar(bitPattern: b) }
+            buffer[range.count] = 0
+            return strtod(buffer.baseAddress!, nil)
+        }
+    }
+
+    // MARK: Any value
+
+    /// Any value, as a `JSONValue`.
+    public mutating func readValue() throws -> JSONValue {
+        switch peek() {
+        case UInt8(ascii: "{"):
+            try beginObject()
+            var members: [String: JSONValue] = [:]
+            while let key = try nextKey() { members[key] = try readValue() }
+            return .object(members)
+        case UInt8(ascii: "["):
+            try beginArray()
+            var items: [JSONValue] = []
+            while try nextElement() { items.append(try readValue()) }
+            return .array(items)
+        case UInt8(ascii: "\""):
+            return .string(try readString())
+        case UInt8(ascii: "t"), UInt8(ascii: "f"):
+            return .bool(try readBool())
+        case UInt8(ascii: "n"):
+            try literal("null")
+            return .null
+        case nil:
+            throw failure("the data ends where a value was expected")
+        default:
+            switch try readNumber() {
+            case .int(let i): return .int(i)
+            case .double(let d): return .double(d)
+            case .negativeZero: return .int(0)
+            }
+        }
+    }
+
+    /// Reads past any value.
+    public mutating func skipValue() throws {
+        _ = try readValue()
+    }
+}

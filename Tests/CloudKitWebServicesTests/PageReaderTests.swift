@@ -1,0 +1,97 @@
+import CloudKitModel
+import CloudKitWebServices
+import FakeCloudKit
+import Foundation
+import Testing
+import ZoneFeed
+
+/// Change pages are decoded by `JSONReader` on the hot path; everything else still goes through
+/// `JSONDecoder`. The two must read every page the same way.
+@Suite struct PageReaderTests {
+    static func read(_ text: String) throws -> RecordZoneChangesResponse {
+        try Array(text.utf8).withUnsafeBufferPointer { bytes in
+            var reader = JSONReader(bytes)
+            return try RecordZoneChangesResponse(reading: &reader)
+        }
+    }
+
+    static func decoded(_ text: String) throws -> RecordZoneChangesResponse {
+        try JSONDecoder().decode(RecordZoneChangesResponse.self, from: Data(text.utf8))
+    }
+
+    @Test func everyFieldTypeReadsAsJSONDecoderDecodesIt() throws {
+        #expect(try Self.read(DecodingTests.everyFieldType) == Self.decoded(DecodingTests.everyFieldType))
+    }
+
+    @Test func generatedPagesReadAsJSONDecoderDecodesThem() throws {
+        let feed = FakeFeed(settings: FakeSettings(seed: 5, zones: 1, recordsPerZone: 3_000, badRecordEvery: 40))
+        let encoder = JSONEncoder()
+        for start in stride(from: 0, to: 3_000, by: 500) {
+            let entries = feed.entries(zone: 0, range: start..<start + 500)
+            let page = RecordZoneChangesResponse(records: entries, syncToken: "t\(start)", moreComing: true)
+            let text = String(decoding: try encoder.encode(WirePage(page)), as: UTF8.self)
+            let read = try Self.read(text)
+            #expect(read == (try Self.decoded(text)))
+            #expect(read.records.map(\.recordName) == entries.map(\.recordName))
+        }
+    }
+
+    @Test func escapesNumbersAndSpacingReadAsJSONDecoderDecodesThem() throws {
+        let text = #"""
+             { "moreComing" : true , "syncToken":"a\"b\\c\/d" ,
+              "records" : [ { "recordName" : "r\u00e9\ud83d\ude00\n\t" , "recordType":"Note",
+                "fields" : { "neg" : { "type" : "DOUBLE" , "value" : -0 },
+                             "negDot" : { "value" : -0.0 , "type" : "DOUBLE" },
+                             "exp" : { "value" : 1.5e-3 , "type" : "DOUBLE" },
+                             "big" : { "value" : 1E+2 , "type" : "DOUBLE" },
+                             "intAsDouble" : { "value" : 7 , "type" : "DOUBLE" },
+                             "nothing" : { "value" : null , "type" : "STRING" },
+                             "list" : { "value" : [ ] , "type" : "INT64_LIST" } } } ] }
+            """#
+        let read = try Self.read(text)
+        #expect(read == (try Self.decoded(text)))
+        guard case .record(let record)? = read.records.first else {
+            Issue.record("no record in \(read)")
+            return
+        }
+        #expect(read.syncToken == #"a"b\c/d"#)
+        #expect(record.recordName == "ré😀\n\t")
+        #expect(record.fields["neg"].map { if case .double(let d) = $0 { d.sign == .minus && d == 0 } else { false } } == true, "-0 keeps its sign")
+        #expect(record.fields["negDot"].map { if case .double(let d) = $0 { d.sign == .minus } else { false } } == true)
+        #expect(record.fields["exp"] == .double(0.0015))
+        #expect(record.fields["intAsDouble"] == .double(7))
+    }
+
+    @Test func aLoneSurrogateEscapeBecomesTheReplacementCharacter() throws {
+        let page = try Self.read(#"{"records":[{"recordName":"x\ud800y","deleted":true}],"syncToken":"t"}"#)
+        #expect(page.records == [.deleted(recordName: "x\u{FFFD}y")])
+    }
+
+    @Test(arguments: [
+        #"{"records":[{"recordName":"a","recordType":"Note"}],"syncToken":"t""#,
+        #"{"records":[],"syncToken":"t"} trailing"#,
+        #"{"records":[{"recordName":"a","recordType":"Note",}],"syncToken":"t"}"#,
+        #"{"records":[{"recordType":"Note"}],"syncToken":"t"}"#,
+        #"{"records":[],"moreComing":false}"#,
+        #"{"records":[{"recordName":"a\u12"}],"syncToken":"t"}"#,
+        #"{"records":[{"recordName":01}],"syncToken":"t"}"#,
+        "{\"records\":[],\"syncToken\":\"a\u{01}b\"}",
+        String(repeating: "[", count: 600),
+    ])
+    func malformedPagesAreRefusedByBoth(text: String) {
+        #expect(throws: (any Error).self) { try Self.read(text) }
+        #expect(throws: (any Error).self) { try Self.decoded(text) }
+    }
+}
+
+/// A page in CloudKit's wire form, through the model's `Encodable` conformances.
+private struct WirePage: Encodable {
+    var records: [RecordEntry]
+    var syncToken: String
+    var moreComing: Bool
+    init(_ page: RecordZoneChangesResponse) {
+        records = page.records
+        syncToken = page.syncToken
+        moreComing = page.moreComing
+    }
+}
