@@ -38,11 +38,11 @@ public enum FieldValue: Sendable, Hashable {
     /// Whether any text inside the value contains a NUL character.
     public var containsNUL: Bool {
         switch self {
-        case .string(let s), .bytes(let s), .encryptedBytes(let s): return s.utf8.contains(0)
+        case .string(let s), .bytes(let s), .encryptedBytes(let s): return s.containsNUL
         case .int64, .double, .timestamp: return false
         case .reference(let r):
-            return r.recordName.utf8.contains(0) || (r.zoneID?.zoneName.utf8.contains(0) ?? false)
-                || (r.zoneID?.ownerRecordName.utf8.contains(0) ?? false)
+            return r.recordName.containsNUL || (r.zoneID?.zoneName.containsNUL ?? false)
+                || (r.zoneID?.ownerRecordName.containsNUL ?? false)
         case .asset(_, let j), .location(let j), .unknown(_, let j): return j.containsNUL
         case .list(_, let items): return items.contains { $0.containsNUL }
         }

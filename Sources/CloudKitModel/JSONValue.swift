@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Any JSON value, kept as received: used for field values zonefeed does not interpret (assets,
 /// locations, unknown types) so that nothing CloudKit sends is dropped.
 public enum JSONValue: Sendable, Hashable, Codable {
@@ -57,9 +63,21 @@ public enum JSONValue: Sendable, Hashable, Codable {
     public var containsNUL: Bool {
         switch self {
         case .null, .bool, .int, .double: return false
-        case .string(let s): return s.utf8.contains(0)
+        case .string(let s): return s.containsNUL
         case .array(let items): return items.contains { $0.containsNUL }
-        case .object(let members): return members.contains { $0.key.utf8.contains(0) || $0.value.containsNUL }
+        case .object(let members): return members.contains { $0.key.containsNUL || $0.value.containsNUL }
         }
+    }
+}
+
+extension StringProtocol {
+    /// Whether the string holds a NUL character, which PostgreSQL `text` and `jsonb` cannot hold.
+    /// Asked of every text value written, so it scans the UTF-8 bytes with `memchr` rather than
+    /// `utf8.contains(0)`, which walks them one at a time through the generic `Sequence` path.
+    public var containsNUL: Bool {
+        utf8.withContiguousStorageIfAvailable { bytes in
+            guard let base = bytes.baseAddress, !bytes.isEmpty else { return false }
+            return memchr(base, 0, bytes.count) != nil
+        } ?? utf8.contains(0)
     }
 }

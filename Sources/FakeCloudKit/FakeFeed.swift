@@ -213,7 +213,7 @@ public struct FakeFeed: Sendable {
     }
 
     func noteFields(_ r: inout SplitMix, zone: Int, page: Int, slot: Int, version: Int) -> [String: FieldValue] {
-        var f: [String: FieldValue] = [:]
+        var f = [String: FieldValue](minimumCapacity: 20)
         let roll = r.next()
         f["title"] = .string(roll % 11 == 0 ? "" : FakeText.title(&r))
         switch roll % 97 {

@@ -58,89 +58,111 @@ extension PostgresDestination {
     }
 
     private struct Reject {
+        var seq: Int
         var entry: RecordEntry
         var recordType: String?
         var error: String
     }
 
+    /// Rows are sent to PostgreSQL in pieces of about this size while the rest are encoded, so
+    /// that the server ingests while the client encodes.
+    static let copyChunkBytes = 256 * 1024
+
     private func applyBatch(_ batch: ChangeBatch, direct: [Bool], on c: Connection) throws -> BatchOutcome {
         var outcome = BatchOutcome()
         outcome.pages = batch.pageCount
         let zone = batch.zoneID
-        for i in encoders.indices {
-            if direct[i] {
-                encoders[i].beginDirectRows(zone: zone, runID: batch.runID, generation: batch.generation)
-            } else {
-                encoders[i].beginStagingRows()
-            }
-        }
+        let entries = batch.entries
 
-        // Classify and encode in feed order. The last change of a record in the batch decides
-        // its final state; every change is still counted and logged.
+        // Sort the entries by table, in feed order. The last change of a record in the batch
+        // decides its final state; every change is still counted and logged.
         var deletions: [Deletion] = []
         var rejects: [Reject] = []
-        var lastIsDelete: [String: Bool] = [:]
-        var upsertedType: [String: String] = [:]
+        var rowsPerTable = [[Int]](repeating: [], count: encoders.count)
         var namesPerTable = [Set<String>](repeating: [], count: encoders.count)
         var deduplicate = [Bool](repeating: false, count: encoders.count)
-        for (i, entry) in batch.entries.enumerated() {
-            let seq = Int32(i)
+        for (i, entry) in entries.enumerated() {
             switch entry {
             case .record(let record):
                 guard let t = schema.table(forRecordType: record.recordType) else {
                     if pipeline.unknownRecordTypes == .skip {
                         outcome.skipped += 1
                     } else {
-                        rejects.append(Reject(entry: entry, recordType: record.recordType,
+                        rejects.append(Reject(seq: i, entry: entry, recordType: record.recordType,
                                               error: "record type \(record.recordType) is not mapped (unknownRecordTypes: reject)"))
                     }
                     continue
                 }
-                if let problem = encoders[t].append(record, seq: seq) {
-                    if pipeline.onBadRecord == .fail {
-                        throw ZoneFailure(message: "record \(record.recordName) (\(record.recordType)) in zone \(zone.zoneName) cannot be applied: \(problem); "
-                            + "nothing of its batch was applied (set onBadRecord: reject to send such records to zonefeed_rejects instead)")
-                    }
-                    rejects.append(Reject(entry: entry, recordType: record.recordType, error: problem))
-                    continue
-                }
-                outcome.upserts += 1
+                if rowsPerTable[t].isEmpty { namesPerTable[t].reserveCapacity(entries.count) }
+                rowsPerTable[t].append(i)
                 if !namesPerTable[t].insert(record.recordName).inserted { deduplicate[t] = true }
-                lastIsDelete[record.recordName] = false
-                upsertedType[record.recordName] = record.recordType
             case .deleted(let name):
                 outcome.tombstones += 1
-                deletions.append(Deletion(seq: seq, recordName: name))
-                lastIsDelete[name] = true
+                deletions.append(Deletion(seq: Int32(i), recordName: name))
             case .error(let error):
-                rejects.append(Reject(entry: entry, recordType: nil, error: "the server reported \(error.serverErrorCode) for this record: \(error.reason ?? "no reason given")"))
+                rejects.append(Reject(seq: i, entry: entry, recordType: nil, error: "the server reported \(error.serverErrorCode) for this record: \(error.reason ?? "no reason given")"))
             }
         }
-        outcome.rejects = rejects.count
 
         let owner = zone.ownerRecordName, zoneName = zone.zoneName
         let run = String(batch.runID), generation = String(batch.generation)
 
-        // Upserts.
-        for (t, table) in schema.tables.enumerated() where encoders[t].rowCount > 0 {
-            let bytes = encoders[t].finish()
+        // Upserts, table by table: encoded (which validates them) while the rows before them
+        // are already on their way, then merged unless they were copied into the table itself.
+        var applied = [Bool](repeating: false, count: deletions.isEmpty ? 0 : entries.count)
+        for (t, table) in schema.tables.enumerated() where !rowsPerTable[t].isEmpty {
             if direct[t] {
                 if deduplicate[t] { throw DirectCopyConflict(table: t) }
-                do {
-                    try c.copyIn(table.copyIntoTable) { try $0.write(bytes) }
-                } catch let error as PostgresError where error.sqlState == "23505" {
-                    // > unique_violation: 23505
-                    throw DirectCopyConflict(table: t)
-                }
+                encoders[t].beginDirectRows(zone: zone, runID: batch.runID, generation: batch.generation)
             } else {
-                try c.copyIn(table.copyIntoStaging) { try $0.write(bytes) }
+                encoders[t].beginStagingRows()
+            }
+            do {
+                try c.copyIn(direct[t] ? table.copyIntoTable : table.copyIntoStaging) { writer in
+                    for i in rowsPerTable[t] {
+                        guard case .record(let record) = entries[i] else { continue }
+                        if let problem = encoders[t].append(record, seq: Int32(i)) {
+                            if pipeline.onBadRecord == .fail {
+                                throw ZoneFailure(message: "record \(record.recordName) (\(record.recordType)) in zone \(zone.zoneName) cannot be applied: \(problem); "
+                                    + "nothing of its batch was applied (set onBadRecord: reject to send such records to zonefeed_rejects instead)")
+                            }
+                            rejects.append(Reject(seq: i, entry: entries[i], recordType: record.recordType, error: problem))
+                            continue
+                        }
+                        outcome.upserts += 1
+                        if !applied.isEmpty { applied[i] = true }
+                        if encoders[t].pendingByteCount >= Self.copyChunkBytes { try encoders[t].send(to: writer) }
+                    }
+                    try encoders[t].sendEnd(to: writer)
+                }
+            } catch let error as PostgresError where direct[t] && error.sqlState == "23505" {
+                // > unique_violation: 23505
+                throw DirectCopyConflict(table: t)
+            }
+            if !direct[t] {
                 try c.query(deduplicate[t] ? table.mergeKeepingLast : table.merge, [owner, zoneName, run, generation])
             }
         }
+        rejects.sort { $0.seq < $1.seq }
+        outcome.rejects = rejects.count
 
         // Deletions: only a record's last change in the batch, if it is a deletion, touches its
         // row; every deletion is logged.
         if !deletions.isEmpty {
+            // A record's upserts count only if they were applied (not rejected).
+            var lastIsDelete: [String: Bool] = [:]
+            var upsertedType: [String: String] = [:]
+            for (i, entry) in entries.enumerated() {
+                switch entry {
+                case .record(let record) where applied[i]:
+                    lastIsDelete[record.recordName] = false
+                    upsertedType[record.recordName] = record.recordType
+                case .deleted(let name):
+                    lastIsDelete[name] = true
+                default:
+                    break
+                }
+            }
             var seen = Set<String>()
             for i in deletions.indices.reversed() {
                 deletions[i].recordType = upsertedType[deletions[i].recordName]
@@ -231,6 +253,6 @@ extension PostgresDestination {
     }
 
     static func withoutNUL(_ s: String) -> String {
-        s.utf8.contains(0) ? s.replacingOccurrences(of: "\u{0}", with: "\\u0000") : s
+        s.containsNUL ? s.replacingOccurrences(of: "\u{0}", with: "\\u0000") : s
     }
 }

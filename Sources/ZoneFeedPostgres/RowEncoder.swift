@@ -12,8 +12,12 @@ import ZoneFeed
 /// same for the whole batch and so encoded once (`PostgresSchema.directColumns`).
 public struct RowEncoder {
     let mapping: RecordTypeMapping
-    let mappedFields: Set<String>
+    /// The mapping's index of each mapped field.
+    let columnOf: [String: Int]
     let keepUnmapped: Bool
+    /// Per row, reused: the mapped fields' values in column order, and the unmapped fields.
+    private var columnValues: [FieldValue?]
+    private var unmapped: [(String, FieldValue)] = []
     var buffer = BinaryCopyBuffer()
     public private(set) var rowCount = 0
     private var json = JSONWriter(capacity: 1024)
@@ -24,7 +28,10 @@ public struct RowEncoder {
     public init(mapping: RecordTypeMapping, keepUnmapped: Bool) {
         self.mapping = mapping
         self.keepUnmapped = keepUnmapped
-        mappedFields = Set(mapping.fields.map(\.field))
+        var columnOf: [String: Int] = [:]
+        for (i, field) in mapping.fields.enumerated() { columnOf[field.field] = i }
+        self.columnOf = columnOf
+        columnValues = Array(repeating: nil, count: mapping.fields.count)
         fieldCount = 1 + Self.dataFieldCount(mapping)
     }
 
@@ -56,6 +63,21 @@ public struct RowEncoder {
         rowCount = 0
     }
 
+    /// The bytes encoded and not yet sent.
+    var pendingByteCount: Int { buffer.bytes.count }
+
+    /// Sends what is encoded so far (with the stream's header, the first time) and forgets it.
+    mutating func send(to writer: CopyInWriter) throws {
+        try writer.write(buffer.bytes)
+        buffer.bytes.removeAll(keepingCapacity: true)
+    }
+
+    /// Ends the stream and sends the rest; the encoder must be begun again before more rows.
+    mutating func sendEnd(to writer: CopyInWriter) throws {
+        buffer.finish()
+        try send(to: writer)
+    }
+
     /// The finished COPY stream; the encoder must be begun again before more rows.
     public mutating func finish() -> [UInt8] {
         buffer.finish()
@@ -74,9 +96,8 @@ public struct RowEncoder {
     }
 
     private mutating func encode(_ record: Record, seq: Int32) -> String? {
-        for (what, text) in [("record name", record.recordName), ("record type", record.recordType)] where text.utf8.contains(0) {
-            return "the \(what) contains a NUL byte, which PostgreSQL text cannot hold"
-        }
+        if record.recordName.containsNUL { return "the record name contains a NUL byte, which PostgreSQL text cannot hold" }
+        if record.recordType.containsNUL { return "the record type contains a NUL byte, which PostgreSQL text cannot hold" }
         buffer.beginTuple(fieldCount: fieldCount)
         if let directPrefix {
             buffer.bytes.append(contentsOf: directPrefix)
@@ -90,8 +111,20 @@ public struct RowEncoder {
         if let problem = appendTimestamp(record.modified?.timestamp, "modified.timestamp") { return problem }
         if let problem = appendMetaText(record.created?.userRecordName, "created.userRecordName") { return problem }
         if let problem = appendMetaText(record.modified?.userRecordName, "modified.userRecordName") { return problem }
-        for field in mapping.fields {
-            guard let value = record.fields[field.field] else {
+        // One pass over the record's fields sorts them into their columns and the unmapped
+        // rest: a hash per field, where looking each column up and each field up again would
+        // take two.
+        for i in columnValues.indices { columnValues[i] = nil }
+        unmapped.removeAll(keepingCapacity: true)
+        for (name, value) in record.fields {
+            if let column = columnOf[name] {
+                columnValues[column] = value
+            } else if keepUnmapped {
+                unmapped.append((name, value))
+            }
+        }
+        for (i, field) in mapping.fields.enumerated() {
+            guard let value = columnValues[i] else {
                 buffer.appendNull()
                 continue
             }
@@ -99,11 +132,11 @@ public struct RowEncoder {
                 return "field \(field.field): \(problem) (column \(field.column), \(field.type.rawValue))"
             }
         }
-        return appendUnmappedFields(record.fields)
+        return appendUnmappedFields()
     }
 
     private mutating func appendMetaText(_ text: String?, _ what: String) -> String? {
-        if let text, text.utf8.contains(0) { return "\(what) contains a NUL byte, which PostgreSQL text cannot hold" }
+        if let text, text.containsNUL { return "\(what) contains a NUL byte, which PostgreSQL text cannot hold" }
         buffer.append(text: text)
         return nil
     }
@@ -118,7 +151,7 @@ public struct RowEncoder {
         return nil
     }
 
-    private mutating func appendUnmappedFields(_ fields: [String: FieldValue]) -> String? {
+    private mutating func appendUnmappedFields() -> String? {
         guard keepUnmapped else {
             buffer.appendNull()
             return nil
@@ -126,9 +159,9 @@ public struct RowEncoder {
         json.bytes.removeAll(keepingCapacity: true)
         json.bytes.append(UInt8(ascii: "{"))
         var first = true
-        for (name, value) in fields where !mappedFields.contains(name) {
+        for (name, value) in unmapped {
             // jsonb cannot hold \u0000 at all.
-            if name.utf8.contains(0) || value.containsNUL {
+            if name.containsNUL || value.containsNUL {
                 return "field \(name) contains a NUL byte, which PostgreSQL jsonb cannot hold (unmapped, kept in the fields column)"
             }
             if !first { json.bytes.append(UInt8(ascii: ",")) }
@@ -156,10 +189,10 @@ public struct RowEncoder {
     private mutating func append(_ value: FieldValue, as type: ColumnType) -> String? {
         switch (type, value) {
         case (.text, .string(let s)):
-            if s.utf8.contains(0) { return "the text contains a NUL byte, which PostgreSQL text cannot hold" }
+            if s.containsNUL { return "the text contains a NUL byte, which PostgreSQL text cannot hold" }
             buffer.append(text: s)
         case (.text, .reference(let r)):
-            if r.recordName.utf8.contains(0) { return "the reference contains a NUL byte" }
+            if r.recordName.containsNUL { return "the reference contains a NUL byte" }
             buffer.append(text: r.recordName)
         case (.bigint, .int64(let i)):
             buffer.append(bigint: i)
@@ -183,8 +216,8 @@ public struct RowEncoder {
         case (.textArray, .list(_, let items)):
             return appendArray(items, oid: BinaryCopyBuffer.OID.text) { buffer, item in
                 switch item {
-                case .string(let s) where !s.utf8.contains(0): buffer.append(text: s); return true
-                case .reference(let r) where !r.recordName.utf8.contains(0): buffer.append(text: r.recordName); return true
+                case .string(let s) where !s.containsNUL: buffer.append(text: s); return true
+                case .reference(let r) where !r.recordName.containsNUL: buffer.append(text: r.recordName); return true
                 default: return false
                 }
             }
