@@ -158,7 +158,8 @@ extension FakeCloudKitStore {
             offset = token.offset
         }
 
-        var writer = JSONWriter(capacity: 64 * 1024)
+        var writer = JSONWriter(capacity: 320 * 1024)
+        writer.sortsKeys = false
         writer.literal("{\"records\":[")
         let desiredKeys = request.desiredKeys.map(Set.init)
         let next: SyncToken

@@ -2,8 +2,9 @@ import CloudKitModel
 import Foundation
 
 /// The JSON bodies the server sends, written straight into bytes with `JSONWriter` (a page of 200
-/// records is written on every fetch of a backfill, so this avoids `JSONEncoder`'s overhead). Keys
-/// come in a fixed order so that the same state gives the same bytes.
+/// records is written on every fetch of a backfill, so this avoids `JSONEncoder`'s overhead). A
+/// record's keys and fields come in a fixed order; the members of asset and location values, on
+/// pages, in their dictionaries' order (`sortsKeys` off), as sorting them cost more than the rest.
 extension JSONWriter {
     mutating func literal(_ text: StaticString) {
         text.withUTF8Buffer { bytes.append(contentsOf: $0) }

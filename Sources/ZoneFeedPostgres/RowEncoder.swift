@@ -32,6 +32,7 @@ public struct RowEncoder {
         for (i, field) in mapping.fields.enumerated() { columnOf[field.field] = i }
         self.columnOf = columnOf
         columnValues = Array(repeating: nil, count: mapping.fields.count)
+        json.sortsKeys = false  // jsonb keeps its own order
         fieldCount = 1 + Self.dataFieldCount(mapping)
     }
 
