@@ -1,0 +1,224 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A child process of `zonefeed bench` (a `zonefeed run`, the fake server), started with
+/// posix_spawn and reaped with wait4, whose rusage is the child's own peak RSS.
+///
+/// Not Foundation's `Process`: it does not report a child's rusage, and on Linux it learns that a
+/// child ended only once every inheritor of the child's descriptors has closed them (see
+/// `EmbeddedPostgres.CommandRunner`).
+final class ChildProcess {
+    /// Where the child's stdout or stderr goes.
+    enum Output {
+        /// A file, created or emptied.
+        case file(String)
+        /// A pipe that the parent reads with `readLine(before:)` (stdout only).
+        case pipe
+    }
+
+    struct Termination {
+        /// The exit status, or 128 + the signal number when a signal ended the child (as shells say).
+        var status: Int32
+        /// The most memory the child had resident at once.
+        var peakRSSBytes: Int
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// What the child is, for messages: "the in-process run".
+    let name: String
+    let pid: pid_t
+    private var outputPipe: Int32 = -1
+    private var unread: [UInt8] = []
+    private var termination: Termination?
+
+    /// This program's own executable, so that a child runs exactly the build being measured, even
+    /// if the file is replaced meanwhile; and the name it was started by, for the child's argv[0].
+    static var currentExecutable: (path: String, name: String) {
+        #if os(Linux)
+        return ("/proc/self/exe", CommandLine.arguments[0])
+        #else
+        return (Bundle.main.executablePath ?? CommandLine.arguments[0], CommandLine.arguments[0])
+        #endif
+    }
+
+    /// Starts `executable.path` (argv[0] `executable.name`) with stdin from /dev/null and the
+    /// default handling of every signal: the bench ignores SIGINT and SIGTERM (it ends its
+    /// children itself), and an ignored signal would otherwise stay ignored across exec.
+    init(
+        name: String, executable: (path: String, name: String), arguments: [String], environment: [String: String],
+        stdout: Output, stderr: Output
+    ) throws {
+        self.name = name
+        #if canImport(Darwin)
+        var actions: posix_spawn_file_actions_t? = nil
+        var attributes: posix_spawnattr_t? = nil
+        #else
+        var actions = posix_spawn_file_actions_t()
+        var attributes = posix_spawnattr_t()
+        #endif
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        var pipeReadEnd: Int32 = -1, pipeWriteEnd: Int32 = -1
+        for (descriptor, output) in [(Int32(1), stdout), (Int32(2), stderr)] {
+            switch output {
+            case .file(let path):
+                posix_spawn_file_actions_addopen(&actions, descriptor, path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+            case .pipe:
+                precondition(descriptor == 1 && pipeWriteEnd < 0, "only stdout can be a pipe")
+                var ends: [Int32] = [-1, -1]
+                guard pipe(&ends) == 0 else {
+                    throw Failure(description: "could not create a pipe for \(name) (\(String(cString: strerror(errno))))")
+                }
+                // Close-on-exec, so that no other child inherits them and holds the pipe open;
+                // dup2 clears the flag on the child's own copy.
+                for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+                pipeReadEnd = ends[0]
+                pipeWriteEnd = ends[1]
+                posix_spawn_file_actions_adddup2(&actions, pipeWriteEnd, descriptor)
+            }
+        }
+        defer { if pipeWriteEnd >= 0 { _ = close(pipeWriteEnd) } }
+
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        var defaultSignals = sigset_t()
+        sigemptyset(&defaultSignals)
+        for signal in [SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGTERM, SIGUSR1, SIGUSR2, SIGCHLD] { sigaddset(&defaultSignals, signal) }
+        posix_spawnattr_setsigdefault(&attributes, &defaultSignals)
+
+        let argv = ([executable.name] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { envp.forEach { free($0) } }
+
+        Self.resetPeakRSS()
+        var pid = pid_t()
+        let result = posix_spawn(&pid, executable.path, &actions, &attributes, argv, envp)
+        guard result == 0 else {
+            if pipeReadEnd >= 0 { _ = close(pipeReadEnd) }
+            throw Failure(description: "could not start \(name) from \(executable.path) (\(String(cString: strerror(result))))")
+        }
+        self.pid = pid
+        outputPipe = pipeReadEnd
+        Self.running.insert(pid)
+    }
+
+    deinit {
+        if outputPipe >= 0 { _ = close(outputPipe) }
+    }
+
+    /// Lowers this process's peak RSS to its current RSS, because the kernel counts it in the
+    /// child's. At exec, Linux folds the high-water mark of the memory the process had until then
+    /// into the `ru_maxrss` that wait4 reports for it, and a posix_spawn child (CLONE_VM) has
+    /// until then run in this process's memory: without the reset, every child would report at
+    /// least the bench's own peak (the ceiling's encoded rows). What remains is a floor of this
+    /// process's current RSS, well below a run's.
+    /// > proc(5), /proc/pid/clear_refs: "5 (since Linux 4.0): Reset the peak resident set size
+    /// > ("high water mark") to the process's current resident set size value."
+    private static func resetPeakRSS() {
+        #if os(Linux)
+        let descriptor = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return }
+        _ = write(descriptor, "5", 1)
+        _ = close(descriptor)
+        #endif
+    }
+
+    // MARK: - Output
+
+    /// The next line the child writes to its stdout pipe, without the newline; nil when the child
+    /// closes its stdout (it ended) or when `deadline` passes first.
+    func readLine(before deadline: ContinuousClock.Instant) -> String? {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            if let newline = unread.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = String(decoding: unread[..<newline], as: UTF8.self)
+                unread.removeSubrange(...newline)
+                return line
+            }
+            let remaining = deadline - .now
+            guard outputPipe >= 0, remaining > .zero else { return nil }
+            var poller = pollfd(fd: outputPipe, events: Int16(POLLIN), revents: 0)
+            let (seconds, attoseconds) = remaining.components
+            let milliseconds = Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
+            let ready = poll(&poller, 1, milliseconds)
+            if ready < 0 && errno == EINTR { continue }
+            guard ready > 0 else { return nil }
+            let count = buffer.withUnsafeMutableBytes { read(outputPipe, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { return nil }
+            unread.append(contentsOf: buffer[..<count])
+        }
+    }
+
+    // MARK: - Ending
+
+    /// Waits for the child to end (once; later calls return the same termination).
+    @discardableResult
+    func wait() -> Termination {
+        if let termination { return termination }
+        // Wait without reaping first (WNOWAIT): until it is reaped the child's pid cannot be
+        // reused, so `terminateAll` never signals a stranger that happens to get the same pid.
+        var info = siginfo_t()
+        while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR {}
+        Self.running.remove(pid)
+
+        var status: Int32 = 0
+        var usage = rusage()
+        while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
+        // WIFEXITED / WEXITSTATUS / WTERMSIG are macros, which Swift does not import.
+        let signal = status & 0x7f
+        #if os(Linux)
+        let peak = usage.ru_maxrss * 1024  // > getrusage(2): "ru_maxrss … (in kilobytes)"
+        #else
+        let peak = usage.ru_maxrss  // bytes on macOS
+        #endif
+        let ended = Termination(status: signal == 0 ? (status >> 8) & 0xff : 128 + signal, peakRSSBytes: peak)
+        termination = ended
+        return ended
+    }
+
+    /// Sends SIGTERM unless the child has been waited for already, then waits for it.
+    @discardableResult
+    func terminate() -> Termination {
+        if termination == nil { kill(pid, SIGTERM) }
+        return wait()
+    }
+
+    /// Sends SIGTERM to every child not yet waited for: what the bench does when it is itself
+    /// interrupted, so that no `zonefeed run` or fake server outlives it.
+    static func terminateAll() {
+        running.forEach { kill($0, SIGTERM) }
+    }
+
+    private static let running = RunningChildren()
+}
+
+/// The pids of the children not yet reaped; a signal handler's queue reads it while the bench's
+/// thread changes it.
+private final class RunningChildren: @unchecked Sendable {
+    private let lock = NSLock()
+    private var pids: Set<pid_t> = []
+
+    func insert(_ pid: pid_t) { lock.withLock { _ = pids.insert(pid) } }
+    func remove(_ pid: pid_t) { lock.withLock { _ = pids.remove(pid) } }
+
+    /// Holds the lock while `body` runs, so that no pid is removed (and reaped) meanwhile.
+    func forEach(_ body: (pid_t) -> Void) { lock.withLock { pids.forEach(body) } }
+}
