@@ -106,6 +106,22 @@ public struct JSONReader {
         return true
     }
 
+    /// A place in the data to come back to, with the nesting it was read at.
+    struct Mark {
+        fileprivate var position: Int
+        fileprivate var depth: Int
+        fileprivate var pendingFirst: Bool
+    }
+
+    func mark() -> Mark { Mark(position: position, depth: depth, pendingFirst: pendingFirst) }
+
+    /// Reads again from `mark` (or on from it, when it lies ahead).
+    mutating func reset(to mark: Mark) {
+        position = mark.position
+        depth = mark.depth
+        pendingFirst = mark.pendingFirst
+    }
+
     /// Whether the container begun last has not had an element yet. Reading a nested value
     /// always ends with this false again, as a value was just read in the outer container.
     private var pendingFirst = false
@@ -116,6 +132,19 @@ public struct JSONReader {
     }
 
     // MARK: Scalars
+
+    /// Whether the next value is a string (nothing consumed).
+    public mutating func peekIsString() throws -> Bool {
+        peek() == UInt8(ascii: "\"")
+    }
+
+    /// Whether the next value is a number (nothing consumed).
+    public mutating func peekIsNumber() throws -> Bool {
+        switch peek() {
+        case UInt8(ascii: "-")?, (UInt8(ascii: "0")...UInt8(ascii: "9"))?: return true
+        default: return false
+        }
+    }
 
     /// True (and consumed) when the next value is `null`.
     public mutating func readNullIfPresent() throws -> Bool {
@@ -146,6 +175,7 @@ public struct JSONReader {
         position += 1
         let start = position
         // Most strings have no escapes: one scan, one copy.
+        skipPlainStringBytes()
         while position < bytes.count {
             let b = bytes[position]
             if b == UInt8(ascii: "\"") {
@@ -240,6 +270,31 @@ public struct JSONReader {
     }
 
     public mutating func readNumber() throws -> Number {
+        let scanned = try scanNumber()
+        if scanned.isInteger && !scanned.overflow {
+            if scanned.negative {
+                if scanned.magnitude == 0 { return .negativeZero }
+                if scanned.magnitude <= UInt64(Int64.max) + 1 {
+                    return .int(scanned.magnitude == UInt64(Int64.max) + 1 ? Int64.min : -Int64(scanned.magnitude))
+                }
+            } else if scanned.magnitude <= UInt64(Int64.max) {
+                return .int(Int64(scanned.magnitude))
+            }
+        }
+        return .double(parseDouble(scanned.range))
+    }
+
+    /// A number's extent and, when it has no fraction or exponent, its digits' value.
+    private struct ScannedNumber {
+        var range: Range<Int>
+        var negative: Bool
+        var magnitude: UInt64
+        var overflow: Bool
+        var isInteger: Bool
+    }
+
+    /// Reads past a number, checking its syntax (RFC 8259, section 6).
+    private mutating func scanNumber() throws -> ScannedNumber {
         _ = peek()
         let start = position
         var negative = false
@@ -276,15 +331,7 @@ public struct JSONReader {
             while position < bytes.count, bytes[position] >= UInt8(ascii: "0"), bytes[position] <= UInt8(ascii: "9") { position += 1 }
             guard position > exponentStart else { throw failure("a number without digits in its exponent") }
         }
-        if isInteger && !overflow {
-            if negative {
-                if magnitude == 0 { return .negativeZero }
-                if magnitude <= UInt64(Int64.max) + 1 { return .int(magnitude == UInt64(Int64.max) + 1 ? Int64.min : -Int64(magnitude)) }
-            } else if magnitude <= UInt64(Int64.max) {
-                return .int(Int64(magnitude))
-            }
-        }
-        return .double(parseDouble(start..<position))
+        return ScannedNumber(range: start..<position, negative: negative, magnitude: magnitude, overflow: overflow, isInteger: isInteger)
     }
 
     private func parseDouble(_ range: Range<Int>) -> Double {
@@ -329,8 +376,92 @@ public struct JSONReader {
         }
     }
 
-    /// Reads past any value.
+    /// Reads past any value, checking its syntax as the readers do, without building it.
     public mutating func skipValue() throws {
-        _ = try readValue()
+        switch peek() {
+        case UInt8(ascii: "{"):
+            try beginObject()
+            while try nextKeySkipped() { try skipValue() }
+        case UInt8(ascii: "["):
+            try beginArray()
+            while try nextElement() { try skipValue() }
+        case UInt8(ascii: "\""):
+            try skipString()
+        case UInt8(ascii: "t"), UInt8(ascii: "f"):
+            _ = try readBool()
+        case UInt8(ascii: "n"):
+            try literal("null")
+        case nil:
+            throw failure("the data ends where a value was expected")
+        default:
+            _ = try scanNumber()
+        }
+    }
+
+    /// `nextKey` without making the key a String: whether a key (and its colon) was read.
+    private mutating func nextKeySkipped() throws -> Bool {
+        guard let next = peek() else { throw failure("the object is not closed") }
+        if next == UInt8(ascii: "}") {
+            position += 1
+            depth -= 1
+            pendingFirst = false
+            return false
+        }
+        if !pendingFirst {
+            try expect(UInt8(ascii: ","), "a comma or a closing brace")
+        }
+        pendingFirst = false
+        try skipString()
+        try expect(UInt8(ascii: ":"), "a colon after the key")
+        return true
+    }
+
+    /// Moves past the bytes of a string that need no attention: neither its closing quote, nor
+    /// a backslash, nor a control character. Eight bytes are tested at a time, as one word.
+    @inline(__always) private mutating func skipPlainStringBytes() {
+        guard let base = bytes.baseAddress else { return }
+        while position + 8 <= bytes.count {
+            let word = UnsafeRawPointer(base + position).loadUnaligned(as: UInt64.self)
+            if Self.mayHoldSpecialByte(word) { break }
+            position += 8
+        }
+    }
+
+    /// Whether a word may hold a `"`, a `\` or a byte below 0x20: never false when it does
+    /// (it may be true when it does not; the caller then looks byte by byte). The zero-byte
+    /// test of "Bit Twiddling Hacks" (Sean Eron Anderson), on the word XORed with each byte
+    /// looked for, and its less-than form for the control characters.
+    @inline(__always) static func mayHoldSpecialByte(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        let quote = word ^ (ones &* 0x22), backslash = word ^ (ones &* 0x5C)
+        let hasQuote = (quote &- ones) & ~quote & highs
+        let hasBackslash = (backslash &- ones) & ~backslash & highs
+        let hasControl = (word &- ones &* 0x20) & ~word & highs
+        return hasQuote | hasBackslash | hasControl != 0
+    }
+
+    /// Reads past a string, with the checks of `readString`.
+    public mutating func skipString() throws {
+        guard peek() == UInt8(ascii: "\"") else { throw failure("expected a string") }
+        position += 1
+        var scratch: [UInt8] = []
+        skipPlainStringBytes()
+        while position < bytes.count {
+            let b = bytes[position]
+            position += 1
+            switch b {
+            case UInt8(ascii: "\""):
+                return
+            case UInt8(ascii: "\\"):
+                // Checked as when read; escapes are rare, so the scratch bytes cost nothing.
+                try readEscape(into: &scratch)
+                scratch.removeAll(keepingCapacity: true)
+            case 0..<0x20:
+                throw failure("a control character inside a string")
+            default:
+                break
+            }
+        }
+        throw failure("the string is not closed")
     }
 }

@@ -44,11 +44,15 @@ extension RecordEntry {
     }
 
     private static func readFields(_ json: inout JSONReader) throws -> [String: FieldValue] {
-        var fields: [String: FieldValue] = [:]
+        // Gathered first so that the dictionary is made once at its size, not grown field by field.
+        var read: [(String, FieldValue)] = []
+        read.reserveCapacity(16)
         try json.beginObject()
         while let name = try json.nextKey() {
-            fields[name] = try FieldValue(reading: &json)
+            read.append((name, try FieldValue(reading: &json)))
         }
+        var fields = [String: FieldValue](minimumCapacity: read.count)
+        for (name, value) in read { fields[name] = value }  // a repeated name: the last one wins
         return fields
     }
 }
@@ -57,37 +61,124 @@ extension FieldValue {
     /// `{"value": …, "type": "TAG"}`, either order. Like `init(from:)`, a value that does not
     /// match its tag becomes `.unknown`, never an error.
     public init(reading json: inout JSONReader) throws {
+        // CloudKit sends the value before its type. The value is first only checked and passed,
+        // then read again knowing its type, straight into the model; a value of a shape its
+        // type does not expect is read as any JSON and interpreted as `init(tag:json:)` does.
         var tag: String?
-        var value: JSONValue = .null
-        var negativeZero = false
+        var valueAt: JSONReader.Mark?
         try json.beginObject()
         while let key = try json.nextKey() {
             switch key {
             case "type":
                 tag = try json.readNullIfPresent() ? nil : try json.readString()
             case "value":
-                // Numbers are read here so that a DOUBLE of -0 keeps its sign.
-                switch json.peek() ?? 0 {
-                case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-                    switch try json.readNumber() {
-                    case .int(let i): value = .int(i)
-                    case .double(let d): value = .double(d)
-                    case .negativeZero:
-                        value = .int(0)
-                        negativeZero = true
-                    }
-                default:
-                    value = try json.readValue()
-                }
+                valueAt = json.mark()
+                try json.skipValue()
             default:
                 try json.skipValue()
             }
         }
         let type = tag ?? "UNKNOWN"
-        if negativeZero && type == "DOUBLE" {
-            self = .double(-0.0)
-        } else {
-            self = FieldValue(tag: type, json: value)
+        guard let valueAt else {
+            self = FieldValue(tag: type, json: .null)
+            return
+        }
+        let end = json.mark()
+        defer { json.reset(to: end) }
+        json.reset(to: valueAt)
+        if let typed = try FieldValue.readTyped(type, &json) {
+            self = typed
+            return
+        }
+        json.reset(to: valueAt)
+        self = try FieldValue(anyValueOf: type, &json)
+    }
+
+    /// A value of the shape its type expects, or nil (and the reader anywhere inside it).
+    private static func readTyped(_ tag: String, _ json: inout JSONReader) throws -> FieldValue? {
+        switch tag {
+        case "STRING": return try json.peekIsString() ? .string(try json.readString()) : nil
+        case "BYTES": return try json.peekIsString() ? .bytes(try json.readString()) : nil
+        case "ENCRYPTED_BYTES": return try json.peekIsString() ? .encryptedBytes(try json.readString()) : nil
+        case "INT64":
+            guard try json.peekIsNumber(), case .int(let i) = try json.readNumber() else { return nil }
+            return .int64(i)
+        case "TIMESTAMP":
+            guard try json.peekIsNumber(), case .int(let i) = try json.readNumber() else { return nil }
+            return .timestamp(i)
+        case "DOUBLE":
+            guard try json.peekIsNumber() else { return nil }
+            switch try json.readNumber() {
+            case .double(let d): return .double(d)
+            case .int(let i): return .double(Double(i))
+            case .negativeZero: return .double(-0.0)
+            }
+        case "REFERENCE":
+            return try readReference(&json).map(FieldValue.reference)
+        case "STRING_LIST", "BYTES_LIST", "ENCRYPTED_BYTES_LIST", "INT64_LIST", "TIMESTAMP_LIST", "DOUBLE_LIST", "REFERENCE_LIST":
+            guard json.peek() == UInt8(ascii: "[") else { return nil }
+            let element = String(tag.dropLast(5))
+            var items: [FieldValue] = []
+            try json.beginArray()
+            while try json.nextElement() {
+                guard let item = try readTyped(element, &json) else { return nil }
+                items.append(item)
+            }
+            return .list(tag: tag, items)
+        default:
+            return nil
+        }
+    }
+
+    /// `{"recordName": …, "zoneID": {…}, "action": …}` with strings where strings belong, or nil.
+    private static func readReference(_ json: inout JSONReader) throws -> Reference? {
+        guard json.peek() == UInt8(ascii: "{") else { return nil }
+        var name: String?, zone: ZoneID?, action: String?
+        try json.beginObject()
+        while let key = try json.nextKey() {
+            switch key {
+            case "recordName":
+                guard try json.peekIsString() else { return nil }
+                name = try json.readString()
+            case "action":
+                guard try json.peekIsString() else { return nil }
+                action = try json.readString()
+            case "zoneID":
+                guard json.peek() == UInt8(ascii: "{") else { return nil }
+                var zoneName: String?, owner: String?, zoneType: String?
+                try json.beginObject()
+                while let zoneKey = try json.nextKey() {
+                    switch zoneKey {
+                    case "zoneName", "ownerRecordName", "zoneType":
+                        guard try json.peekIsString() else { return nil }
+                        let text = try json.readString()
+                        if zoneKey == "zoneName" { zoneName = text } else if zoneKey == "zoneType" { zoneType = text } else { owner = text }
+                    default:
+                        try json.skipValue()
+                    }
+                }
+                guard let zoneName else { return nil }
+                zone = ZoneID(zoneName: zoneName, ownerRecordName: owner ?? ZoneID.defaultOwner, zoneType: zoneType)
+            default:
+                try json.skipValue()
+            }
+        }
+        guard let name else { return nil }
+        return Reference(recordName: name, zoneID: zone, action: action)
+    }
+
+    /// Any JSON value, interpreted under `tag` by `init(tag:json:)`.
+    private init(anyValueOf tag: String, _ json: inout JSONReader) throws {
+        // Numbers are read here so that a DOUBLE of -0 keeps its sign.
+        switch json.peek() ?? 0 {
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            switch try json.readNumber() {
+            case .int(let i): self = FieldValue(tag: tag, json: .int(i))
+            case .double(let d): self = FieldValue(tag: tag, json: .double(d))
+            case .negativeZero: self = tag == "DOUBLE" ? .double(-0.0) : FieldValue(tag: tag, json: .int(0))
+            }
+        default:
+            self = FieldValue(tag: tag, json: try json.readValue())
         }
     }
 }
