@@ -102,6 +102,23 @@ public final class CloudKitClient: Sendable {
         _ type: Response.Type, operation: String, method: HTTPMethod, scope: Scope = .database,
         body: JSONValue?, logger: Logger?
     ) async throws -> Response {
+        try await send(operation: operation, method: method, scope: scope, body: body, logger: logger) { bytes in
+            if let readable = Response.self as? any JSONReadable.Type {
+                return try bytes.withUnsafeBytes { raw in
+                    var reader = JSONReader(raw.bindMemory(to: UInt8.self))
+                    return try readable.init(reading: &reader) as! Response
+                }
+            }
+            return try JSONDecoder().decode(Response.self, from: bytes)
+        }
+    }
+
+    /// Sends one operation, retrying what may succeed later, and makes its answer with `decode`;
+    /// a body `decode` refuses counts as malformed, and is retried like one.
+    func send<Response>(
+        operation: String, method: HTTPMethod, scope: Scope = .database,
+        body: JSONValue?, logger: Logger?, decode: (Data) throws -> Response
+    ) async throws -> Response {
         var logger = logger ?? self.logger
         logger[metadataKey: "cloudkit.operation"] = "\(operation)"
         let path = path(for: operation, scope: scope)
@@ -117,7 +134,7 @@ public final class CloudKitClient: Sendable {
         await gate.acquire()
         do {
             let response = try await sendWithRetries(
-                type, operation: operation, method: method, path: path, body: body == nil ? nil : bodyBytes, logger: logger)
+                operation: operation, method: method, path: path, body: body == nil ? nil : bodyBytes, logger: logger, decode: decode)
             await gate.release()
             return response
         } catch {
@@ -126,8 +143,8 @@ public final class CloudKitClient: Sendable {
         }
     }
 
-    private func sendWithRetries<Response: Decodable>(
-        _ type: Response.Type, operation: String, method: HTTPMethod, path: String, body: [UInt8]?, logger: Logger
+    private func sendWithRetries<Response>(
+        operation: String, method: HTTPMethod, path: String, body: [UInt8]?, logger: Logger, decode: (Data) throws -> Response
     ) async throws -> Response {
         let policy = configuration.retry
         let clock = ContinuousClock()
@@ -137,7 +154,7 @@ public final class CloudKitClient: Sendable {
             attempt += 1
             try Task.checkCancellation()
             do {
-                return try await attemptOnce(type, operation: operation, method: method, path: path, body: body, logger: logger)
+                return try await attemptOnce(operation: operation, method: method, path: path, body: body, logger: logger, decode: decode)
             } catch var error as CloudKitError {
                 error.attempts = attempt
                 guard error.isRetryable, attempt < max(policy.maxAttempts, 1) else { throw error }
@@ -163,8 +180,8 @@ public final class CloudKitClient: Sendable {
     }
 
     /// One HTTP exchange. Throws `CloudKitError` for every failure except cancellation.
-    private func attemptOnce<Response: Decodable>(
-        _ type: Response.Type, operation: String, method: HTTPMethod, path: String, body: [UInt8]?, logger: Logger
+    private func attemptOnce<Response>(
+        operation: String, method: HTTPMethod, path: String, body: [UInt8]?, logger: Logger, decode: (Data) throws -> Response
     ) async throws -> Response {
         let sentToken = tokens.current
         let secrets = [configuration.apiToken, configuration.webAuthToken, sentToken].compactMap { $0 }
@@ -248,13 +265,7 @@ public final class CloudKitClient: Sendable {
             throw error
         }
         do {
-            if let readable = Response.self as? any JSONReadable.Type {
-                return try bytes.withUnsafeBytes { raw in
-                    var reader = JSONReader(raw.bindMemory(to: UInt8.self))
-                    return try readable.init(reading: &reader) as! Response
-                }
-            }
-            return try JSONDecoder().decode(Response.self, from: bytes)
+            return try decode(bytes)
         } catch {
             throw fault(.malformedResponse, Self.summary(of: error, byteCount: bytes.count), status: status)
         }

@@ -1,4 +1,5 @@
 import CloudKitModel
+import Foundation
 
 /// One page of `records/changes`: the zone's changed records, deletions and per-record errors in
 /// feed order, the position after them, and whether more follow.
@@ -46,6 +47,57 @@ extension RecordZoneChangesResponse: JSONReadable {
         try json.end()
         guard let syncToken else { throw json.failure("a page without a syncToken") }
         self.init(records: records, syncToken: syncToken, moreComing: moreComing)
+    }
+}
+
+/// A page of `records/changes` received but not decoded yet. Its `syncToken` and `moreComing`
+/// are read at once, past records that are only checked, so that the next page can be requested
+/// while this one is decoded: during a backfill the server then writes a page while the client
+/// reads the one before.
+public struct UndecodedRecordZoneChanges: Sendable {
+    public let body: Data
+    public let syncToken: String
+    public let moreComing: Bool
+    /// The request's path, for errors.
+    let path: String
+
+    /// Reads the page's token, checking that the whole body is JSON; throws what `JSONReader`
+    /// finds wrong.
+    init(body: Data, path: String) throws {
+        var syncToken: String?
+        var moreComing = false
+        try body.withUnsafeBytes { raw in
+            var json = JSONReader(raw.bindMemory(to: UInt8.self))
+            try json.beginObject()
+            while let key = try json.nextKey() {
+                if try json.readNullIfPresent() { continue }
+                switch key {
+                case "syncToken": syncToken = try json.readString()
+                case "moreComing": moreComing = try json.readBool()
+                default: try json.skipValue()
+                }
+            }
+            try json.end()
+            guard syncToken != nil else { throw json.failure("a page without a syncToken") }
+        }
+        self.body = body
+        self.syncToken = syncToken!
+        self.moreComing = moreComing
+        self.path = path
+    }
+
+    /// The page's records; a record the model cannot take is a `malformedResponse`.
+    public func decoded() throws -> RecordZoneChangesResponse {
+        do {
+            return try body.withUnsafeBytes { raw in
+                var reader = JSONReader(raw.bindMemory(to: UInt8.self))
+                return try RecordZoneChangesResponse(reading: &reader)
+            }
+        } catch {
+            throw CloudKitError(
+                code: .malformedResponse, reason: CloudKitClient.summary(of: error, byteCount: body.count),
+                operation: "records/changes", path: path)
+        }
     }
 }
 

@@ -115,6 +115,64 @@ import ZoneFeedCloudKit
         }
     }
 
+    // MARK: Reading ahead
+
+    static func page(_ name: String, next token: String, moreComing: Bool) -> CannedServer.Reply {
+        .json(200, #"{"records":[{"recordName":"\#(name)","deleted":true}],"syncToken":"\#(token)","moreComing":\#(moreComing)}"#)
+    }
+
+    /// Waits until the server has seen `count` requests, for at most five seconds.
+    static func requests(_ count: Int, on server: CannedServer) async throws -> Bool {
+        for _ in 0..<500 where server.requests.count < count { try await Task.sleep(for: .milliseconds(10)) }
+        return server.requests.count == count
+    }
+
+    @Test func theNextPageIsRequestedBeforeTheEngineAsksForIt() async throws {
+        try await withSource { server, source in
+            server.enqueue(Self.page("a", next: "t2", moreComing: true))
+            server.enqueue(Self.page("b", next: "t3", moreComing: false))
+            let first = try await source.fetchZoneChanges(in: zone, since: ChangeToken("t1"))
+            #expect(first.entries == [.deleted(recordName: "a")])
+            #expect(try await Self.requests(2, on: server), "the second page was requested ahead")
+            #expect(server.requests[1].bodyText.contains(#""syncToken":"t2""#))
+
+            let second = try await source.fetchZoneChanges(in: zone, since: first.syncToken)
+            #expect(second.entries == [.deleted(recordName: "b")])
+            #expect(second.syncToken == ChangeToken("t3"))
+            #expect(!second.moreComing)
+            try await Task.sleep(for: .milliseconds(100))
+            #expect(server.requests.count == 2, "the page read ahead is used, not fetched again, and the last page reads nothing ahead")
+        }
+    }
+
+    @Test func aPageReadAheadForAnotherTokenIsNotUsed() async throws {
+        try await withSource { server, source in
+            server.enqueue(Self.page("a", next: "t2", moreComing: true))
+            server.enqueue(Self.page("ahead", next: "t3", moreComing: false))
+            server.enqueue(Self.page("restart", next: "r2", moreComing: false))
+            _ = try await source.fetchZoneChanges(in: zone, since: ChangeToken("t1"))
+            #expect(try await Self.requests(2, on: server))
+            // The engine went another way (a resync from a nil token).
+            let page = try await source.fetchZoneChanges(in: zone, since: nil)
+            #expect(page.entries == [.deleted(recordName: "restart")])
+            #expect(server.requests.count == 3)
+            #expect(!server.requests[2].bodyText.contains("syncToken"))
+        }
+    }
+
+    @Test func aFailedReadAheadReachesTheEngineAsTheFetchItsTokenNamed() async throws {
+        try await withSource { server, source in
+            server.enqueue(Self.page("a", next: "t2", moreComing: true))
+            server.enqueue(.error(400, code: "BAD_REQUEST", reason: "Unknown sync continuation type"))
+            let first = try await source.fetchZoneChanges(in: zone, since: ChangeToken("t1"))
+            let error = try await #require(throws: SourceError.self) {
+                _ = try await source.fetchZoneChanges(in: zone, since: first.syncToken)
+            }
+            #expect(error.code == .changeTokenExpired)
+            #expect(server.requests.count == 2)
+        }
+    }
+
     @Test func databaseFeedBecomesModifiedAndDeletedZones() async throws {
         try await withSource { server, source in
             server.enqueue(.json(200, #"""

@@ -1,5 +1,5 @@
 import CloudKitModel
-import CloudKitWebServices
+@testable import CloudKitWebServices
 import FakeCloudKit
 import Foundation
 import Testing
@@ -62,6 +62,63 @@ import ZoneFeed
         #expect(record.fields["intAsDouble"] == .double(7))
     }
 
+    @Test func valuesOfUnexpectedShapesReadAsJSONDecoderDecodesThem() throws {
+        // The reader reads a value straight into its type when it has the expected shape, and
+        // otherwise as any JSON: both ways must give what JSONDecoder gives.
+        let text = #"""
+            {"records":[{"recordName":"r","recordType":"Note","fields":{
+              "ref":{"value":{"recordName":"a","action":"NONE"},"type":"REFERENCE"},
+              "refZone":{"value":{"recordName":"a","zoneID":{"zoneName":"Z","zoneType":"REGULAR_CUSTOM_ZONE","extra":[1,{"x":null}]}},"type":"REFERENCE"},
+              "refNumberAction":{"value":{"recordName":"a","action":3},"type":"REFERENCE"},
+              "refZoneWithoutName":{"value":{"recordName":"a","zoneID":{"ownerRecordName":"o"}},"type":"REFERENCE"},
+              "refNumberOwner":{"value":{"recordName":"a","zoneID":{"zoneName":"Z","ownerRecordName":7}},"type":"REFERENCE"},
+              "refWithoutName":{"value":{"action":"NONE"},"type":"REFERENCE"},
+              "intAsString":{"value":"12","type":"INT64"},
+              "intAsDouble":{"value":1.5,"type":"INT64"},
+              "intNegativeZero":{"value":-0,"type":"INT64"},
+              "timeAsDouble":{"value":1700000000000.4,"type":"TIMESTAMP"},
+              "stringAsNumber":{"value":5,"type":"STRING"},
+              "bytesAsObject":{"value":{},"type":"BYTES"},
+              "typeFirst":{"type":"STRING","value":"first"},
+              "noType":{"value":"x"},
+              "noValue":{"type":"STRING"},
+              "futureType":{"value":{"a":[1,2]},"type":"FUTURE_TYPE"},
+              "listWrongElement":{"value":["a",1],"type":"STRING_LIST"},
+              "listNotArray":{"value":"a","type":"STRING_LIST"},
+              "doubles":{"value":[1,2.5,-0.0],"type":"DOUBLE_LIST"},
+              "refs":{"value":[{"recordName":"a"},{"recordName":"b","zoneID":{"zoneName":"Z"}}],"type":"REFERENCE_LIST"},
+              "nestedList":{"value":[["a"]],"type":"STRING_LIST"}
+            }}],"syncToken":"t"}
+            """#
+        let read = try Self.read(text)
+        guard case .record(let record)? = read.records.first, case .record(let decoded)? = try Self.decoded(text).records.first else {
+            Issue.record("no record in \(read)")
+            return
+        }
+        for (name, value) in decoded.fields {
+            #expect(record.fields[name] == value, "field \(name)")
+        }
+        #expect(record == decoded)
+        #expect(record.fields["ref"] == .reference(Reference(recordName: "a", action: "NONE")))
+        #expect(record.fields["refNumberAction"] == .reference(Reference(recordName: "a", action: nil)))
+        #expect(record.fields["intAsString"] == .int64(12))
+        #expect(record.fields["typeFirst"] == .string("first"))
+        #expect(record.fields.count == 21)
+    }
+
+    @Test func anUndecodedPageKnowsItsTokenAndDecodesAsTheReaderReadsIt() throws {
+        let feed = FakeFeed(settings: FakeSettings(seed: 9, zones: 1, recordsPerZone: 400, badRecordEvery: 40))
+        let entries = feed.entries(zone: 0, range: 0..<400)
+        for moreComing in [true, false] {
+            let page = RecordZoneChangesResponse(records: entries, syncToken: "next\"token", moreComing: moreComing)
+            let body = try JSONEncoder().encode(WirePage(page))
+            let undecoded = try UndecodedRecordZoneChanges(body: body, path: "/records/changes")
+            #expect(undecoded.syncToken == "next\"token")
+            #expect(undecoded.moreComing == moreComing)
+            #expect(try undecoded.decoded() == Self.read(String(decoding: body, as: UTF8.self)))
+        }
+    }
+
     @Test func aLoneSurrogateEscapeBecomesTheReplacementCharacter() throws {
         let page = try Self.read(#"{"records":[{"recordName":"x\ud800y","deleted":true}],"syncToken":"t"}"#)
         #expect(page.records == [.deleted(recordName: "x\u{FFFD}y")])
@@ -81,6 +138,8 @@ import ZoneFeed
     func malformedPagesAreRefusedByBoth(text: String) {
         #expect(throws: (any Error).self) { try Self.read(text) }
         #expect(throws: (any Error).self) { try Self.decoded(text) }
+        // Read ahead, a page is refused when its token is read, or else when it is decoded.
+        #expect(throws: (any Error).self) { try UndecodedRecordZoneChanges(body: Data(text.utf8), path: "/p").decoded() }
     }
 }
 
