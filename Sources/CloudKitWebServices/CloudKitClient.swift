@@ -55,8 +55,10 @@ public final class CloudKitClient: Sendable {
         (origin, pathPrefix) = Self.split(baseURL: configuration.baseURL)
     }
 
-    /// Shuts down the HTTP client if this client made it; a caller's client is left alone.
+    /// Waits until the newest web auth token is saved, then shuts down the HTTP client if this
+    /// client made it; a caller's client is left alone.
     public func shutdown() async throws {
+        await tokens.flush()
         if ownsHTTPClient { try await httpClient.shutdown() }
     }
 

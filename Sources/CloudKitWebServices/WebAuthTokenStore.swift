@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
@@ -14,9 +15,22 @@ import Darwin
 /// every response, errors included, and Apple says the previous one stops working; so the newest
 /// is kept in memory for the next request and, when a file is configured, written there for the
 /// next run. At start a token in that file wins over the configured one: it is newer.
+///
+/// The file is written on a queue of its own, so that a request never waits for a disk's fsync
+/// (a backfill receives a token with every page); when tokens come faster than the disk takes
+/// them, only the newest is written. `flush()` waits until it is.
 final class WebAuthTokenStore: Sendable {
     let file: String?
     private let token: NIOLockedValueBox<String?>
+    private let saving = NIOLockedValueBox(Saving())
+    private let writer = DispatchQueue(label: "zonefeed.web-auth-token-file")
+
+    private struct Saving {
+        /// The token in memory is newer than the file.
+        var unsaved = false
+        /// A write is queued or under way.
+        var writing = false
+    }
 
     init(configured: String?, file: String?, logger: Logger) {
         self.file = file
@@ -42,11 +56,39 @@ final class WebAuthTokenStore: Sendable {
         guard changed else { return }
         logger.debug("the server rotated the web auth token")
         guard let file else { return }
-        do {
-            try Self.writeAtomically(trimmed, to: file)
-        } catch {
-            // The run goes on with the token in memory; the next run may start with a stale one.
-            logger.error("could not save the rotated web auth token; the next run may need a new one", metadata: ["error": "\(error)"])
+        let startWriting = saving.withLockedValue { saving -> Bool in
+            saving.unsaved = true
+            defer { saving.writing = true }
+            return !saving.writing
+        }
+        if startWriting { writer.async { self.writeNewest(to: file, logger: logger) } }
+    }
+
+    /// Writes the newest token until none is left unsaved.
+    private func writeNewest(to file: String, logger: Logger) {
+        while true {
+            let next = saving.withLockedValue { saving -> String? in
+                guard saving.unsaved else {
+                    saving.writing = false
+                    return nil
+                }
+                saving.unsaved = false
+                return current
+            }
+            guard let next else { return }
+            do {
+                try Self.writeAtomically(next, to: file)
+            } catch {
+                // The run goes on with the token in memory; the next run may start with a stale one.
+                logger.error("could not save the rotated web auth token; the next run may need a new one", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    /// Returns once the newest token received so far is in the file (or failed to be written).
+    func flush() async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            writer.async { done.resume() }
         }
     }
 

@@ -56,6 +56,22 @@ import Testing
         #expect(server.requests.last?.rawQueryValue("ckWebAuthToken") == Secrets.strictlyEncoded(Secrets.rotatedToken))
     }
 
+    @Test func theNewestOfManyRotatedTokensIsSavedWhenTheClientShutsDown() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let file = folder + "/notes.web-auth-token"
+        let server = try await CannedServer.start()
+        let client = makeClient(server) { $0.webAuthTokenFile = file }
+        for i in 1...40 {
+            server.enqueue(.json(200, emptyPage, headers: [("X-Apple-CloudKit-Web-Auth-Token", "rotated-\(i)")]))
+            _ = try await client.fetchRecordZoneChanges(zoneID: ZoneID(zoneName: "Notes"), syncToken: nil)
+        }
+        try await client.shutdown()
+        try await server.stop()
+        #expect(try String(contentsOfFile: file, encoding: .utf8) == "rotated-40\n")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder) == ["notes.web-auth-token"])
+    }
+
     @Test func rejectedTokenIsNotRetriedAndTheErrorSaysHowToFixIt() async throws {
         let logs = LogRecorder()
         try await withServer(logs: logs) { server, client in
