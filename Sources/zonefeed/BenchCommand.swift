@@ -249,7 +249,9 @@ extension BenchCommand {
                 return nil
             }
             try ceiling.dropTables()
-            Self.releaseFreedMemory()
+            // A child's peak RSS can be no lower than this process's RSS when it was spawned (see
+            // `ChildProcess.resetPeakRSS`): the ceiling's encoded rows must be given back first.
+            FreedMemory.release()
             guard measurement.rows == records else {
                 throw Failure("the ceiling wrote \(measurement.rows.grouped) rows instead of \(records.grouped): the generator's records no longer fit the bench's mapping")
             }
@@ -442,19 +444,6 @@ extension BenchCommand {
         /// next phase's clock. Only a superuser may; on another server the phases share that cost.
         func checkpoint() {
             _ = try? Connection.withConnection(conninfo) { c in try c.execute("CHECKPOINT") }
-        }
-
-        /// Hands the memory that held the ceiling's encoded rows back to the system. A child's
-        /// peak RSS can be no lower than this process's RSS when it was spawned (see
-        /// `ChildProcess.resetPeakRSS`), and glibc keeps most freed memory in its heap otherwise.
-        static func releaseFreedMemory() {
-            #if os(Linux)
-            // > malloc_trim(3): "attempts to release free memory from the heap (by calling
-            // > sbrk(2) or madvise(2) with suitable arguments)". A glibc extension, which Swift's
-            // > Glibc module does not declare, hence the lookup.
-            typealias MallocTrim = @convention(c) (Int) -> Int32
-            if let symbol = dlsym(nil, "malloc_trim") { _ = unsafeBitCast(symbol, to: MallocTrim.self)(0) }
-            #endif
         }
 
         func checkNotInterrupted() throws {

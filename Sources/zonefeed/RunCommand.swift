@@ -39,6 +39,8 @@ struct RunCommand: AsyncParsableCommand {
                     events: { event in
                         await progressLine.handle(event)
                         RunCommand.log(event, logger: logger)
+                        // The batch's records are gone: what they held goes back to the system.
+                        if case .fetchedRecordZoneChanges = event { FreedMemory.releaseInBackground() }
                     })
                 // The watcher is in place before the run starts, so no signal finds the default action.
                 let cancellation = RunCancellation()
