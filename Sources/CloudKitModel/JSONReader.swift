@@ -176,16 +176,10 @@ public struct JSONReader {
         let start = position
         // Most strings have no escapes: one scan, one copy.
         skipPlainStringBytes()
-        while position < bytes.count {
-            let b = bytes[position]
-            if b == UInt8(ascii: "\"") {
-                let s = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
-                position += 1
-                return s
-            }
-            if b == UInt8(ascii: "\\") { break }
-            if b < 0x20 { throw failure("a control character inside a string") }
+        if position < bytes.count, bytes[position] == UInt8(ascii: "\"") {
+            let s = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
             position += 1
+            return s
         }
         var out = [UInt8](UnsafeBufferPointer(rebasing: bytes[start..<position]))
         while position < bytes.count {
@@ -196,10 +190,11 @@ public struct JSONReader {
                 return String(decoding: out, as: UTF8.self)
             case UInt8(ascii: "\\"):
                 try readEscape(into: &out)
-            case 0..<0x20:
-                throw failure("a control character inside a string")
+                let run = position
+                skipPlainStringBytes()
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<position]))
             default:
-                out.append(b)
+                throw failure("a control character inside a string")
             }
         }
         throw failure("the string is not closed")
@@ -416,14 +411,20 @@ public struct JSONReader {
         return true
     }
 
-    /// Moves past the bytes of a string that need no attention: neither its closing quote, nor
-    /// a backslash, nor a control character. Eight bytes are tested at a time, as one word.
+    /// Moves past the bytes of a string that need no attention, up to its closing quote, a
+    /// backslash, a control character or the end of the data. Eight bytes are tested at a time,
+    /// as one word, then the last few one by one.
     @inline(__always) private mutating func skipPlainStringBytes() {
         guard let base = bytes.baseAddress else { return }
         while position + 8 <= bytes.count {
             let word = UnsafeRawPointer(base + position).loadUnaligned(as: UInt64.self)
             if Self.mayHoldSpecialByte(word) { break }
             position += 8
+        }
+        while position < bytes.count {
+            let b = base[position]
+            if b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") || b < 0x20 { return }
+            position += 1
         }
     }
 
@@ -445,8 +446,9 @@ public struct JSONReader {
         guard peek() == UInt8(ascii: "\"") else { throw failure("expected a string") }
         position += 1
         var scratch: [UInt8] = []
-        skipPlainStringBytes()
-        while position < bytes.count {
+        while true {
+            skipPlainStringBytes()
+            guard position < bytes.count else { throw failure("the string is not closed") }
             let b = bytes[position]
             position += 1
             switch b {
@@ -456,12 +458,9 @@ public struct JSONReader {
                 // Checked as when read; escapes are rare, so the scratch bytes cost nothing.
                 try readEscape(into: &scratch)
                 scratch.removeAll(keepingCapacity: true)
-            case 0..<0x20:
-                throw failure("a control character inside a string")
             default:
-                break
+                throw failure("a control character inside a string")
             }
         }
-        throw failure("the string is not closed")
     }
 }

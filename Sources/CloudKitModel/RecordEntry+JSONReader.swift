@@ -61,37 +61,72 @@ extension FieldValue {
     /// `{"value": …, "type": "TAG"}`, either order. Like `init(from:)`, a value that does not
     /// match its tag becomes `.unknown`, never an error.
     public init(reading json: inout JSONReader) throws {
-        // CloudKit sends the value before its type. The value is first only checked and passed,
-        // then read again knowing its type, straight into the model; a value of a shape its
-        // type does not expect is read as any JSON and interpreted as `init(tag:json:)` does.
+        // CloudKit sends the value before its type. A string or a number is read at once and
+        // given its type afterwards; a list or an object is first only checked and passed, then
+        // read again knowing its type, straight into the model. A value of a shape its type does
+        // not expect is read as any JSON and interpreted as `init(tag:json:)` does.
         var tag: String?
-        var valueAt: JSONReader.Mark?
+        var value = PendingValue.none
         try json.beginObject()
         while let key = try json.nextKey() {
             switch key {
             case "type":
                 tag = try json.readNullIfPresent() ? nil : try json.readString()
             case "value":
-                valueAt = json.mark()
-                try json.skipValue()
+                switch json.peek() {
+                case UInt8(ascii: "\"")?: value = .string(try json.readString())
+                case UInt8(ascii: "-")?, (UInt8(ascii: "0")...UInt8(ascii: "9"))?: value = .number(try json.readNumber())
+                default:
+                    value = .container(json.mark())
+                    try json.skipValue()
+                }
             default:
                 try json.skipValue()
             }
         }
         let type = tag ?? "UNKNOWN"
-        guard let valueAt else {
+        switch value {
+        case .none:
             self = FieldValue(tag: type, json: .null)
-            return
+        case .string(let text):
+            switch type {
+            case "STRING": self = .string(text)
+            case "BYTES": self = .bytes(text)
+            case "ENCRYPTED_BYTES": self = .encryptedBytes(text)
+            default: self = FieldValue(tag: type, json: .string(text))
+            }
+        case .number(let number):
+            switch (type, number) {
+            case ("INT64", .int(let i)): self = .int64(i)
+            case ("TIMESTAMP", .int(let i)): self = .timestamp(i)
+            case ("DOUBLE", .double(let d)): self = .double(d)
+            case ("DOUBLE", .int(let i)): self = .double(Double(i))
+            // A DOUBLE of -0 keeps its sign.
+            case ("DOUBLE", .negativeZero): self = .double(-0.0)
+            case (_, .int(let i)): self = FieldValue(tag: type, json: .int(i))
+            case (_, .double(let d)): self = FieldValue(tag: type, json: .double(d))
+            case (_, .negativeZero): self = FieldValue(tag: type, json: .int(0))
+            }
+        case .container(let valueAt):
+            let end = json.mark()
+            defer { json.reset(to: end) }
+            json.reset(to: valueAt)
+            if let typed = try FieldValue.readTyped(type, &json) {
+                self = typed
+                return
+            }
+            json.reset(to: valueAt)
+            self = FieldValue(tag: type, json: try json.readValue())
         }
-        let end = json.mark()
-        defer { json.reset(to: end) }
-        json.reset(to: valueAt)
-        if let typed = try FieldValue.readTyped(type, &json) {
-            self = typed
-            return
-        }
-        json.reset(to: valueAt)
-        self = try FieldValue(anyValueOf: type, &json)
+    }
+
+    /// A field's value read before its type.
+    private enum PendingValue {
+        case none
+        case string(String)
+        case number(JSONReader.Number)
+        /// A list or an object (or `null`, `true`, `false`), to read again from here.
+        case container(JSONReader.Mark)
     }
 
     /// A value of the shape its type expects, or nil (and the reader anywhere inside it).
@@ -165,21 +200,6 @@ extension FieldValue {
         }
         guard let name else { return nil }
         return Reference(recordName: name, zoneID: zone, action: action)
-    }
-
-    /// Any JSON value, interpreted under `tag` by `init(tag:json:)`.
-    private init(anyValueOf tag: String, _ json: inout JSONReader) throws {
-        // Numbers are read here so that a DOUBLE of -0 keeps its sign.
-        switch json.peek() ?? 0 {
-        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-            switch try json.readNumber() {
-            case .int(let i): self = FieldValue(tag: tag, json: .int(i))
-            case .double(let d): self = FieldValue(tag: tag, json: .double(d))
-            case .negativeZero: self = tag == "DOUBLE" ? .double(-0.0) : FieldValue(tag: tag, json: .int(0))
-            }
-        default:
-            self = FieldValue(tag: tag, json: try json.readValue())
-        }
     }
 }
 
