@@ -19,6 +19,8 @@ public struct FakeFeed: Sendable {
     /// New records per page.
     public let creates: Int
     let seedTag: String
+    /// The zones' IDs, made once: every record and most references carry one.
+    let cachedZoneIDs: [ZoneID]
 
     public init(settings: FakeSettings) {
         self.settings = settings
@@ -27,6 +29,7 @@ public struct FakeFeed: Sendable {
         while settings.churn && c > 1 && FakeFeed.fullPageSize(creates: c) > k { c -= 1 }
         creates = c
         seedTag = String(SplitMix.hash(settings.seed, 0x5EED) & 0xFFFF_FFFF, radix: 16)
+        cachedZoneIDs = (0..<settings.zones).map { FakeFeed.makeZoneID($0, owner: settings.owner) }
     }
 
     // MARK: Zones
@@ -34,7 +37,11 @@ public struct FakeFeed: Sendable {
     public var zoneIDs: [ZoneID] { (0..<settings.zones).map(zoneID) }
 
     public func zoneID(_ index: Int) -> ZoneID {
-        ZoneID(zoneName: FakeFeed.zoneName(index), ownerRecordName: settings.owner, zoneType: "REGULAR_CUSTOM_ZONE")
+        cachedZoneIDs.indices.contains(index) ? cachedZoneIDs[index] : FakeFeed.makeZoneID(index, owner: settings.owner)
+    }
+
+    static func makeZoneID(_ index: Int, owner: String) -> ZoneID {
+        ZoneID(zoneName: zoneName(index), ownerRecordName: owner, zoneType: "REGULAR_CUSTOM_ZONE")
     }
 
     public static func zoneName(_ index: Int) -> String {
@@ -182,7 +189,8 @@ public struct FakeFeed: Sendable {
         let zoneID = zoneID(zone)
         let createdMs = Int64(1_700_000_000_000) + Int64(page) * 60_000 + Int64(slot) * 97
         let modifiedMs = Int64(1_700_000_000_000) + Int64(version) * 1_000 + Int64(r.next() % 997)
-        var fields: [String: FieldValue] = [:]
+        // Sized up front: growing a dictionary key by key reallocates and rehashes it.
+        var fields: [String: FieldValue]
         switch type {
         case "Note":
             fields = noteFields(&r, zone: zone, page: page, slot: slot, version: version)
@@ -194,12 +202,14 @@ public struct FakeFeed: Sendable {
                 }
             }
         case "Folder":
+            fields = Dictionary(minimumCapacity: 3)
             fields["name"] = .string(FakeText.words(&r, count: 1 + Int(r.next() % 3)))
             fields["color"] = .int64(Int64(r.next() % 0xFFFFFF))
             if r.next() % 3 == 0 {
                 fields["parent"] = .reference(Reference(recordName: recordName(zone: zone, page: max(0, page - 1), slot: Int(r.next() % UInt64(creates))), action: "NONE"))
             }
         default:
+            fields = Dictionary(minimumCapacity: 2)
             fields["label"] = .string(FakeText.words(&r, count: 1))
             fields["uses"] = .int64(Int64(r.next() % 1000))
         }
@@ -207,10 +217,14 @@ public struct FakeFeed: Sendable {
             recordName: name, recordType: type,
             recordChangeTag: Hex.short(SplitMix.hash(nameHash, UInt64(version), 0x7A6)),
             fields: fields,
-            created: RecordStamp(timestamp: createdMs, userRecordName: "_user\(nameHash % 3)", deviceID: "D\(nameHash % 5)"),
-            modified: RecordStamp(timestamp: max(createdMs, modifiedMs), userRecordName: "_user\(r.next() % 3)", deviceID: "D1"),
+            created: RecordStamp(timestamp: createdMs, userRecordName: FakeFeed.users[Int(nameHash % 3)], deviceID: FakeFeed.devices[Int(nameHash % 5)]),
+            modified: RecordStamp(timestamp: max(createdMs, modifiedMs), userRecordName: FakeFeed.users[Int(r.next() % 3)], deviceID: "D1"),
             zoneID: zoneID)
     }
+
+    // Spelled out rather than interpolated: interpolation costs more than the rest of a stamp.
+    static let users = ["_user0", "_user1", "_user2"]
+    static let devices = ["D0", "D1", "D2", "D3", "D4"]
 
     func noteFields(_ r: inout SplitMix, zone: Int, page: Int, slot: Int, version: Int) -> [String: FieldValue] {
         var f = [String: FieldValue](minimumCapacity: 20)
@@ -238,21 +252,14 @@ public struct FakeFeed: Sendable {
         } else if roll % 7 != 0 {
             f["editedAt"] = .timestamp(1_600_000_000_000 + Int64(r.next() % 100_000_000_000))
         }
-        f["thumbnail"] = .bytes(Base64.encode(FakeBytes.make(&r, count: Int(r.next() % 24))))
+        f["thumbnail"] = .bytes(FakeBytes.base64(&r, count: Int(r.next() % 24)))
         if roll % 5 != 0 {
             f["folder"] = .reference(Reference(
                 recordName: recordName(zone: zone, page: max(0, page - 1), slot: Int(r.next() % UInt64(creates))),
                 zoneID: zoneID(zone), action: r.next() % 2 == 0 ? "NONE" : "DELETE_SELF"))
         }
         if roll % 3 != 0 {
-            f["attachment"] = .asset(tag: "ASSETID", .object([
-                "fileChecksum": .string(Base64.encode(FakeBytes.make(&r, count: 20))),
-                "size": .int(Int64(r.next() % 50_000_000)),
-                "referenceChecksum": .string(Base64.encode(FakeBytes.make(&r, count: 20))),
-                "wrappingKey": .string(Base64.encode(FakeBytes.make(&r, count: 16))),
-                "receipt": .string(Hex.short(r.next())),
-                "downloadURL": .string("https://cvws.icloud-content.com/B/\(Hex.short(r.next()))/${f}?o=1"),
-            ]))
+            f["attachment"] = .asset(tag: "ASSETID", FakeAsset.make(&r))
         }
         if roll % 4 != 1 {
             f["place"] = .location(FakeLocation.make(&r))
@@ -262,12 +269,12 @@ public struct FakeFeed: Sendable {
         f["counts"] = .list(tag: "INT64_LIST", (0..<Int(r.next() % 4)).map { i in .int64(i == 1 ? Int64.min : Int64(r.next() % 100)) })
         f["scores"] = .list(tag: "DOUBLE_LIST", (0..<Int(r.next() % 3)).map { _ in .double(Double(r.next() % 1000) / 8) })
         f["reminders"] = .list(tag: "TIMESTAMP_LIST", (0..<Int(r.next() % 3)).map { _ in .timestamp(1_650_000_000_000 + Int64(r.next() % 10_000_000_000)) })
-        f["chunks"] = .list(tag: "BYTES_LIST", (0..<Int(r.next() % 3)).map { _ in .bytes(Base64.encode(FakeBytes.make(&r, count: 1 + Int(r.next() % 8)))) })
+        f["chunks"] = .list(tag: "BYTES_LIST", (0..<Int(r.next() % 3)).map { _ in .bytes(FakeBytes.base64(&r, count: 1 + Int(r.next() % 8))) })
         f["related"] = .list(tag: "REFERENCE_LIST", (0..<Int(r.next() % 3)).map { _ in
             .reference(Reference(recordName: recordName(zone: zone, page: page, slot: Int(r.next() % UInt64(creates)))))
         })
         if roll % 6 == 0 {
-            f["secret"] = .encryptedBytes(Base64.encode(FakeBytes.make(&r, count: 12)))
+            f["secret"] = .encryptedBytes(FakeBytes.base64(&r, count: 12))
         }
         if roll % 9 == 0 {
             f["trail"] = .list(tag: "LOCATION_LIST", [.location(FakeLocation.make(&r)), .location(FakeLocation.make(&r))])

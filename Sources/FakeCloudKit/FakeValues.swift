@@ -16,80 +16,177 @@ struct SplitMix {
         return z ^ (z >> 31)
     }
 
-    static func hash(_ values: UInt64...) -> UInt64 {
-        var h: UInt64 = 0x243F_6A88_85A3_08D3
-        for v in values { h = mix(h ^ mix(v &+ 0x9E37_79B9_7F4A_7C15)) }
-        return h
+    /// A hash of a few values. Fixed arities rather than a variadic parameter: a variadic call
+    /// builds an array on the heap, and the generator hashes several times per record.
+    static func hash(_ a: UInt64, _ b: UInt64) -> UInt64 { absorb(absorb(start, a), b) }
+    static func hash(_ a: UInt64, _ b: UInt64, _ c: UInt64) -> UInt64 { absorb(hash(a, b), c) }
+    static func hash(_ a: UInt64, _ b: UInt64, _ c: UInt64, _ d: UInt64) -> UInt64 { absorb(hash(a, b, c), d) }
+    static func hash(_ a: UInt64, _ b: UInt64, _ c: UInt64, _ d: UInt64, _ e: UInt64) -> UInt64 { absorb(hash(a, b, c, d), e) }
+
+    static let start: UInt64 = 0x243F_6A88_85A3_08D3
+
+    static func absorb(_ h: UInt64, _ v: UInt64) -> UInt64 { mix(h ^ mix(v &+ 0x9E37_79B9_7F4A_7C15)) }
+}
+
+/// Builds a string from bytes written into a stack buffer, then makes the `String` in one go:
+/// at most one allocation (none for the strings of up to 15 bytes that Swift keeps inline),
+/// where appending to a `String` piece by piece reallocates and takes the generic append path.
+/// The generator makes several strings per record this way.
+struct TextBuilder {
+    private let buffer: UnsafeMutableBufferPointer<UInt8>
+    private var count = 0
+
+    private init(buffer: UnsafeMutableBufferPointer<UInt8>) {
+        self.buffer = buffer
+    }
+
+    /// The text `body` writes; writing more than `capacity` bytes traps.
+    static func build(capacity: Int, _ body: (inout TextBuilder) -> Void) -> String {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { buffer in
+            var builder = TextBuilder(buffer: buffer)
+            body(&builder)
+            return String(decoding: UnsafeBufferPointer(rebasing: buffer[..<builder.count]), as: UTF8.self)
+        }
+    }
+
+    /// Room for `n` more bytes. Checked in release builds too: the buffer is unsafe memory.
+    private func reserve(_ n: Int) {
+        precondition(count + n <= buffer.count, "TextBuilder capacity exceeded")
+    }
+
+    mutating func append(_ byte: UInt8) {
+        reserve(1)
+        buffer[count] = byte
+        count += 1
+    }
+
+    mutating func append(_ text: StaticString) {
+        reserve(text.utf8CodeUnitCount)
+        UnsafeMutableRawPointer(buffer.baseAddress! + count).copyMemory(from: text.utf8Start, byteCount: text.utf8CodeUnitCount)
+        count += text.utf8CodeUnitCount
+    }
+
+    /// The low `nibbles` hexadecimal digits of `value`, most significant first.
+    mutating func appendHex(_ value: UInt64, nibbles: Int, uppercase: Bool) {
+        reserve(nibbles)
+        let digits: StaticString = uppercase ? "0123456789ABCDEF" : "0123456789abcdef"
+        var v = value
+        for i in stride(from: count + nibbles - 1, through: count, by: -1) {
+            buffer[i] = digits.utf8Start[Int(v & 0xF)]
+            v >>= 4
+        }
+        count += nibbles
+    }
+
+    mutating func appendDecimal(_ value: UInt64) {
+        var digits = 1
+        var rest = value / 10
+        while rest > 0 { digits += 1; rest /= 10 }
+        reserve(digits)
+        var v = value
+        for i in stride(from: digits - 1, through: 0, by: -1) {
+            buffer[count + i] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: v % 10)
+            v /= 10
+        }
+        count += digits
+    }
+
+    /// Standard base64 with padding, as `Base64.encode` writes it.
+    mutating func appendBase64(_ bytes: UnsafeBufferPointer<UInt8>) {
+        let alphabet: StaticString = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+        let symbols = alphabet.utf8Start
+        reserve((bytes.count + 2) / 3 * 4)
+        var i = 0
+        while i < bytes.count {
+            let rest = bytes.count - i
+            let n = UInt32(bytes[i]) << 16 | (rest > 1 ? UInt32(bytes[i + 1]) << 8 : 0) | (rest > 2 ? UInt32(bytes[i + 2]) : 0)
+            buffer[count] = symbols[Int(n >> 18)]
+            buffer[count + 1] = symbols[Int(n >> 12 & 63)]
+            buffer[count + 2] = rest > 1 ? symbols[Int(n >> 6 & 63)] : UInt8(ascii: "=")
+            buffer[count + 3] = rest > 2 ? symbols[Int(n & 63)] : UInt8(ascii: "=")
+            count += 4
+            i += 3
+        }
     }
 }
 
 enum Hex {
-    static let digits = Array("0123456789abcdef".utf8)
-
-    static func append(_ v: UInt64, nibbles: Int, to out: inout [UInt8]) {
-        for i in stride(from: nibbles - 1, through: 0, by: -1) {
-            out.append(digits[Int((v >> (UInt64(i) * 4)) & 0xF)])
+    /// An upper-case UUID-shaped name, as CloudKit apps usually make.
+    static func uuid(_ a: UInt64, _ b: UInt64) -> String {
+        TextBuilder.build(capacity: 36) { text in
+            text.appendHex(a >> 32, nibbles: 8, uppercase: true)
+            text.append(UInt8(ascii: "-"))
+            text.appendHex(a >> 16, nibbles: 4, uppercase: true)
+            text.append(UInt8(ascii: "-"))
+            text.appendHex(a, nibbles: 4, uppercase: true)
+            text.append(UInt8(ascii: "-"))
+            text.appendHex(b >> 48, nibbles: 4, uppercase: true)
+            text.append(UInt8(ascii: "-"))
+            text.appendHex(b, nibbles: 12, uppercase: true)
         }
     }
 
-    /// An upper-case UUID-shaped name, as CloudKit apps usually make.
-    static func uuid(_ a: UInt64, _ b: UInt64) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(36)
-        append(a >> 32, nibbles: 8, to: &out)
-        out.append(UInt8(ascii: "-"))
-        append(a >> 16, nibbles: 4, to: &out)
-        out.append(UInt8(ascii: "-"))
-        append(a, nibbles: 4, to: &out)
-        out.append(UInt8(ascii: "-"))
-        append(b >> 48, nibbles: 4, to: &out)
-        out.append(UInt8(ascii: "-"))
-        append(b, nibbles: 12, to: &out)
-        return String(decoding: out.map { $0 >= 97 ? $0 - 32 : $0 }, as: UTF8.self)
-    }
-
+    /// The low 32 bits in lower-case hexadecimal.
     static func short(_ v: UInt64) -> String {
-        var out: [UInt8] = []
-        append(v, nibbles: 8, to: &out)
-        return String(decoding: out, as: UTF8.self)
+        TextBuilder.build(capacity: 8) { $0.appendHex(v, nibbles: 8, uppercase: false) }
     }
 }
 
 enum FakeText {
-    static let words = [
+    static let words: [StaticString] = [
         "note", "plan", "idea", "draft", "list", "garden", "recipe", "travel", "budget", "meeting",
         "café", "naïve", "日本語", "メモ", "Zürich", "😀", "crème brûlée", "Ελληνικά", "עברית", "한국어",
         "\"quoted\"", "back\\slash", "tab\there", "line\nbreak", "{braces}", "comma,separated",
     ]
+    /// The longest word's UTF-8 length, plus one for the space before it.
+    static let longestWord = words.map(\.utf8CodeUnitCount).max()! + 1
+
+    /// `count` words separated by spaces, one draw each.
+    static func append(_ r: inout SplitMix, words count: Int, to text: inout TextBuilder) {
+        let table: [StaticString] = words  // one lazy-global check per call rather than per word
+        for i in 0..<count {
+            if i > 0 { text.append(UInt8(ascii: " ")) }
+            text.append(table[Int(r.next() % UInt64(table.count))])
+        }
+    }
 
     static func words(_ r: inout SplitMix, count: Int) -> String {
-        var s = ""
-        for i in 0..<count {
-            if i > 0 { s += " " }
-            s += words[Int(r.next() % UInt64(words.count))]
-        }
-        return s
+        TextBuilder.build(capacity: count * longestWord) { append(&r, words: count, to: &$0) }
     }
 
+    /// One to four words and ` #n`: the word count is drawn first, the number last.
     static func title(_ r: inout SplitMix) -> String {
-        words(&r, count: 1 + Int(r.next() % 4)) + " #\(r.next() % 1000)"
+        let count = 1 + Int(r.next() % 4)
+        return TextBuilder.build(capacity: count * longestWord + 5) { text in
+            append(&r, words: count, to: &text)
+            text.append(" #")
+            text.appendDecimal(r.next() % 1000)
+        }
     }
 
+    /// Three to fourteen words and a full stop.
     static func sentence(_ r: inout SplitMix) -> String {
-        words(&r, count: 3 + Int(r.next() % 12)) + "."
+        let count = 3 + Int(r.next() % 12)
+        return TextBuilder.build(capacity: count * longestWord + 1) { text in
+            append(&r, words: count, to: &text)
+            text.append(".")
+        }
     }
 }
 
 enum FakeBytes {
-    static func make(_ r: inout SplitMix, count: Int) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(count)
-        var word = r.next()
-        for i in 0..<count {
-            if i % 8 == 0 && i > 0 { word = r.next() }
-            out.append(UInt8(truncatingIfNeeded: word >> ((UInt64(i) % 8) * 8)))
+    /// `count` (at most 24) bytes in base64: the little-endian bytes of successive draws, one
+    /// draw per 8 bytes, and one even for no bytes. The bytes are never needed as bytes, so they
+    /// go straight from the draws into the text.
+    static func base64(_ r: inout SplitMix, count: Int) -> String {
+        precondition(count <= 24, "FakeBytes.base64 makes at most 24 bytes")
+        var draws = (r.next().littleEndian, UInt64(0), UInt64(0))
+        if count > 8 { draws.1 = r.next().littleEndian }
+        if count > 16 { draws.2 = r.next().littleEndian }
+        return withUnsafeBytes(of: draws) { raw in
+            let bytes = UnsafeBufferPointer(rebasing: raw.bindMemory(to: UInt8.self)[..<count])
+            return TextBuilder.build(capacity: 32) { $0.appendBase64(bytes) }
         }
-        return out
     }
 }
 
@@ -108,3 +205,25 @@ enum FakeLocation {
     }
 }
 
+enum FakeAsset {
+    /// An `ASSETID` value as `records/changes` returns it.
+    static func make(_ r: inout SplitMix) -> JSONValue {
+        .object([
+            "fileChecksum": .string(FakeBytes.base64(&r, count: 20)),
+            "size": .int(Int64(r.next() % 50_000_000)),
+            "referenceChecksum": .string(FakeBytes.base64(&r, count: 20)),
+            "wrappingKey": .string(FakeBytes.base64(&r, count: 16)),
+            "receipt": .string(Hex.short(r.next())),
+            "downloadURL": .string(downloadURL(r.next())),
+        ])
+    }
+
+    /// `https://cvws.icloud-content.com/B/{hex}/${f}?o=1`, CloudKit's download URL template.
+    static func downloadURL(_ v: UInt64) -> String {
+        TextBuilder.build(capacity: 56) { text in
+            text.append("https://cvws.icloud-content.com/B/")
+            text.appendHex(v, nibbles: 8, uppercase: false)
+            text.append("/${f}?o=1")
+        }
+    }
+}
