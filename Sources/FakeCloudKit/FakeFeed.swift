@@ -226,59 +226,73 @@ public struct FakeFeed: Sendable {
     static let users = ["_user0", "_user1", "_user2"]
     static let devices = ["D0", "D1", "D2", "D3", "D4"]
 
+    /// The fields every note has; the others are added by key (see `DictionaryPrototype`).
+    static let noteFields = DictionaryPrototype<FieldValue>(
+        keys: ["title", "body", "wordCount", "rating", "thumbnail", "tags", "counts", "scores", "reminders", "chunks", "related"],
+        placeholder: .int64(0), capacity: 20)
+
+    /// A note's fields. The values are drawn in a fixed order, which the feed depends on, then
+    /// put together.
     func noteFields(_ r: inout SplitMix, zone: Int, page: Int, slot: Int, version: Int) -> [String: FieldValue] {
-        var f = [String: FieldValue](minimumCapacity: 20)
         let roll = r.next()
-        f["title"] = .string(roll % 11 == 0 ? "" : FakeText.title(&r))
+        let title = FieldValue.string(roll % 11 == 0 ? "" : FakeText.title(&r))
+        let body: FieldValue
         switch roll % 97 {
-        case 5: f["body"] = .string(String(repeating: FakeText.words(&r, count: 12) + " ", count: 400))  // very long
-        case 6: f["body"] = .string("")
-        default: f["body"] = .string(FakeText.sentence(&r))
+        case 5: body = .string(String(repeating: FakeText.words(&r, count: 12) + " ", count: 400))  // very long
+        case 6: body = .string("")
+        default: body = .string(FakeText.sentence(&r))
         }
+        let wordCount: FieldValue
         switch roll % 53 {
-        case 1: f["wordCount"] = .int64(Int64.max)
-        case 2: f["wordCount"] = .int64(Int64.min)
-        case 3: f["wordCount"] = .int64(9_007_199_254_740_993)  // 2^53 + 1: exact beyond doubles
-        default: f["wordCount"] = .int64(Int64(r.next() % 5000))
+        case 1: wordCount = .int64(Int64.max)
+        case 2: wordCount = .int64(Int64.min)
+        case 3: wordCount = .int64(9_007_199_254_740_993)  // 2^53 + 1: exact beyond doubles
+        default: wordCount = .int64(Int64(r.next() % 5000))
         }
+        let rating: FieldValue
         switch roll % 41 {
-        case 1: f["rating"] = .double(-0.0)
-        case 2: f["rating"] = .double(1.7976931348623157e308)
-        case 3: f["rating"] = .double(Double.leastNonzeroMagnitude)
-        default: f["rating"] = .double(Double(r.next() % 10_000) / 100)
+        case 1: rating = .double(-0.0)
+        case 2: rating = .double(1.7976931348623157e308)
+        case 3: rating = .double(Double.leastNonzeroMagnitude)
+        default: rating = .double(Double(r.next() % 10_000) / 100)
         }
+        var editedAt: FieldValue?
         if roll % 29 == 1 {
-            f["editedAt"] = .timestamp(-62_135_596_800_000)  // year 1, a sentinel seen in the wild
+            editedAt = .timestamp(-62_135_596_800_000)  // year 1, a sentinel seen in the wild
         } else if roll % 7 != 0 {
-            f["editedAt"] = .timestamp(1_600_000_000_000 + Int64(r.next() % 100_000_000_000))
+            editedAt = .timestamp(1_600_000_000_000 + Int64(r.next() % 100_000_000_000))
         }
-        f["thumbnail"] = .bytes(FakeBytes.base64(&r, count: Int(r.next() % 24)))
+        let thumbnail = FieldValue.bytes(FakeBytes.base64(&r, count: Int(r.next() % 24)))
+        var folder: FieldValue?
         if roll % 5 != 0 {
-            f["folder"] = .reference(Reference(
+            folder = .reference(Reference(
                 recordName: recordName(zone: zone, page: max(0, page - 1), slot: Int(r.next() % UInt64(creates))),
                 zoneID: zoneID(zone), action: r.next() % 2 == 0 ? "NONE" : "DELETE_SELF"))
         }
-        if roll % 3 != 0 {
-            f["attachment"] = .asset(tag: "ASSETID", FakeAsset.make(&r))
-        }
-        if roll % 4 != 1 {
-            f["place"] = .location(FakeLocation.make(&r))
-        }
+        let attachment = roll % 3 != 0 ? FieldValue.asset(tag: "ASSETID", FakeAsset.make(&r)) : nil
+        let place = roll % 4 != 1 ? FieldValue.location(FakeLocation.make(&r)) : nil
         let tagCount = Int(r.next() % 4)
-        f["tags"] = .list(tag: "STRING_LIST", (0..<tagCount).map { _ in .string(FakeText.words(&r, count: 1)) })
-        f["counts"] = .list(tag: "INT64_LIST", (0..<Int(r.next() % 4)).map { i in .int64(i == 1 ? Int64.min : Int64(r.next() % 100)) })
-        f["scores"] = .list(tag: "DOUBLE_LIST", (0..<Int(r.next() % 3)).map { _ in .double(Double(r.next() % 1000) / 8) })
-        f["reminders"] = .list(tag: "TIMESTAMP_LIST", (0..<Int(r.next() % 3)).map { _ in .timestamp(1_650_000_000_000 + Int64(r.next() % 10_000_000_000)) })
-        f["chunks"] = .list(tag: "BYTES_LIST", (0..<Int(r.next() % 3)).map { _ in .bytes(FakeBytes.base64(&r, count: 1 + Int(r.next() % 8))) })
-        f["related"] = .list(tag: "REFERENCE_LIST", (0..<Int(r.next() % 3)).map { _ in
+        let tags = FieldValue.list(tag: "STRING_LIST", (0..<tagCount).map { _ in .string(FakeText.words(&r, count: 1)) })
+        let counts = FieldValue.list(tag: "INT64_LIST", (0..<Int(r.next() % 4)).map { i in .int64(i == 1 ? Int64.min : Int64(r.next() % 100)) })
+        let scores = FieldValue.list(tag: "DOUBLE_LIST", (0..<Int(r.next() % 3)).map { _ in .double(Double(r.next() % 1000) / 8) })
+        let reminders = FieldValue.list(tag: "TIMESTAMP_LIST", (0..<Int(r.next() % 3)).map { _ in .timestamp(1_650_000_000_000 + Int64(r.next() % 10_000_000_000)) })
+        let chunks = FieldValue.list(tag: "BYTES_LIST", (0..<Int(r.next() % 3)).map { _ in .bytes(FakeBytes.base64(&r, count: 1 + Int(r.next() % 8))) })
+        let related = FieldValue.list(tag: "REFERENCE_LIST", (0..<Int(r.next() % 3)).map { _ in
             .reference(Reference(recordName: recordName(zone: zone, page: page, slot: Int(r.next() % UInt64(creates)))))
         })
-        if roll % 6 == 0 {
-            f["secret"] = .encryptedBytes(FakeBytes.base64(&r, count: 12))
+        let secret = roll % 6 == 0 ? FieldValue.encryptedBytes(FakeBytes.base64(&r, count: 12)) : nil
+        let trail = roll % 9 == 0 ? FieldValue.list(tag: "LOCATION_LIST", [.location(FakeLocation.make(&r)), .location(FakeLocation.make(&r))]) : nil
+
+        var f = FakeFeed.noteFields.make([title, body, wordCount, rating, thumbnail, tags, counts, scores, reminders, chunks, related])
+        func add(_ key: String, _ value: consuming FieldValue?) {
+            if let value { f[key] = value }
         }
-        if roll % 9 == 0 {
-            f["trail"] = .list(tag: "LOCATION_LIST", [.location(FakeLocation.make(&r)), .location(FakeLocation.make(&r))])
-        }
+        add("editedAt", editedAt)
+        add("folder", folder)
+        add("attachment", attachment)
+        add("place", place)
+        add("secret", secret)
+        add("trail", trail)
         return f
     }
 

@@ -190,32 +190,68 @@ enum FakeBytes {
     }
 }
 
+/// A dictionary with a fixed set of keys, made by copying a prototype and setting its values in
+/// place: no key is hashed, where a dictionary literal hashes every key of every value made. A
+/// note has a dozen fields that are always there, and most notes carry a location and an asset
+/// (8 and 6 keys). The prototype is built like the literal it replaces (same keys, same order,
+/// same capacity), so the dictionaries are laid out alike.
+struct DictionaryPrototype<Value: Sendable>: Sendable {
+    let prototype: [String: Value]
+    /// Where each key's value lives in the prototype, in the order of the keys.
+    let slots: [Dictionary<String, Value>.Index]
+
+    /// - Parameter capacity: room for keys added later, if any.
+    init(keys: [String], placeholder: Value, capacity: Int = 0) {
+        var prototype = [String: Value](minimumCapacity: max(capacity, keys.count))
+        for key in keys { prototype[key] = placeholder }
+        self.prototype = prototype
+        slots = keys.map { prototype.index(forKey: $0)! }
+    }
+
+    /// The dictionary with `values` for the keys, in order.
+    func make(_ values: consuming [Value]) -> [String: Value] {
+        precondition(values.count == slots.count, "one value per key")
+        var dictionary = prototype
+        // Swapped rather than assigned: the values move without being retained and released.
+        for i in slots.indices { swap(&dictionary.values[slots[i]], &values[i]) }
+        return dictionary
+    }
+}
+
 enum FakeLocation {
+    static let prototype = DictionaryPrototype<JSONValue>(keys: [
+        "latitude", "longitude", "horizontalAccuracy", "verticalAccuracy", "altitude", "speed", "course", "timestamp",
+    ], placeholder: .null)
+
     static func make(_ r: inout SplitMix) -> JSONValue {
-        .object([
-            "latitude": .double(Double(Int64(r.next() % 180_000_000) - 90_000_000) / 1_000_000),
-            "longitude": .double(Double(Int64(r.next() % 360_000_000) - 180_000_000) / 1_000_000),
-            "horizontalAccuracy": .double(Double(r.next() % 100)),
-            "verticalAccuracy": .double(Double(r.next() % 100)),
-            "altitude": .double(Double(r.next() % 4000)),
-            "speed": .double(0),
-            "course": .double(Double(r.next() % 360)),
-            "timestamp": .int(1_650_000_000_000 + Int64(r.next() % 10_000_000_000)),
-        ])
+        .object(prototype.make([
+            .double(Double(Int64(r.next() % 180_000_000) - 90_000_000) / 1_000_000),
+            .double(Double(Int64(r.next() % 360_000_000) - 180_000_000) / 1_000_000),
+            .double(Double(r.next() % 100)),
+            .double(Double(r.next() % 100)),
+            .double(Double(r.next() % 4000)),
+            .double(0),
+            .double(Double(r.next() % 360)),
+            .int(1_650_000_000_000 + Int64(r.next() % 10_000_000_000)),
+        ]))
     }
 }
 
 enum FakeAsset {
+    static let prototype = DictionaryPrototype<JSONValue>(keys: [
+        "fileChecksum", "size", "referenceChecksum", "wrappingKey", "receipt", "downloadURL",
+    ], placeholder: .null)
+
     /// An `ASSETID` value as `records/changes` returns it.
     static func make(_ r: inout SplitMix) -> JSONValue {
-        .object([
-            "fileChecksum": .string(FakeBytes.base64(&r, count: 20)),
-            "size": .int(Int64(r.next() % 50_000_000)),
-            "referenceChecksum": .string(FakeBytes.base64(&r, count: 20)),
-            "wrappingKey": .string(FakeBytes.base64(&r, count: 16)),
-            "receipt": .string(Hex.short(r.next())),
-            "downloadURL": .string(downloadURL(r.next())),
-        ])
+        .object(prototype.make([
+            .string(FakeBytes.base64(&r, count: 20)),
+            .int(Int64(r.next() % 50_000_000)),
+            .string(FakeBytes.base64(&r, count: 20)),
+            .string(FakeBytes.base64(&r, count: 16)),
+            .string(Hex.short(r.next())),
+            .string(downloadURL(r.next())),
+        ]))
     }
 
     /// `https://cvws.icloud-content.com/B/{hex}/${f}?o=1`, CloudKit's download URL template.
