@@ -100,6 +100,7 @@ extension Pipeline {
         case .hard: row("deletes", "hard (a deleted record's row is deleted)")
         }
         row("commitEvery", "\(destination.commitEvery) records per transaction (whole pages only)")
+        row("parallelZones", destination.parallelZones == 1 ? "1 zone at a time" : "up to \(destination.parallelZones) zones at once, each on its own connection")
 
         out.append("")
         if recordTypes.isEmpty {
@@ -517,7 +518,7 @@ private struct PipelineFileReader {
     // MARK: destination
 
     mutating func readDestination(in top: Section, pipelineName: String?) -> DestinationSettings? {
-        let allowed = ["url", "schema", "deletes", "commitEvery"]
+        let allowed = ["url", "schema", "deletes", "commitEvery", "parallelZones"]
         guard let section = subsection("destination", in: top, allowed: allowed, required: true) else { return nil }
         let reported = diagnostics.count
 
@@ -555,8 +556,11 @@ private struct PipelineFileReader {
 
         let deletes = choice(DestinationSettings.DeleteMode.self, "deletes", in: section)
         let commitEvery = integer("commitEvery", in: section, range: 1...Int.max)
+        let parallelZones = integer("parallelZones", in: section, range: 1...16)
         guard diagnostics.count == reported, let url, let schema else { return nil }
-        return DestinationSettings(url: url, schema: schema, deletes: deletes ?? .tombstone, commitEvery: commitEvery ?? 5_000)
+        return DestinationSettings(
+            url: url, schema: schema, deletes: deletes ?? .tombstone, commitEvery: commitEvery ?? 5_000,
+            parallelZones: parallelZones ?? DestinationSettings.defaultParallelZones)
     }
 
     /// Why libpq would not take this connection string; the sentence never quotes the string.

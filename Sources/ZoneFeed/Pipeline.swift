@@ -135,16 +135,26 @@ public struct DestinationSettings: Sendable {
     public var deletes: DeleteMode = .tombstone
     /// Records per transaction; whole pages only, so a transaction may hold a little more.
     public var commitEvery: Int = 5_000
+    /// How many zones are fetched and applied at once, each on a connection of its own.
+    public var parallelZones: Int = DestinationSettings.defaultParallelZones
+
+    /// Two: while one zone's batch is written, another's is fetched, encoded or committed, which
+    /// keeps both PostgreSQL and zonefeed busy on a small machine.
+    public static let defaultParallelZones = 2
 
     public enum DeleteMode: String, Sendable, CaseIterable { case tombstone, hard }
 
     public var isEmbedded: Bool { url.value == "embedded" }
 
-    public init(url: Secret, schema: String, deletes: DeleteMode = .tombstone, commitEvery: Int = 5_000) {
+    public init(
+        url: Secret, schema: String, deletes: DeleteMode = .tombstone, commitEvery: Int = 5_000,
+        parallelZones: Int = DestinationSettings.defaultParallelZones
+    ) {
         self.url = url
         self.schema = schema
         self.deletes = deletes
         self.commitEvery = commitEvery
+        self.parallelZones = parallelZones
     }
 }
 

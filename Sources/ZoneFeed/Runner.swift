@@ -3,9 +3,10 @@ import Foundation
 import Logging
 
 /// Drives one run: discovers zones, then for each zone claims it, reads its checkpoint and
-/// applies its pages in batches of whole pages until `moreComing` is false. Events are delivered
-/// serially to `events`. Cancellation (SIGINT, SIGTERM) stops between batches: a batch is either
-/// committed with its token or not at all.
+/// applies its pages in batches of whole pages until `moreComing` is false, up to
+/// `parallelZones` zones at once. Events are delivered one at a time to `events`. Cancellation
+/// (SIGINT, SIGTERM) stops between batches: a batch is either committed with its token or not at
+/// all.
 public struct Runner: Sendable {
     public struct Configuration: Sendable {
         public var pipeline: String
@@ -15,12 +16,18 @@ public struct Runner: Sendable {
         public var zoneFilter: [String]
         /// How many times a page may repeat its token with nothing in it before it is an error.
         public var maxEmptyRepeats: Int
+        /// How many zones are fetched and applied at once; the destination must take as many.
+        public var parallelZones: Int
 
-        public init(pipeline: String, commitEvery: Int = 5_000, zoneFilter: [String] = [], maxEmptyRepeats: Int = 3) {
+        public init(
+            pipeline: String, commitEvery: Int = 5_000, zoneFilter: [String] = [], maxEmptyRepeats: Int = 3,
+            parallelZones: Int = 1
+        ) {
             self.pipeline = pipeline
             self.commitEvery = commitEvery
             self.zoneFilter = zoneFilter
             self.maxEmptyRepeats = maxEmptyRepeats
+            self.parallelZones = parallelZones
         }
     }
 
@@ -29,6 +36,10 @@ public struct Runner: Sendable {
     public let destination: any Destination
     public let logger: Logger
     public let events: SyncEventHandler
+    /// Whether a zone's next batch is fetched while its last one is written. Zones fetched in
+    /// parallel do without: the other zones keep the source and the destination busy meanwhile,
+    /// and each zone then holds one batch in memory instead of two.
+    var fetchesAhead = true
 
     public init(
         configuration: Configuration, source: any ChangeSource, destination: any Destination,
@@ -55,9 +66,13 @@ public struct Runner: Sendable {
         do {
             try await checkAccount(logger: logger)
             let zones = try await zonesToFetch(runID: runID, summary: &summary, logger: logger)
-            for zone in zones {
-                try Task.checkCancellation()
-                try await fetchZone(zone, runID: runID, summary: &summary, logger: logger)
+            if configuration.parallelZones > 1 && zones.count > 1 {
+                try await fetchInParallel(zones, runID: runID, summary: &summary, logger: logger)
+            } else {
+                for zone in zones {
+                    try Task.checkCancellation()
+                    try await fetchZone(zone, runID: runID, summary: &summary, logger: logger)
+                }
             }
             summary.status = summary.zonesFailed.isEmpty ? .succeeded : .failed
             if !summary.zonesFailed.isEmpty {
@@ -169,6 +184,52 @@ public struct Runner: Sendable {
             zones = zones.filter { configuration.zoneFilter.contains($0.zoneName) }
         }
         return zones
+    }
+
+    /// Fetches up to `parallelZones` zones at once, starting the next as one ends. What stops the
+    /// whole run in one zone stops the others at their next batch (each commits or drops the
+    /// batch it is writing); the summary lists the zones in the order they were given.
+    private func fetchInParallel(_ zones: [ZoneID], runID: Int64, summary: inout RunSummary, logger: Logger) async throws {
+        let serial = SerialEvents(events)
+        let worker = {
+            var worker = Runner(configuration: configuration, source: source, destination: destination, logger: logger) { event in
+                await serial.deliver(event)
+            }
+            worker.fetchesAhead = false
+            return worker
+        }()
+        var parts = [RunSummary?](repeating: nil, count: zones.count)
+        var stop: (any Error)?
+        await withTaskGroup(of: (Int, RunSummary, (any Error)?).self) { group in
+            var next = 0
+            func startNext() {
+                let index = next, zone = zones[next]
+                next += 1
+                group.addTask {
+                    var part = RunSummary(runID: runID, pipeline: worker.configuration.pipeline, status: .running)
+                    do {
+                        try Task.checkCancellation()
+                        try await worker.fetchZone(zone, runID: runID, summary: &part, logger: logger)
+                        return (index, part, nil)
+                    } catch {
+                        return (index, part, error)
+                    }
+                }
+            }
+            while next < min(zones.count, configuration.parallelZones) { startNext() }
+            while let (index, part, error) = await group.next() {
+                parts[index] = part
+                if let error {
+                    // The first error says why; the others are the cancellation it caused.
+                    if stop == nil || (Self.isCancellation(stop!) && !(error is CancellationError)) { stop = error }
+                    group.cancelAll()
+                } else if stop == nil, next < zones.count {
+                    startNext()
+                }
+            }
+        }
+        for part in parts { if let part { summary.add(part) } }
+        if let stop { throw stop }
     }
 
     private func applyZoneDeletion(_ deletion: ZoneDeletion, runID: Int64, summary: inout RunSummary) async throws {
@@ -304,8 +365,12 @@ public struct Runner: Sendable {
                 let destination = self.destination
                 inFlight = BatchInFlight(batch: batch, task: Task { try await destination.apply(batch) })
                 pending = []
-                pending.reserveCapacity(batch.entries.count)
                 pendingPages = 0
+                if fetchesAhead {
+                    pending.reserveCapacity(batch.entries.count)
+                } else {
+                    try await settle(&inFlight, zone: zone, checkpoint: &checkpoint, total: &total)
+                }
             }
             if !page.moreComing {
                 try await settle(&inFlight, zone: zone, checkpoint: &checkpoint, total: &total)
@@ -359,5 +424,27 @@ extension Duration {
     public var seconds: Double {
         let (s, attoseconds) = components
         return Double(s) + Double(attoseconds) / 1e18
+    }
+}
+
+/// Delivers events one at a time, in the order they come, when zones run in parallel.
+actor SerialEvents {
+    private let handler: SyncEventHandler
+    private var busy = false
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    init(_ handler: @escaping SyncEventHandler) { self.handler = handler }
+
+    func deliver(_ event: SyncEvent) async {
+        if busy {
+            await withCheckedContinuation { waiting.append($0) }
+        }
+        busy = true
+        await handler(event)
+        if waiting.isEmpty {
+            busy = false
+        } else {
+            waiting.removeFirst().resume()
+        }
     }
 }

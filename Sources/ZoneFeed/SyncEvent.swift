@@ -41,4 +41,14 @@ public struct RunSummary: Sendable {
     }
 
     public var recordsPerSecond: Double { seconds > 0 ? Double(totals.records) / seconds : 0 }
+
+    /// Adds what another part of the same run did (zones fetched in parallel).
+    mutating func add(_ part: RunSummary) {
+        totals += part.totals
+        zonesApplied += part.zonesApplied
+        zonesUpToDate += part.zonesUpToDate
+        zonesClaimedElsewhere += part.zonesClaimedElsewhere
+        zonesFailed += part.zonesFailed
+        zonesDeleted += part.zonesDeleted
+    }
 }

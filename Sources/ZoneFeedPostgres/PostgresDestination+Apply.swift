@@ -8,18 +8,18 @@ extension PostgresDestination {
     /// table), deletions, rejects, the resync sweep when the batch ends one, the checkpoint and
     /// the run's counters. Either all of it commits or none of it.
     public func apply(_ batch: ChangeBatch) async throws -> BatchOutcome {
-        try await onConnection { c in
+        try await onConnection(of: batch.zoneID) { c, session in
             do {
                 var direct = try self.directTables(for: batch.zoneID, on: c)
                 while true {
                     do {
-                        return try c.transaction { try self.applyBatch(batch, direct: direct, on: c) }
+                        return try c.transaction { try self.applyBatch(batch, direct: direct, session: session, on: c) }
                     } catch let conflict as DirectCopyConflict {
                         // The batch meets rows already in a table: it is applied again, whole,
                         // merging into that table, and so is every later batch of the zone.
                         // Each retry turns one table over, so this ends.
                         direct[conflict.table] = false
-                        self.copiesDirectly[batch.zoneID] = direct
+                        self.updateState(of: batch.zoneID) { [direct] in $0.copiesDirectly = direct }
                     }
                 }
             } catch let error as PostgresError {
@@ -39,14 +39,14 @@ extension PostgresDestination {
     /// backfill. Whether a zone's table is empty of the zone is asked once per session; a copy
     /// that meets an existing row fails as a whole, and the batch is merged instead.
     func directTables(for zone: ZoneID, on c: Connection) throws -> [Bool] {
-        if let known = copiesDirectly[zone] { return known }
+        if let known = state(of: zone).copiesDirectly { return known }
         var direct: [Bool] = []
         for table in schema.tables {
             let any = try c.query("SELECT EXISTS (SELECT 1 FROM \(table.qualifiedName) WHERE zone_owner = $1 AND zone_name = $2)",
                                   [zone.ownerRecordName, zone.zoneName])
             direct.append(any.scalar == "f")
         }
-        copiesDirectly[zone] = direct
+        updateState(of: zone) { [direct] in $0.copiesDirectly = direct }
         return direct
     }
 
@@ -68,7 +68,7 @@ extension PostgresDestination {
     /// that the server ingests while the client encodes.
     static let copyChunkBytes = 256 * 1024
 
-    private func applyBatch(_ batch: ChangeBatch, direct: [Bool], on c: Connection) throws -> BatchOutcome {
+    private func applyBatch(_ batch: ChangeBatch, direct: [Bool], session: Session, on c: Connection) throws -> BatchOutcome {
         var outcome = BatchOutcome()
         outcome.pages = batch.pageCount
         let zone = batch.zoneID
@@ -78,9 +78,9 @@ extension PostgresDestination {
         // decides its final state; every change is still counted and logged.
         var deletions: [Deletion] = []
         var rejects: [Reject] = []
-        var rowsPerTable = [[Int]](repeating: [], count: encoders.count)
-        var namesPerTable = [Set<String>](repeating: [], count: encoders.count)
-        var deduplicate = [Bool](repeating: false, count: encoders.count)
+        var rowsPerTable = [[Int]](repeating: [], count: session.encoders.count)
+        var namesPerTable = [Set<String>](repeating: [], count: session.encoders.count)
+        var deduplicate = [Bool](repeating: false, count: session.encoders.count)
         for (i, entry) in entries.enumerated() {
             switch entry {
             case .record(let record):
@@ -113,15 +113,15 @@ extension PostgresDestination {
         for (t, table) in schema.tables.enumerated() where !rowsPerTable[t].isEmpty {
             if direct[t] {
                 if deduplicate[t] { throw DirectCopyConflict(table: t) }
-                encoders[t].beginDirectRows(zone: zone, runID: batch.runID, generation: batch.generation)
+                session.encoders[t].beginDirectRows(zone: zone, runID: batch.runID, generation: batch.generation)
             } else {
-                encoders[t].beginStagingRows()
+                session.encoders[t].beginStagingRows()
             }
             do {
                 try c.copyIn(direct[t] ? table.copyIntoTable : table.copyIntoStaging) { writer in
                     for i in rowsPerTable[t] {
                         guard case .record(let record) = entries[i] else { continue }
-                        if let problem = encoders[t].append(record, seq: Int32(i)) {
+                        if let problem = session.encoders[t].append(record, seq: Int32(i)) {
                             if pipeline.onBadRecord == .fail {
                                 throw ZoneFailure(message: "record \(record.recordName) (\(record.recordType)) in zone \(zone.zoneName) cannot be applied: \(problem); "
                                     + "nothing of its batch was applied (set onBadRecord: reject to send such records to zonefeed_rejects instead)")
@@ -131,9 +131,9 @@ extension PostgresDestination {
                         }
                         outcome.upserts += 1
                         if !applied.isEmpty { applied[i] = true }
-                        if encoders[t].pendingByteCount >= Self.copyChunkBytes { try encoders[t].send(to: writer) }
+                        if session.encoders[t].pendingByteCount >= Self.copyChunkBytes { try session.encoders[t].send(to: writer) }
                     }
-                    try encoders[t].sendEnd(to: writer)
+                    try session.encoders[t].sendEnd(to: writer)
                 }
             } catch let error as PostgresError where direct[t] && error.sqlState == "23505" {
                 // > unique_violation: 23505
@@ -224,7 +224,7 @@ extension PostgresDestination {
             WHERE pipeline = $1 AND scope = 'zone' AND zone_owner = $2 AND zone_name = $3 AND generation = $9::integer
             """, [pipeline.name, owner, zoneName, batch.token.value, String(batch.entries.count),
                   batch.isLast ? "true" : "false", batch.finishesResync ? "true" : "false",
-                  seenPendingSeq[zone] ?? "0", String(batch.generation)])
+                  state(of: zone).seenPendingSeq ?? "0", String(batch.generation)])
         // The generation fences a batch against a resync begun elsewhere meanwhile (an
         // encrypted-data reset, a reset): its rows and token would belong to the old generation.
         guard updated.affectedRows == 1 else {

@@ -5,55 +5,109 @@ import LibPQ
 import Logging
 import ZoneFeed
 
-/// The PostgreSQL destination. One libpq connection, used from one dedicated serial queue so that
-/// blocking calls never sit on Swift's cooperative pool. The connection's session holds the zone
-/// claims (advisory locks) and the run's liveness lock, so they vanish if the process dies.
+/// The PostgreSQL destination. Each libpq connection is used from a dedicated serial queue so that
+/// blocking calls never sit on Swift's cooperative pool. The first connection holds the run's
+/// liveness lock and does the run-wide work; a zone is applied on the connection that claimed it
+/// (its session holds the zone's advisory lock), one of up to `parallelZones`, opened when first
+/// needed. The session locks vanish if the process dies.
 public final class PostgresDestination: Destination, @unchecked Sendable {
     public let schema: PostgresSchema
     let pipeline: Pipeline
     let conninfo: String
     let logger: Logger
-    // Touched only on `queue`.
-    private let queue = DispatchQueue(label: "zonefeed.postgres")
-    private var connection: Connection?
-    var encoders: [RowEncoder] = []
-    var runID: Int64 = 0
-    /// Per zone, the `pending_seq` this run read with the checkpoint: the zone's last batch
-    /// clears `pending` only if no database-feed notice came in since.
-    var seenPendingSeq: [ZoneID: String] = [:]
-    /// Per zone, per table: whether batches are copied straight into the table. True while the
-    /// zone had no rows in the table when this session first applied it and no copy has met a
-    /// row already there; a merge through the staging table otherwise.
-    var copiesDirectly: [ZoneID: [Bool]] = [:]
+
+    /// One connection and what is used with it. Its members are touched only on its `queue`.
+    final class Session: @unchecked Sendable {
+        let queue: DispatchQueue
+        var connection: Connection?
+        var encoders: [RowEncoder] = []
+
+        init(index: Int) {
+            queue = DispatchQueue(label: "zonefeed.postgres.\(index)")
+        }
+    }
+
+    /// `sessions[0]` is the run's; the others are for zones applied at the same time.
+    private let sessions: [Session]
+    private let lock = NSLock()
+    // Guarded by `lock`.
+    private var sessionOfZone: [ZoneID: Int] = [:]
+    private var zoneState: [ZoneID: ZoneState] = [:]
+    private var _runID: Int64 = 0
+
+    /// What this run knows of a zone it applies.
+    struct ZoneState {
+        /// The `pending_seq` this run read with the checkpoint: the zone's last batch clears
+        /// `pending` only if no database-feed notice came in since.
+        var seenPendingSeq: String?
+        /// Per table: whether batches are copied straight into the table. True while the zone
+        /// had no rows in the table when this run first applied it and no copy has met a row
+        /// already there; a merge through the staging table otherwise.
+        var copiesDirectly: [Bool]?
+    }
 
     public init(pipeline: Pipeline, conninfo: String, logger: Logger) {
         self.pipeline = pipeline
         self.schema = PostgresSchema(pipeline: pipeline)
         self.conninfo = conninfo
         self.logger = logger
+        sessions = (0..<max(1, pipeline.destination.parallelZones)).map(Session.init)
     }
 
-    /// Runs `body` on the destination's queue with its connection.
+    var runID: Int64 {
+        get { lock.withLock { _runID } }
+        set { lock.withLock { _runID = newValue } }
+    }
+
+    func state(of zone: ZoneID) -> ZoneState {
+        lock.withLock { zoneState[zone] ?? ZoneState() }
+    }
+
+    func updateState(of zone: ZoneID, _ change: (inout ZoneState) -> Void) {
+        lock.withLock { change(&zoneState[zone, default: ZoneState()]) }
+    }
+
+    /// Runs `body` on the run's connection.
     @discardableResult
     func onConnection<T: Sendable>(_ body: @escaping @Sendable (Connection) throws -> T) async throws -> T {
+        try await on(sessions[0]) { c, _ in try body(c) }
+    }
+
+    /// Runs `body` on the connection that claimed `zone`, or the run's when none did.
+    @discardableResult
+    func onConnection<T: Sendable>(of zone: ZoneID, _ body: @escaping @Sendable (Connection, Session) throws -> T) async throws -> T {
+        let index = lock.withLock { sessionOfZone[zone] } ?? 0
+        return try await on(sessions[index], body)
+    }
+
+    /// Runs `body` on `session`'s queue; `opening` connects the session first if it is new.
+    private func on<T: Sendable>(
+        _ session: Session, opening: Bool = false, _ body: @escaping @Sendable (Connection, Session) throws -> T
+    ) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            queue.async {
+            session.queue.async {
                 continuation.resume(with: Result {
-                    guard let connection = self.connection else {
+                    if opening {
+                        try self.openConnection(session)
+                        try self.prepareForBatches(session)
+                    }
+                    guard let connection = session.connection else {
                         throw PostgresError(kind: .connection, message: "the destination is not prepared")
                     }
-                    return try body(connection)
+                    return try body(connection, session)
                 })
             }
         }
     }
 
     public func close() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            queue.async {
-                self.connection?.close()
-                self.connection = nil
-                continuation.resume()
+        for session in sessions {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                session.queue.async {
+                    session.connection?.close()
+                    session.connection = nil
+                    continuation.resume()
+                }
             }
         }
     }
@@ -64,15 +118,16 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
 
     /// Connects without creating anything (for `status`).
     public func connect() async throws {
+        let session = sessions[0]
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            queue.async {
-                continuation.resume(with: Result { try self.openConnection() })
+            session.queue.async {
+                continuation.resume(with: Result { try self.openConnection(session) })
             }
         }
     }
 
-    private func openConnection() throws {
-        guard connection == nil else { return }
+    private func openConnection(_ session: Session) throws {
+        guard session.connection == nil else { return }
         let c = try Connection(conninfo)
         // The pipeline in application_name tells its sessions apart in pg_stat_activity.
         // Rows and their token commit together, so losing the last moment's commits in a server
@@ -80,16 +135,25 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
         // Text goes over the wire as UTF-8 whatever the database's encoding.
         try c.execute("SET synchronous_commit = off; SET client_encoding = 'UTF8'")
         try c.query("SELECT set_config('application_name', $1, false)", [String("zonefeed/\(pipeline.name)".prefix(63))])
-        connection = c
+        session.connection = c
+    }
+
+    /// A session's own staging tables and encoders, for applying batches.
+    private func prepareForBatches(_ session: Session) throws {
+        guard let c = session.connection, session.encoders.isEmpty else { return }
+        for statement in schema.stagingDDL { try c.execute(statement) }
+        session.encoders = schema.tables.map {
+            RowEncoder(mapping: $0.mapping, keepUnmapped: self.pipeline.unmappedFields == .keep)
+        }
     }
 
     public func prepare() async throws {
-        let schema = self.schema
+        let schema = self.schema, session = sessions[0]
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            queue.async {
+            session.queue.async {
                 continuation.resume(with: Result {
-                    try self.openConnection()
-                    let c = self.connection!
+                    try self.openConnection(session)
+                    let c = session.connection!
                     try c.transaction {
                         // CREATE … IF NOT EXISTS is not safe against a concurrent creation of the
                         // same object; two runs starting together take turns here.
@@ -102,10 +166,7 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
                             }
                         }
                     }
-                    for statement in schema.stagingDDL { try c.execute(statement) }
-                    self.encoders = schema.tables.map {
-                        RowEncoder(mapping: $0.mapping, keepUnmapped: self.pipeline.unmappedFields == .keep)
-                    }
+                    try self.prepareForBatches(session)
                 })
             }
         }
@@ -234,38 +295,57 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
 
     // MARK: Zones
 
+    /// Claims the zone on a session that holds no zone (the run's first), opening its connection
+    /// if it is new; the zone's work then goes to that session until it is released.
     public func claimZone(_ zone: ZoneID) async throws -> Bool {
         let key = self.key
-        return try await onConnection { c in
-            // > pg_try_advisory_lock: "Obtains an exclusive session-level advisory lock if
-            // > available. This will either obtain the lock immediately and return true, or
-            // > return false without waiting if the lock cannot be acquired immediately."
-            try c.query("SELECT pg_try_advisory_lock(hashtext($1), hashtext($2))", [key, "\(zone.ownerRecordName)/\(zone.zoneName)"]).scalar == "t"
+        let index = try lock.withLock { () throws -> Int in
+            let busy = Set(sessionOfZone.values)
+            guard let free = sessions.indices.first(where: { !busy.contains($0) }) else {
+                throw PostgresError(kind: .connection, message: "more zones were claimed at once than destination.parallelZones (\(sessions.count)) allows")
+            }
+            sessionOfZone[zone] = free
+            return free
         }
+        let claimed: Bool
+        do {
+            claimed = try await on(sessions[index], opening: true) { c, _ in
+                // > pg_try_advisory_lock: "Obtains an exclusive session-level advisory lock if
+                // > available. This will either obtain the lock immediately and return true, or
+                // > return false without waiting if the lock cannot be acquired immediately."
+                try c.query("SELECT pg_try_advisory_lock(hashtext($1), hashtext($2))", [key, "\(zone.ownerRecordName)/\(zone.zoneName)"]).scalar == "t"
+            }
+        } catch {
+            lock.withLock { sessionOfZone[zone] = nil }
+            throw error
+        }
+        if !claimed { lock.withLock { sessionOfZone[zone] = nil } }
+        return claimed
     }
 
     public func releaseZone(_ zone: ZoneID) async throws {
         let key = self.key
-        try await onConnection { c in
+        defer { lock.withLock { sessionOfZone[zone] = nil } }
+        try await onConnection(of: zone) { c, _ in
             try c.query("SELECT pg_advisory_unlock(hashtext($1), hashtext($2))", [key, "\(zone.ownerRecordName)/\(zone.zoneName)"])
         }
     }
 
     public func zoneCheckpoint(_ zone: ZoneID) async throws -> ZoneCheckpoint {
         let schema = self.schema, name = pipeline.name
-        return try await onConnection { c in
+        return try await onConnection(of: zone) { c, _ in
             let row = try c.query("""
                 INSERT INTO \(schema.checkpoints) (pipeline, scope, zone_owner, zone_name) VALUES ($1, 'zone', $2, $3)
                 ON CONFLICT (pipeline, scope, zone_owner, zone_name) DO UPDATE SET pipeline = EXCLUDED.pipeline
                 RETURNING token, generation, resyncing, pending_seq
                 """, [name, zone.ownerRecordName, zone.zoneName]).rows[0]
-            self.seenPendingSeq[zone] = row[3]!
+            self.updateState(of: zone) { $0.seenPendingSeq = row[3]! }
             return ZoneCheckpoint(token: row[0].map(ChangeToken.init), generation: Int(row[1]!)!, resyncing: row[2] == "t")
         }
     }
 
     public func beginResync(_ zone: ZoneID, reason: String) async throws -> ZoneCheckpoint {
-        try await onConnection { c in try self.beginResync(zone, on: c) }
+        try await onConnection(of: zone) { c, _ in try self.beginResync(zone, on: c) }
     }
 
     func beginResync(_ zone: ZoneID, on c: Connection) throws -> ZoneCheckpoint {
@@ -277,13 +357,13 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
                     pending_seq = \(schema.checkpoints).pending_seq + 1, updated_at = now()
             RETURNING generation, pending_seq
             """, [pipeline.name, zone.ownerRecordName, zone.zoneName]).rows[0]
-        seenPendingSeq[zone] = row[1]!
+        updateState(of: zone) { $0.seenPendingSeq = row[1]! }
         return ZoneCheckpoint(token: nil, generation: Int(row[0]!)!, resyncing: true)
     }
 
     public func recordZoneError(_ zone: ZoneID, message: String?) async throws {
         let schema = self.schema, name = pipeline.name
-        try await onConnection { c in
+        try await onConnection(of: zone) { c, _ in
             try c.query(
                 "UPDATE \(schema.checkpoints) SET last_error = $4 WHERE pipeline = $1 AND scope = 'zone' AND zone_owner = $2 AND zone_name = $3",
                 [name, zone.ownerRecordName, zone.zoneName, message])
@@ -291,7 +371,7 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
     }
 
     public func deleteZone(_ deletion: ZoneDeletion, runID: Int64) async throws -> BatchOutcome {
-        try await onConnection { c in
+        try await onConnection(of: deletion.zoneID) { c, _ in
             try c.transaction {
                 let outcome = try self.deleteZoneRows(deletion, runID: runID, on: c)
                 try self.addToRun(outcome, on: c)

@@ -34,7 +34,9 @@ struct RunCommand: AsyncParsableCommand {
             try await options.withDestination(pipeline, logger: logger) { conninfo in
                 let destination = PostgresDestination(pipeline: pipeline, conninfo: conninfo, logger: logger)
                 let runner = Runner(
-                    configuration: .init(pipeline: pipeline.name, commitEvery: pipeline.destination.commitEvery, zoneFilter: zones),
+                    configuration: .init(
+                        pipeline: pipeline.name, commitEvery: pipeline.destination.commitEvery, zoneFilter: zones,
+                        parallelZones: pipeline.destination.parallelZones),
                     source: source, destination: destination, logger: logger,
                     events: { event in
                         await progressLine.handle(event)

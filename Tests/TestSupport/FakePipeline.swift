@@ -14,6 +14,7 @@ public struct FakePipeline: Sendable {
     public var fake: FakeSettings
     public var deletes = "tombstone"
     public var commitEvery = 1_000
+    public var parallelZones = 2
     public var onBadRecord = "reject"
     public var unknownRecordTypes = "skip"
     /// Record types to map; the default maps all three fake types.
@@ -89,6 +90,7 @@ public struct FakePipeline: Sendable {
               schema: \(schema)
               deletes: \(deletes)
               commitEvery: \(commitEvery)
+              parallelZones: \(parallelZones)
             recordTypes:
             \(types)unmappedFields: keep
             unknownRecordTypes: \(unknownRecordTypes)
@@ -115,14 +117,16 @@ public struct FakePipeline: Sendable {
 
     /// One run in this process, as `zonefeed run` does it.
     @discardableResult
-    public func run(zones: [String] = []) async throws -> RunSummary {
+    public func run(zones: [String] = [], events: @escaping SyncEventHandler = { _ in }) async throws -> RunSummary {
         let pipeline = try pipeline()
         let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
         let destination = PostgresDestination(pipeline: pipeline, conninfo: url, logger: logger)
         defer { Task { await destination.close() } }
         let runner = Runner(
-            configuration: .init(pipeline: pipeline.name, commitEvery: pipeline.destination.commitEvery, zoneFilter: zones),
-            source: FakeSource(settings: fake), destination: destination, logger: logger)
+            configuration: .init(
+                pipeline: pipeline.name, commitEvery: pipeline.destination.commitEvery, zoneFilter: zones,
+                parallelZones: pipeline.destination.parallelZones),
+            source: FakeSource(settings: fake), destination: destination, logger: logger, events: events)
         let summary = try await runner.run()
         await destination.close()
         return summary

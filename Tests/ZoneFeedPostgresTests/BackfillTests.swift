@@ -19,6 +19,28 @@ import ZoneFeed
         #expect(snapshot.tombstonesByReason == ["deleted": expected.tombstones])
     }
 
+    /// Zones applied at once, each on its own connection, give the same rows and counts as zones
+    /// applied one after another, and do overlap.
+    @Test(arguments: [1, 3])
+    func zonesAppliedInParallelReachTheSameState(parallelZones: Int) async throws {
+        var p = try FakePipeline(prefix: "parallel\(parallelZones)", fake: FakeSettings(seed: 21, zones: 5, recordsPerZone: 1_200, pageSize: 100))
+        p.commitEvery = 300
+        p.parallelZones = parallelZones
+        let events = EventLog()
+        let summary = try await p.run(events: { await events.append($0) })
+        let expected = p.expected()
+
+        #expect(summary.status == .succeeded)
+        #expect(summary.zonesApplied.map(\.zoneName) == ["Zone01", "Zone02", "Zone03", "Zone04", "Zone05"])
+        let snapshot = try DestinationSnapshot.read(p)
+        #expect(snapshot.differences(from: expected) == [])
+        #expect(snapshot.runUpserts == expected.upserts)
+        #expect(snapshot.runTombstones == expected.tombstones)
+        #expect(snapshot.runPages == expected.pages)
+        // With several zones at once, a zone starts before the one before it has finished.
+        #expect(await events.mostZonesOpenAtOnce == parallelZones)
+    }
+
     /// Without churn every batch of the backfill is copied straight into the tables; with it,
     /// records that come again (in the same batch or a later one) send batches through the
     /// staging tables and the merge. Both give every value in its typed column.
@@ -89,5 +111,23 @@ import ZoneFeed
         #expect(expected.skipped > 0)
         #expect(summary.totals.skipped == expected.skipped)
         #expect(try DestinationSnapshot.read(p).differences(from: expected) == [])
+    }
+}
+
+/// The zones a run has started and not yet finished, as its events tell.
+private actor EventLog {
+    private var open: Set<String> = []
+    private(set) var mostZonesOpenAtOnce = 0
+
+    func append(_ event: SyncEvent) {
+        switch event {
+        case .willFetchRecordZoneChanges(let zone, _):
+            open.insert(zone.zoneName)
+            mostZonesOpenAtOnce = max(mostZonesOpenAtOnce, open.count)
+        case .didFetchRecordZoneChanges(let zone, _):
+            open.remove(zone.zoneName)
+        default:
+            break
+        }
     }
 }

@@ -145,6 +145,7 @@ private let fakeHeader = """
     #expect(pipeline.destination.schema == "demo")  // the pipeline's name by default
     #expect(pipeline.destination.deletes == .tombstone)
     #expect(pipeline.destination.commitEvery == 5_000)
+    #expect(pipeline.destination.parallelZones == 2)
     #expect(pipeline.recordTypes.map(\.table) == ["note"])  // the record type in snake_case by default
     #expect(
         pipeline.recordTypes.first?.fields == [
@@ -526,6 +527,23 @@ private let cloudKitWithToken = """
     #expect(
         problems(yaml, environment: ["CLOUDKIT_API_TOKEN": "t"]) == [
             "notes.yml:5:19: source.cloudkit.resultsLimit must be a whole number from 1 to 200, not '500'"
+        ]
+    )
+}
+
+@Test func parallelZonesIsReadAndBounded() throws {
+    let yaml = """
+        pipeline: notes
+        source:
+          fake: { zones: 4 }
+        destination:
+          url: embedded
+          parallelZones: 3
+        """
+    #expect(try parse(yaml).destination.parallelZones == 3)
+    #expect(
+        problems(yaml.replacingOccurrences(of: "parallelZones: 3", with: "parallelZones: 0")) == [
+            "notes.yml:6:18: destination.parallelZones must be a whole number from 1 to 16, not '0'"
         ]
     )
 }
