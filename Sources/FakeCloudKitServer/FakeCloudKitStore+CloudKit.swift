@@ -169,7 +169,7 @@ extension FakeCloudKitStore {
             let live = snapshot(database: database, zone: zone, position: position)
             guard offset <= live.count else { return .badRequest("malformed sync token: offset beyond its snapshot") }
             let end = min(live.count, offset + limit)
-            for (i, record) in live[offset..<end].enumerated() {
+            for (i, record) in records(of: zone, at: live[offset..<end]).enumerated() {
                 if i > 0 { writer.literal(",") }
                 writer.write(record: record, zoneID: zone.id, desiredKeys: desiredKeys)
             }

@@ -81,13 +81,14 @@ actor FakeCloudKitStore {
 
     /// Recent snapshots of live records, by zone incarnation and history position: a nil-token
     /// fetch pages through one snapshot, and recomputing it for every page would be quadratic.
+    /// A snapshot holds history positions, not records (see `snapshot`).
     struct SnapshotKey: Hashable {
         var database: String
         var zone: ZoneKey
         var epoch: Int
         var position: Int
     }
-    var snapshots: [SnapshotKey: [Record]] = [:]
+    var snapshots: [SnapshotKey: [Int]] = [:]
     var snapshotOrder: [SnapshotKey] = []
 
     // Async, so that the initializer is isolated to the actor once every property is set and
@@ -165,39 +166,96 @@ actor FakeCloudKitStore {
         return out
     }
 
-    /// The live records at a history position: the latest version of every record not deleted
-    /// since, in the order they were first created. Positions never change once written (the
-    /// history is append-only), so a snapshot can always be recomputed from its token.
-    func snapshot(database: String, zone: Zone, position: Int) -> [Record] {
+    /// The record name of each entry of `range` of a zone's history and whether it deletes the
+    /// record, passed to `body` with the entry's position; per-record errors are left out. The
+    /// generator's entries are named without being made.
+    func forEachEntryName(of zone: Zone, range: Range<Int>, _ body: (Int, String, Bool) -> Void) {
+        let generatedEnd = min(range.upperBound, zone.generatedCount)
+        if range.lowerBound < generatedEnd, let feed, let index = zone.generatorIndex {
+            // In chunks, so that a long history is never named all at once.
+            var start = range.lowerBound
+            while start < generatedEnd {
+                let end = min(generatedEnd, start + 4096)
+                for (i, entry) in feed.entryNames(zone: index, range: start..<end).enumerated() {
+                    body(start + i, entry.recordName, entry.isDeletion)
+                }
+                start = end
+            }
+        }
+        for position in max(range.lowerBound, zone.generatedCount)..<max(range.upperBound, zone.generatedCount) {
+            switch zone.added[position - zone.generatedCount] {
+            case .record(let record): body(position, record.recordName, false)
+            case .deleted(let name): body(position, name, true)
+            case .error: break
+            }
+        }
+    }
+
+    /// The live records at a history position, as the positions of their latest versions, in
+    /// the order the records were first created: every record not deleted since. Positions never
+    /// change once written (the history is append-only), so a snapshot can always be recomputed
+    /// from its token. Only names are needed to compute it; the records of a page are made when
+    /// the page is written, so a nil-token fetch answers its first page without making the whole
+    /// zone first, and a snapshot takes 8 bytes per record.
+    func snapshot(database: String, zone: Zone, position: Int) -> [Int] {
         let key = SnapshotKey(database: database, zone: ZoneKey(zone.id), epoch: zone.epoch, position: position)
         if let cached = snapshots[key] { return cached }
-        var slots: [Record?] = []
-        var slotOf: [String: Int] = [:]
-        var start = 0
-        while start < position {
-            let end = min(position, start + 4096)
-            for entry in entries(of: zone, range: start..<end) {
-                switch entry {
-                case .record(let record):
-                    if let slot = slotOf[record.recordName] {
-                        slots[slot] = record
-                    } else {
-                        slotOf[record.recordName] = slots.count
-                        slots.append(record)
-                    }
-                case .deleted(let name):
-                    if let slot = slotOf.removeValue(forKey: name) { slots[slot] = nil }
-                case .error:
-                    break
-                }
+        // The latest version of each record, by creation; nil once the record is deleted (a
+        // record created again takes a new place at the end).
+        var latest: [Int?] = []
+        var placeOf: [String: Int] = [:]
+        forEachEntryName(of: zone, range: 0..<position) { position, name, isDeletion in
+            if isDeletion {
+                if let place = placeOf.removeValue(forKey: name) { latest[place] = nil }
+            } else if let place = placeOf[name] {
+                latest[place] = position
+            } else {
+                placeOf[name] = latest.count
+                latest.append(position)
             }
-            start = end
         }
-        let records = slots.compactMap { $0 }
-        snapshots[key] = records
+        let positions = latest.compactMap { $0 }
+        snapshots[key] = positions
         snapshotOrder.append(key)
         if snapshotOrder.count > 16 { snapshots[snapshotOrder.removeFirst()] = nil }
+        return positions
+    }
+
+    /// The live records at positions `positions` of a zone's history (a page of a snapshot),
+    /// made a run of consecutive positions at a time.
+    func records(of zone: Zone, at positions: ArraySlice<Int>) -> [Record] {
+        var records: [Record] = []
+        records.reserveCapacity(positions.count)
+        var runStart = positions.startIndex
+        while runStart < positions.endIndex {
+            var runEnd = runStart + 1
+            while runEnd < positions.endIndex && positions[runEnd] == positions[runEnd - 1] + 1 { runEnd += 1 }
+            for entry in entries(of: zone, range: positions[runStart]..<positions[runEnd - 1] + 1) {
+                guard case .record(let record) = entry else {
+                    assertionFailure("a snapshot holds the positions of records only")
+                    continue
+                }
+                records.append(record)
+            }
+            runStart = runEnd
+        }
         return records
+    }
+
+    /// The live version of each of `names` at the end of a zone's history, found from names.
+    func liveRecords(named names: Set<String>, in zone: Zone) -> [String: Record] {
+        var latest: [String: Int] = [:]
+        forEachEntryName(of: zone, range: 0..<zone.historyCount) { position, name, isDeletion in
+            guard names.contains(name) else { return }
+            latest[name] = isDeletion ? nil : position
+        }
+        var live: [String: Record] = [:]
+        for position in latest.values {
+            if case .record(let record)? = entries(of: zone, range: position..<position + 1).first {
+                live[record.recordName] = record
+            }
+        }
+        return live
     }
 
     /// Appends entries to a zone's history; records get the zone's ID and, when missing, a
@@ -209,9 +267,9 @@ actor FakeCloudKitStore {
         let now = RecordStamp(timestamp: Int64(Date().timeIntervalSince1970 * 1000), userRecordName: userRecordName, deviceID: "fake-server")
         // Creation stamps of the live records, needed only when an added record has none.
         var createdStamps: [String: RecordStamp?] = [:]
-        if newEntries.contains(where: { if case .record(let r) = $0 { r.created == nil } else { false } }) {
-            let live = snapshot(database: database, zone: original, position: original.historyCount)
-            createdStamps = Dictionary(live.map { ($0.recordName, $0.created) }, uniquingKeysWith: { $1 })
+        let unstamped = Set(newEntries.compactMap { if case .record(let r) = $0, r.created == nil { r.recordName } else { nil } })
+        if !unstamped.isEmpty {
+            createdStamps = liveRecords(named: unstamped, in: original).mapValues(\.created)
         }
         for entry in newEntries {
             guard case .record(var record) = entry else {
