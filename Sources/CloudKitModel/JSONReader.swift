@@ -393,6 +393,40 @@ public struct JSONReader {
         }
     }
 
+    /// Reads past a value trusting its syntax: in a list or an object only the brackets outside
+    /// strings are counted, nothing else is checked. For a value that is read properly
+    /// afterwards (or not needed), where checking it twice would cost twice.
+    public mutating func skipValueLoosely() throws {
+        guard let first = peek(), first == UInt8(ascii: "{") || first == UInt8(ascii: "["), let base = bytes.baseAddress else {
+            try skipValue()
+            return
+        }
+        var nesting = 0
+        while position < bytes.count {
+            let b = base[position]
+            position += 1
+            switch b {
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                nesting += 1
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                nesting -= 1
+                if nesting == 0 { return }
+            case UInt8(ascii: "\""):
+                while true {
+                    skipPlainStringBytes()
+                    guard position < bytes.count else { throw failure("the string is not closed") }
+                    let special = base[position]
+                    position += 1
+                    if special == UInt8(ascii: "\"") { break }
+                    if special == UInt8(ascii: "\\") { position += 1 }  // the escaped byte, whatever it is
+                }
+            default:
+                break
+            }
+        }
+        throw failure("the data ends inside a value")
+    }
+
     /// `nextKey` without making the key a String: whether a key (and its colon) was read.
     private mutating func nextKeySkipped() throws -> Bool {
         guard let next = peek() else { throw failure("the object is not closed") }

@@ -77,8 +77,9 @@ extension FieldValue {
                 case UInt8(ascii: "\"")?: value = .string(try json.readString())
                 case UInt8(ascii: "-")?, (UInt8(ascii: "0")...UInt8(ascii: "9"))?: value = .number(try json.readNumber())
                 default:
+                    // Checked when it is read again.
                     value = .container(json.mark())
-                    try json.skipValue()
+                    try json.skipValueLoosely()
                 }
             default:
                 try json.skipValue()

@@ -61,8 +61,8 @@ public struct UndecodedRecordZoneChanges: Sendable {
     /// The request's path, for errors.
     let path: String
 
-    /// Reads the page's token, checking that the whole body is JSON; throws what `JSONReader`
-    /// finds wrong.
+    /// Reads the page's token, passing over the records without checking them (`decoded()`
+    /// does); throws what `JSONReader` finds wrong on the way.
     init(body: Data, path: String) throws {
         var syncToken: String?
         var moreComing = false
@@ -74,7 +74,7 @@ public struct UndecodedRecordZoneChanges: Sendable {
                 switch key {
                 case "syncToken": syncToken = try json.readString()
                 case "moreComing": moreComing = try json.readBool()
-                default: try json.skipValue()
+                default: try json.skipValueLoosely()
                 }
             }
             try json.end()

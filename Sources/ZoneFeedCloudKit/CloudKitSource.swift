@@ -126,7 +126,17 @@ public struct CloudKitSource: ChangeSource {
                 let next = undecoded.syncToken
                 await readAhead.start(zone: zone, token: next, Task { try await fetchUndecoded(zone, since: next) })
             }
-            response = try undecoded.decoded()
+            do {
+                response = try undecoded.decoded()
+            } catch let error as CloudKitError where error.code == .malformedResponse {
+                // Its records were only passed over when its token was read. The page is asked
+                // for again the usual way, which retries a malformed answer as any other fault.
+                await readAhead.drop(zone: zone)
+                logger.warning("a page could not be read; fetching it again", metadata: ["zone": "\(zone.zoneName)", "error": "\(error)"])
+                response = try await client.fetchRecordZoneChanges(
+                    zoneID: zone, syncToken: token?.value, resultsLimit: settings.resultsLimit,
+                    desiredKeys: settings.desiredKeys, logger: logger)
+            }
         } catch let error as CloudKitError {
             throw sourceError(for: error, zone: zone, carriedToken: token != nil)
         }

@@ -15,6 +15,11 @@ actor PageReadAhead {
         return nil
     }
 
+    /// Cancels the zone's request read ahead, if any.
+    func drop(zone: ZoneID) {
+        pending.removeValue(forKey: zone)?.task.cancel()
+    }
+
     func start(zone: ZoneID, token: String, _ task: Task<UndecodedRecordZoneChanges, any Error>) {
         pending[zone]?.task.cancel()
         pending[zone] = (token, task)

@@ -173,6 +173,17 @@ import ZoneFeedCloudKit
         }
     }
 
+    @Test func aPageWhoseRecordsCannotBeReadIsFetchedAgain() async throws {
+        try await withSource { server, source in
+            server.enqueue(.json(200, #"{"records":[{"recordType":"Note"}],"syncToken":"t2","moreComing":false}"#))
+            server.enqueue(Self.page("a", next: "t2", moreComing: false))
+            let page = try await source.fetchZoneChanges(in: zone, since: ChangeToken("t1"))
+            #expect(page.entries == [.deleted(recordName: "a")])
+            #expect(server.requests.count == 2)
+            #expect(server.requests.allSatisfy { $0.bodyText.contains(#""syncToken":"t1""#) })
+        }
+    }
+
     @Test func databaseFeedBecomesModifiedAndDeletedZones() async throws {
         try await withSource { server, source in
             server.enqueue(.json(200, #"""
