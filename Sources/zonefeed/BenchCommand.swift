@@ -35,6 +35,9 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "How many zones hold the records.")
     var zones = 4
 
+    @Option(name: .customLong("parallel-zones"), help: "The runs' destination.parallelZones: how many zones they apply at once.")
+    var parallelZones = DestinationSettings.defaultParallelZones
+
     @Option(name: .customLong("database-url"), help: "A PostgreSQL server to use (a libpq URI or key=value string) instead of an embedded one.")
     var databaseURL: String?
 
@@ -55,6 +58,7 @@ struct BenchCommand: ParsableCommand {
 
     func validate() throws {
         guard records > 0, zones > 0 else { throw ValidationError("--records and --zones must be at least 1") }
+        guard (1...16).contains(parallelZones) else { throw ValidationError("--parallel-zones must be from 1 to 16") }
         guard records % zones == 0 else {
             throw ValidationError("--records must be a multiple of --zones (\(zones)), so that every zone holds as many records")
         }
@@ -170,6 +174,7 @@ extension BenchCommand {
             }
             // "15.13 (Debian 15.13-1.pgdg120+1)": the version is the first word.
             var report = Report(records: records, zones: options.zones, postgresVersion: String(version.prefix { $0 != " " }))
+            report.parallelZones = options.parallelZones
             Terminal.shared.writeLine("zonefeed bench: \(records.grouped) records in \(options.zones) zones, PostgreSQL \(report.postgresVersion)")
 
             let inProcess = try writePipeline(
@@ -381,6 +386,7 @@ extension BenchCommand {
                   url: ${\(Self.databaseURLVariable)}
                   schema: \(schema)
                   commitEvery: \(Self.commitEvery)
+                  parallelZones: \(options.parallelZones)
                 \(Self.recordTypes)
                 """
             try Data(text.utf8).write(to: URL(fileURLWithPath: file))
@@ -468,6 +474,7 @@ extension BenchCommand {
     struct Report {
         var records: Int
         var zones: Int
+        var parallelZones = 1
         var postgresVersion: String
         var ceilingRowsPerTransaction = 0
         var ceilingRPS = 0.0
@@ -498,7 +505,7 @@ extension BenchCommand {
                 return line
             }
             return [
-                "zonefeed bench: \(records.grouped) records, \(zones) zones, PostgreSQL \(postgresVersion)",
+                "zonefeed bench: \(records.grouped) records, \(zones) zones (\(parallelZones) at once), PostgreSQL \(postgresVersion)",
                 rate("ceiling (COPY, \(ceilingRowsPerTransaction.grouped) rows/txn)", rps: ceilingRPS, seconds: ceilingSeconds, peakRSS: nil),
                 rate("in-process run", rps: inProcessRPS, seconds: inProcessSeconds, peakRSS: inProcessPeakRSSBytes),
                 rate("over HTTP (fake-server)", rps: httpRPS, seconds: httpSeconds, peakRSS: httpPeakRSSBytes),
@@ -524,6 +531,7 @@ extension BenchCommand {
                 let object: [String: JSONValue] = [
                     "records": .int(Int64(records)),
                     "zones": .int(Int64(zones)),
+                    "parallel_zones": .int(Int64(parallelZones)),
                     "postgres_version": .string(postgresVersion),
                     "ceiling_rows_per_transaction": .int(Int64(ceilingRowsPerTransaction)),
                     "ceiling_rps": .int(Int64(ceilingRPS.rounded())),
