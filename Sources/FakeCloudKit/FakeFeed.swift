@@ -139,19 +139,21 @@ public struct FakeFeed: Sendable {
         return out
     }
 
-    /// The record name of each entry of positions `range`, and whether the entry deletes the
-    /// record rather than writing a version of it: all that finding the live records needs, at a
-    /// small part of the cost of the entries (no fields are made).
-    public func entryNames(zone: Int, range: Range<Int>) -> [(recordName: String, isDeletion: Bool)] {
-        var out: [(recordName: String, isDeletion: Bool)] = []
+    /// The record name of each entry of positions `range`, as a key, and whether the entry
+    /// deletes the record rather than writing a version of it: all that finding the live records
+    /// needs, at a small part of the cost of the entries (neither fields nor names are made).
+    public func entryNames(zone: Int, range: Range<Int>) -> [(name: RecordNameKey, isDeletion: Bool)] {
+        var out: [(name: RecordNameKey, isDeletion: Bool)] = []
         out.reserveCapacity(range.count)
         forEachEvent(in: range) { event, _ in
             switch event {
             case .create(let page, let slot), .repeatUpdate(let page, let slot), .nextPageUpdate(let page, let slot),
                  .recreate(let page, let slot):
-                out.append((recordName(zone: zone, page: page, slot: slot), false))
+                let (a, b) = recordNameBits(zone: zone, page: page, slot: slot)
+                out.append((.uuid(a, b), false))
             case .delete(let page, let slot):
-                out.append((recordName(zone: zone, page: page, slot: slot), true))
+                let (a, b) = recordNameBits(zone: zone, page: page, slot: slot)
+                out.append((.uuid(a, b), true))
             }
         }
         return out
@@ -181,9 +183,14 @@ public struct FakeFeed: Sendable {
     }
 
     public func recordName(zone: Int, page: Int, slot: Int) -> String {
-        let a = SplitMix.hash(settings.seed, UInt64(zone) &* 0x1_0000_0001, UInt64(page), UInt64(slot))
-        let b = SplitMix.hash(a, 0xC10D)
+        let (a, b) = recordNameBits(zone: zone, page: page, slot: slot)
         return Hex.uuid(a, b)
+    }
+
+    /// The 128 bits a record name spells (see `RecordNameKey`).
+    func recordNameBits(zone: Int, page: Int, slot: Int) -> (UInt64, UInt64) {
+        let a = SplitMix.hash(settings.seed, UInt64(zone) &* 0x1_0000_0001, UInt64(page), UInt64(slot))
+        return (a, SplitMix.hash(a, 0xC10D))
     }
 
     /// Record type by name: about 70% notes, 20% folders, 10% tags.

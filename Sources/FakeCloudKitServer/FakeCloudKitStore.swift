@@ -166,10 +166,10 @@ actor FakeCloudKitStore {
         return out
     }
 
-    /// The record name of each entry of `range` of a zone's history and whether it deletes the
-    /// record, passed to `body` with the entry's position; per-record errors are left out. The
-    /// generator's entries are named without being made.
-    func forEachEntryName(of zone: Zone, range: Range<Int>, _ body: (Int, String, Bool) -> Void) {
+    /// The record name of each entry of `range` of a zone's history, as a key, and whether it
+    /// deletes the record, passed to `body` with the entry's position; per-record errors are left
+    /// out. The generator's entries are named without being made.
+    func forEachEntryName(of zone: Zone, range: Range<Int>, _ body: (Int, RecordNameKey, Bool) -> Void) {
         let generatedEnd = min(range.upperBound, zone.generatedCount)
         if range.lowerBound < generatedEnd, let feed, let index = zone.generatorIndex {
             // In chunks, so that a long history is never named all at once.
@@ -177,15 +177,15 @@ actor FakeCloudKitStore {
             while start < generatedEnd {
                 let end = min(generatedEnd, start + 4096)
                 for (i, entry) in feed.entryNames(zone: index, range: start..<end).enumerated() {
-                    body(start + i, entry.recordName, entry.isDeletion)
+                    body(start + i, entry.name, entry.isDeletion)
                 }
                 start = end
             }
         }
         for position in max(range.lowerBound, zone.generatedCount)..<max(range.upperBound, zone.generatedCount) {
             switch zone.added[position - zone.generatedCount] {
-            case .record(let record): body(position, record.recordName, false)
-            case .deleted(let name): body(position, name, true)
+            case .record(let record): body(position, RecordNameKey(record.recordName), false)
+            case .deleted(let name): body(position, RecordNameKey(name), true)
             case .error: break
             }
         }
@@ -203,7 +203,8 @@ actor FakeCloudKitStore {
         // The latest version of each record, by creation; nil once the record is deleted (a
         // record created again takes a new place at the end).
         var latest: [Int?] = []
-        var placeOf: [String: Int] = [:]
+        latest.reserveCapacity(position)
+        var placeOf = [RecordNameKey: Int](minimumCapacity: position)
         forEachEntryName(of: zone, range: 0..<position) { position, name, isDeletion in
             if isDeletion {
                 if let place = placeOf.removeValue(forKey: name) { latest[place] = nil }
@@ -244,9 +245,10 @@ actor FakeCloudKitStore {
 
     /// The live version of each of `names` at the end of a zone's history, found from names.
     func liveRecords(named names: Set<String>, in zone: Zone) -> [String: Record] {
-        var latest: [String: Int] = [:]
+        let keys = Set(names.map(RecordNameKey.init))
+        var latest: [RecordNameKey: Int] = [:]
         forEachEntryName(of: zone, range: 0..<zone.historyCount) { position, name, isDeletion in
-            guard names.contains(name) else { return }
+            guard keys.contains(name) else { return }
             latest[name] = isDeletion ? nil : position
         }
         var live: [String: Record] = [:]

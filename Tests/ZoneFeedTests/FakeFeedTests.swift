@@ -70,6 +70,29 @@ import ZoneFeed
         #expect(nonASCII)
     }
 
+    @Test func entryNamesNameEveryEntryAsTheEntriesDo() {
+        for churn in [true, false] {
+            let feed = FakeFeed(settings: FakeSettings(seed: 3, zones: 2, recordsPerZone: 2_000, pageSize: 50, churn: churn))
+            let entries = feed.entries(zone: 1, range: 100..<2_000)
+            let names = feed.entryNames(zone: 1, range: 100..<2_000)
+            #expect(names.map(\.name) == entries.map { RecordNameKey($0.recordName!) })
+            #expect(names.map(\.isDeletion) == entries.map { if case .deleted = $0 { true } else { false } })
+            #expect(names.contains { $0.isDeletion } == churn)
+        }
+    }
+
+    @Test func recordNameKeysAreEqualExactlyWhenTheNamesAre() {
+        let name = FakeFeed(settings: FakeSettings()).recordName(zone: 0, page: 0, slot: 0)
+        guard case .uuid = RecordNameKey(name) else {
+            Issue.record("a generated name is kept as its bits")
+            return
+        }
+        #expect(RecordNameKey(name) == RecordNameKey(String(decoding: Array(name.utf8), as: UTF8.self)))
+        #expect(RecordNameKey(name.lowercased()) == .text(name.lowercased()), "another spelling is another name")
+        #expect(RecordNameKey(name.replacingOccurrences(of: "-", with: "_")) == .text(name.replacingOccurrences(of: "-", with: "_")))
+        #expect(RecordNameKey("added-1") == .text("added-1"))
+    }
+
     @Test func aTokenResumesTheFeedWhereItStopped() async throws {
         let source = FakeSource(settings: FakeSettings(zones: 1, recordsPerZone: 2_000))
         let zone = ZoneID(zoneName: "Zone01", ownerRecordName: "_fakeOwner")
