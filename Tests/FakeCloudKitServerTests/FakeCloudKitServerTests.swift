@@ -116,6 +116,24 @@ import ZoneFeed
         }
     }
 
+    @Test func anAddedVersionOfAGeneratedRecordKeepsItsPlaceAndItsCreationStamp() async throws {
+        try await Harness.with { server in
+            let before = try await server.fetchAll(zone: "Zone01")
+            let target = before.entries[5]
+            let name = try #require(target["recordName"]?.stringValue)
+            // No `created`: the server takes the live record's.
+            try await server.admin("records/add", .object(["zone": .string("Zone01"), "records": .array([
+                .object(["recordName": .string(name), "recordType": .string("Note"),
+                         "fields": .object(["title": .object(["value": .string("edited"), "type": .string("STRING")])])]),
+            ])]))
+            let after = try await server.fetchAll(zone: "Zone01", resultsLimit: 3)
+            #expect(after.entries.map { $0["recordName"] } == before.entries.map { $0["recordName"] }, "an update keeps the record's place")
+            #expect(after.entries[5]["created"] == target["created"])
+            #expect(after.entries[5]["fields"]?["title"]?["value"]?.stringValue == "edited")
+            #expect(after.entries[4] == before.entries[4] && after.entries[6] == before.entries[6])
+        }
+    }
+
     @Test func everyResponseCarriesARotatedTokenThatIsAccepted() async throws {
         try await Harness.with { server in
             let first = try await server.cloudKit("users/caller", database: "public", method: "GET")
