@@ -32,6 +32,28 @@ public struct JSONReader {
 
     public func failure(_ message: String) -> Failure { Failure(message: message, offset: position) }
 
+    // MARK: Guessing
+
+    /// The value of the last member `"key": value` that begins in the data's last `window` bytes,
+    /// found by searching backwards, without reading what comes before. A guess: the member may
+    /// belong to a nested object. For a caller that checks it against a proper reading later.
+    public static func lastMember<T>(
+        _ key: String, in bytes: UnsafeBufferPointer<UInt8>, window: Int = 4096, _ read: (inout JSONReader) throws -> T
+    ) -> T? {
+        let pattern = Array("\"\(key)\"".utf8)
+        var start = bytes.count - pattern.count
+        let lowest = max(0, bytes.count - window)
+        while start >= lowest {
+            if bytes[start] == pattern[0], pattern.indices.allSatisfy({ bytes[start + $0] == pattern[$0] }) {
+                var reader = JSONReader(bytes)
+                reader.position = start + pattern.count
+                if (try? reader.expect(UInt8(ascii: ":"), "a colon")) != nil, let value = try? read(&reader) { return value }
+            }
+            start -= 1
+        }
+        return nil
+    }
+
     // MARK: Structure
 
     @inline(__always) private mutating func skipWhitespace() {

@@ -51,38 +51,53 @@ extension RecordZoneChangesResponse: JSONReadable {
 }
 
 /// A page of `records/changes` received but not decoded yet. Its `syncToken` and `moreComing`
-/// are read at once, past records that are only checked, so that the next page can be requested
-/// while this one is decoded: during a backfill the server then writes a page while the client
-/// reads the one before.
+/// are read at once, so that the next page can be requested while this one is decoded: during a
+/// backfill the server then writes a page while the client reads the one before.
 public struct UndecodedRecordZoneChanges: Sendable {
     public let body: Data
+    /// The page's token and `moreComing` as read before decoding; `decoded()` has the page's
+    /// own, and differs only when the page is not what it seemed (a caller that acted on these
+    /// must then undo it).
     public let syncToken: String
     public let moreComing: Bool
     /// The request's path, for errors.
     let path: String
 
-    /// Reads the page's token, passing over the records without checking them (`decoded()`
-    /// does); throws what `JSONReader` finds wrong on the way.
+    /// Reads the page's token. CloudKit puts it after the records, so it is first looked for
+    /// from the end of the body; failing that, the body is read from the start, passing over the
+    /// records without checking them (`decoded()` does). Throws what `JSONReader` finds wrong.
     init(body: Data, path: String) throws {
-        var syncToken: String?
-        var moreComing = false
-        try body.withUnsafeBytes { raw in
-            var json = JSONReader(raw.bindMemory(to: UInt8.self))
-            try json.beginObject()
-            while let key = try json.nextKey() {
-                if try json.readNullIfPresent() { continue }
-                switch key {
-                case "syncToken": syncToken = try json.readString()
-                case "moreComing": moreComing = try json.readBool()
-                default: try json.skipValueLoosely()
+        let guessed = body.withUnsafeBytes { raw -> (String, Bool)? in
+            let bytes = raw.bindMemory(to: UInt8.self)
+            guard let token = JSONReader.lastMember("syncToken", in: bytes, { try $0.readString() }),
+                  let more = JSONReader.lastMember("moreComing", in: bytes, { try $0.readNullIfPresent() ? false : try $0.readBool() })
+            else { return nil }
+            return (token, more)
+        }
+        if let (token, more) = guessed {
+            syncToken = token
+            moreComing = more
+        } else {
+            var token: String?
+            var more = false
+            try body.withUnsafeBytes { raw in
+                var json = JSONReader(raw.bindMemory(to: UInt8.self))
+                try json.beginObject()
+                while let key = try json.nextKey() {
+                    if try json.readNullIfPresent() { continue }
+                    switch key {
+                    case "syncToken": token = try json.readString()
+                    case "moreComing": more = try json.readBool()
+                    default: try json.skipValueLoosely()
+                    }
                 }
+                try json.end()
+                guard token != nil else { throw json.failure("a page without a syncToken") }
             }
-            try json.end()
-            guard syncToken != nil else { throw json.failure("a page without a syncToken") }
+            syncToken = token!
+            moreComing = more
         }
         self.body = body
-        self.syncToken = syncToken!
-        self.moreComing = moreComing
         self.path = path
     }
 

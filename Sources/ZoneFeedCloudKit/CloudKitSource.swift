@@ -137,6 +137,9 @@ public struct CloudKitSource: ChangeSource {
                     zoneID: zone, syncToken: token?.value, resultsLimit: settings.resultsLimit,
                     desiredKeys: settings.desiredKeys, logger: logger)
             }
+            if response.syncToken != undecoded.syncToken || response.moreComing != undecoded.moreComing {
+                await readAhead.drop(zone: zone)  // requested for a token the page does not hold
+            }
         } catch let error as CloudKitError {
             throw sourceError(for: error, zone: zone, carriedToken: token != nil)
         }

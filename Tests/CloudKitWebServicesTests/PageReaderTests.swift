@@ -119,6 +119,17 @@ import ZoneFeed
         }
     }
 
+    @Test func aPageWithItsTokenFirstIsReadFromTheStart() throws {
+        let feed = FakeFeed(settings: FakeSettings(seed: 9, zones: 1, recordsPerZone: 400))
+        let records = String(decoding: try JSONEncoder().encode(feed.entries(zone: 0, range: 0..<400)), as: UTF8.self)
+        let body = Data(#"{"syncToken":"first","moreComing":true,"records":\#(records)}"#.utf8)
+        #expect(body.count > 8192, "the token is far from the end")
+        let undecoded = try UndecodedRecordZoneChanges(body: body, path: "/records/changes")
+        #expect(undecoded.syncToken == "first")
+        #expect(undecoded.moreComing)
+        #expect(try undecoded.decoded().records.count == 400)
+    }
+
     @Test func aLoneSurrogateEscapeBecomesTheReplacementCharacter() throws {
         let page = try Self.read(#"{"records":[{"recordName":"x\ud800y","deleted":true}],"syncToken":"t"}"#)
         #expect(page.records == [.deleted(recordName: "x\u{FFFD}y")])
