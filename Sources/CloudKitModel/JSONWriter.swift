@@ -15,8 +15,21 @@ public struct JSONWriter {
         bytes.reserveCapacity(capacity)
     }
 
-    @inline(__always) mutating func raw(_ s: StaticString) {
-        s.withUTF8Buffer { bytes.append(contentsOf: $0) }
+    /// Appends `s` as it is: JSON text already.
+    @inline(__always) public mutating func raw(_ s: StaticString) {
+        append(s.utf8Start, count: s.utf8CodeUnitCount)
+    }
+
+    /// Appends `count` bytes in one go: one capacity check and a copy, where
+    /// `append(contentsOf:)` takes a generic path that costs more than copying the few bytes
+    /// of a key or a literal.
+    @inline(__always) mutating func append(_ source: UnsafePointer<UInt8>, count: Int) {
+        bytes.append(addingCapacity: count) { span in
+            span.withUnsafeMutableBufferPointer { buffer, initialized in
+                buffer.baseAddress!.initialize(from: source, count: count)
+                initialized = count
+            }
+        }
     }
 
     public mutating func write(_ value: JSONValue) {
@@ -58,9 +71,22 @@ public struct JSONWriter {
 
     /// `{"type": TAG, "value": …}`, the wire form of a field.
     public mutating func write(field: FieldValue) {
-        raw("{\"type\":")
-        writeString(field.typeTag)
-        raw(",\"value\":")
+        // The fixed tags are written with the keys around them as one literal: this is done for
+        // every field of every record, and the tags need no escaping.
+        switch field {
+        case .string: raw("{\"type\":\"STRING\",\"value\":")
+        case .int64: raw("{\"type\":\"INT64\",\"value\":")
+        case .double: raw("{\"type\":\"DOUBLE\",\"value\":")
+        case .timestamp: raw("{\"type\":\"TIMESTAMP\",\"value\":")
+        case .bytes: raw("{\"type\":\"BYTES\",\"value\":")
+        case .encryptedBytes: raw("{\"type\":\"ENCRYPTED_BYTES\",\"value\":")
+        case .reference: raw("{\"type\":\"REFERENCE\",\"value\":")
+        case .location: raw("{\"type\":\"LOCATION\",\"value\":")
+        case .asset, .list, .unknown:
+            raw("{\"type\":")
+            writeString(field.typeTag)
+            raw(",\"value\":")
+        }
         writeValue(of: field)
         bytes.append(UInt8(ascii: "}"))
     }
@@ -124,7 +150,7 @@ public struct JSONWriter {
                 digits[index] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: magnitude % 10)
                 magnitude /= 10
             } while magnitude > 0
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[index..<20]))
+            append(digits.baseAddress! + index, count: 20 - index)
         }
     }
 
@@ -133,13 +159,26 @@ public struct JSONWriter {
         // strings, which keeps the information.
         if value.isNaN { writeString("NaN"); return }
         if value.isInfinite { writeString(value < 0 ? "-Infinity" : "Infinity"); return }
-        bytes.append(contentsOf: value.description.utf8)
+        var text = value.description
+        text.withUTF8 { append($0.baseAddress!, count: $0.count) }
     }
 
     public mutating func writeString(_ s: String) {
-        bytes.append(UInt8(ascii: "\""))
         var s = s
         s.withUTF8 { utf8 in
+            guard JSONWriter.anyNeedsEscaping(utf8) else {
+                // The usual case: the text as is between quotes, appended at once.
+                bytes.append(addingCapacity: utf8.count + 2) { span in
+                    span.withUnsafeMutableBufferPointer { buffer, initialized in
+                        buffer[0] = UInt8(ascii: "\"")
+                        if let base = utf8.baseAddress { (buffer.baseAddress! + 1).initialize(from: base, count: utf8.count) }
+                        buffer[utf8.count + 1] = UInt8(ascii: "\"")
+                        initialized = utf8.count + 2
+                    }
+                }
+                return
+            }
+            bytes.append(UInt8(ascii: "\""))
             var start = 0
             for i in 0..<utf8.count {
                 let c = utf8[i]
@@ -161,8 +200,35 @@ public struct JSONWriter {
                 }
             }
             if start < utf8.count { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start...])) }
+            bytes.append(UInt8(ascii: "\""))
         }
-        bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// Whether any byte of `text` is a control character, `"` or a backslash.
+    static func anyNeedsEscaping(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let base = text.baseAddress else { return false }
+        var i = 0
+        // Eight bytes at a time: the text of every record is checked.
+        while text.count - i >= 8 {
+            if anyNeedsEscaping(UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)) { return true }
+            i += 8
+        }
+        while i < text.count {
+            let c = text[i]
+            if c < 0x20 || c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") { return true }
+            i += 1
+        }
+        return false
+    }
+
+    /// Whether any of the eight bytes of `word` is a control character, `"` or a backslash. SWAR
+    /// ("SIMD within a register", Bit Twiddling Hacks' `hasless`): a byte below `n` (at most
+    /// 128) sets its top bit in `(x - n·0x01…01) & ~x & 0x80…80`, and no other byte can make the
+    /// result non-zero; a byte equal to `c` is a zero byte of `x ^ c·0x01…01`.
+    @inline(__always) static func anyNeedsEscaping(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        func bytesBelow(_ x: UInt64, _ n: UInt64) -> UInt64 { (x &- ones &* n) & ~x & highs }
+        return bytesBelow(word, 0x20) | bytesBelow(word ^ (ones &* 0x22), 1) | bytesBelow(word ^ (ones &* 0x5C), 1) != 0
     }
 }
 

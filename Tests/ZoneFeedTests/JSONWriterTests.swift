@@ -1,0 +1,66 @@
+import CloudKitModel
+import Foundation
+import Testing
+
+@Suite struct JSONWriterTests {
+    /// The writer checks text eight bytes at a time: a character to escape is found wherever it
+    /// falls, and characters next to the escaped ones (a space, `!`, `#`, `[`, `]`, DEL, UTF-8
+    /// continuation bytes) are left alone.
+    @Test func stringsAreEscapedWhereverTheSpecialCharacterFalls() throws {
+        let filler = Array("a !#[]^\u{7F}~é")
+        for special in ["\"", "\\", "\n", "\r", "\t", "\u{0}", "\u{1}", "\u{1F}", "é", "😀", ""] {
+            for length in 0..<20 {
+                for position in 0...length {
+                    var text = String((0..<length).map { filler[$0 % filler.count] })
+                    text.insert(contentsOf: special, at: text.index(text.startIndex, offsetBy: position))
+                    var writer = JSONWriter()
+                    writer.writeString(text)
+                    #expect(writer.bytes == Self.escaped(text), "\(text.debugDescription)")
+                    #expect(try JSONDecoder().decode(String.self, from: Data(writer.bytes)) == text)
+                }
+            }
+        }
+    }
+
+    @Test func aNULIsSpelledOutForJSONBWhenAsked() {
+        var writer = JSONWriter()
+        writer.spellsOutNUL = true
+        writer.writeString("long enough text\u{0}")
+        #expect(String(decoding: writer.bytes, as: UTF8.self) == #""long enough text\\u0000""#)
+    }
+
+    @Test func fieldsAreWrittenWithTheirTypeTags() {
+        let fields: [FieldValue] = [
+            .string("s"), .int64(-1), .double(0.5), .timestamp(7), .bytes("AA=="), .encryptedBytes("AQ=="),
+            .reference(Reference(recordName: "r")), .location(.object(["latitude": .double(1)])),
+            .asset(tag: "ASSETID", .object(["size": .int(3)])), .list(tag: "STRING_LIST", [.string("x")]),
+            .unknown(tag: "ODD\"TAG", .null),
+        ]
+        var writer = JSONWriter()
+        for field in fields { writer.write(field: field) }
+        #expect(String(decoding: writer.bytes, as: UTF8.self) == """
+            {"type":"STRING","value":"s"}{"type":"INT64","value":-1}{"type":"DOUBLE","value":0.5}\
+            {"type":"TIMESTAMP","value":7}{"type":"BYTES","value":"AA=="}{"type":"ENCRYPTED_BYTES","value":"AQ=="}\
+            {"type":"REFERENCE","value":{"action":"NONE","recordName":"r"}}{"type":"LOCATION","value":{"latitude":1.0}}\
+            {"type":"ASSETID","value":{"size":3}}{"type":"STRING_LIST","value":["x"]}{"type":"ODD\\"TAG","value":null}
+            """)
+    }
+
+    /// JSON's escaping, byte by byte.
+    static func escaped(_ text: String) -> [UInt8] {
+        var out: [UInt8] = [UInt8(ascii: "\"")]
+        for c in text.utf8 {
+            switch c {
+            case UInt8(ascii: "\""): out += Array(#"\""#.utf8)
+            case UInt8(ascii: "\\"): out += Array(#"\\"#.utf8)
+            case 0x0A: out += Array(#"\n"#.utf8)
+            case 0x0D: out += Array(#"\r"#.utf8)
+            case 0x09: out += Array(#"\t"#.utf8)
+            case 0..<0x20: out += Array(String(format: "\\u%04x", c).utf8)
+            default: out.append(c)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+        return out
+    }
+}
