@@ -169,9 +169,11 @@ extension FakeCloudKitStore {
             let live = snapshot(database: database, zone: zone, position: position)
             guard offset <= live.count else { return .badRequest("malformed sync token: offset beyond its snapshot") }
             let end = min(live.count, offset + limit)
-            for (i, record) in records(of: zone, at: live[offset..<end]).enumerated() {
+            let records = records(of: zone, at: live[offset..<end])
+            // By index: each record is written where it is, not copied out first.
+            for i in records.indices {
                 if i > 0 { writer.literal(",") }
-                writer.write(record: record, zoneID: zone.id, desiredKeys: desiredKeys)
+                writer.write(record: records[i], zoneID: zone.id, desiredKeys: desiredKeys)
             }
             if end < live.count {
                 next = token(for: zone, database: database, position: position, offset: end)
