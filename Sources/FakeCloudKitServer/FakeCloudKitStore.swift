@@ -205,14 +205,14 @@ actor FakeCloudKitStore {
         var latest: [Int?] = []
         latest.reserveCapacity(position)
         var placeOf = [RecordNameKey: Int](minimumCapacity: position)
-        forEachEntryName(of: zone, range: 0..<position) { position, name, isDeletion in
+        forEachEntryName(of: zone, range: 0..<position) { version, name, isDeletion in
             if isDeletion {
                 if let place = placeOf.removeValue(forKey: name) { latest[place] = nil }
             } else if let place = placeOf[name] {
-                latest[place] = position
+                latest[place] = version
             } else {
                 placeOf[name] = latest.count
-                latest.append(position)
+                latest.append(version)
             }
         }
         let positions = latest.compactMap { $0 }
@@ -247,9 +247,9 @@ actor FakeCloudKitStore {
     func liveRecords(named names: Set<String>, in zone: Zone) -> [String: Record] {
         let keys = Set(names.map(RecordNameKey.init))
         var latest: [RecordNameKey: Int] = [:]
-        forEachEntryName(of: zone, range: 0..<zone.historyCount) { position, name, isDeletion in
+        forEachEntryName(of: zone, range: 0..<zone.historyCount) { version, name, isDeletion in
             guard keys.contains(name) else { return }
-            latest[name] = isDeletion ? nil : position
+            latest[name] = isDeletion ? nil : version
         }
         var live: [String: Record] = [:]
         for position in latest.values {
