@@ -150,8 +150,12 @@ enum FakeText {
         }
     }
 
+    /// The words as strings, for a text of one word (a tag, a label): made once.
+    static let wordStrings = words.map { String(describing: $0) }
+
     static func words(_ r: inout SplitMix, count: Int) -> String {
-        TextBuilder.build(capacity: count * longestWord) { append(&r, words: count, to: &$0) }
+        if count == 1 { return wordStrings[Int(r.next() % UInt64(wordStrings.count))] }
+        return TextBuilder.build(capacity: count * longestWord) { append(&r, words: count, to: &$0) }
     }
 
     /// One to four words and ` #n`: the word count is drawn first, the number last.
