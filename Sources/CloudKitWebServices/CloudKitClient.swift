@@ -234,10 +234,13 @@ public final class CloudKitClient: Sendable {
         }
 
         let limit = configuration.maxResponseBytes
-        if let length = response.headers.first(name: "Content-Length").flatMap(Int.init), length > limit {
-            throw fault(.responseTooLarge, "the server announced \(length) bytes", status: status)
+        let announced = response.headers.first(name: "Content-Length").flatMap(Int.init)
+        if let announced, announced > limit {
+            throw fault(.responseTooLarge, "the server announced \(announced) bytes", status: status)
         }
+        // A page is a few hundred kilobytes: made room for once rather than grown chunk by chunk.
         var buffer = ByteBuffer()
+        if let announced, announced > 0 { buffer.reserveCapacity(announced) }
         do {
             for try await chunk in response.body {
                 guard buffer.readableBytes + chunk.readableBytes <= limit else {
