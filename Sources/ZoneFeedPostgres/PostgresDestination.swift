@@ -158,7 +158,8 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
                         // CREATE … IF NOT EXISTS is not safe against a concurrent creation of the
                         // same object; two runs starting together take turns here.
                         try c.query("SELECT pg_advisory_xact_lock(hashtext('zonefeed ddl'))")
-                        for statement in schema.ddl {
+                        let catalog = try PostgresSchema.Catalog.read(schema: schema.schema, on: c)
+                        for statement in schema.ddl(given: catalog) {
                             do {
                                 try c.execute(statement)
                             } catch let error as PostgresError {

@@ -63,8 +63,36 @@ public struct PostgresSchema: Sendable {
     var tombstones: String { meta("zonefeed_tombstones") }
     var rejects: String { meta("zonefeed_rejects") }
 
+    /// What the schema already holds, as far as `ddl(given:)` needs to know.
+    struct Catalog {
+        /// Per table or view name: its columns, and those with a default.
+        var columns: [String: Set<String>] = [:]
+        var defaults: [String: Set<String>] = [:]
+
+        static func read(schema: String, on c: Connection) throws -> Catalog {
+            var catalog = Catalog()
+            let rows = try c.query("""
+                SELECT cl.relname, a.attname, a.atthasdef FROM pg_catalog.pg_class AS cl
+                JOIN pg_catalog.pg_namespace AS n ON n.oid = cl.relnamespace
+                JOIN pg_catalog.pg_attribute AS a ON a.attrelid = cl.oid AND a.attnum > 0 AND NOT a.attisdropped
+                WHERE n.nspname = $1 AND cl.relkind IN ('r', 'v', 'p')
+                """, [schema]).rows
+            for row in rows {
+                guard let relation = row[0], let column = row[1] else { continue }
+                catalog.columns[relation, default: []].insert(column)
+                if row[2] == "t" { catalog.defaults[relation, default: []].insert(column) }
+            }
+            return catalog
+        }
+    }
+
     /// What `prepare` runs, in order; every statement is idempotent.
-    public var ddl: [String] {
+    public var ddl: [String] { ddl(given: nil) }
+
+    /// `ddl` without the statements that would change nothing in `catalog`: an `ALTER TABLE`
+    /// or `CREATE OR REPLACE VIEW` locks its table against every reader, even when it finds
+    /// nothing to do, and would wait behind a long query on it (or make others wait behind it).
+    func ddl(given catalog: Catalog?) -> [String] {
         var statements = ["CREATE SCHEMA IF NOT EXISTS \(quoteIdentifier(schema))"]
         statements.append("""
             CREATE TABLE IF NOT EXISTS \(checkpoints) (
@@ -140,14 +168,22 @@ public struct PostgresSchema: Sendable {
             columns.append("fields jsonb")
             columns.append("PRIMARY KEY (zone_owner, zone_name, record_name)")
             statements.append("CREATE TABLE IF NOT EXISTS \(table.qualifiedName) (\n    " + columns.joined(separator: ",\n    ") + "\n)")
+            let existing = catalog?.columns[table.mapping.table]
             // Rows copied straight into the table take synced_at from its default (tables made
             // before it had one get it here).
-            statements.append("ALTER TABLE \(table.qualifiedName) ALTER COLUMN synced_at SET DEFAULT now()")
-            // A mapping that gained a field since the table was made gets its column added.
-            for field in table.mapping.fields {
-                statements.append("ALTER TABLE \(table.qualifiedName) ADD COLUMN IF NOT EXISTS \(quoteIdentifier(field.column)) \(field.type.rawValue)")
+            if existing == nil || catalog?.defaults[table.mapping.table]?.contains("synced_at") != true {
+                statements.append("ALTER TABLE \(table.qualifiedName) ALTER COLUMN synced_at SET DEFAULT now()")
             }
-            statements.append("CREATE OR REPLACE VIEW \(table.liveViewName) AS SELECT * FROM \(table.qualifiedName) WHERE deleted_at IS NULL")
+            // A mapping that gained a field since the table was made gets its column added, and
+            // the view (whose * was expanded when it was made) is made again to show it.
+            var added = false
+            for field in table.mapping.fields where existing?.contains(field.column) != true {
+                statements.append("ALTER TABLE \(table.qualifiedName) ADD COLUMN IF NOT EXISTS \(quoteIdentifier(field.column)) \(field.type.rawValue)")
+                added = true
+            }
+            if added || catalog?.columns[table.mapping.table + "_live"] == nil {
+                statements.append("CREATE OR REPLACE VIEW \(table.liveViewName) AS SELECT * FROM \(table.qualifiedName) WHERE deleted_at IS NULL")
+            }
         }
         return statements
     }
