@@ -90,20 +90,27 @@ public struct JSONReader {
 
     /// The next key of the object begun last, with its colon consumed; nil at the closing brace.
     public mutating func nextKey() throws -> String? {
-        guard let next = peek() else { throw failure("the object is not closed") }
-        if next == UInt8(ascii: "}") {
-            position += 1
-            depth -= 1
-            pendingFirst = false
-            return nil
-        }
-        if !pendingFirst {
-            try expect(UInt8(ascii: ","), "a comma or a closing brace")
-        }
-        pendingFirst = false
+        guard try nextMember(closing: UInt8(ascii: "}"), "the object is not closed", "a comma or a closing brace") else { return nil }
         let key = try readString()
         try expect(UInt8(ascii: ":"), "a colon after the key")
         return key
+    }
+
+    /// Whether the container begun last has another member: past its comma, or past its
+    /// closing bracket (and then out of it).
+    private mutating func nextMember(closing: UInt8, _ notClosed: String, _ noComma: String) throws -> Bool {
+        guard let next = peek() else { throw failure(notClosed) }
+        if next == closing {
+            position += 1
+            depth -= 1
+            pendingFirst = false
+            return false
+        }
+        if !pendingFirst {
+            try expect(UInt8(ascii: ","), noComma)
+        }
+        pendingFirst = false
+        return true
     }
 
     public mutating func beginArray() throws {
@@ -114,18 +121,7 @@ public struct JSONReader {
 
     /// Whether another element follows in the array begun last (its comma consumed).
     public mutating func nextElement() throws -> Bool {
-        guard let next = peek() else { throw failure("the array is not closed") }
-        if next == UInt8(ascii: "]") {
-            position += 1
-            depth -= 1
-            pendingFirst = false
-            return false
-        }
-        if !pendingFirst {
-            try expect(UInt8(ascii: ","), "a comma or a closing bracket")
-        }
-        pendingFirst = false
-        return true
+        try nextMember(closing: UInt8(ascii: "]"), "the array is not closed", "a comma or a closing bracket")
     }
 
     /// A place in the data to come back to, with the nesting it was read at.
@@ -451,17 +447,7 @@ public struct JSONReader {
 
     /// `nextKey` without making the key a String: whether a key (and its colon) was read.
     private mutating func nextKeySkipped() throws -> Bool {
-        guard let next = peek() else { throw failure("the object is not closed") }
-        if next == UInt8(ascii: "}") {
-            position += 1
-            depth -= 1
-            pendingFirst = false
-            return false
-        }
-        if !pendingFirst {
-            try expect(UInt8(ascii: ","), "a comma or a closing brace")
-        }
-        pendingFirst = false
+        guard try nextMember(closing: UInt8(ascii: "}"), "the object is not closed", "a comma or a closing brace") else { return false }
         try skipString()
         try expect(UInt8(ascii: ":"), "a colon after the key")
         return true

@@ -303,7 +303,11 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
         let index = try lock.withLock { () throws -> Int in
             let busy = Set(sessionOfZone.values)
             guard let free = sessions.indices.first(where: { !busy.contains($0) }) else {
-                throw PostgresError(kind: .connection, message: "more zones were claimed at once than destination.parallelZones (\(sessions.count)) allows")
+                // The runner claims no more zones at once than it was configured for.
+                throw PostgresError(
+                    kind: .connection,
+                    message: "zonefeed tried to apply more zones at once than destination.parallelZones (\(sessions.count)) allows; "
+                        + "this is a bug in zonefeed: please report it, and set destination.parallelZones: 1 meanwhile")
             }
             sessionOfZone[zone] = free
             return free

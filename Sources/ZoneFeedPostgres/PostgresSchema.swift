@@ -168,20 +168,27 @@ public struct PostgresSchema: Sendable {
             columns.append("fields jsonb")
             columns.append("PRIMARY KEY (zone_owner, zone_name, record_name)")
             statements.append("CREATE TABLE IF NOT EXISTS \(table.qualifiedName) (\n    " + columns.joined(separator: ",\n    ") + "\n)")
-            let existing = catalog?.columns[table.mapping.table]
+            // What the table already has: unknown without a catalog (every statement is then
+            // listed); everything when the statement above has just made it.
+            let name = table.mapping.table
+            var known: (columns: Set<String>, syncedAtDefault: Bool)?
+            if let catalog {
+                known = catalog.columns[name].map { ($0, catalog.defaults[name]?.contains("synced_at") == true) }
+                    ?? (Set(table.mapping.fields.map(\.column)), true)
+            }
             // Rows copied straight into the table take synced_at from its default (tables made
             // before it had one get it here).
-            if existing == nil || catalog?.defaults[table.mapping.table]?.contains("synced_at") != true {
+            if known?.syncedAtDefault != true {
                 statements.append("ALTER TABLE \(table.qualifiedName) ALTER COLUMN synced_at SET DEFAULT now()")
             }
             // A mapping that gained a field since the table was made gets its column added, and
             // the view (whose * was expanded when it was made) is made again to show it.
             var added = false
-            for field in table.mapping.fields where existing?.contains(field.column) != true {
+            for field in table.mapping.fields where known?.columns.contains(field.column) != true {
                 statements.append("ALTER TABLE \(table.qualifiedName) ADD COLUMN IF NOT EXISTS \(quoteIdentifier(field.column)) \(field.type.rawValue)")
                 added = true
             }
-            if added || catalog?.columns[table.mapping.table + "_live"] == nil {
+            if added || catalog?.columns[name + "_live"] == nil {
                 statements.append("CREATE OR REPLACE VIEW \(table.liveViewName) AS SELECT * FROM \(table.qualifiedName) WHERE deleted_at IS NULL")
             }
         }

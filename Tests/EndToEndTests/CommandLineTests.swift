@@ -26,9 +26,9 @@ import ZoneFeed
     }
 
     @Test func sigintEndsTheRunCleanlyAsInterruptedAndTheNextRunResumes() async throws {
-        let (p, zonefeed, file, status) = try interruptedRun(SIGINT, seed: 41)
+        let (p, zonefeed, file, output) = try interruptedRun(SIGINT, seed: 41)
         defer { zonefeed.remove() }
-        #expect(status == 130)
+        #expect(output.status == 130, "\(output.stderr)")
         #expect(try DestinationSnapshot.read(p).runStatuses == ["interrupted"])
 
         let resumed = try zonefeed.run(["run", file, "--progress", "never"])
@@ -37,14 +37,14 @@ import ZoneFeed
     }
 
     @Test func sigtermExitsWith143AndRecordsTheRunAsInterrupted() async throws {
-        let (p, zonefeed, _, status) = try interruptedRun(SIGTERM, seed: 43)
+        let (p, zonefeed, _, output) = try interruptedRun(SIGTERM, seed: 43)
         defer { zonefeed.remove() }
-        #expect(status == 143)
+        #expect(output.status == 143, "\(output.stderr)")
         #expect(try DestinationSnapshot.read(p).runStatuses == ["interrupted"])
     }
 
     /// Starts a long backfill and sends `signal` once it has committed something.
-    func interruptedRun(_ signal: Int32, seed: UInt64) throws -> (FakePipeline, ZonefeedBinary, String, Int32) {
+    func interruptedRun(_ signal: Int32, seed: UInt64) throws -> (FakePipeline, ZonefeedBinary, String, ZonefeedBinary.Output) {
         var p = try FakePipeline(prefix: "signal", fake: FakeSettings(seed: seed, zones: 2, recordsPerZone: 40_000))
         p.commitEvery = 400
         let zonefeed = try ZonefeedBinary(environment: p.environment)
@@ -52,7 +52,7 @@ import ZoneFeed
         let running = try zonefeed.start(["run", file, "--progress", "never"])
         _ = try p.waitForProgress(while: running)
         running.signal(signal)
-        return (p, zonefeed, file, running.wait().status)
+        return (p, zonefeed, file, running.wait())
     }
 
     @Test func aBadPipelineFileExitsWith2AndNamesTheLine() throws {
