@@ -58,7 +58,7 @@ public final class CloudKitClient: Sendable {
     /// Waits until the newest web auth token is saved, then shuts down the HTTP client if this
     /// client made it; a caller's client is left alone.
     public func shutdown() async throws {
-        await tokens.flush()
+        await tokens.flush(logger: logger)
         if ownsHTTPClient { try await httpClient.shutdown() }
     }
 
@@ -82,6 +82,9 @@ public final class CloudKitClient: Sendable {
     /// The web auth token the next request will carry: the newest the server sent, else the one
     /// from `webAuthTokenFile`, else the configured one. A secret: never print it.
     public var webAuthToken: String? { tokens.current }
+
+    /// How many times the web auth token file has been written.
+    var webAuthTokenFileWrites: Int { tokens.fileWrites }
 
     // MARK: Requests
 
@@ -238,23 +241,22 @@ public final class CloudKitClient: Sendable {
         if let announced, announced > limit {
             throw fault(.responseTooLarge, "the server announced \(announced) bytes", status: status)
         }
-        // A page is a few hundred kilobytes: made room for once rather than grown chunk by chunk.
-        var buffer = ByteBuffer()
-        if let announced, announced > 0 { buffer.reserveCapacity(announced) }
+        // A page is a few hundred kilobytes: made room for once rather than grown chunk by chunk,
+        // and gathered where it is decoded, with no copy in between.
+        var bytes = Data()
+        if let announced, announced > 0 { bytes.reserveCapacity(announced) }
         do {
             for try await chunk in response.body {
-                guard buffer.readableBytes + chunk.readableBytes <= limit else {
+                guard bytes.count + chunk.readableBytes <= limit else {
                     throw fault(.responseTooLarge, "the body passed \(limit) bytes", status: status)
                 }
-                var chunk = chunk
-                buffer.writeBuffer(&chunk)
+                chunk.withUnsafeReadableBytes { bytes.append(contentsOf: $0) }
             }
         } catch let error as CloudKitError {
             throw error
         } catch {
             throw try transportFault(error, fault: fault)
         }
-        let bytes = Data(buffer.readableBytesView)
         logger.debug("CloudKit answered", metadata: ["status": "\(status)", "bytes": "\(bytes.count)"])
 
         guard (200..<300).contains(status) else {

@@ -16,11 +16,14 @@ import Darwin
 /// is kept in memory for the next request and, when a file is configured, written there for the
 /// next run. At start a token in that file wins over the configured one: it is newer.
 ///
-/// The file is written on a queue of its own, so that a request never waits for a disk's fsync
-/// (a backfill receives a token with every page); when tokens come faster than the disk takes
-/// them, only the newest is written. `flush()` waits until it is.
+/// The file is written on a queue of its own, so that a request never waits for a disk's fsync.
+/// A backfill receives a new token with every page, a hundred a second, and each write costs two
+/// fsyncs; so the file is written at most once per `writeInterval` (0.1 s), with the newest token
+/// of that time. `flush()` writes the newest at once, and a client's `shutdown()` calls it: only
+/// a process killed outright can leave a token older than `writeInterval` in the file.
 final class WebAuthTokenStore: Sendable {
     let file: String?
+    let writeInterval: Duration
     private let token: NIOLockedValueBox<String?>
     private let saving = NIOLockedValueBox(Saving())
     private let writer = DispatchQueue(label: "zonefeed.web-auth-token-file")
@@ -28,12 +31,17 @@ final class WebAuthTokenStore: Sendable {
     private struct Saving {
         /// The token in memory is newer than the file.
         var unsaved = false
-        /// A write is queued or under way.
+        /// A write is scheduled or under way.
         var writing = false
+        /// When the last write began.
+        var lastWrite: ContinuousClock.Instant?
+        /// How many times the file was written, for tests.
+        var writes = 0
     }
 
-    init(configured: String?, file: String?, logger: Logger) {
+    init(configured: String?, file: String?, writeInterval: Duration = .milliseconds(100), logger: Logger) {
         self.file = file
+        self.writeInterval = writeInterval
         var initial = configured.flatMap { $0.isEmpty ? nil : $0 }
         if let file, let saved = Self.read(file) {
             initial = saved
@@ -56,41 +64,77 @@ final class WebAuthTokenStore: Sendable {
         guard changed else { return }
         logger.debug("the server rotated the web auth token")
         guard let file else { return }
-        let startWriting = saving.withLockedValue { saving -> Bool in
+        let delay = saving.withLockedValue { saving -> Duration? in
             saving.unsaved = true
-            defer { saving.writing = true }
-            return !saving.writing
+            guard !saving.writing else { return nil }
+            saving.writing = true
+            return nextWriteDelay(saving)
         }
-        if startWriting { writer.async { self.writeNewest(to: file, logger: logger) } }
+        if let delay { schedule(after: delay, file: file, logger: logger) }
     }
 
-    /// Writes the newest token until none is left unsaved.
-    private func writeNewest(to file: String, logger: Logger) {
-        while true {
-            let next = saving.withLockedValue { saving -> String? in
-                guard saving.unsaved else {
-                    saving.writing = false
-                    return nil
-                }
-                saving.unsaved = false
-                return current
-            }
-            guard let next else { return }
-            do {
-                try Self.writeAtomically(next, to: file)
-            } catch {
-                // The run goes on with the token in memory; the next run may start with a stale one.
-                logger.error("could not save the rotated web auth token; the next run may need a new one", metadata: ["error": "\(error)"])
-            }
+    /// How long until the file may be written again.
+    private func nextWriteDelay(_ saving: Saving) -> Duration {
+        guard let last = saving.lastWrite else { return .zero }
+        return max(.zero, writeInterval - (ContinuousClock.now - last))
+    }
+
+    private func schedule(after delay: Duration, file: String, logger: Logger) {
+        let job: @Sendable () -> Void = { self.writeScheduled(to: file, logger: logger) }
+        if delay <= .zero {
+            writer.async(execute: job)
+        } else {
+            let (seconds, attoseconds) = delay.components
+            let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
+            writer.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds), execute: job)
         }
     }
 
-    /// Returns once the newest token received so far is in the file (or failed to be written).
-    func flush() async {
+    /// On the writer queue: writes the newest token, then schedules the next write if another
+    /// token came meanwhile.
+    private func writeScheduled(to file: String, logger: Logger) {
+        writeUnsaved(to: file, logger: logger)
+        let delay = saving.withLockedValue { saving -> Duration? in
+            guard saving.unsaved else {
+                saving.writing = false
+                return nil
+            }
+            return nextWriteDelay(saving)
+        }
+        if let delay { schedule(after: delay, file: file, logger: logger) }
+    }
+
+    /// On the writer queue: writes the newest token if the file does not have it yet.
+    private func writeUnsaved(to file: String, logger: Logger) {
+        let next = saving.withLockedValue { saving -> String? in
+            guard saving.unsaved else { return nil }
+            saving.unsaved = false
+            saving.lastWrite = .now
+            saving.writes += 1
+            return current
+        }
+        guard let next else { return }
+        do {
+            try Self.writeAtomically(next, to: file)
+        } catch {
+            // The run goes on with the token in memory; the next run may start with a stale one.
+            logger.error("could not save the rotated web auth token; the next run may need a new one", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Returns once the newest token received so far is in the file (or failed to be written),
+    /// writing it now rather than at its scheduled time.
+    func flush(logger: Logger) async {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            writer.async { done.resume() }
+            writer.async {
+                if let file = self.file { self.writeUnsaved(to: file, logger: logger) }
+                done.resume()
+            }
         }
     }
+
+    /// How many times the file has been written.
+    var fileWrites: Int { saving.withLockedValue { $0.writes } }
 
     static func read(_ path: String) -> String? {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }

@@ -1,0 +1,57 @@
+@testable import CloudKitWebServices
+import Foundation
+import Logging
+import Testing
+
+/// A backfill receives a new web auth token with every page; the file keeps up with the newest
+/// without paying two fsyncs per page.
+@Suite struct WebAuthTokenStoreTests {
+    let logger = Logger(label: "test")
+
+    @Test func tokensArrivingTogetherAreWrittenOnceAndTheNewestWinsAtFlush() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let file = folder + "/notes.web-auth-token"
+        let store = WebAuthTokenStore(configured: "configured", file: file, writeInterval: .seconds(3600), logger: logger)
+
+        store.received("rotated-1", logger: logger)
+        try await waitUntil { store.fileWrites == 1 }
+        for i in 2...40 { store.received("rotated-\(i)", logger: logger) }
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(try String(contentsOfFile: file, encoding: .utf8) == "rotated-1\n", "the next write waits for its interval")
+        #expect(store.fileWrites == 1)
+
+        await store.flush(logger: logger)
+        #expect(try String(contentsOfFile: file, encoding: .utf8) == "rotated-40\n")
+        #expect(store.fileWrites == 2, "39 tokens that came within one interval cost one write")
+        await store.flush(logger: logger)
+        #expect(store.fileWrites == 2, "a flush with nothing new writes nothing")
+    }
+
+    @Test func aTokenThatCameDuringTheIntervalReachesTheFileWithoutAFlush() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let file = folder + "/notes.web-auth-token"
+        let store = WebAuthTokenStore(configured: nil, file: file, writeInterval: .milliseconds(50), logger: logger)
+
+        store.received("rotated-1", logger: logger)
+        store.received("rotated-2", logger: logger)
+        store.received("rotated-3", logger: logger)
+        try await waitUntil { (try? String(contentsOfFile: file, encoding: .utf8)) == "rotated-3\n" }
+        #expect(store.fileWrites <= 2)
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: folder)
+        #expect(leftovers == ["notes.web-auth-token"], "no temporary file is left behind")
+    }
+
+    /// Polls `condition` for up to ten seconds.
+    func waitUntil(_ condition: () -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !condition() {
+            guard ContinuousClock.now < deadline else {
+                Issue.record("the condition did not hold within 10 s")
+                return
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+}
