@@ -40,13 +40,19 @@ public struct FakeCloudKitServer: Sendable {
         public var webAuthTokens: [String]
         /// The `redirectURL` of a 421 `AUTHENTICATION_REQUIRED`.
         public var redirectURL: String
+        /// Render each zone's pages from a nil token (200 records a page) before listening, and
+        /// answer those requests from memory: a backfill then costs the server little more than
+        /// sending bytes, as a remote CloudKit costs the client's machine nothing. The pages take
+        /// memory in proportion to the feed; any admin change drops them.
+        public var preparesPages: Bool
 
         public init(
             host: String = "127.0.0.1", port: Int = 0, container: String = "iCloud.com.example.fake",
             environment: String = "development", settings: FakeSettings = FakeSettings(), scenarioFile: String? = nil,
             userRecordName: String = "_fakeUser", apiToken: String = "fake-api-token",
             webAuthTokens: [String] = ["fake-web-auth-token"],
-            redirectURL: String = "https://idmsa.apple.com/IDMSWebAuth/signin?fake=1"
+            redirectURL: String = "https://idmsa.apple.com/IDMSWebAuth/signin?fake=1",
+            preparesPages: Bool = false
         ) {
             self.host = host
             self.port = port
@@ -58,6 +64,7 @@ public struct FakeCloudKitServer: Sendable {
             self.apiToken = apiToken
             self.webAuthTokens = webAuthTokens
             self.redirectURL = redirectURL
+            self.preparesPages = preparesPages
         }
     }
 
@@ -68,6 +75,14 @@ public struct FakeCloudKitServer: Sendable {
         _ configuration: Configuration, logger: Logger, onReady: @escaping @Sendable (Int) async -> Void
     ) async throws -> some ApplicationProtocol {
         let store = try await FakeCloudKitStore(configuration: configuration)
+        if configuration.preparesPages {
+            let started = ContinuousClock.now
+            let prepared = await store.preparePages()
+            logger.notice("prepared the pages of a backfill", metadata: [
+                "pages": "\(prepared.pages)", "bytes": "\(prepared.bytes)",
+                "seconds": "\(String(format: "%.1f", (ContinuousClock.now - started).seconds))",
+            ])
+        }
         return Application(
             responder: FakeCloudKitResponder(store: store),
             configuration: ApplicationConfiguration(
@@ -93,11 +108,11 @@ public struct FakeCloudKitServer: Sendable {
     /// until SIGINT or SIGTERM.
     public static func runFromCommandLine(
         port: Int, settings: FakeSettings, scenario: String?, apiToken: String,
-        webAuthToken: String, logger: Logger
+        webAuthToken: String, preparesPages: Bool = false, logger: Logger
     ) async throws {
         let configuration = Configuration(
             port: port, settings: settings,
-            scenarioFile: scenario, apiToken: apiToken, webAuthTokens: [webAuthToken])
+            scenarioFile: scenario, apiToken: apiToken, webAuthTokens: [webAuthToken], preparesPages: preparesPages)
         let app = try await makeApplication(configuration, logger: logger) { port in
             let line = "fake CloudKit server listening on http://\(configuration.host):\(port) "
                 + "(container \(configuration.container), environment \(configuration.environment))\n"

@@ -55,6 +55,7 @@ extension FakeCloudKitStore {
             return state()
         }
         guard method == "POST" else { return .adminError("admin endpoints take POST with a JSON body", status: 405) }
+        preparedPages = [:]
         let body: AdminBody
         do {
             body = bytes.isEmpty ? AdminBody() : try JSONDecoder().decode(AdminBody.self, from: Data(bytes))

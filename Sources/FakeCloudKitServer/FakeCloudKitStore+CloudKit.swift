@@ -157,6 +157,10 @@ extension FakeCloudKitStore {
             position = token.position
             offset = token.offset
         }
+        if request.desiredKeys == nil,
+           let body = preparedPages[PreparedPageKey(database: database, zone: key, syncToken: request.syncToken, limit: limit)] {
+            return Reply(body: body)
+        }
 
         var writer = JSONWriter(capacity: 320 * 1024)
         writer.sortsKeys = false
@@ -197,6 +201,34 @@ extension FakeCloudKitStore {
         moreComing ? writer.literal("true") : writer.literal("false")
         writer.literal(",\"reverse\":false}")
         return Reply(body: writer.bytes)
+    }
+
+    /// Renders, for every zone, the pages of `limit` records that a fetch from a nil token
+    /// receives, following each page's token, and keeps them to answer those requests from
+    /// memory. Returns how many pages and bytes that is.
+    func preparePages(limit: Int = 200) -> (pages: Int, bytes: Int) {
+        var pages = 0, bytes = 0
+        for database in Self.databaseNames {
+            for key in databases[database]!.order {
+                guard let zone = databases[database]!.zones[key] else { continue }
+                let zoneID = ZoneIDBody(zoneName: zone.id.zoneName, ownerRecordName: zone.id.ownerRecordName)
+                var token: String?
+                while true {
+                    let reply = recordsChanges(database: database, request: RecordsChangesBody(zoneID: zoneID, syncToken: token, resultsLimit: limit))
+                    guard reply.status == 200 else { break }
+                    preparedPages[PreparedPageKey(database: database, zone: key, syncToken: token, limit: limit)] = reply.body
+                    pages += 1
+                    bytes += reply.body.count
+                    let next = reply.body.withUnsafeBufferPointer { body in
+                        (token: JSONReader.lastMember("syncToken", in: body) { try $0.readString() },
+                         moreComing: JSONReader.lastMember("moreComing", in: body) { try $0.readBool() })
+                    }
+                    guard next.moreComing == true, let nextToken = next.token, nextToken != token else { break }
+                    token = nextToken
+                }
+            }
+        }
+        return (pages, bytes)
     }
 
     func token(for zone: Zone, database: String, position: Int, offset: Int? = nil) -> SyncToken {

@@ -91,6 +91,16 @@ actor FakeCloudKitStore {
     var snapshots: [SnapshotKey: [Int]] = [:]
     var snapshotOrder: [SnapshotKey] = []
 
+    /// `records/changes` answers rendered before the server listened (`preparePages`), by
+    /// request; any admin change drops them all, so that they are never stale.
+    struct PreparedPageKey: Hashable {
+        var database: String
+        var zone: ZoneKey
+        var syncToken: String?
+        var limit: Int
+    }
+    var preparedPages: [PreparedPageKey: [UInt8]] = [:]
+
     // Async, so that the initializer is isolated to the actor once every property is set and
     // may call `createZone` (SE-0327).
     init(configuration: FakeCloudKitServer.Configuration) async throws {

@@ -33,6 +33,9 @@ struct FakeServerCommand: AsyncParsableCommand {
     @Flag(name: .customLong("no-churn"), help: "Every entry of the generator's history creates a new record (no updates or deletions).")
     var noChurn = false
 
+    @Flag(name: .customLong("prepare-pages"), help: "Render every zone's pages from a nil token before listening and serve them from memory, so that a backfill measures the client, not the server (zonefeed bench does).")
+    var preparePages = false
+
     @Option(help: "A scenario file to serve instead of the generator.")
     var scenario: String?
 
@@ -52,6 +55,6 @@ struct FakeServerCommand: AsyncParsableCommand {
             port: port,
             settings: FakeSettings(seed: seed, zones: zones, recordsPerZone: recordsPerZone, pageSize: pageSize, churn: !noChurn),
             scenario: scenario,
-            apiToken: apiToken, webAuthToken: webAuthToken, logger: logger)
+            apiToken: apiToken, webAuthToken: webAuthToken, preparesPages: preparePages, logger: logger)
     }
 }
