@@ -269,7 +269,7 @@ extension BenchCommand {
         /// `zonefeed run` with the CloudKit client against `zonefeed fake-server` on loopback,
         /// which serves the same records; the server is stopped on every path. The server renders
         /// its pages before it listens: on a machine of two cores, rendering them during the run
-        /// would take a third of the CPU from the client and PostgreSQL, which a real CloudKit
+        /// would take a fifth of the CPU from the client and PostgreSQL, which a real CloudKit
         /// does not, and hold up every request behind the one before.
         func measureOverHTTP() throws -> ProcessRun {
             try checkNotInterrupted()
