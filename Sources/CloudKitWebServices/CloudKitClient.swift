@@ -83,9 +83,6 @@ public final class CloudKitClient: Sendable {
     /// from `webAuthTokenFile`, else the configured one. A secret: never print it.
     public var webAuthToken: String? { tokens.current }
 
-    /// How many times the web auth token file has been written.
-    var webAuthTokenFileWrites: Int { tokens.fileWrites }
-
     // MARK: Requests
 
     enum Scope {

@@ -19,8 +19,10 @@ import Darwin
 /// The file is written on a queue of its own, so that a request never waits for a disk's fsync.
 /// A backfill receives a new token with every page, a hundred a second, and each write costs two
 /// fsyncs; so the file is written at most once per `writeInterval` (0.1 s), with the newest token
-/// of that time. `flush()` writes the newest at once, and a client's `shutdown()` calls it: only
-/// a process killed outright can leave a token older than `writeInterval` in the file.
+/// of that time. `flush(logger:)` writes the newest at once, and a client's `shutdown()` calls
+/// it; a token that still arrives afterwards (from a request that was under way) is written at
+/// once too. Only a process killed outright can leave a token older than `writeInterval` in the
+/// file. A write scheduled for later may run after `flush`, and then finds nothing to write.
 final class WebAuthTokenStore: Sendable {
     let file: String?
     let writeInterval: Duration
@@ -35,6 +37,8 @@ final class WebAuthTokenStore: Sendable {
         var writing = false
         /// When the last write began.
         var lastWrite: ContinuousClock.Instant?
+        /// `flush` has run: from now on each token is written as it comes.
+        var flushed = false
         /// How many times the file was written, for tests.
         var writes = 0
     }
@@ -64,13 +68,18 @@ final class WebAuthTokenStore: Sendable {
         guard changed else { return }
         logger.debug("the server rotated the web auth token")
         guard let file else { return }
-        let delay = saving.withLockedValue { saving -> Duration? in
+        let (delay, writeNow) = saving.withLockedValue { saving -> (Duration?, Bool) in
             saving.unsaved = true
-            guard !saving.writing else { return nil }
+            if saving.flushed { return (nil, true) }
+            guard !saving.writing else { return (nil, false) }
             saving.writing = true
-            return nextWriteDelay(saving)
+            return (nextWriteDelay(saving), false)
         }
-        if let delay { schedule(after: delay, file: file, logger: logger) }
+        if writeNow {
+            writer.async { self.writeUnsaved(to: file, logger: logger) }
+        } else if let delay {
+            schedule(after: delay, file: file, logger: logger)
+        }
     }
 
     /// How long until the file may be written again.
@@ -79,6 +88,8 @@ final class WebAuthTokenStore: Sendable {
         return max(.zero, writeInterval - (ContinuousClock.now - last))
     }
 
+    /// Runs `writeScheduled` on the writer queue once `delay` has passed: `asyncAfter` waits
+    /// without holding the queue, so that `flush` can write meanwhile.
     private func schedule(after delay: Duration, file: String, logger: Logger) {
         let job: @Sendable () -> Void = { self.writeScheduled(to: file, logger: logger) }
         if delay <= .zero {
@@ -110,12 +121,12 @@ final class WebAuthTokenStore: Sendable {
             guard saving.unsaved else { return nil }
             saving.unsaved = false
             saving.lastWrite = .now
-            saving.writes += 1
             return current
         }
         guard let next else { return }
         do {
             try Self.writeAtomically(next, to: file)
+            saving.withLockedValue { $0.writes += 1 }
         } catch {
             // The run goes on with the token in memory; the next run may start with a stale one.
             logger.error("could not save the rotated web auth token; the next run may need a new one", metadata: ["error": "\(error)"])
@@ -123,8 +134,9 @@ final class WebAuthTokenStore: Sendable {
     }
 
     /// Returns once the newest token received so far is in the file (or failed to be written),
-    /// writing it now rather than at its scheduled time.
+    /// writing it now rather than at its scheduled time; later tokens are written as they come.
     func flush(logger: Logger) async {
+        saving.withLockedValue { $0.flushed = true }
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             writer.async {
                 if let file = self.file { self.writeUnsaved(to: file, logger: logger) }
@@ -133,7 +145,7 @@ final class WebAuthTokenStore: Sendable {
         }
     }
 
-    /// How many times the file has been written.
+    /// How many times the file has been written successfully.
     var fileWrites: Int { saving.withLockedValue { $0.writes } }
 
     static func read(_ path: String) -> String? {

@@ -23,7 +23,7 @@ import Foundation
 /// | `faults/cut` | `{count: 1, pathSuffix?}` | sends the real response's head with its full `Content-Length`, half the body, then closes the connection |
 /// | `faults/garbage` | `{count: 1, status: 200, pathSuffix?}` | answers with an HTML page instead of JSON |
 /// | `faults/clear` | `{}` | drops every pending fault and delay |
-/// | `state` (GET or POST) | | counts: requests served, faults served, zones with their history length and epoch, zone events |
+/// | `state` (GET or POST) | | counts: requests served, faults served, prepared pages served, zones with their history length and epoch, zone events |
 extension FakeCloudKitStore {
     struct AdminBody: Decodable {
         var database: String?
@@ -214,6 +214,7 @@ extension FakeCloudKitStore {
         return .admin(.object([
             "requestsServed": .int(Int64(requestsServed)),
             "faultsServed": .int(Int64(faultsServed)),
+            "preparedPagesServed": .int(Int64(preparedPagesServed)),
             "pendingFaults": .int(Int64(faults.count)),
             "userRecordName": .string(userRecordName),
             "databases": .object(dbs),

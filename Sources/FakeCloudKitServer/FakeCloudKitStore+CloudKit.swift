@@ -159,6 +159,7 @@ extension FakeCloudKitStore {
         }
         if request.desiredKeys == nil,
            let body = preparedPages[PreparedPageKey(database: database, zone: key, syncToken: request.syncToken, limit: limit)] {
+            preparedPagesServed += 1
             return Reply(body: body)
         }
 

@@ -100,6 +100,7 @@ actor FakeCloudKitStore {
         var limit: Int
     }
     var preparedPages: [PreparedPageKey: [UInt8]] = [:]
+    var preparedPagesServed = 0
 
     // Async, so that the initializer is isolated to the actor once every property is set and
     // may call `createZone` (SE-0327).

@@ -21,6 +21,7 @@ import TestSupport
         #expect(figures["records"] as? Int == 1200)
         #expect(figures["parallel_zones"] as? Int == 3)
         #expect(output.stdout.contains("3 zones (3 at once)"))
+        #expect(figures["http_pages_prepared"] as? Bool == true, "the JSON says the HTTP run was timed against prepared pages")
         for key in ["ceiling_rps", "inprocess_rps", "http_rps", "noop_run_seconds", "inprocess_peak_rss_bytes", "http_peak_rss_bytes"] {
             let value = (figures[key] as? NSNumber)?.doubleValue ?? 0
             #expect(value > 0, "\(key) is a positive figure, not \(String(describing: figures[key]))")

@@ -21,8 +21,10 @@ import ZoneFeed
         let live = try await Self.backfillBodies(preparesPages: false, resultsLimits: [nil, 200, 90])
         let prepared = try await Self.backfillBodies(preparesPages: true, resultsLimits: [nil, 200, 90])
         // 250 records a zone: two pages of 200 or fewer, three of 90 (not prepared).
-        #expect(live.map(\.count) == [2, 2, 2, 2, 3, 3])
-        #expect(prepared == live)
+        #expect(live.bodies.map(\.count) == [2, 2, 2, 2, 3, 3])
+        #expect(prepared.bodies == live.bodies)
+        #expect(live.preparedPagesServed == 0)
+        #expect(prepared.preparedPagesServed == 8, "two zones, two pages each, with no resultsLimit and with 200")
     }
 
     @Test func anAdminChangeDropsThePreparedPages() async throws {
@@ -38,9 +40,11 @@ import ZoneFeed
         }
     }
 
-    /// The raw bodies of a backfill of each zone from a nil token, once per results limit.
-    static func backfillBodies(preparesPages: Bool, resultsLimits: [Int?]) async throws -> [[[UInt8]]] {
+    /// The raw bodies of a backfill of each zone from a nil token, once per results limit, and
+    /// how many of them the server answered with prepared pages.
+    static func backfillBodies(preparesPages: Bool, resultsLimits: [Int?]) async throws -> (bodies: [[[UInt8]]], preparedPagesServed: Int) {
         let bodies = Mutex<[[[UInt8]]]>([])
+        let served = Mutex(0)
         try await Harness.with(configuration(preparesPages: preparesPages)) { server in
             for limit in resultsLimits {
                 for zone in ["Zone01", "Zone02"] {
@@ -63,8 +67,11 @@ import ZoneFeed
                     bodies.withLock { $0.append(pages) }
                 }
             }
+            let state = try await server.send("http://127.0.0.1:\(server.port)/admin/state", method: "GET")
+            let count = try #require(state.json?["preparedPagesServed"]?.doubleValue)
+            served.withLock { $0 = Int(count) }
         }
-        return bodies.withLock { $0 }
+        return (bodies.withLock { $0 }, served.withLock { $0 })
     }
 }
 
