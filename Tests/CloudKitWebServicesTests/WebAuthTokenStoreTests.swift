@@ -9,10 +9,8 @@ import Testing
     let logger = Logger(label: "test")
 
     @Test func tokensArrivingTogetherAreWrittenOnceAndTheNewestWinsAtFlush() async throws {
-        let folder = try temporaryFolder()
+        let (store, file, folder) = try makeStore(configured: "configured", writeInterval: .seconds(3600))
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let file = folder + "/notes.web-auth-token"
-        let store = WebAuthTokenStore(configured: "configured", file: file, writeInterval: .seconds(3600), logger: logger)
 
         store.received("rotated-1", logger: logger)
         try await waitUntil { (try? String(contentsOfFile: file, encoding: .utf8)) == "rotated-1\n" }
@@ -29,10 +27,8 @@ import Testing
     }
 
     @Test func aTokenThatCameDuringTheIntervalReachesTheFileWithoutAFlush() async throws {
-        let folder = try temporaryFolder()
+        let (store, file, folder) = try makeStore(writeInterval: .milliseconds(50))
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let file = folder + "/notes.web-auth-token"
-        let store = WebAuthTokenStore(configured: nil, file: file, writeInterval: .milliseconds(50), logger: logger)
 
         store.received("rotated-1", logger: logger)
         store.received("rotated-2", logger: logger)
@@ -44,10 +40,8 @@ import Testing
     }
 
     @Test func aTokenThatArrivesAfterTheFlushIsWrittenAtOnce() async throws {
-        let folder = try temporaryFolder()
+        let (store, file, folder) = try makeStore(writeInterval: .seconds(3600))
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let file = folder + "/notes.web-auth-token"
-        let store = WebAuthTokenStore(configured: nil, file: file, writeInterval: .seconds(3600), logger: logger)
 
         store.received("rotated-1", logger: logger)
         store.received("rotated-2", logger: logger)
@@ -56,6 +50,13 @@ import Testing
         // A request that was under way when the client shut down answers with one more token.
         store.received("rotated-3", logger: logger)
         try await waitUntil { (try? String(contentsOfFile: file, encoding: .utf8)) == "rotated-3\n" }
+    }
+
+    /// A store for `notes.web-auth-token` in a new folder.
+    func makeStore(configured: String? = nil, writeInterval: Duration) throws -> (store: WebAuthTokenStore, file: String, folder: String) {
+        let folder = try temporaryFolder()
+        let file = folder + "/notes.web-auth-token"
+        return (WebAuthTokenStore(configured: configured, file: file, writeInterval: writeInterval, logger: logger), file, folder)
     }
 
     /// Polls `condition` for up to ten seconds.
