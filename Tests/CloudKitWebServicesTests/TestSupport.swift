@@ -61,8 +61,11 @@ func makeClient(
         container: "iCloud.com.example.notes", environment: .development, database: .private, baseURL: server.baseURL)
     configuration.apiToken = Secrets.apiToken
     configuration.webAuthToken = Secrets.webAuthToken
-    configuration.timeout = .seconds(10)
-    configuration.retry = RetryPolicy(maxAttempts: 4, budget: .seconds(20), baseDelay: .milliseconds(10), maxDelay: .milliseconds(50), jitter: false)
+    // Generous limits: with every suite running at once on a loaded two-core CI machine, a test's
+    // task can wait tens of seconds for a thread, and these tests do not check the limits (the
+    // tests that do set their own).
+    configuration.timeout = .seconds(60)
+    configuration.retry = RetryPolicy(maxAttempts: 4, budget: .seconds(120), baseDelay: .milliseconds(10), maxDelay: .milliseconds(50), jitter: false)
     configure(&configuration)
     return CloudKitClient(configuration: configuration, logger: logs.logger)
 }
