@@ -91,13 +91,8 @@ final class WebAuthTokenStore: Sendable {
     /// Runs `writeScheduled` on the writer queue once `delay` has passed: `asyncAfter` waits
     /// without holding the queue, so that `flush` can write meanwhile.
     private func schedule(after delay: Duration, file: String, logger: Logger) {
-        let job: @Sendable () -> Void = { self.writeScheduled(to: file, logger: logger) }
-        if delay <= .zero {
-            writer.async(execute: job)
-        } else {
-            let (seconds, attoseconds) = delay.components
-            let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
-            writer.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds), execute: job)
+        writer.asyncAfter(deadline: .now() + .nanoseconds(Int(delay.seconds * 1e9))) {
+            self.writeScheduled(to: file, logger: logger)
         }
     }
 
