@@ -43,15 +43,14 @@ struct FakeCloudKitResponder: HTTPResponder {
             return Self.response(reply)
         }
         let query = Self.formDecode(request.uri.query)
-        let result = await store.handle(FakeCloudKitStore.CloudKitRequest(
+        let request = FakeCloudKitStore.CloudKitRequest(
             method: request.method.rawValue, path: path, apiToken: query["ckAPIToken"],
-            webAuthToken: query["ckWebAuthToken"], body: body))
+            webAuthToken: query["ckWebAuthToken"], body: body)
+        // In flight from its arrival until its response leaves, the latency included.
+        let result = await store.handleInFlight(request)
         context.logger.debug("CloudKit request", metadata: [
             "method": "\(request.method)", "path": "\(path)", "status": "\(result.reply.status)",
         ])
-        if result.delayMilliseconds > 0 {
-            try await Task.sleep(for: .milliseconds(result.delayMilliseconds))
-        }
         return Self.response(result.reply, rotatedToken: result.rotatedToken, cutShort: result.cutShort)
     }
 

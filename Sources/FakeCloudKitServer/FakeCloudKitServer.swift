@@ -34,10 +34,23 @@ public struct FakeCloudKitServer: Sendable {
         public var userRecordName: String
         /// The API token every request must carry as `ckAPIToken`.
         public var apiToken: String
-        /// The web auth tokens accepted from the start, until `/admin/auth/revoke` revokes them.
-        /// The tokens the server issues (one per response, in `X-Apple-CloudKit-Web-Auth-Token`)
-        /// are accepted too, the newest 20 of them.
+        /// The web auth tokens accepted from the start, until `/admin/auth/revoke` revokes them
+        /// (or, with a `tokenWindow`, until a rotated token has been used). The tokens the server
+        /// issues (one per response, in `X-Apple-CloudKit-Web-Auth-Token`) are accepted too.
         public var webAuthTokens: [String]
+        /// How many of the tokens the server issued it still accepts: only the newest
+        /// `tokenWindow`, and the configured tokens only until a rotated one has been used, as
+        /// Apple documents a token as good once. nil accepts every token it ever issued, as one
+        /// live test found the real service does.
+        public var tokenWindow: Int?
+        /// Every CloudKit response waits `latency`, give or take up to `jitter` (uniformly), as a
+        /// server 50-300 ms away answers.
+        public var latency: Duration
+        public var jitter: Duration
+        /// More CloudKit requests than this in flight at once: each one beyond is answered 429
+        /// `THROTTLED` with `retryAfter` `throttleRetryAfter` seconds. nil: no limit.
+        public var maxInFlight: Int?
+        public var throttleRetryAfter: Double
         /// The `redirectURL` of a 421 `AUTHENTICATION_REQUIRED`.
         public var redirectURL: String
         /// Render each zone's pages from a nil token (200 records a page) before listening, and
@@ -52,7 +65,8 @@ public struct FakeCloudKitServer: Sendable {
             userRecordName: String = "_fakeUser", apiToken: String = "fake-api-token",
             webAuthTokens: [String] = ["fake-web-auth-token"],
             redirectURL: String = "https://idmsa.apple.com/IDMSWebAuth/signin?fake=1",
-            preparesPages: Bool = false
+            preparesPages: Bool = false, tokenWindow: Int? = nil, latency: Duration = .zero, jitter: Duration = .zero,
+            maxInFlight: Int? = nil, throttleRetryAfter: Double = 0.25
         ) {
             self.host = host
             self.port = port
@@ -65,6 +79,11 @@ public struct FakeCloudKitServer: Sendable {
             self.webAuthTokens = webAuthTokens
             self.redirectURL = redirectURL
             self.preparesPages = preparesPages
+            self.tokenWindow = tokenWindow
+            self.latency = latency
+            self.jitter = jitter
+            self.maxInFlight = maxInFlight
+            self.throttleRetryAfter = throttleRetryAfter
         }
     }
 
@@ -106,13 +125,7 @@ public struct FakeCloudKitServer: Sendable {
 
     /// `zonefeed fake-server`: prints one line to stdout when the server listens, then serves
     /// until SIGINT or SIGTERM.
-    public static func runFromCommandLine(
-        port: Int, settings: FakeSettings, scenario: String?, apiToken: String,
-        webAuthToken: String, preparesPages: Bool = false, logger: Logger
-    ) async throws {
-        let configuration = Configuration(
-            port: port, settings: settings,
-            scenarioFile: scenario, apiToken: apiToken, webAuthTokens: [webAuthToken], preparesPages: preparesPages)
+    public static func runFromCommandLine(_ configuration: Configuration, logger: Logger) async throws {
         let app = try await makeApplication(configuration, logger: logger) { port in
             let line = "fake CloudKit server listening on http://\(configuration.host):\(port) "
                 + "(container \(configuration.container), environment \(configuration.environment))\n"

@@ -23,7 +23,8 @@ import Foundation
 /// | `faults/cut` | `{count: 1, pathSuffix?}` | sends the real response's head with its full `Content-Length`, half the body, then closes the connection |
 /// | `faults/garbage` | `{count: 1, status: 200, pathSuffix?}` | answers with an HTML page instead of JSON |
 /// | `faults/clear` | `{}` | drops every pending fault and delay |
-/// | `state` (GET or POST) | | counts: requests served, faults served, prepared pages served, zones with their history length and epoch, zone events |
+/// | `stats/reset` | `{}` | starts the traffic counters of `state` over (the prepared pages stay) |
+/// | `state` (GET or POST) | | counts: requests served, faults served, prepared pages served, zones with their history length and epoch, zone events; and `traffic`: CloudKit requests since `stats/reset`, the peak in flight, how many arrived while another was in flight (`overlapped`), how many were throttled for too many in flight and the peak in flight once the first of those had its `retryAfter` waited out (`peakInFlightAfterThrottle`), and how many carried a web auth token the server no longer accepts (`staleTokenRefusals`) |
 extension FakeCloudKitStore {
     struct AdminBody: Decodable {
         var database: String?
@@ -55,6 +56,10 @@ extension FakeCloudKitStore {
             return state()
         }
         guard method == "POST" else { return .adminError("admin endpoints take POST with a JSON body", status: 405) }
+        if operation == "stats/reset" {
+            traffic = Traffic(inFlight: traffic.inFlight)
+            return .admin(.object(["ok": .bool(true)]))
+        }
         preparedPages = [:]
         let body: AdminBody
         do {
@@ -102,6 +107,7 @@ extension FakeCloudKitStore {
             if body.all == true {
                 initialTokens = []
                 issuedTokens = []
+                everIssued = []
             } else if body.initial == true {
                 initialTokens = []
             } else {
@@ -211,7 +217,17 @@ extension FakeCloudKitStore {
             }
             dbs[name] = .object(["zones": .array(zones), "zoneEvents": .int(Int64(db.events.count))])
         }
+        var trafficJSON: [String: JSONValue] = [
+            "requests": .int(Int64(traffic.requests)),
+            "inFlight": .int(Int64(traffic.inFlight)),
+            "peakInFlight": .int(Int64(traffic.peakInFlight)),
+            "overlapped": .int(Int64(traffic.overlapped)),
+            "throttled": .int(Int64(traffic.throttled)),
+            "staleTokenRefusals": .int(Int64(traffic.staleTokenRefusals)),
+        ]
+        if let peak = traffic.peakInFlightAfterThrottle { trafficJSON["peakInFlightAfterThrottle"] = .int(Int64(peak)) }
         return .admin(.object([
+            "traffic": .object(trafficJSON),
             "requestsServed": .int(Int64(requestsServed)),
             "faultsServed": .int(Int64(faultsServed)),
             "preparedPagesServed": .int(Int64(preparedPagesServed)),

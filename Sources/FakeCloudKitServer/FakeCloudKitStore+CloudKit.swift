@@ -35,12 +35,28 @@ extension FakeCloudKitStore {
         var reply: Reply
         var rotatedToken: String?
         var cutShort = false
-        var delayMilliseconds = 0
+        var delay: Duration = .zero
+    }
+
+    /// One CloudKit request from its arrival to its response's departure: counted in flight all
+    /// that time, and answered once its delay (the latency, say) has passed.
+    nonisolated func handleInFlight(_ request: CloudKitRequest) async -> CloudKitResponse {
+        let response = await arriveAndHandle(request)
+        // A cancelled sleep means the client has gone; the request is no longer in flight.
+        if response.delay > .zero { try? await Task.sleep(for: response.delay) }
+        await depart()
+        return response
+    }
+
+    private func arriveAndHandle(_ request: CloudKitRequest) -> CloudKitResponse {
+        handle(request, tooManyInFlight: arrive())
     }
 
     /// Handles one request to `/database/1/…`, in this order: the path, authentication (and the
-    /// next web auth token), injected delays and faults, then the endpoint itself.
-    func handle(_ request: CloudKitRequest) -> CloudKitResponse {
+    /// next web auth token), too many requests in flight, injected delays and faults, then the
+    /// endpoint itself. The request was counted in flight by `arrive()`, whose answer is
+    /// `tooManyInFlight`.
+    func handle(_ request: CloudKitRequest, tooManyInFlight: Bool = false) -> CloudKitResponse {
         requestsServed += 1
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         guard parts.count >= 6, parts[0] == "database", parts[1] == "1" else {
@@ -54,11 +70,16 @@ extension FakeCloudKitStore {
         case .refused(let reply):
             // No new token on an authentication failure: handing out a valid token with a 401
             // would let a client that always keeps the newest token carry on as if signed in.
-            return CloudKitResponse(reply: reply)
+            return CloudKitResponse(reply: reply, delay: responseDelay())
         case .accepted(let token):
             rotated = token
         }
-        var response = CloudKitResponse(reply: Reply(body: []), rotatedToken: rotated, delayMilliseconds: takeDelay())
+        var response = CloudKitResponse(reply: Reply(body: []), rotatedToken: rotated, delay: responseDelay())
+        if tooManyInFlight {
+            let retryAfter = configuration.throttleRetryAfter
+            response.reply = .error(429, "THROTTLED", "too many requests in flight: retry after \(retryAfter) s", retryAfter: retryAfter)
+            return response
+        }
         switch takeFault(path: request.path) {
         case .reply(let reply)?:
             response.reply = reply

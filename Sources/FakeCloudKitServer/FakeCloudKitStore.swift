@@ -59,7 +59,6 @@ actor FakeCloudKitStore {
     }
 
     static let databaseNames = ["private", "shared"]
-    static let maxIssuedTokens = 20
 
     let configuration: FakeCloudKitServer.Configuration
     let feed: FakeFeed?
@@ -71,13 +70,38 @@ actor FakeCloudKitStore {
     var nextChangeTag = 1
 
     var initialTokens: Set<String>
+    /// Every token issued, in order; with a `tokenWindow` only the newest that many are accepted.
     var issuedTokens: [String] = []
+    var everIssued: Set<String> = []
+    /// Configured tokens retired by the use of a rotated one (with a `tokenWindow`).
+    var retiredTokens: Set<String> = []
     var faults: [Fault] = []
     var delayMilliseconds = 0
     var delayRemaining: Int?
 
     var requestsServed = 0
     var faultsServed = 0
+    var traffic = Traffic()
+
+    /// How the CloudKit requests overlapped, for `GET /admin/state` (`stats/reset` starts over).
+    struct Traffic {
+        /// CloudKit requests being answered now, the latency included.
+        var inFlight = 0
+        var peakInFlight = 0
+        /// Requests that arrived while another was in flight.
+        var overlapped = 0
+        var requests = 0
+        /// Requests answered 429 because more than `maxInFlight` were in flight.
+        var throttled = 0
+        /// The most in flight at an arrival once the first of those 429s' `retryAfter` has
+        /// passed: a client that pauses as asked sends nothing sooner, and the requests it had
+        /// already sent are not counted.
+        var peakInFlightAfterThrottle: Int?
+        var firstThrottle: ContinuousClock.Instant?
+        /// Requests refused because their web auth token was one the server had issued (or
+        /// been configured with) but no longer accepts.
+        var staleTokenRefusals = 0
+    }
 
     /// Recent snapshots of live records, by zone incarnation and history position: a nil-token
     /// fetch pages through one snapshot, and recomputing it for every page would be quadratic.
@@ -329,10 +353,25 @@ actor FakeCloudKitStore {
         guard let webAuthToken, !webAuthToken.isEmpty else {
             return .refused(.error(421, "AUTHENTICATION_REQUIRED", "request needs a user context: sign in and pass ckWebAuthToken", redirectURL: configuration.redirectURL))
         }
-        guard initialTokens.contains(webAuthToken) || issuedTokens.contains(webAuthToken) else {
+        let isRotated = isAcceptedRotatedToken(webAuthToken)
+        guard isRotated || initialTokens.contains(webAuthToken) else {
+            if everIssued.contains(webAuthToken) || retiredTokens.contains(webAuthToken) { traffic.staleTokenRefusals += 1 }
             return .refused(.error(401, "AUTHENTICATION_FAILED", "web auth token (ckWebAuthToken) is unknown, expired or revoked"))
         }
+        if isRotated, configuration.tokenWindow != nil, !initialTokens.isEmpty {
+            // "The previous token becomes invalid": a session that has moved on to a rotated
+            // token cannot go back to the one it signed in with.
+            retiredTokens.formUnion(initialTokens)
+            initialTokens = []
+        }
         return .accepted(rotatedToken: issueToken())
+    }
+
+    /// Whether `token` is one the server issued and still accepts: any of them, or with a
+    /// `tokenWindow` the newest that many.
+    func isAcceptedRotatedToken(_ token: String) -> Bool {
+        guard let window = configuration.tokenWindow else { return everIssued.contains(token) }
+        return issuedTokens.suffix(window).contains(token)
     }
 
     func issueToken() -> String {
@@ -342,9 +381,46 @@ actor FakeCloudKitStore {
         var generator = SystemRandomNumberGenerator()
         let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
         let token = "fake+" + Base64.encode(bytes)
-        issuedTokens.append(token)
-        if issuedTokens.count > Self.maxIssuedTokens { issuedTokens.removeFirst(issuedTokens.count - Self.maxIssuedTokens) }
+        everIssued.insert(token)
+        if let window = configuration.tokenWindow {
+            issuedTokens.append(token)
+            if issuedTokens.count > 4 * window + 64 { issuedTokens.removeFirst(issuedTokens.count - window) }
+        }
         return token
+    }
+
+    // MARK: Traffic
+
+    /// A CloudKit request arrives: counts it in flight. Returns whether it is one too many
+    /// (`maxInFlight`), to be throttled.
+    func arrive() -> Bool {
+        traffic.requests += 1
+        if traffic.inFlight > 0 { traffic.overlapped += 1 }
+        traffic.inFlight += 1
+        traffic.peakInFlight = max(traffic.peakInFlight, traffic.inFlight)
+        if let first = traffic.firstThrottle, ContinuousClock.now - first >= .milliseconds(Int64(configuration.throttleRetryAfter * 1000)) {
+            traffic.peakInFlightAfterThrottle = max(traffic.peakInFlightAfterThrottle ?? 0, traffic.inFlight)
+        }
+        guard let limit = configuration.maxInFlight, traffic.inFlight > limit else { return false }
+        traffic.throttled += 1
+        if traffic.firstThrottle == nil { traffic.firstThrottle = .now }
+        return true
+    }
+
+    /// The request's response is on its way.
+    func depart() {
+        traffic.inFlight -= 1
+    }
+
+    /// How long the response waits: an injected delay (`faults/delay`) plus the latency, give or
+    /// take the jitter.
+    func responseDelay() -> Duration {
+        var delay = Duration.milliseconds(takeDelay()) + configuration.latency
+        if configuration.jitter > .zero {
+            let jitter = configuration.jitter.seconds
+            delay += .nanoseconds(Int64(Double.random(in: -jitter...jitter) * 1e9))
+        }
+        return max(delay, .zero)
     }
 
     // MARK: Faults

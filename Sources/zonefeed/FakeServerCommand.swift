@@ -13,6 +13,10 @@ struct FakeServerCommand: AsyncParsableCommand {
             auth token rotation and error bodies, plus admin endpoints under /admin/ to add and \
             delete records, delete or purge zones, expire tokens and inject faults. Point a \
             pipeline's baseURL at it (see pipelines/fake-server.yml).
+
+            By default it is as lenient as the lab: it answers at once, accepts every token it \
+            ever issued and any number of requests at once. --token-window, --latency and \
+            --max-in-flight make it as strict and as far away as the field.
             """)
 
     @Option(help: "The port on 127.0.0.1 (0 picks a free one; the ready line says which).")
@@ -45,16 +49,51 @@ struct FakeServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("web-auth-token"), help: "The web auth token accepted at first.")
     var webAuthToken = "fake-web-auth-token"
 
+    @Option(
+        name: .customLong("token-window"),
+        help: "Accept only the newest N web auth tokens the server issued, and the configured one only until a rotated one is used (Apple documents a token as good once). Without it every issued token stays good.")
+    var tokenWindow: Int?
+
+    @Option(help: "Delay every CloudKit response by MS milliseconds, give or take JITTER (uniformly): MS or MS,JITTER.")
+    var latency: Latency?
+
+    @Option(
+        name: .customLong("max-in-flight"),
+        help: "Answer 429 THROTTLED (retryAfter 0.25 s) to every CloudKit request that arrives while M are already in flight.")
+    var maxInFlight: Int?
+
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: Logger.Level = .notice
+
+    /// `--latency 100` or `--latency 100,20`.
+    struct Latency: ExpressibleByArgument {
+        var milliseconds: Int
+        var jitterMilliseconds: Int
+
+        init?(argument: String) {
+            let parts = argument.split(separator: ",", omittingEmptySubsequences: false)
+            guard (1...2).contains(parts.count), let ms = Int(parts[0]), ms >= 0 else { return nil }
+            let jitter = parts.count == 2 ? Int(parts[1]) : 0
+            guard let jitter, jitter >= 0, jitter <= ms else { return nil }
+            milliseconds = ms
+            jitterMilliseconds = jitter
+        }
+    }
+
+    func validate() throws {
+        if let tokenWindow, tokenWindow < 1 { throw ValidationError("--token-window must be at least 1") }
+        if let maxInFlight, maxInFlight < 1 { throw ValidationError("--max-in-flight must be at least 1") }
+    }
 
     func run() async throws {
         let level = logLevel
         let logger = Logger(label: "zonefeed.fake-server") { label in ZoneFeedLogHandler(label: label, format: .text, logLevel: level) }
-        try await FakeCloudKitServer.runFromCommandLine(
+        let configuration = FakeCloudKitServer.Configuration(
             port: port,
             settings: FakeSettings(seed: seed, zones: zones, recordsPerZone: recordsPerZone, pageSize: pageSize, churn: !noChurn),
-            scenario: scenario,
-            apiToken: apiToken, webAuthToken: webAuthToken, preparesPages: preparePages, logger: logger)
+            scenarioFile: scenario, apiToken: apiToken, webAuthTokens: [webAuthToken], preparesPages: preparePages,
+            tokenWindow: tokenWindow, latency: .milliseconds(latency?.milliseconds ?? 0),
+            jitter: .milliseconds(latency?.jitterMilliseconds ?? 0), maxInFlight: maxInFlight)
+        try await FakeCloudKitServer.runFromCommandLine(configuration, logger: logger)
     }
 }

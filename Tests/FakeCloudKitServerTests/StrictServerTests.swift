@@ -1,0 +1,83 @@
+import CloudKitModel
+import FakeCloudKitServer
+import Foundation
+import Testing
+import ZoneFeed
+
+private typealias Harness = FakeServerHarness
+
+/// The fake server as strict as the field: tokens good for a short window, latency with jitter,
+/// and throttling when too many requests are in flight.
+@Suite struct StrictServerTests {
+    static func configuration(
+        tokenWindow: Int? = nil, latency: Duration = .zero, jitter: Duration = .zero, maxInFlight: Int? = nil
+    ) -> FakeCloudKitServer.Configuration {
+        var configuration = Harness.configuration()
+        configuration.tokenWindow = tokenWindow
+        configuration.latency = latency
+        configuration.jitter = jitter
+        configuration.maxInFlight = maxInFlight
+        return configuration
+    }
+
+    static func traffic(_ server: FakeServerHarness) async throws -> [String: Int64] {
+        let state = try await server.admin("state")
+        guard case .object(let members)? = state["traffic"] else { return [:] }
+        return members.compactMapValues { if case .int(let n) = $0 { return n } else { return nil } }
+    }
+
+    @Test func aTokenWindowOfTwoAcceptsOnlyTheNewestTwoAndRetiresTheConfiguredToken() async throws {
+        try await Harness.with(Self.configuration(tokenWindow: 2)) { server in
+            let first = try #require(try await server.cloudKit("zones/list", method: "GET").rotatedToken)
+            #expect(try await server.cloudKit("zones/list", method: "GET").status == 200, "the configured token until a rotated one is used")
+            let second = try #require(try await server.cloudKit("zones/list", method: "GET", webAuthToken: first).rotatedToken)
+            #expect(try await server.cloudKit("zones/list", method: "GET").status == 401, "retired once a rotated one was used")
+            let third = try #require(try await server.cloudKit("zones/list", method: "GET", webAuthToken: second).rotatedToken)
+            #expect(try await server.cloudKit("zones/list", method: "GET", webAuthToken: first).status == 401, "three tokens ago")
+            #expect(try await server.cloudKit("zones/list", method: "GET", webAuthToken: second).status == 200, "the one before the newest")
+            _ = third
+            #expect(try await Self.traffic(server)["staleTokenRefusals"] == 2)
+        }
+    }
+
+    @Test func withoutAWindowEveryIssuedTokenStaysGood() async throws {
+        try await Harness.with(Self.configuration()) { server in
+            let first = try #require(try await server.cloudKit("zones/list", method: "GET").rotatedToken)
+            for _ in 0..<30 { _ = try await server.cloudKit("zones/list", method: "GET", webAuthToken: first) }
+            #expect(try await server.cloudKit("zones/list", method: "GET", webAuthToken: first).status == 200)
+        }
+    }
+
+    @Test func latencyDelaysEveryAnswerAndOverlappingRequestsAreCounted() async throws {
+        try await Harness.with(Self.configuration(latency: .milliseconds(150), jitter: .milliseconds(20))) { server in
+            let started = ContinuousClock.now
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<4 { group.addTask { try await server.cloudKit("zones/list", method: "GET").status } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            let elapsed = ContinuousClock.now - started
+            #expect(statuses == [200, 200, 200, 200])
+            #expect(elapsed >= .milliseconds(130), "\(elapsed)")
+            #expect(elapsed < .milliseconds(600), "four requests wait their latency at the same time: \(elapsed)")
+            let traffic = try await Self.traffic(server)
+            #expect(traffic["peakInFlight"] == 4)
+            #expect(traffic["overlapped"] == 3)
+            try await server.admin("stats/reset")
+            #expect(try await Self.traffic(server)["requests"] == 0)
+        }
+    }
+
+    @Test func requestsBeyondTheLimitInFlightAreThrottled() async throws {
+        try await Harness.with(Self.configuration(latency: .milliseconds(200), maxInFlight: 2)) { server in
+            let answers = try await withThrowingTaskGroup(of: FakeServerHarness.Answer.self) { group in
+                for _ in 0..<4 { group.addTask { try await server.cloudKit("zones/list", method: "GET") } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(answers.filter { $0.status == 200 }.count == 2)
+            let throttled = answers.filter { $0.status == 429 }
+            #expect(throttled.count == 2)
+            #expect(throttled.allSatisfy { $0.json?["serverErrorCode"]?.stringValue == "THROTTLED" && $0.json?["retryAfter"] != nil })
+            #expect(try await Self.traffic(server)["throttled"] == 2)
+        }
+    }
+}
