@@ -25,6 +25,9 @@ extension CloudKitClient {
         /// How long one HTTP request may take, body included.
         public var timeout: Duration = .seconds(60)
         public var retry: RetryPolicy = RetryPolicy()
+        /// The most requests in flight at once; throttling lowers it for a while, and a server
+        /// that accepts only the newest web auth token brings it down to one.
+        public var maxConcurrentRequests: Int = 16
         /// The largest response body read; a larger one fails with `responseTooLarge`.
         public var maxResponseBytes: Int = 32 * 1024 * 1024
 
@@ -42,7 +45,7 @@ extension CloudKitClient {
             "CloudKitClient.Configuration(baseURL: \(baseURL), container: \(container), environment: \(environment.rawValue), "
                 + "database: \(database.rawValue), apiToken: \(apiToken == nil ? "nil" : "<redacted>"), "
                 + "webAuthToken: \(webAuthToken == nil ? "nil" : "<redacted>"), webAuthTokenFile: \(webAuthTokenFile ?? "nil"), "
-                + "serverKey: \(serverKey.map { "\($0)" } ?? "nil"))"
+                + "serverKey: \(serverKey.map { "\($0)" } ?? "nil"), maxConcurrentRequests: \(maxConcurrentRequests))"
         }
     }
 }

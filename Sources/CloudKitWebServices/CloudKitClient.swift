@@ -15,8 +15,11 @@ import NIOHTTP1
 ///   short or not JSON are retried with exponential backoff and full jitter, honouring the
 ///   server's `retryAfter` and `Retry-After`, within `retry.maxAttempts` and `retry.budget`.
 ///   Everything else throws a `CloudKitError` at once.
-/// - Requests are sent one at a time per client, in call order: each one must carry the token the
-///   previous response rotated to.
+/// - Concurrency: up to `maxConcurrentRequests` requests are in flight at once, each carrying the
+///   newest web auth token known. Throttling pauses them all and lowers the limit, successes
+///   raise it again (`RequestLimiter`). A server that refuses a token other requests overtook
+///   gets one request at a time from then on, for this run and, through the token file, later
+///   ones.
 ///
 /// Use `withClient` to have the client shut down on every path, or pass an `HTTPClient` you own.
 public final class CloudKitClient: Sendable {
@@ -26,7 +29,7 @@ public final class CloudKitClient: Sendable {
     let logger: Logger
     let tokens: WebAuthTokenStore
     let signer: RequestSigner?
-    let gate = RequestGate()
+    let limiter: RequestLimiter
     /// `https://host:port` and any path prefix of `baseURL`, without a trailing slash.
     let origin: String
     let pathPrefix: String
@@ -52,6 +55,7 @@ public final class CloudKitClient: Sendable {
         }
         tokens = WebAuthTokenStore(configured: configuration.webAuthToken, file: configuration.webAuthTokenFile, logger: logger)
         signer = configuration.serverKey.map { RequestSigner(key: $0) }
+        limiter = RequestLimiter(maxConcurrent: configuration.maxConcurrentRequests, oneAtATime: tokens.oneAtATime)
         (origin, pathPrefix) = Self.split(baseURL: configuration.baseURL)
     }
 
@@ -82,6 +86,15 @@ public final class CloudKitClient: Sendable {
     /// The web auth token the next request will carry: the newest the server sent, else the one
     /// from `webAuthTokenFile`, else the configured one. A secret: never print it.
     public var webAuthToken: String? { tokens.current }
+
+    /// How long requests were paused because the server throttled them, in seconds.
+    public var throttledSeconds: Double { get async { await limiter.throttledSeconds } }
+
+    /// The most requests that were in flight at once.
+    public var peakRequestsInFlight: Int { get async { await limiter.peakInFlight } }
+
+    /// Whether requests go one at a time, because the server refused overtaken tokens.
+    public var sendsOneAtATime: Bool { get async { await limiter.oneAtATime } }
 
     // MARK: Requests
 
@@ -133,18 +146,13 @@ public final class CloudKitClient: Sendable {
             bodyBytes = []
         }
 
-        await gate.acquire()
-        do {
-            let response = try await sendWithRetries(
-                operation: operation, method: method, path: path, body: body == nil ? nil : bodyBytes, logger: logger, decode: decode)
-            await gate.release()
-            return response
-        } catch {
-            await gate.release()
-            throw error
-        }
+        return try await sendWithRetries(
+            operation: operation, method: method, path: path, body: body == nil ? nil : bodyBytes, logger: logger, decode: decode)
     }
 
+    /// Sends one request until it succeeds, fails for good, or runs out of attempts or budget.
+    /// Each attempt takes its own slot from the limiter, so that a request waiting to retry does
+    /// not hold back the others.
     private func sendWithRetries<Response>(
         operation: String, method: HTTPMethod, path: String, body: [UInt8]?, logger: Logger, decode: (Data) throws -> Response
     ) async throws -> Response {
@@ -152,40 +160,84 @@ public final class CloudKitClient: Sendable {
         let clock = ContinuousClock()
         let start = clock.now
         var attempt = 0
+        var tokenRetries = 0
         while true {
             attempt += 1
             try Task.checkCancellation()
+            let ticket = try await limiter.acquire()
+            let token = await tokens.tokenForRequest(logger: logger)
+            let error: CloudKitError
             do {
-                return try await attemptOnce(operation: operation, method: method, path: path, body: body, logger: logger, decode: decode)
-            } catch var error as CloudKitError {
-                error.attempts = attempt
-                guard error.isRetryable, attempt < max(policy.maxAttempts, 1) else { throw error }
-                let delay = policy.delay(afterAttempt: attempt, retryAfter: error.retryAfter)
-                guard clock.now - start + delay <= policy.budget else {
-                    logger.warning(
-                        "giving up: the next attempt would exceed the retry budget",
-                        metadata: [
-                            "attempt": "\(attempt)", "code": "\(error.code)", "budget": "\(policy.budget.seconds)s",
-                        ])
-                    throw error
-                }
-                var metadata: Logger.Metadata = [
-                    "attempt": "\(attempt)", "maxAttempts": "\(policy.maxAttempts)",
-                    "delay": "\(String(format: "%.3f", delay.seconds))s", "code": "\(error.code)",
-                ]
-                if let status = error.httpStatus { metadata["status"] = "\(status)" }
-                if let retryAfter = error.retryAfter { metadata["retryAfter"] = "\(retryAfter)s" }
-                logger.warning("CloudKit request failed; retrying", metadata: metadata)
-                try await Task.sleep(for: delay)
+                let response = try await attemptOnce(
+                    operation: operation, method: method, path: path, body: body, token: token, logger: logger, decode: decode)
+                if await limiter.release(ticket, .succeeded) { tokens.learnOneAtATime() }
+                return response
+            } catch let failure as CloudKitError {
+                let throttled = failure.code == .throttled || failure.code == .tryAgainLater
+                _ = await limiter.release(ticket, throttled ? .throttled(retryAfter: failure.retryAfter) : .failed)
+                error = failure
+            } catch {
+                _ = await limiter.release(ticket, .failed)
+                throw error
             }
+            if error.code == .authenticationFailed, let token, tokenRetries < WebAuthTokenStore.tokensKept,
+                await mayRetryWithAnotherToken(after: token, logger: logger)
+            {
+                tokenRetries += 1
+                attempt -= 1
+                continue
+            }
+            try await waitToRetry(after: error, attempt: attempt, since: start, policy: policy, logger: logger)
         }
+    }
+
+    /// After a retryable failure, waits as the policy says; throws the failure when it is not
+    /// retryable or the attempts or the budget are spent.
+    private func waitToRetry(
+        after failure: CloudKitError, attempt: Int, since start: ContinuousClock.Instant, policy: RetryPolicy, logger: Logger
+    ) async throws {
+        var error = failure
+        error.attempts = attempt
+        guard error.isRetryable, attempt < max(policy.maxAttempts, 1) else { throw error }
+        let delay = policy.delay(afterAttempt: attempt, retryAfter: error.retryAfter)
+        guard ContinuousClock.now - start + delay <= policy.budget else {
+            logger.warning(
+                "giving up: the next attempt would exceed the retry budget",
+                metadata: ["attempt": "\(attempt)", "code": "\(error.code)", "budget": "\(policy.budget.seconds)s"])
+            throw error
+        }
+        var metadata: Logger.Metadata = [
+            "attempt": "\(attempt)", "maxAttempts": "\(policy.maxAttempts)",
+            "delay": "\(String(format: "%.3f", delay.seconds))s", "code": "\(error.code)",
+        ]
+        if let status = error.httpStatus { metadata["status"] = "\(status)" }
+        if let retryAfter = error.retryAfter { metadata["retryAfter"] = "\(retryAfter)s" }
+        logger.warning("CloudKit request failed; retrying", metadata: metadata)
+        try await Task.sleep(for: delay)
+    }
+
+    /// A request was refused with `AUTHENTICATION_FAILED`. With requests in flight together, its
+    /// token may have been overtaken by the others' (a server that accepts only the newest token
+    /// or two): requests go one at a time from now on, and once those in flight have answered,
+    /// the request is tried again with the newest token known. Returns false when no token is
+    /// left to try: a person must sign in again.
+    private func mayRetryWithAnotherToken(after refused: String, logger: Logger) async -> Bool {
+        if await limiter.becomeOneAtATime() {
+            let kept = configuration.webAuthTokenFile == nil ? "" : " (the token file keeps this for later runs once a request succeeds)"
+            logger.warning(
+                "CloudKit refused a web auth token while other requests were in flight; it may accept only the newest, so requests go one at a time from now on\(kept)")
+        }
+        await limiter.drain()
+        let another = tokens.refused(refused)
+        if another { logger.info("retrying the request with the newest web auth token") }
+        return another
     }
 
     /// One HTTP exchange. Throws `CloudKitError` for every failure except cancellation.
     private func attemptOnce<Response>(
-        operation: String, method: HTTPMethod, path: String, body: [UInt8]?, logger: Logger, decode: (Data) throws -> Response
+        operation: String, method: HTTPMethod, path: String, body: [UInt8]?, token sentToken: String?, logger: Logger,
+        decode: (Data) throws -> Response
     ) async throws -> Response {
-        let sentToken = tokens.current
         let secrets = [configuration.apiToken, configuration.webAuthToken, sentToken].compactMap { $0 }
 
         var query: [String] = []

@@ -3,207 +3,183 @@ import Foundation
 import Logging
 import NIOConcurrencyHelpers
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
-/// The newest web auth token. CloudKit sends a new one in `X-Apple-CloudKit-Web-Auth-Token` on
-/// every response, errors included, and Apple says the previous one stops working; so the newest
-/// is kept in memory for the next request and, when a file is configured, written there for the
-/// next run. At start a token in that file wins over the configured one: it is newer.
+/// The web auth tokens a client knows, newest first. CloudKit sends a new token in
+/// `X-Apple-CloudKit-Web-Auth-Token` on every response, errors included, and Apple documents the
+/// previous one as no longer good; some servers accept the last few. So:
 ///
-/// The file is written on a queue of its own, so that a request never waits for a disk's fsync.
-/// A backfill receives a new token with every page, a hundred a second, and each write costs two
-/// fsyncs; so the file is written at most once per `writeInterval` (0.1 s), with the newest token
-/// of that time. `flush(logger:)` writes the newest at once, and a client's `shutdown()` calls
-/// it; a token that still arrives afterwards (from a request that was under way) is written at
-/// once too. Only a process killed outright can leave a token older than `writeInterval` in the
-/// file. A write scheduled for later may run after `flush`, and then finds nothing to write.
+/// - Every request carries the newest token known (`tokenForRequest`), and the file has that
+///   token before the request is sent: a process killed at any moment leaves in the file a token
+///   at least as new as any the server has seen, which is the newest or the one before it. The
+///   file is replaced with write and rename, without fsync; fsyncs follow in the background at
+///   most every `syncInterval`, and at `flush`. A killed process loses nothing that reached the
+///   page cache; only a power loss can take the file back to a token some requests older.
+/// - A token the server refused is forgotten (`refused`); the one received before it is tried
+///   next. Requests in flight together can be answered out of order, so the token received last
+///   is not always the one issued last.
+/// - `oneAtATime` is learned once the server has refused a token that concurrent requests had
+///   overtaken, and kept in the file for later runs.
+///
+/// At start, the file's tokens win over the configured one, unless a person has configured a new
+/// token since the file was written (its fingerprint in the file differs).
 final class WebAuthTokenStore: Sendable {
-    let file: String?
-    let writeInterval: Duration
-    private let token: NIOLockedValueBox<String?>
-    private let saving = NIOLockedValueBox(Saving())
+    let file: WebAuthTokenFile?
+    let syncInterval: Duration
+    private let state: NIOLockedValueBox<State>
+    /// File writes happen here, one at a time, off the callers' threads...
     private let writer = DispatchQueue(label: "zonefeed.web-auth-token-file")
+    /// ...and fsyncs here, so that a disk slow to sync never holds up a request's write.
+    private let syncer = DispatchQueue(label: "zonefeed.web-auth-token-file.sync")
 
-    private struct Saving {
-        /// The token in memory is newer than the file.
-        var unsaved = false
-        /// A write is scheduled or under way.
-        var writing = false
-        /// When the last write began.
-        var lastWrite: ContinuousClock.Instant?
-        /// `flush` has run: from now on each token is written as it comes.
+    /// Enough to reach back past every request of one round of concurrent requests.
+    static let tokensKept = 20
+
+    private struct State {
+        var contents: WebAuthTokenFile.Contents
+        /// Bumped by every change of `contents`; `savedVersion` is the one in the file.
+        var version = 0
+        var savedVersion = 0
+        var syncScheduled = false
         var flushed = false
-        /// How many times the file was written, for tests.
+        var failureLogged = false
+        /// How many times the file was written and synced, for tests.
         var writes = 0
+        var syncs = 0
     }
 
-    init(configured: String?, file: String?, writeInterval: Duration = .milliseconds(100), logger: Logger) {
-        self.file = file
-        self.writeInterval = writeInterval
-        var initial = configured.flatMap { $0.isEmpty ? nil : $0 }
-        if let file, let saved = Self.read(file) {
-            initial = saved
-            logger.debug("using the web auth token saved by an earlier run", metadata: ["file": "\(file)"])
+    init(configured: String?, file: String?, syncInterval: Duration = .milliseconds(100), logger: Logger) {
+        self.file = file.map(WebAuthTokenFile.init(path:))
+        self.syncInterval = syncInterval
+        let configured = configured.flatMap { $0.isEmpty ? nil : $0 }
+        var contents = WebAuthTokenFile.Contents(
+            tokens: configured.map { [$0] } ?? [], configuredFingerprint: configured.map(WebAuthTokenFile.fingerprint(of:)))
+        var version = 0
+        if let file, let saved = self.file?.read() {
+            if configured != nil, let fingerprint = saved.configuredFingerprint, fingerprint != contents.configuredFingerprint {
+                logger.info("the configured web auth token is new since the token file was written; using it", metadata: ["file": "\(file)"])
+                contents.oneAtATime = saved.oneAtATime
+                version = 1
+            } else {
+                logger.debug("using the web auth token saved by an earlier run", metadata: ["file": "\(file)"])
+                contents.tokens = saved.tokens
+                contents.oneAtATime = saved.oneAtATime
+                // A file from before fingerprints is brought up to date with the next write.
+                if saved.configuredFingerprint != contents.configuredFingerprint, contents.configuredFingerprint != nil { version = 1 }
+            }
+        } else if file != nil, !contents.tokens.isEmpty {
+            version = 1
         }
-        token = NIOLockedValueBox(initial)
+        state = NIOLockedValueBox(State(contents: contents, version: version))
     }
 
-    var current: String? { token.withLockedValue { $0 } }
+    /// The newest token known. A secret: never print it.
+    var current: String? { state.withLockedValue { $0.contents.tokens.first } }
 
-    /// Takes a token from a response header; writes it to the file when it changed.
+    /// Whether requests must go one at a time, as learned from this server.
+    var oneAtATime: Bool { state.withLockedValue { $0.contents.oneAtATime } }
+
+    /// The token for a request about to be sent: the newest known, once the file has it.
+    func tokenForRequest(logger: Logger) async -> String? {
+        guard let file else { return current }
+        return await withCheckedContinuation { (done: CheckedContinuation<String?, Never>) in
+            writer.async { done.resume(returning: self.save(to: file, logger: logger)) }
+        }
+    }
+
+    /// Takes a token from a response header.
     func received(_ newToken: String, logger: Logger) {
-        let trimmed = newToken.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !trimmed.isEmpty else { return }
-        let changed = token.withLockedValue { current -> Bool in
-            guard current != trimmed else { return false }
-            current = trimmed
-            return true
+        let token = newToken.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !token.isEmpty else { return }
+        let (changed, flushed) = state.withLockedValue { state -> (Bool, Bool) in
+            guard state.contents.tokens.first != token else { return (false, state.flushed) }
+            state.contents.tokens.removeAll { $0 == token }
+            state.contents.tokens.insert(token, at: 0)
+            if state.contents.tokens.count > Self.tokensKept { state.contents.tokens.removeLast() }
+            state.version += 1
+            return (true, state.flushed)
         }
         guard changed else { return }
-        logger.debug("the server rotated the web auth token")
-        guard let file else { return }
-        let (delay, writeNow) = saving.withLockedValue { saving -> (Duration?, Bool) in
-            saving.unsaved = true
-            if saving.flushed { return (nil, true) }
-            guard !saving.writing else { return (nil, false) }
-            saving.writing = true
-            return (nextWriteDelay(saving), false)
-        }
-        if writeNow {
-            writer.async { self.writeUnsaved(to: file, logger: logger) }
-        } else if let delay {
-            schedule(after: delay, file: file, logger: logger)
+        logger.trace("the server rotated the web auth token")
+        // After `flush` no request will save it: a request that was under way as the client
+        // shut down answers with one more token, written at once.
+        if flushed, let file { writer.async { _ = self.save(to: file, logger: logger) } }
+    }
+
+    /// Forgets a token the server refused. Returns whether another token is left to try.
+    func refused(_ token: String) -> Bool {
+        state.withLockedValue { state in
+            let before = state.contents.tokens.count
+            state.contents.tokens.removeAll { $0 == token }
+            if state.contents.tokens.count != before { state.version += 1 }
+            return !state.contents.tokens.isEmpty
         }
     }
 
-    /// How long until the file may be written again.
-    private func nextWriteDelay(_ saving: Saving) -> Duration {
-        guard let last = saving.lastWrite else { return .zero }
-        return max(.zero, writeInterval - (ContinuousClock.now - last))
-    }
-
-    /// Runs `writeScheduled` on the writer queue once `delay` has passed: `asyncAfter` waits
-    /// without holding the queue, so that `flush` can write meanwhile.
-    private func schedule(after delay: Duration, file: String, logger: Logger) {
-        writer.asyncAfter(deadline: .now() + .nanoseconds(Int(delay.seconds * 1e9))) {
-            self.writeScheduled(to: file, logger: logger)
+    /// Remembers, for this run and the next ones, that this server wants one request at a time.
+    func learnOneAtATime() {
+        state.withLockedValue { state in
+            guard !state.contents.oneAtATime else { return }
+            state.contents.oneAtATime = true
+            state.version += 1
         }
     }
 
-    /// On the writer queue: writes the newest token, then schedules the next write if another
-    /// token came meanwhile.
-    private func writeScheduled(to file: String, logger: Logger) {
-        writeUnsaved(to: file, logger: logger)
-        let delay = saving.withLockedValue { saving -> Duration? in
-            guard saving.unsaved else {
-                saving.writing = false
-                return nil
-            }
-            return nextWriteDelay(saving)
-        }
-        if let delay { schedule(after: delay, file: file, logger: logger) }
-    }
-
-    /// On the writer queue: writes the newest token if the file does not have it yet.
-    private func writeUnsaved(to file: String, logger: Logger) {
-        let next = saving.withLockedValue { saving -> String? in
-            guard saving.unsaved else { return nil }
-            saving.unsaved = false
-            saving.lastWrite = .now
-            return current
-        }
-        guard let next else { return }
-        do {
-            try Self.writeAtomically(next, to: file)
-            saving.withLockedValue { $0.writes += 1 }
-        } catch {
-            // The run goes on with the token in memory; the next run may start with a stale one.
-            logger.error("could not save the rotated web auth token; the next run may need a new one", metadata: ["error": "\(error)"])
-        }
-    }
-
-    /// Returns once the newest token received so far is in the file (or failed to be written),
-    /// writing it now rather than at its scheduled time; later tokens are written as they come.
+    /// Returns once the file has the newest token and is synced to the disk.
     func flush(logger: Logger) async {
-        saving.withLockedValue { $0.flushed = true }
+        state.withLockedValue { $0.flushed = true }
+        guard let file else { return }
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             writer.async {
-                if let file = self.file { self.writeUnsaved(to: file, logger: logger) }
-                done.resume()
-            }
-        }
-    }
-
-    /// How many times the file has been written successfully.
-    var fileWrites: Int { saving.withLockedValue { $0.writes } }
-
-    static func read(_ path: String) -> String? {
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        return trimmed.isEmpty ? nil : trimmed
-    }
-
-    /// Writes a temporary file beside the target with mode 0600, fsyncs it, renames it over the
-    /// target and fsyncs the folder: a crash leaves either the old token or the new one, never a
-    /// half-written file, and no other user can ever read it.
-    static func writeAtomically(_ text: String, to path: String) throws {
-        let folder: String
-        if let slash = path.lastIndex(of: "/") {
-            folder = slash == path.startIndex ? "/" : String(path[..<slash])
-        } else {
-            folder = "."
-        }
-        if !FileManager.default.fileExists(atPath: folder) {
-            do {
-                try FileManager.default.createDirectory(
-                    atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            } catch {
-                throw TokenFileError(path: path, problem: "its folder cannot be created")
-            }
-        }
-        let name = path[(path.lastIndex(of: "/").map { path.index(after: $0) } ?? path.startIndex)...]
-        let temporary = "\(folder)/.\(name).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw TokenFileError(path: path, problem: String(cString: strerror(errno))) }
-        var ok = false
-        defer {
-            if !ok { unlink(temporary) }
-        }
-        do {
-            defer { close(fd) }
-            // umask may have removed bits, never added them; make the mode exact anyway.
-            guard fchmod(fd, 0o600) == 0 else { throw TokenFileError(path: path, problem: String(cString: strerror(errno))) }
-            var bytes = Array((text + "\n").utf8)[...]
-            while !bytes.isEmpty {
-                let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    throw TokenFileError(path: path, problem: String(cString: strerror(errno)))
+                _ = self.save(to: file, logger: logger)
+                self.syncer.async {
+                    self.sync(file)
+                    done.resume()
                 }
-                bytes = bytes.dropFirst(written)
             }
-            guard fsync(fd) == 0 else { throw TokenFileError(path: path, problem: String(cString: strerror(errno))) }
-        }
-        guard rename(temporary, path) == 0 else { throw TokenFileError(path: path, problem: String(cString: strerror(errno))) }
-        ok = true
-        let folderFD = open(folder, O_RDONLY | O_CLOEXEC)
-        if folderFD >= 0 {
-            _ = fsync(folderFD)
-            close(folderFD)
         }
     }
-}
 
-struct TokenFileError: Error, CustomStringConvertible {
-    var path: String
-    var problem: String
-    var description: String {
-        "cannot write the web auth token file \(path) (\(problem)): check that its folder exists and is writable"
+    /// How many times the file has been written and synced.
+    var fileWrites: Int { state.withLockedValue { $0.writes } }
+    var fileSyncs: Int { state.withLockedValue { $0.syncs } }
+
+    /// On the writer queue: writes the file if it is behind, schedules a sync, and returns the
+    /// newest token, which the file now has (unless writing failed: the run goes on with it).
+    private func save(to file: WebAuthTokenFile, logger: Logger) -> String? {
+        let (contents, version) = state.withLockedValue { state -> (WebAuthTokenFile.Contents?, Int) in
+            // With no token left, the file keeps the last ones: a person must sign in anyway.
+            guard state.version != state.savedVersion, !state.contents.tokens.isEmpty else { return (nil, state.version) }
+            return (state.contents, state.version)
+        }
+        guard let contents else { return current }
+        do {
+            try file.write(contents)
+            let scheduleSync = state.withLockedValue { state -> Bool in
+                state.savedVersion = version
+                state.writes += 1
+                defer { state.syncScheduled = true }
+                return !state.syncScheduled
+            }
+            if scheduleSync {
+                syncer.asyncAfter(deadline: .now() + .nanoseconds(Int(syncInterval.seconds * 1e9))) { self.sync(file) }
+            }
+        } catch {
+            let first = state.withLockedValue { state -> Bool in
+                defer { state.failureLogged = true }
+                return !state.failureLogged
+            }
+            if first {
+                logger.error(
+                    "could not save the rotated web auth token; a run after a crash may need a new one",
+                    metadata: ["error": "\(error)"])
+            }
+        }
+        return contents.tokens.first
+    }
+
+    /// On the sync queue: whatever the file holds now reaches the disk.
+    private func sync(_ file: WebAuthTokenFile) {
+        state.withLockedValue { $0.syncScheduled = false }
+        file.sync()
+        state.withLockedValue { $0.syncs += 1 }
     }
 }

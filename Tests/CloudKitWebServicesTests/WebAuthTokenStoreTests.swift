@@ -3,60 +3,131 @@ import Foundation
 import Logging
 import Testing
 
-/// A backfill receives a new web auth token with every page; the file keeps up with the newest
-/// without paying two fsyncs per page.
+/// Every request carries the newest token, and the file has it before the request is sent, so a
+/// process killed at any moment never leaves a token the server has moved past; fsyncs are
+/// batched, since only a power loss can take back what reached the page cache.
 @Suite struct WebAuthTokenStoreTests {
     let logger = Logger(label: "test")
 
-    @Test func tokensArrivingTogetherAreWrittenOnceAndTheNewestWinsAtFlush() async throws {
-        let (store, file, folder) = try makeStore(configured: "configured", writeInterval: .seconds(3600))
+    @Test func theFileHasATokenBeforeTheRequestThatCarriesItIsSent() async throws {
+        let (store, file, folder) = try makeStore(configured: "configured", syncInterval: .seconds(3600))
         defer { try? FileManager.default.removeItem(atPath: folder) }
 
-        store.received("rotated-1", logger: logger)
-        try await waitUntil { (try? String(contentsOfFile: file, encoding: .utf8)) == "rotated-1\n" }
-        for i in 2...40 { store.received("rotated-\(i)", logger: logger) }
-        try await Task.sleep(for: .milliseconds(200))
-        #expect(try String(contentsOfFile: file, encoding: .utf8) == "rotated-1\n", "the next write waits for its interval")
-        #expect(store.fileWrites == 1)
-
+        #expect(await store.tokenForRequest(logger: logger) == "configured")
+        #expect(try lines(file).first == "configured")
+        for i in 1...40 {
+            store.received("rotated-\(i)", logger: logger)
+            #expect(await store.tokenForRequest(logger: logger) == "rotated-\(i)")
+            #expect(try lines(file).first == "rotated-\(i)")
+        }
+        #expect(store.fileWrites == 41)
+        #expect(store.fileSyncs == 0, "no fsync waits for its interval")
         await store.flush(logger: logger)
-        #expect(try String(contentsOfFile: file, encoding: .utf8) == "rotated-40\n")
-        #expect(store.fileWrites == 2, "39 tokens that came within one interval cost one write")
-        await store.flush(logger: logger)
-        #expect(store.fileWrites == 2, "a flush with nothing new writes nothing")
-    }
-
-    @Test func aTokenThatCameDuringTheIntervalReachesTheFileWithoutAFlush() async throws {
-        let (store, file, folder) = try makeStore(writeInterval: .milliseconds(50))
-        defer { try? FileManager.default.removeItem(atPath: folder) }
-
-        store.received("rotated-1", logger: logger)
-        store.received("rotated-2", logger: logger)
-        store.received("rotated-3", logger: logger)
-        try await waitUntil { (try? String(contentsOfFile: file, encoding: .utf8)) == "rotated-3\n" }
-        #expect(store.fileWrites <= 2)
+        #expect(store.fileSyncs == 1)
+        let mode = try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
         let leftovers = try FileManager.default.contentsOfDirectory(atPath: folder)
         #expect(leftovers == ["notes.web-auth-token"], "no temporary file is left behind")
     }
 
-    @Test func aTokenThatArrivesAfterTheFlushIsWrittenAtOnce() async throws {
-        let (store, file, folder) = try makeStore(writeInterval: .seconds(3600))
+    @Test func writesAreSyncedInTheBackgroundAtMostOncePerInterval() async throws {
+        let (store, _, folder) = try makeStore(syncInterval: .milliseconds(500))
         defer { try? FileManager.default.removeItem(atPath: folder) }
+        let started = ContinuousClock.now
+        for i in 1...20 {
+            store.received("rotated-\(i)", logger: logger)
+            _ = await store.tokenForRequest(logger: logger)
+        }
+        let intervals = Int((ContinuousClock.now - started) / .milliseconds(500))
+        try await waitUntil { store.fileSyncs >= 1 }
+        #expect(store.fileWrites == 20)
+        #expect(store.fileSyncs <= intervals + 1, "at most one sync per interval: \(store.fileSyncs) in \(intervals + 1) intervals")
+    }
 
+    @Test func aRequestWithNothingNewWritesNothing() async throws {
+        let (store, _, folder) = try makeStore(syncInterval: .seconds(3600))
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        store.received("rotated-1", logger: logger)
+        _ = await store.tokenForRequest(logger: logger)
+        _ = await store.tokenForRequest(logger: logger)
+        store.received("rotated-1", logger: logger)
+        _ = await store.tokenForRequest(logger: logger)
+        #expect(store.fileWrites == 1)
+    }
+
+    @Test func aRefusedTokenGivesWayToTheOnesReceivedBeforeIt() async throws {
+        let (store, file, folder) = try makeStore(configured: "configured", syncInterval: .seconds(3600))
+        defer { try? FileManager.default.removeItem(atPath: folder) }
         store.received("rotated-1", logger: logger)
         store.received("rotated-2", logger: logger)
+        _ = await store.tokenForRequest(logger: logger)
+        #expect(try lines(file).prefix(3) == ["rotated-2", "earlier=rotated-1", "earlier=configured"])
+
+        #expect(store.refused("rotated-2"))
+        #expect(await store.tokenForRequest(logger: logger) == "rotated-1")
+        #expect(try lines(file).first == "rotated-1", "a refused token is not kept")
+        #expect(store.refused("rotated-1"))
+        #expect(!store.refused("configured"), "no token is left: a person must sign in")
+        #expect(store.current == nil)
+    }
+
+    @Test func theNextRunStartsWithTheSavedTokensAndWhatItLearned() async throws {
+        let (store, file, folder) = try makeStore(configured: "configured", syncInterval: .seconds(3600))
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        store.received("rotated-1", logger: logger)
+        store.learnOneAtATime()
         await store.flush(logger: logger)
-        #expect(try String(contentsOfFile: file, encoding: .utf8) == "rotated-2\n")
+        #expect(try lines(file).contains("requests=one-at-a-time"))
+
+        let next = WebAuthTokenStore(configured: "configured", file: file, logger: logger)
+        #expect(next.current == "rotated-1")
+        #expect(next.oneAtATime)
+    }
+
+    @Test func aTokenConfiguredAfterASignInWinsOverTheSavedOnes() async throws {
+        let (store, file, folder) = try makeStore(configured: "first-sign-in", syncInterval: .seconds(3600))
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        store.received("rotated-1", logger: logger)
+        store.learnOneAtATime()
+        await store.flush(logger: logger)
+
+        let next = WebAuthTokenStore(configured: "second-sign-in", file: file, logger: logger)
+        #expect(next.current == "second-sign-in")
+        #expect(next.oneAtATime, "what was learned of the server stays")
+        #expect(await next.tokenForRequest(logger: logger) == "second-sign-in")
+        #expect(WebAuthTokenStore(configured: "second-sign-in", file: file, logger: logger).current == "second-sign-in")
+    }
+
+    @Test func aOneLineFileFromAnEarlierVersionIsATokenAlone() throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let file = folder + "/old.web-auth-token"
+        try "saved-token\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let store = WebAuthTokenStore(configured: "configured", file: file, logger: logger)
+        #expect(store.current == "saved-token")
+        #expect(!store.oneAtATime)
+    }
+
+    @Test func aTokenThatArrivesAfterTheFlushIsWrittenAtOnce() async throws {
+        let (store, file, folder) = try makeStore(syncInterval: .seconds(3600))
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        store.received("rotated-1", logger: logger)
+        await store.flush(logger: logger)
+        #expect(try lines(file).first == "rotated-1")
         // A request that was under way when the client shut down answers with one more token.
-        store.received("rotated-3", logger: logger)
-        try await waitUntil { (try? String(contentsOfFile: file, encoding: .utf8)) == "rotated-3\n" }
+        store.received("rotated-2", logger: logger)
+        try await waitUntil { (try? lines(file).first) == "rotated-2" }
     }
 
     /// A store for `notes.web-auth-token` in a new folder.
-    func makeStore(configured: String? = nil, writeInterval: Duration) throws -> (store: WebAuthTokenStore, file: String, folder: String) {
+    func makeStore(configured: String? = nil, syncInterval: Duration) throws -> (store: WebAuthTokenStore, file: String, folder: String) {
         let folder = try temporaryFolder()
         let file = folder + "/notes.web-auth-token"
-        return (WebAuthTokenStore(configured: configured, file: file, writeInterval: writeInterval, logger: logger), file, folder)
+        return (WebAuthTokenStore(configured: configured, file: file, syncInterval: syncInterval, logger: logger), file, folder)
+    }
+
+    func lines(_ file: String) throws -> [String] {
+        try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").map(String.init)
     }
 
     /// Polls `condition` for up to ten seconds.

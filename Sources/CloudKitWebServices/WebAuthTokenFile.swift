@@ -1,0 +1,136 @@
+import Crypto
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+private let systemWrite = Glibc.write
+#elseif canImport(Musl)
+import Musl
+private let systemWrite = Musl.write
+#elseif canImport(Darwin)
+import Darwin
+private let systemWrite = Darwin.write
+#endif
+
+/// The file that keeps a pipeline's web auth tokens between runs, mode 0600:
+///
+///     <the newest token>
+///     earlier=<a token received before it>
+///     configured-token-sha256=<16 hex digits>
+///     requests=one-at-a-time
+///
+/// `earlier` lines hold the tokens received just before the newest, newest first: with requests
+/// in flight together, the token received last is not always the one the server issued last.
+/// The fingerprint of the configured token tells a later run whether a person has signed in again
+/// since (a new configured token then wins over the saved ones). `requests=one-at-a-time` says
+/// the server refused a token that concurrent requests had overtaken, so requests go one at a
+/// time. A file of one line, as older versions wrote, is a token alone.
+struct WebAuthTokenFile: Sendable {
+    struct Contents: Sendable, Equatable {
+        /// Newest first.
+        var tokens: [String] = []
+        var configuredFingerprint: String?
+        var oneAtATime = false
+    }
+
+    let path: String
+
+    /// What the file holds; nil when it does not exist or holds no token.
+    func read() -> Contents? {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+        var contents = Contents()
+        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: true).enumerated() {
+            let line = raw.trimmingCharacters(in: .whitespaces)
+            if index == 0 {
+                if !line.isEmpty { contents.tokens.append(line) }
+                continue
+            }
+            guard let equals = line.firstIndex(of: "=") else { continue }
+            let key = line[..<equals], value = String(line[line.index(after: equals)...])
+            switch key {
+            case "earlier": if !value.isEmpty { contents.tokens.append(value) }
+            case "configured-token-sha256": contents.configuredFingerprint = value
+            case "requests": contents.oneAtATime = value == "one-at-a-time"
+            default: continue  // written by a newer version; ignored
+            }
+        }
+        return contents.tokens.isEmpty ? nil : contents
+    }
+
+    static func text(of contents: Contents) -> String {
+        var lines = Array(contents.tokens.prefix(1))
+        lines += contents.tokens.dropFirst().map { "earlier=\($0)" }
+        if let fingerprint = contents.configuredFingerprint { lines.append("configured-token-sha256=\(fingerprint)") }
+        if contents.oneAtATime { lines.append("requests=one-at-a-time") }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// The first 16 hex digits of the token's SHA-256: enough to notice a new sign-in, too few to
+    /// tell anything about the token.
+    static func fingerprint(of token: String) -> String {
+        SHA256.hash(data: Data(token.utf8)).prefix(8).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// Writes a temporary file beside the target with mode 0600 and renames it over the target: a
+    /// process killed at any moment leaves either the old contents or the new, never half, and no
+    /// other user can ever read them. The new contents are in the page cache when this returns,
+    /// which a killed process cannot lose; `sync()` makes them survive a power loss too.
+    func write(_ contents: Contents) throws {
+        let folder = self.folder
+        if !FileManager.default.fileExists(atPath: folder) {
+            do {
+                try FileManager.default.createDirectory(
+                    atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw TokenFileError(path: path, problem: "its folder cannot be created")
+            }
+        }
+        let name = path[(path.lastIndex(of: "/").map { path.index(after: $0) } ?? path.startIndex)...]
+        let temporary = "\(folder)/.\(name).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw TokenFileError(path: path, problem: String(cString: strerror(errno))) }
+        var renamed = false
+        defer {
+            if !renamed { unlink(temporary) }
+        }
+        do {
+            defer { close(fd) }
+            // umask may have removed bits, never added them; make the mode exact anyway.
+            guard fchmod(fd, 0o600) == 0 else { throw TokenFileError(path: path, problem: String(cString: strerror(errno))) }
+            var bytes = Array(Self.text(of: contents).utf8)[...]
+            while !bytes.isEmpty {
+                let written = bytes.withUnsafeBytes { systemWrite(fd, $0.baseAddress, $0.count) }
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    throw TokenFileError(path: path, problem: String(cString: strerror(errno)))
+                }
+                bytes = bytes.dropFirst(written)
+            }
+        }
+        guard rename(temporary, path) == 0 else { throw TokenFileError(path: path, problem: String(cString: strerror(errno))) }
+        renamed = true
+    }
+
+    /// Flushes the file and the folder's entry for it to the disk.
+    func sync() {
+        for (target, flags) in [(path, O_RDONLY), (folder, O_RDONLY | O_DIRECTORY)] {
+            let fd = open(target, flags | O_CLOEXEC)
+            guard fd >= 0 else { continue }
+            _ = fsync(fd)
+            close(fd)
+        }
+    }
+
+    var folder: String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+}
+
+struct TokenFileError: Error, CustomStringConvertible {
+    var path: String
+    var problem: String
+    var description: String {
+        "cannot write the web auth token file \(path) (\(problem)): check that its folder exists and is writable"
+    }
+}
