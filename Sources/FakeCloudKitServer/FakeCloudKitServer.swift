@@ -38,11 +38,24 @@ public struct FakeCloudKitServer: Sendable {
         /// (or, with a `tokenWindow`, until a rotated token has been used). The tokens the server
         /// issues (one per response, in `X-Apple-CloudKit-Web-Auth-Token`) are accepted too.
         public var webAuthTokens: [String]
-        /// How many of the tokens the server issued it still accepts: only the newest
-        /// `tokenWindow`, and the configured tokens only until a rotated one has been used, as
-        /// Apple documents a token as good once. nil accepts every token it ever issued, as one
-        /// live test found the real service does.
+        /// How many of the tokens the server issued it still accepts, and the configured tokens
+        /// only until a rotated one has been used. nil accepts every token it ever issued, as
+        /// one live test found the real service does.
         public var tokenWindow: Int?
+        /// When a token leaves the window (Apple: "every response carries a new token, and the
+        /// previous one becomes invalid", which reads both ways).
+        public var tokenRetirement: TokenRetirement
+
+        public enum TokenRetirement: String, Sendable, CaseIterable {
+            /// A token is accepted until `tokenWindow` tokens issued after it... have been *used*:
+            /// the N ending with the newest token used, and any issued after that. A client that
+            /// saves each token before it uses it survives being killed at any moment.
+            case onUse = "use"
+            /// ...have been *issued*: only the newest N. A response lost with a killed client
+            /// takes a place in the window, so with a window of 1 no client survives being killed
+            /// during a request, and with 2 not two such kills in a row (README).
+            case onIssue = "issue"
+        }
         /// Every CloudKit response waits `latency`, give or take up to `jitter` (uniformly), as a
         /// server 50-300 ms away answers.
         public var latency: Duration
@@ -65,7 +78,8 @@ public struct FakeCloudKitServer: Sendable {
             userRecordName: String = "_fakeUser", apiToken: String = "fake-api-token",
             webAuthTokens: [String] = ["fake-web-auth-token"],
             redirectURL: String = "https://idmsa.apple.com/IDMSWebAuth/signin?fake=1",
-            preparesPages: Bool = false, tokenWindow: Int? = nil, latency: Duration = .zero, jitter: Duration = .zero,
+            preparesPages: Bool = false, tokenWindow: Int? = nil, tokenRetirement: TokenRetirement = .onUse,
+            latency: Duration = .zero, jitter: Duration = .zero,
             maxInFlight: Int? = nil, throttleRetryAfter: Double = 0.25
         ) {
             self.host = host
@@ -80,6 +94,7 @@ public struct FakeCloudKitServer: Sendable {
             self.redirectURL = redirectURL
             self.preparesPages = preparesPages
             self.tokenWindow = tokenWindow
+            self.tokenRetirement = tokenRetirement
             self.latency = latency
             self.jitter = jitter
             self.maxInFlight = maxInFlight

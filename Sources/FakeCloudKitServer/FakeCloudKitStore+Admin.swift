@@ -106,7 +106,7 @@ extension FakeCloudKitStore {
         case "auth/revoke":
             if body.all == true {
                 initialTokens = []
-                issuedTokens = []
+                tokenPositions = [:]
                 everIssued = []
             } else if body.initial == true {
                 initialTokens = []

@@ -38,18 +38,19 @@ extension FakeCloudKitStore {
         var delay: Duration = .zero
     }
 
-    /// One CloudKit request from its arrival to its response's departure: counted in flight all
-    /// that time, and answered once its delay (the latency, say) has passed.
+    /// One CloudKit request from its arrival to its response's departure, counted in flight all
+    /// that time. Half the latency passes before the request is handled (it travels to the
+    /// server) and half after (the answer travels back), so a token is issued halfway through
+    /// the round trip, as a server far away issues it; an injected delay comes on top.
     nonisolated func handleInFlight(_ request: CloudKitRequest) async -> CloudKitResponse {
-        let response = await arriveAndHandle(request)
+        let (tooMany, latency) = await arrive()
         // A cancelled sleep means the client has gone; the request is no longer in flight.
-        if response.delay > .zero { try? await Task.sleep(for: response.delay) }
+        if latency > .zero { try? await Task.sleep(for: latency / 2) }
+        let response = await handle(request, tooManyInFlight: tooMany)
+        let rest = latency / 2 + response.delay
+        if rest > .zero { try? await Task.sleep(for: rest) }
         await depart()
         return response
-    }
-
-    private func arriveAndHandle(_ request: CloudKitRequest) -> CloudKitResponse {
-        handle(request, tooManyInFlight: arrive())
     }
 
     /// Handles one request to `/database/1/…`, in this order: the path, authentication (and the
@@ -70,11 +71,11 @@ extension FakeCloudKitStore {
         case .refused(let reply):
             // No new token on an authentication failure: handing out a valid token with a 401
             // would let a client that always keeps the newest token carry on as if signed in.
-            return CloudKitResponse(reply: reply, delay: responseDelay())
+            return CloudKitResponse(reply: reply, delay: .milliseconds(takeDelay()))
         case .accepted(let token):
             rotated = token
         }
-        var response = CloudKitResponse(reply: Reply(body: []), rotatedToken: rotated, delay: responseDelay())
+        var response = CloudKitResponse(reply: Reply(body: []), rotatedToken: rotated, delay: .milliseconds(takeDelay()))
         if tooManyInFlight {
             let retryAfter = configuration.throttleRetryAfter
             response.reply = .error(429, "THROTTLED", "too many requests in flight: retry after \(retryAfter) s", retryAfter: retryAfter)

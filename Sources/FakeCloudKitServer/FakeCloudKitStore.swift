@@ -70,8 +70,11 @@ actor FakeCloudKitStore {
     var nextChangeTag = 1
 
     var initialTokens: Set<String>
-    /// Every token issued, in order; with a `tokenWindow` only the newest that many are accepted.
-    var issuedTokens: [String] = []
+    /// With a `tokenWindow`: the position of each token issued that may still be accepted, the
+    /// next position, and the newest position used in an accepted request.
+    var tokenPositions: [String: Int] = [:]
+    var nextTokenPosition = 0
+    var newestUsedPosition = -1
     var everIssued: Set<String> = []
     /// Configured tokens retired by the use of a rotated one (with a `tokenWindow`).
     var retiredTokens: Set<String> = []
@@ -354,6 +357,7 @@ actor FakeCloudKitStore {
             return .refused(.error(421, "AUTHENTICATION_REQUIRED", "request needs a user context: sign in and pass ckWebAuthToken", redirectURL: configuration.redirectURL))
         }
         let isRotated = isAcceptedRotatedToken(webAuthToken)
+        if isRotated, let position = tokenPositions[webAuthToken] { newestUsedPosition = max(newestUsedPosition, position) }
         guard isRotated || initialTokens.contains(webAuthToken) else {
             if everIssued.contains(webAuthToken) || retiredTokens.contains(webAuthToken) { traffic.staleTokenRefusals += 1 }
             return .refused(.error(401, "AUTHENTICATION_FAILED", "web auth token (ckWebAuthToken) is unknown, expired or revoked"))
@@ -368,10 +372,21 @@ actor FakeCloudKitStore {
     }
 
     /// Whether `token` is one the server issued and still accepts: any of them, or with a
-    /// `tokenWindow` the newest that many.
+    /// `tokenWindow` of N, one of the newest N issued (`tokenRetirement` `.onIssue`) or, when
+    /// retired on use, one of the N ending with the newest token used, or a later one.
     func isAcceptedRotatedToken(_ token: String) -> Bool {
-        guard let window = configuration.tokenWindow else { return everIssued.contains(token) }
-        return issuedTokens.suffix(window).contains(token)
+        guard configuration.tokenWindow != nil else { return everIssued.contains(token) }
+        guard let position = tokenPositions[token] else { return false }
+        return position >= oldestAcceptedPosition
+    }
+
+    /// With a `tokenWindow`: tokens issued before this position are no longer accepted.
+    var oldestAcceptedPosition: Int {
+        let window = configuration.tokenWindow ?? 1
+        switch configuration.tokenRetirement {
+        case .onIssue: return nextTokenPosition - window
+        case .onUse: return newestUsedPosition - window + 1
+        }
     }
 
     func issueToken() -> String {
@@ -382,9 +397,13 @@ actor FakeCloudKitStore {
         let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
         let token = "fake+" + Base64.encode(bytes)
         everIssued.insert(token)
-        if let window = configuration.tokenWindow {
-            issuedTokens.append(token)
-            if issuedTokens.count > 4 * window + 64 { issuedTokens.removeFirst(issuedTokens.count - window) }
+        if configuration.tokenWindow != nil {
+            tokenPositions[token] = nextTokenPosition
+            nextTokenPosition += 1
+            if tokenPositions.count > 256 {
+                let oldest = oldestAcceptedPosition
+                tokenPositions = tokenPositions.filter { $0.value >= oldest }
+            }
         }
         return token
     }
@@ -392,8 +411,12 @@ actor FakeCloudKitStore {
     // MARK: Traffic
 
     /// A CloudKit request arrives: counts it in flight. Returns whether it is one too many
-    /// (`maxInFlight`), to be throttled.
-    func arrive() -> Bool {
+    /// (`maxInFlight`), to be throttled, and its round trip's latency, give or take the jitter.
+    func arrive() -> (tooMany: Bool, latency: Duration) {
+        (countArrival(), latency())
+    }
+
+    private func countArrival() -> Bool {
         traffic.requests += 1
         if traffic.inFlight > 0 { traffic.overlapped += 1 }
         traffic.inFlight += 1
@@ -412,15 +435,14 @@ actor FakeCloudKitStore {
         traffic.inFlight -= 1
     }
 
-    /// How long the response waits: an injected delay (`faults/delay`) plus the latency, give or
-    /// take the jitter.
-    func responseDelay() -> Duration {
-        var delay = Duration.milliseconds(takeDelay()) + configuration.latency
+    /// The latency of one round trip: `latency`, give or take up to `jitter`.
+    func latency() -> Duration {
+        var latency = configuration.latency
         if configuration.jitter > .zero {
             let jitter = configuration.jitter.seconds
-            delay += .nanoseconds(Int64(Double.random(in: -jitter...jitter) * 1e9))
+            latency += .nanoseconds(Int64(Double.random(in: -jitter...jitter) * 1e9))
         }
-        return max(delay, .zero)
+        return max(latency, .zero)
     }
 
     // MARK: Faults

@@ -51,10 +51,15 @@ struct FakeServerCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("token-window"),
-        help: "Accept only the newest N web auth tokens the server issued, and the configured one only until a rotated one is used (Apple documents a token as good once). Without it every issued token stays good.")
+        help: "Accept a web auth token only until N newer ones have been used (or issued: --token-retirement), and the configured one only until a rotated one is used (Apple: the previous token becomes invalid). Without it every issued token stays good.")
     var tokenWindow: Int?
 
-    @Option(help: "Delay every CloudKit response by MS milliseconds, give or take JITTER (uniformly): MS or MS,JITTER.")
+    @Option(
+        name: .customLong("token-retirement"),
+        help: "With --token-window: 'use' retires a token once N newer ones have been used; 'issue' once N newer ones have been issued, answered or not (the harshest reading: a response lost with a killed client counts).")
+    var tokenRetirement: FakeCloudKitServer.Configuration.TokenRetirement = .onUse
+
+    @Option(help: "Make every CloudKit round trip take MS milliseconds, give or take JITTER (uniformly), half before the server handles the request and half after: MS or MS,JITTER.")
     var latency: Latency?
 
     @Option(
@@ -92,8 +97,10 @@ struct FakeServerCommand: AsyncParsableCommand {
             port: port,
             settings: FakeSettings(seed: seed, zones: zones, recordsPerZone: recordsPerZone, pageSize: pageSize, churn: !noChurn),
             scenarioFile: scenario, apiToken: apiToken, webAuthTokens: [webAuthToken], preparesPages: preparePages,
-            tokenWindow: tokenWindow, latency: .milliseconds(latency?.milliseconds ?? 0),
+            tokenWindow: tokenWindow, tokenRetirement: tokenRetirement, latency: .milliseconds(latency?.milliseconds ?? 0),
             jitter: .milliseconds(latency?.jitterMilliseconds ?? 0), maxInFlight: maxInFlight)
         try await FakeCloudKitServer.runFromCommandLine(configuration, logger: logger)
     }
 }
+
+extension FakeCloudKitServer.Configuration.TokenRetirement: ExpressibleByArgument {}
