@@ -7,12 +7,14 @@ import NIOConcurrencyHelpers
 /// `X-Apple-CloudKit-Web-Auth-Token` on every response, errors included, and Apple documents the
 /// previous one as no longer good; some servers accept the last few. So:
 ///
-/// - Every request carries the newest token known (`tokenForRequest`), and the file has that
-///   token before the request is sent: a process killed at any moment leaves in the file a token
-///   at least as new as any the server has seen, which is the newest or the one before it. The
-///   file is replaced with write and rename, without fsync; fsyncs follow in the background at
-///   most every `syncInterval`, and at `flush`. A killed process loses nothing that reached the
-///   page cache; only a power loss can take the file back to a token some requests older.
+/// - A token is written to the file as soon as it arrives, before its response is read, and every
+///   request carries the newest token known (`tokenForRequest`) once the file has it. A process
+///   killed at any moment leaves in the file the newest token it received, which the server
+///   accepts unless it has answered a request since (one in flight at the kill): then it is the
+///   one before the newest. The file is replaced with write and rename, without fsync; fsyncs
+///   follow in the background at most every `syncInterval`, and at `flush`. A killed process
+///   loses nothing that reached the page cache; only a power loss can take the file back to a
+///   token some requests older.
 /// - A token the server refused is forgotten (`refused`); the one received before it is tried
 ///   next. Requests in flight together can be answered out of order, so the token received last
 ///   is not always the one issued last.
@@ -39,7 +41,6 @@ final class WebAuthTokenStore: Sendable {
         var version = 0
         var savedVersion = 0
         var syncScheduled = false
-        var flushed = false
         var failureLogged = false
         /// How many times the file was written and synced, for tests.
         var writes = 0
@@ -89,19 +90,19 @@ final class WebAuthTokenStore: Sendable {
     func received(_ newToken: String, logger: Logger) {
         let token = newToken.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !token.isEmpty else { return }
-        let (changed, flushed) = state.withLockedValue { state -> (Bool, Bool) in
-            guard state.contents.tokens.first != token else { return (false, state.flushed) }
+        let changed = state.withLockedValue { state -> Bool in
+            guard state.contents.tokens.first != token else { return false }
             state.contents.tokens.removeAll { $0 == token }
             state.contents.tokens.insert(token, at: 0)
             if state.contents.tokens.count > Self.tokensKept { state.contents.tokens.removeLast() }
             state.version += 1
-            return (true, state.flushed)
+            return true
         }
         guard changed else { return }
         logger.trace("the server rotated the web auth token")
-        // After `flush` no request will save it: a request that was under way as the client
-        // shut down answers with one more token, written at once.
-        if flushed, let file { writer.async { _ = self.save(to: file, logger: logger) } }
+        // Written now rather than before the next request: a process killed while it reads
+        // this response must not leave the token the server has just moved past.
+        if let file { writer.async { _ = self.save(to: file, logger: logger) } }
     }
 
     /// Forgets a token the server refused. Returns whether another token is left to try.
@@ -125,7 +126,6 @@ final class WebAuthTokenStore: Sendable {
 
     /// Returns once the file has the newest token and is synced to the disk.
     func flush(logger: Logger) async {
-        state.withLockedValue { $0.flushed = true }
         guard let file else { return }
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             writer.async {
