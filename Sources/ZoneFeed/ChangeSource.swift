@@ -16,6 +16,19 @@ public protocol ChangeSource: Sendable {
 
     /// One page of a zone's change feed after `token` (nil: from the beginning).
     func fetchZoneChanges(in zone: ZoneID, since token: ChangeToken?) async throws -> ZoneChangePage
+
+    /// How many zones are worth fetching at once, whatever the destination writes with: a source
+    /// far away over the network keeps many requests in flight. nil: as many as the destination
+    /// writes.
+    var concurrentZones: Int? { get }
+
+    /// How long the source has waited so far because its server throttled it, in seconds.
+    func throttledSeconds() async -> Double
+}
+
+extension ChangeSource {
+    public var concurrentZones: Int? { nil }
+    public func throttledSeconds() async -> Double { 0 }
 }
 
 /// Source failures the engine handles in a particular way; anything else fails the zone.

@@ -22,7 +22,8 @@ public protocol Destination: Sendable {
     func prepare() async throws
     /// Records a new run as `running` and returns its ID.
     func startRun() async throws -> Int64
-    func finishRun(_ runID: Int64, status: RunStatus, error: String?) async throws
+    /// Records how the run ended, and how long it waited because the source was throttled.
+    func finishRun(_ runID: Int64, status: RunStatus, error: String?, throttledSeconds: Double) async throws
 
     /// The account the checkpoints belong to, and recording it.
     func storedAccount() async throws -> String?

@@ -72,11 +72,14 @@ extension Pipeline {
             row("resultsLimit", "\(cloudKit.resultsLimit) records per request")
             row("desiredKeys", cloudKit.desiredKeys.map { $0.isEmpty ? "none" : $0.joined(separator: ", ") } ?? "all fields")
             row("requests", "timeout \(seconds(cloudKit.timeoutSeconds)), at most \(cloudKit.maxAttempts) attempts, \(seconds(cloudKit.retryBudgetSeconds)) of retry waits")
+            row("maxConcurrentRequests", "\(cloudKit.maxConcurrentRequests) requests in flight at most (fewer while throttled; one if the server accepts only the newest token)")
             let auth = cloudKit.auth
             var kinds: [String] = []
             if auth.apiToken != nil { kinds.append("apiToken <redacted>") }
             if auth.webAuthToken != nil { kinds.append("webAuthToken <redacted>") }
-            if let file = auth.webAuthTokenFile { kinds.append("webAuthTokenFile \(file)") }
+            if let file = auth.webAuthTokenFile {
+                kinds.append("webAuthTokenFile \(file)" + (auth.webAuthTokenFileIsDefault ? " (the default for this pipeline)" : ""))
+            }
             if auth.serverKeyID != nil { kinds.append("serverKeyID <redacted>") }
             if let file = auth.serverPrivateKeyFile { kinds.append("serverPrivateKeyFile \(file)") }
             row("auth", kinds.joined(separator: ", "))
@@ -313,7 +316,14 @@ private struct PipelineFileReader {
         else { return nil }
 
         let name = readName(in: top)
-        let source = readSource(in: top)
+        var source = readSource(in: top)
+        if case .cloudKit(var cloudKit)? = source, cloudKit.auth.webAuthTokenFile == nil, let name {
+            // Tokens rotate with every request: a run that did not keep the newest could not
+            // start again after a crash.
+            cloudKit.auth.webAuthTokenFile = ".zonefeed/\(name).web-auth-token"
+            cloudKit.auth.webAuthTokenFileIsDefault = true
+            source = .cloudKit(cloudKit)
+        }
         let destination = readDestination(in: top, pipelineName: name)
         let recordTypes = readRecordTypes(in: top)
         let unmappedFields = choice(Pipeline.UnmappedFields.self, "unmappedFields", in: top)
@@ -372,7 +382,7 @@ private struct PipelineFileReader {
     mutating func readCloudKit(in source: Section) -> CloudKitSettings? {
         let allowed = [
             "baseURL", "container", "environment", "database", "zones", "resultsLimit", "desiredKeys",
-            "timeoutSeconds", "maxAttempts", "retryBudgetSeconds", "auth",
+            "timeoutSeconds", "maxAttempts", "retryBudgetSeconds", "maxConcurrentRequests", "auth",
         ]
         guard let section = subsection("cloudkit", in: source, allowed: allowed, required: true) else { return nil }
         let reported = diagnostics.count
@@ -414,6 +424,7 @@ private struct PipelineFileReader {
         let timeout = number("timeoutSeconds", in: section, minimum: 0, inclusive: false)
         let maxAttempts = integer("maxAttempts", in: section, range: 1...Int.max)
         let retryBudget = number("retryBudgetSeconds", in: section, minimum: 0, inclusive: true)
+        let maxConcurrentRequests = integer("maxConcurrentRequests", in: section, range: 1...256)
         let auth = readAuth(in: section)
         guard diagnostics.count == reported, let container, let auth else { return nil }
 
@@ -427,6 +438,7 @@ private struct PipelineFileReader {
         if let timeout { settings.timeoutSeconds = timeout }
         if let maxAttempts { settings.maxAttempts = maxAttempts }
         if let retryBudget { settings.retryBudgetSeconds = retryBudget }
+        if let maxConcurrentRequests { settings.maxConcurrentRequests = maxConcurrentRequests }
         return settings
     }
 

@@ -61,6 +61,10 @@ public struct CloudKitSettings: Sendable {
     public var maxAttempts: Int = 8
     /// ...and no new attempt more than this many seconds after the first one, per request.
     public var retryBudgetSeconds: Double = 300
+    /// The most requests in flight at once, across zones; each zone's pages still come one after
+    /// another. 16 keeps a backfill 100 ms from CloudKit well past eight times what one request
+    /// at a time can fetch (README, "Benchmark").
+    public var maxConcurrentRequests: Int = 16
 
     public enum Environment: String, Sendable, CaseIterable { case development, production }
     public enum Database: String, Sendable, CaseIterable { case `private`, shared }
@@ -68,8 +72,11 @@ public struct CloudKitSettings: Sendable {
     public struct Auth: Sendable {
         public var apiToken: Secret?
         public var webAuthToken: Secret?
-        /// Where the rotated web auth token is kept between runs (mode 0600).
+        /// Where the rotated web auth token is kept between runs (mode 0600); when the file
+        /// does not name one, `.zonefeed/<pipeline>.web-auth-token`.
         public var webAuthTokenFile: String?
+        /// Whether `webAuthTokenFile` is the default rather than the file's.
+        public var webAuthTokenFileIsDefault = false
         /// Server-to-server signing: the key ID from CloudKit Dashboard and a PEM private key file.
         public var serverKeyID: String?
         public var serverPrivateKeyFile: String?

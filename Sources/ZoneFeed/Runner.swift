@@ -3,8 +3,10 @@ import Foundation
 import Logging
 
 /// Drives one run: discovers zones, then for each zone claims it, reads its checkpoint and
-/// applies its pages in batches of whole pages until `moreComing` is false, up to
-/// `parallelZones` zones at once. Events are delivered one at a time to `events`. Cancellation
+/// applies its pages in batches of whole pages until `moreComing` is false. Zones are worked on
+/// `zonesAtOnce` at a time: as many as the destination writes with (`parallelZones`), or more when
+/// the source is far away and wants many requests in flight (`ChangeSource.concurrentZones`).
+/// Events are delivered one at a time to `events`. Cancellation
 /// (SIGINT, SIGTERM) stops between batches: a batch is either committed with its token or not at
 /// all.
 public struct Runner: Sendable {
@@ -16,7 +18,8 @@ public struct Runner: Sendable {
         public var zoneFilter: [String]
         /// How many times a page may repeat its token with nothing in it before it is an error.
         public var maxEmptyRepeats: Int
-        /// How many zones are fetched and applied at once; the destination must take as many.
+        /// How many zones the destination applies at once (its connections); it takes more zones
+        /// than that, sharing its connections among them.
         public var parallelZones: Int
 
         public init(
@@ -40,6 +43,13 @@ public struct Runner: Sendable {
     /// parallel do without: the other zones keep the source and the destination busy meanwhile,
     /// and each zone then holds one batch in memory instead of two.
     var fetchesAhead = true
+    /// Records per batch of one zone: `commitEvery`, or less when more zones are fetched at once
+    /// than the destination writes, so that the batches held in memory add up to about
+    /// `commitEvery` per connection.
+    var batchRecords: Int
+
+    /// How many zones are fetched at once.
+    public var zonesAtOnce: Int { max(configuration.parallelZones, source.concurrentZones ?? 1, 1) }
 
     public init(
         configuration: Configuration, source: any ChangeSource, destination: any Destination,
@@ -50,6 +60,7 @@ public struct Runner: Sendable {
         self.destination = destination
         self.logger = logger
         self.events = events
+        batchRecords = configuration.commitEvery
     }
 
     /// Runs to the end and returns the summary; the run is recorded in the destination whatever
@@ -66,7 +77,7 @@ public struct Runner: Sendable {
         do {
             try await checkAccount(logger: logger)
             let zones = try await zonesToFetch(runID: runID, summary: &summary, logger: logger)
-            if configuration.parallelZones > 1 && zones.count > 1 {
+            if zonesAtOnce > 1 && zones.count > 1 {
                 try await fetchInParallel(zones, runID: runID, summary: &summary, logger: logger)
             } else {
                 for zone in zones {
@@ -82,7 +93,7 @@ public struct Runner: Sendable {
             summary.status = Self.isCancellation(error) ? .interrupted : .failed
             summary.error = summary.status == .interrupted ? "interrupted" : "\(error)"
             summary.seconds = (ContinuousClock.now - started).seconds
-            await finish(summary, logger: logger)
+            await finish(&summary, logger: logger)
             if summary.status == .interrupted { throw RunError(.interrupted, summary: summary, message: "the run was interrupted") }
             if let runError = error as? RunError { throw RunError(runError.kind, summary: summary, message: runError.message) }
             if let sourceError = error as? SourceError, sourceError.code == .authenticationRequired {
@@ -91,13 +102,15 @@ public struct Runner: Sendable {
             throw RunError(.failed, summary: summary, message: "\(error)")
         }
         summary.seconds = (ContinuousClock.now - started).seconds
-        await finish(summary, logger: logger)
+        await finish(&summary, logger: logger)
         return summary
     }
 
-    private func finish(_ summary: RunSummary, logger: Logger) async {
+    private func finish(_ summary: inout RunSummary, logger: Logger) async {
+        summary.throttledSeconds = await source.throttledSeconds()
         do {
-            try await destination.finishRun(summary.runID, status: summary.status, error: summary.error)
+            try await destination.finishRun(
+                summary.runID, status: summary.status, error: summary.error, throttledSeconds: summary.throttledSeconds)
         } catch {
             logger.error("could not record the end of the run", metadata: ["error": "\(error)"])
         }
@@ -186,7 +199,7 @@ public struct Runner: Sendable {
         return zones
     }
 
-    /// Fetches up to `parallelZones` zones at once, starting the next as one ends. What stops the
+    /// Fetches up to `zonesAtOnce` zones at once, starting the next as one ends. What stops the
     /// whole run in one zone stops the others at their next batch (each commits or drops the
     /// batch it is writing); the summary lists the zones in the order they were given.
     private func fetchInParallel(_ zones: [ZoneID], runID: Int64, summary: inout RunSummary, logger: Logger) async throws {
@@ -196,6 +209,10 @@ public struct Runner: Sendable {
                 await serial.deliver(event)
             }
             worker.fetchesAhead = false
+            // Each zone being fetched holds a batch; together they hold about what the
+            // destination's connections write at once. A batch is whole pages, one at least.
+            let connections = max(configuration.parallelZones, 1)
+            worker.batchRecords = max(1, min(configuration.commitEvery, configuration.commitEvery * connections / zonesAtOnce))
             return worker
         }()
         var parts = [RunSummary?](repeating: nil, count: zones.count)
@@ -216,7 +233,7 @@ public struct Runner: Sendable {
                     }
                 }
             }
-            while next < min(zones.count, configuration.parallelZones) { startNext() }
+            while next < min(zones.count, zonesAtOnce) { startNext() }
             while let (index, part, error) = await group.next() {
                 parts[index] = part
                 if let error {
@@ -356,7 +373,7 @@ public struct Runner: Sendable {
             if !page.entries.isEmpty { pendingPages += 1 }
             token = page.syncToken
 
-            if pending.count >= configuration.commitEvery || !page.moreComing {
+            if pending.count >= batchRecords || !page.moreComing {
                 try await settle(&inFlight, zone: zone, checkpoint: &checkpoint, total: &total)
                 let batch = ChangeBatch(
                     zoneID: zone, runID: runID, generation: checkpoint.generation, pageCount: pendingPages,

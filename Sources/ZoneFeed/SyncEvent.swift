@@ -32,6 +32,8 @@ public struct RunSummary: Sendable {
     public var zonesFailed: [(ZoneID, String)] = []
     public var zonesDeleted: [ZoneDeletion] = []
     public var seconds: Double = 0
+    /// How long the source's requests were paused because the server throttled them.
+    public var throttledSeconds: Double = 0
     public var error: String?
 
     public init(runID: Int64, pipeline: String, status: RunStatus) {

@@ -57,6 +57,7 @@ public struct CloudKitSource: ChangeSource {
         configuration.timeout = .milliseconds(Int64((settings.timeoutSeconds * 1000).rounded()))
         configuration.retry.maxAttempts = settings.maxAttempts
         configuration.retry.budget = .milliseconds(Int64((settings.retryBudgetSeconds * 1000).rounded()))
+        configuration.maxConcurrentRequests = settings.maxConcurrentRequests
         return configuration
     }
 
@@ -152,6 +153,11 @@ public struct CloudKitSource: ChangeSource {
         try await client.fetchRecordZoneChangesUndecoded(
             zoneID: zone, syncToken: token, resultsLimit: settings.resultsLimit, desiredKeys: settings.desiredKeys, logger: logger)
     }
+
+    /// One zone per request that may be in flight: a zone's pages come one after another.
+    public var concurrentZones: Int? { settings.maxConcurrentRequests }
+
+    public func throttledSeconds() async -> Double { await client.throttledSeconds }
 
     // MARK: Errors
 

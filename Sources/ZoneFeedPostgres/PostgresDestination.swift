@@ -9,7 +9,7 @@ import ZoneFeed
 /// blocking calls never sit on Swift's cooperative pool. The first connection holds the run's
 /// liveness lock and does the run-wide work; a zone is applied on the connection that claimed it
 /// (its session holds the zone's advisory lock), one of up to `parallelZones`, opened when first
-/// needed. The session locks vanish if the process dies.
+/// needed; a session may hold several zones. The session locks vanish if the process dies.
 public final class PostgresDestination: Destination, @unchecked Sendable {
     public let schema: PostgresSchema
     let pipeline: Pipeline
@@ -207,12 +207,12 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
         return id
     }
 
-    public func finishRun(_ runID: Int64, status: RunStatus, error: String?) async throws {
+    public func finishRun(_ runID: Int64, status: RunStatus, error: String?, throttledSeconds: Double) async throws {
         let schema = self.schema
         try await onConnection { c in
             try c.query(
-                "UPDATE \(schema.runs) SET status = $2, finished_at = now(), error = $3 WHERE run_id = $1",
-                [String(runID), status.rawValue, error])
+                "UPDATE \(schema.runs) SET status = $2, finished_at = now(), error = $3, throttled_seconds = $4 WHERE run_id = $1",
+                [String(runID), status.rawValue, error, String(throttledSeconds)])
         }
     }
 
@@ -296,21 +296,18 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
 
     // MARK: Zones
 
-    /// Claims the zone on a session that holds no zone (the run's first), opening its connection
-    /// if it is new; the zone's work then goes to that session until it is released.
+    /// Claims the zone on the session that holds the fewest zones (the first of those), opening
+    /// its connection if it is new; the zone's work then goes to that session until it is
+    /// released. A session applies its zones' batches one after another: zones fetched from far
+    /// away outnumber the connections, which are needed only for writing.
     public func claimZone(_ zone: ZoneID) async throws -> Bool {
         let key = self.key
-        let index = try lock.withLock { () throws -> Int in
-            let busy = Set(sessionOfZone.values)
-            guard let free = sessions.indices.first(where: { !busy.contains($0) }) else {
-                // The runner claims no more zones at once than it was configured for.
-                throw PostgresError(
-                    kind: .connection,
-                    message: "zonefeed tried to apply more zones at once than destination.parallelZones (\(sessions.count)) allows; "
-                        + "this is a bug in zonefeed: please report it, and set destination.parallelZones: 1 meanwhile")
-            }
-            sessionOfZone[zone] = free
-            return free
+        let index = lock.withLock { () -> Int in
+            var load = [Int](repeating: 0, count: sessions.count)
+            for session in sessionOfZone.values { load[session] += 1 }
+            let least = sessions.indices.min { load[$0] < load[$1] } ?? 0
+            sessionOfZone[zone] = least
+            return least
         }
         let claimed: Bool
         do {

@@ -126,9 +126,14 @@ public struct PostgresSchema: Sendable {
                 skipped bigint NOT NULL DEFAULT 0,
                 error text,
                 hostname text,
-                pid integer
+                pid integer,
+                throttled_seconds double precision NOT NULL DEFAULT 0
             )
             """)
+        // Added after the table was first made: tables made before get it here.
+        if catalog?.columns["zonefeed_runs"].map({ !$0.contains("throttled_seconds") }) ?? (catalog == nil) {
+            statements.append("ALTER TABLE \(runs) ADD COLUMN IF NOT EXISTS throttled_seconds double precision NOT NULL DEFAULT 0")
+        }
         statements.append("""
             CREATE TABLE IF NOT EXISTS \(tombstones) (
                 id bigserial PRIMARY KEY,

@@ -124,6 +124,9 @@ struct RunCommand: AsyncParsableCommand {
         lines.append("  records     \(t.upserts.grouped) upserted, \(t.tombstones.grouped) tombstoned, \(t.rejects.grouped) rejected, \(t.skipped.grouped) skipped (unmapped type)")
         if t.swept > 0 { lines.append("  resync      \(t.swept.grouped) rows no longer at the source were tombstoned") }
         lines.append("  throughput  \(Int(s.recordsPerSecond).grouped) records/s")
+        if s.throttledSeconds > 0 {
+            lines.append("  throttled   \(String(format: "%.1f", s.throttledSeconds)) s waiting because CloudKit asked to slow down")
+        }
         for (zone, error) in s.zonesFailed { lines.append("  failed      \(zone.zoneName): \(error)") }
         if let table = pipeline.recordTypes.first {
             let view = "\(sqlName(pipeline.destination.schema)).\(sqlName(table.table + "_live"))"

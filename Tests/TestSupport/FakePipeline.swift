@@ -23,9 +23,12 @@ public struct FakePipeline: Sendable {
     /// URL with the real CloudKit client, instead of in process.
     public var serverURL: String?
     public var webAuthToken = "fake-web-auth-token"
-    /// Where the rotated web auth token is kept (relative to the working directory).
-    public var webAuthTokenFile = "web-auth-token"
+    /// Where the rotated web auth token is kept (relative to the working directory); nil leaves
+    /// it to the default, `.zonefeed/<pipeline>.web-auth-token`.
+    public var webAuthTokenFile: String? = "web-auth-token"
     public var retryBudgetSeconds = 30
+    /// `source.cloudkit.maxConcurrentRequests`; nil leaves the default.
+    public var maxConcurrentRequests: Int?
 
     public init(prefix: String, fake: FakeSettings) throws {
         name = TestDatabase.uniqueName(prefix)
@@ -68,11 +71,10 @@ public struct FakePipeline: Sendable {
                 zones: all
                 resultsLimit: \(fake.pageSize)
                 retryBudgetSeconds: \(retryBudgetSeconds)
-                auth:
+            \(maxConcurrentRequests.map { "    maxConcurrentRequests: \($0)\n" } ?? "")    auth:
                   apiToken: fake-api-token
                   webAuthToken: ${ZONEFEED_TEST_WEB_AUTH_TOKEN}
-                  webAuthTokenFile: \(webAuthTokenFile)
-
+            \(webAuthTokenFile.map { "      webAuthTokenFile: \($0)\n" } ?? "")
             """
         } ?? """
               fake:
@@ -121,15 +123,19 @@ public struct FakePipeline: Sendable {
         let pipeline = try pipeline()
         let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
         let destination = PostgresDestination(pipeline: pipeline, conninfo: url, logger: logger)
-        defer { Task { await destination.close() } }
         let runner = Runner(
             configuration: .init(
                 pipeline: pipeline.name, commitEvery: pipeline.destination.commitEvery, zoneFilter: zones,
                 parallelZones: pipeline.destination.parallelZones),
             source: FakeSource(settings: fake), destination: destination, logger: logger, events: events)
-        let summary = try await runner.run()
-        await destination.close()
-        return summary
+        do {
+            let summary = try await runner.run()
+            await destination.close()
+            return summary
+        } catch {
+            await destination.close()
+            throw error
+        }
     }
 
     /// `zonefeed reset` in this process.

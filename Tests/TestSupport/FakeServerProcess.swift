@@ -8,11 +8,19 @@ public final class FakeServerProcess: @unchecked Sendable {
     public let url: String
     let running: ZonefeedBinary.Running
 
-    /// Starts the server with the generator's settings and waits for its ready line.
-    public init(_ zonefeed: ZonefeedBinary, seed: UInt64, zones: Int, recordsPerZone: Int, extra: [String] = []) throws {
+    /// As strict as CloudKit may be: only the newest two web auth tokens are accepted (Apple
+    /// documents one; the configured token is retired once a rotated one is used), and every
+    /// answer comes after 10 to 30 ms, so that requests overlap and come back out of order.
+    public static let strict = ["--token-window", "2", "--latency", "20,10"]
+
+    /// Starts the server with the generator's settings and `options` (strict unless told) and
+    /// waits for its ready line.
+    public init(
+        _ zonefeed: ZonefeedBinary, seed: UInt64, zones: Int, recordsPerZone: Int, options: [String] = FakeServerProcess.strict
+    ) throws {
         running = try zonefeed.start([
             "fake-server", "--port", "0", "--seed", "\(seed)", "--zones", "\(zones)", "--records-per-zone", "\(recordsPerZone)",
-        ] + extra)
+        ] + options)
         var found: String?
         for _ in 0..<600 where found == nil {
             let out = (try? String(contentsOf: running.out, encoding: .utf8)) ?? ""
@@ -51,6 +59,13 @@ public final class FakeServerProcess: @unchecked Sendable {
             throw FakeServerError(message: "admin \(path) answered \(response.status.code): \(text)")
         }
         return text
+    }
+
+    /// `GET /admin/state`'s `traffic`: how the CloudKit requests overlapped since `stats/reset`.
+    public func traffic() async throws -> [String: Int] {
+        let text = try await admin("state")
+        let state = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
+        return (state?["traffic"] as? [String: Any] ?? [:]).compactMapValues { ($0 as? NSNumber)?.intValue }
     }
 
     /// Records in CloudKit's wire form, for `records/add`.
