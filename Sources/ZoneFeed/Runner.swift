@@ -40,8 +40,9 @@ public struct Runner: Sendable {
     public let logger: Logger
     public let events: SyncEventHandler
     /// Whether a zone's next batch is fetched while its last one is written. Zones fetched in
-    /// parallel do without: the other zones keep the source and the destination busy meanwhile,
-    /// and each zone then holds one batch in memory instead of two.
+    /// parallel do without when there are no more of them than connections: the other zones
+    /// keep the source and the destination busy meanwhile, and each zone then holds one batch in
+    /// memory instead of two.
     var fetchesAhead = true
     /// Records per batch of one zone: `commitEvery`, or less when more zones are fetched at once
     /// than the destination writes, so that the batches held in memory add up to about
@@ -208,11 +209,15 @@ public struct Runner: Sendable {
             var worker = Runner(configuration: configuration, source: source, destination: destination, logger: logger) { event in
                 await serial.deliver(event)
             }
-            worker.fetchesAhead = false
-            // Each zone being fetched holds a batch; together they hold about what the
-            // destination's connections write at once. A batch is whole pages, one at least.
+            // When zones outnumber the connections, fetching waits on the network rather than on
+            // writing: a zone fetches its next batch while its last one waits for a connection.
             let connections = max(configuration.parallelZones, 1)
-            worker.batchRecords = max(1, min(configuration.commitEvery, configuration.commitEvery * connections / zonesAtOnce))
+            let active = min(zonesAtOnce, zones.count)
+            worker.fetchesAhead = active > connections
+            // Together the zones hold about `commitEvery` per connection (one batch per zone, or
+            // two when fetching ahead). A batch is whole pages, one at least.
+            let held = active * (worker.fetchesAhead ? 2 : 1)
+            worker.batchRecords = max(1, min(configuration.commitEvery, configuration.commitEvery * connections / held))
             return worker
         }()
         var parts = [RunSummary?](repeating: nil, count: zones.count)
