@@ -22,7 +22,11 @@ public struct CopyCeiling {
         public var rows: Int
         public var bytes: Int
         public var seconds: Double
+        /// How many connections copied at once.
+        public var sessions: Int
         public var rowsPerSecond: Double { seconds > 0 ? Double(rows) / seconds : 0 }
+        public var bytesPerRow: Double { rows > 0 ? Double(bytes) / Double(rows) : 0 }
+        public var megabytesPerSecond: Double { seconds > 0 ? Double(bytes) / 1e6 / seconds : 0 }
     }
 
     /// The encoded rows of one transaction, per table.
@@ -36,10 +40,12 @@ public struct CopyCeiling {
     }
 
     /// Encodes the records as a run would write them into an empty table (every record once),
-    /// then copies them and returns how long the copies took. `records` hands out the records
+    /// then copies them on `sessions` connections at once and returns how long the copies took. `records` hands out the records
     /// in the order to write them, one zone at a time, nil at the end. Records of unmapped types
     /// or that do not fit are left out, as a run would reject or skip them.
-    public func measure(zone: (Int) -> ZoneID, records next: () -> (zone: Int, records: [Record])?) throws -> Measurement {
+    public func measure(
+        sessions: Int = 1, zone: (Int) -> ZoneID, records next: () -> (zone: Int, records: [Record])?
+    ) throws -> Measurement {
         var encoders = schema.tables.map {
             RowEncoder(mapping: $0.mapping, keepUnmapped: schema.pipeline.unmappedFields == .keep)
         }
@@ -80,27 +86,40 @@ public struct CopyCeiling {
         }
         closeChunk()
 
-        return try Connection.withConnection(conninfo) { c in
-            try c.execute("SET synchronous_commit = off; SET client_encoding = 'UTF8'")
-            for table in schema.tables {
-                try c.execute("DROP TABLE IF EXISTS \(ceilingName(table))")
-                try c.execute("CREATE TABLE \(ceilingName(table)) (LIKE \(table.qualifiedName) INCLUDING ALL)")
-            }
-            let copies = schema.tables.map { table in
-                "COPY \(ceilingName(table)) (\(PostgresSchema.directColumns(table.mapping).joined(separator: ", "))) FROM STDIN (FORMAT binary)"
-            }
-            let started = ContinuousClock.now
-            for chunk in chunks {
-                try c.transaction {
-                    for (t, stream) in chunk.streams.enumerated() {
-                        guard let stream else { continue }
-                        try c.copyIn(copies[t]) { try $0.write(stream) }
+        let sessions = max(1, sessions)
+        let connections = try (0..<sessions).map { _ in try Connection(conninfo) }
+        defer { for c in connections { c.close() } }
+        for c in connections { try c.execute("SET synchronous_commit = off; SET client_encoding = 'UTF8'") }
+        for table in schema.tables {
+            try connections[0].execute("DROP TABLE IF EXISTS \(ceilingName(table))")
+            try connections[0].execute("CREATE TABLE \(ceilingName(table)) (LIKE \(table.qualifiedName) INCLUDING ALL)")
+        }
+        let copies = schema.tables.map { table in
+            "COPY \(ceilingName(table)) (\(PostgresSchema.directColumns(table.mapping).joined(separator: ", "))) FROM STDIN (FORMAT binary)"
+        }
+        // Session i copies chunks i, i + sessions, …: each its own transactions, all at once, as
+        // a run's connections write their zones' batches.
+        let failures = Failures()
+        let prepared = chunks
+        let started = ContinuousClock.now
+        DispatchQueue.concurrentPerform(iterations: sessions) { session in
+            let c = connections[session]
+            do {
+                for chunk in stride(from: session, to: prepared.count, by: sessions).map({ prepared[$0] }) {
+                    try c.transaction {
+                        for (t, stream) in chunk.streams.enumerated() {
+                            guard let stream else { continue }
+                            try c.copyIn(copies[t]) { try $0.write(stream) }
+                        }
                     }
                 }
+            } catch {
+                failures.add(error)
             }
-            let seconds = (ContinuousClock.now - started).seconds
-            return Measurement(rows: rows, bytes: bytes, seconds: seconds)
         }
+        let seconds = (ContinuousClock.now - started).seconds
+        if let failure = failures.first { throw failure }
+        return Measurement(rows: rows, bytes: bytes, seconds: seconds, sessions: sessions)
     }
 
     /// Creates the pipeline's tables, as a run's `prepare` does.
@@ -116,4 +135,13 @@ public struct CopyCeiling {
             for table in schema.tables { try c.execute("DROP TABLE IF EXISTS \(ceilingName(table))") }
         }
     }
+}
+
+/// The errors of sessions copying at once.
+private final class Failures: @unchecked Sendable {
+    private let lock = NSLock()
+    private var errors: [any Error] = []
+
+    func add(_ error: any Error) { lock.withLock { errors.append(error) } }
+    var first: (any Error)? { lock.withLock { errors.first } }
 }

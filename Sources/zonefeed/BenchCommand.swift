@@ -40,6 +40,15 @@ struct BenchCommand: ParsableCommand {
     @Option(name: .customLong("parallel-zones"), help: "The runs' destination.parallelZones: how many zones they apply at once.")
     var parallelZones = DestinationSettings.defaultParallelZones
 
+    @Option(name: .customLong("wan-records"), help: "How many records the WAN phase fetches from a fake server --wan-latency ms away.")
+    var wanRecords = 320_000
+
+    @Option(name: .customLong("wan-zones"), help: "How many zones hold the WAN phase's records.")
+    var wanZones = 32
+
+    @Option(name: .customLong("wan-latency"), help: "The WAN phase's latency in milliseconds; each answer varies by up to a fifth of it.")
+    var wanLatency = 100
+
     @Option(name: .customLong("database-url"), help: "A PostgreSQL server to use (a libpq URI or key=value string) instead of an embedded one.")
     var databaseURL: String?
 
@@ -52,7 +61,7 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "Also write the figures to this file, as a JSON object.")
     var json: String?
 
-    @Flag(help: "Keep the bench schemas (bench_inprocess, bench_http) and the work folder with the pipelines and logs.")
+    @Flag(help: "Keep the bench schemas (bench_inprocess, bench_http, bench_wan) and the work folder with the pipelines and logs.")
     var keep = false
 
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
@@ -64,6 +73,10 @@ struct BenchCommand: ParsableCommand {
         guard records % zones == 0 else {
             throw ValidationError("--records must be a multiple of --zones (\(zones)), so that every zone holds as many records")
         }
+        guard wanRecords > 0, wanZones > 0, wanRecords % wanZones == 0 else {
+            throw ValidationError("--wan-records must be a positive multiple of --wan-zones (\(wanZones))")
+        }
+        guard wanLatency > 0 else { throw ValidationError("--wan-latency must be at least 1 ms") }
     }
 
     func run() throws {
@@ -105,7 +118,7 @@ struct BenchCommand: ParsableCommand {
             }
         }
         if keep {
-            Terminal.shared.writeLine("kept: schemas bench_inprocess and bench_http, and the work folder \(work)")
+            Terminal.shared.writeLine("kept: schemas bench_inprocess, bench_http and bench_wan, and the work folder \(work)")
         } else {
             try? FileManager.default.removeItem(atPath: work)
         }
@@ -191,10 +204,11 @@ extension BenchCommand {
                     """)
 
             try checkNotInterrupted()
-            let ceiling = try measureCeiling(pipeline: inProcess)
+            // At one session, and at as many as the runs write with: ratios are to the fastest.
             report.ceilingRowsPerTransaction = Self.commitEvery
-            report.ceilingRPS = ceiling.rowsPerSecond
-            report.ceilingSeconds = ceiling.seconds
+            for sessions in Set([1, options.parallelZones]).sorted() {
+                report.ceilings.append(try measureCeiling(pipeline: inProcess, sessions: sessions))
+            }
 
             try dropSchema(inProcess)
             Terminal.shared.writeLine("in-process run: zonefeed run on the fake source…")
@@ -207,6 +221,13 @@ extension BenchCommand {
             report.httpSeconds = http.seconds
             report.httpPeakRSSBytes = http.peakRSSBytes
 
+            let wan = try measureOverWAN()
+            report.wanRecords = options.wanRecords
+            report.wanZones = options.wanZones
+            report.wanLatencyMilliseconds = options.wanLatency
+            report.wanSeconds = wan.seconds
+            report.wanPeakRSSBytes = wan.peakRSSBytes
+
             Terminal.shared.writeLine("incremental no-op runs: zonefeed run on the in-process pipeline, \(Self.noOpRuns) times…")
             for i in 1...Self.noOpRuns {
                 let run = try runPipeline(inProcess, label: "no-op run \(i)", logName: "noop-run-\(i)")
@@ -217,6 +238,7 @@ extension BenchCommand {
             if !options.keep {
                 try dropSchema(inProcess)
                 try dropSchema(named: "bench_http")
+                try dropSchema(named: "bench_wan")
             }
             return report
         }
@@ -225,7 +247,7 @@ extension BenchCommand {
 
         /// PostgreSQL's own speed: the generator's records, encoded in memory first, then copied
         /// with plain binary COPY into tables shaped like the pipeline's, in a schema of their own.
-        func measureCeiling(pipeline: Pipeline) throws -> CopyCeiling.Measurement {
+        func measureCeiling(pipeline: Pipeline, sessions: Int) throws -> CopyCeiling.Measurement {
             var shape = pipeline
             shape.destination.schema = "bench_ceiling"
             try dropSchema(shape)
@@ -235,10 +257,10 @@ extension BenchCommand {
             try ceiling.createTables()
             checkpoint()
 
-            Terminal.shared.writeLine("ceiling: encoding \(records.grouped) rows in memory, then COPY…")
+            Terminal.shared.writeLine("ceiling: encoding \(records.grouped) rows in memory, then COPY on \(sessions) session\(sessions == 1 ? "" : "s")…")
             let feed = FakeFeed(settings: settings)
             var zone = 0, position = 0
-            let measurement = try ceiling.measure(zone: feed.zoneID) {
+            let measurement = try ceiling.measure(sessions: sessions, zone: feed.zoneID) {
                 while zone < feed.settings.zones {
                     guard position < feed.entriesPerZone else {
                         zone += 1
@@ -307,9 +329,53 @@ extension BenchCommand {
             return run
         }
 
+        // MARK: Over a WAN
+
+        /// `zonefeed run` with the pipeline's default settings against a fake server that answers
+        /// every request `--wan-latency` ms late, give or take a fifth, as CloudKit far away does:
+        /// what many requests in flight buy over one page per round trip. The server accepts
+        /// every token it issued, as one live test found CloudKit does; against one that accepts
+        /// only the newest, zonefeed goes one request at a time (README).
+        func measureOverWAN() throws -> ProcessRun {
+            try checkNotInterrupted()
+            let wanSettings = FakeSettings(
+                seed: 43, zones: options.wanZones, recordsPerZone: options.wanRecords / options.wanZones, pageSize: 200, churn: false)
+            Terminal.shared.writeLine("over a WAN: starting zonefeed fake-server with \(options.wanLatency) ms of latency…")
+            let server = try ChildProcess(
+                name: "the WAN fake server", executable: ChildProcess.currentExecutable,
+                arguments: [
+                    "fake-server", "--port", "0", "--zones", "\(wanSettings.zones)", "--records-per-zone", "\(wanSettings.recordsPerZone)",
+                    "--seed", "\(wanSettings.seed)", "--page-size", "\(wanSettings.pageSize)", "--no-churn", "--prepare-pages",
+                    "--latency", "\(options.wanLatency),\(max(1, options.wanLatency / 5))",
+                ],
+                environment: environment, stdout: .pipe, stderr: .file(path("wan-server.stderr")))
+            defer { server.terminate() }
+            let baseURL = try readyURL(of: server, logName: "wan-server")
+            // Default settings: no commitEvery, parallelZones or maxConcurrentRequests.
+            let pipeline = try writePipeline(
+                "bench-wan", schema: "bench_wan", defaults: true,
+                source: """
+                      cloudkit:
+                        baseURL: \(yamlString(baseURL))
+                        container: iCloud.com.example.fake
+                        environment: development
+                        database: private
+                        zones: all
+                        auth:
+                          apiToken: fake-api-token
+                          webAuthToken: fake-web-auth-token
+                          webAuthTokenFile: \(yamlString(path("bench-wan.web-auth-token")))
+                    """)
+            try dropSchema(pipeline)
+            Terminal.shared.writeLine("over a WAN: zonefeed run against \(baseURL), \(options.wanRecords.grouped) records in \(options.wanZones) zones…")
+            let run = try runPipeline(pipeline, label: "the run over a WAN", logName: "wan-run")
+            try checkLiveRows(pipeline, label: "the run over a WAN", logName: "wan-run", expected: options.wanRecords)
+            return run
+        }
+
         /// The URL in the fake server's ready line,
         /// `fake CloudKit server listening on http://127.0.0.1:PORT (container …)`.
-        func readyURL(of server: ChildProcess) throws -> String {
+        func readyURL(of server: ChildProcess, logName: String = "fake-server") throws -> String {
             // The server renders its pages before it listens: a few seconds per 100,000 records.
             let timeout = 60 + records / 10_000
             let deadline = ContinuousClock.now + .seconds(timeout)
@@ -320,10 +386,10 @@ extension BenchCommand {
             }
             try checkNotInterrupted()
             if ContinuousClock.now >= deadline {
-                throw Failure("the fake server did not say it was listening within \(timeout) s" + stderrTail("fake-server"))
+                throw Failure("the fake server did not say it was listening within \(timeout) s" + stderrTail(logName))
             }
             let status = server.wait().status
-            throw Failure("the fake server exited with status \(status) before it listened" + stderrTail("fake-server"))
+            throw Failure("the fake server exited with status \(status) before it listened" + stderrTail(logName))
         }
 
         // MARK: Runs
@@ -353,7 +419,8 @@ extension BenchCommand {
         }
 
         /// A run that lost or duplicated rows is not worth timing.
-        func checkLiveRows(_ pipeline: Pipeline, label: String, logName: String) throws {
+        func checkLiveRows(_ pipeline: Pipeline, label: String, logName: String, expected: Int? = nil) throws {
+            let records = expected ?? self.records
             let tables = PostgresSchema(pipeline: pipeline).tables
             let sql = "SELECT " + tables.map { "(SELECT count(*) FROM \($0.liveViewName))" }.joined(separator: " + ")
             let live = try Connection.withConnection(conninfo) { c in try c.query(sql).scalar.flatMap { Int($0) } ?? 0 }
@@ -382,7 +449,7 @@ extension BenchCommand {
 
         /// Writes a pipeline file into the work folder, with the demo's mapping, and loads it as a
         /// run will.
-        func writePipeline(_ name: String, schema: String, source: String) throws -> Pipeline {
+        func writePipeline(_ name: String, schema: String, defaults: Bool = false, source: String) throws -> Pipeline {
             let file = path(name + ".yml")
             let text = """
                 # Written by zonefeed bench. The database URL is in the environment of the bench's runs.
@@ -392,8 +459,7 @@ extension BenchCommand {
                 destination:
                   url: ${\(Self.databaseURLVariable)}
                   schema: \(schema)
-                  commitEvery: \(Self.commitEvery)
-                  parallelZones: \(options.parallelZones)
+                \(defaults ? "" : "  commitEvery: \(Self.commitEvery)\n  parallelZones: \(options.parallelZones)")
                 \(Self.recordTypes)
                 """
             try Data(text.utf8).write(to: URL(fileURLWithPath: file))
@@ -484,8 +550,16 @@ extension BenchCommand {
         var parallelZones = 1
         var postgresVersion: String
         var ceilingRowsPerTransaction = 0
-        var ceilingRPS = 0.0
-        var ceilingSeconds = 0.0
+        /// At one session and at the runs' `parallelZones`.
+        var ceilings: [CopyCeiling.Measurement] = []
+        /// The fastest ceiling: the one the ratios are to.
+        var ceiling: CopyCeiling.Measurement { ceilings.max { $0.rowsPerSecond < $1.rowsPerSecond }! }
+        var ceilingRPS: Double { ceiling.rowsPerSecond }
+        var wanRecords = 0
+        var wanZones = 0
+        var wanLatencyMilliseconds = 0
+        var wanSeconds = 0.0
+        var wanPeakRSSBytes = 0
         var inProcessSeconds = 0.0
         var inProcessPeakRSSBytes = 0
         var httpSeconds = 0.0
@@ -500,6 +574,9 @@ extension BenchCommand {
 
         var inProcessRPS: Double { Double(records) / inProcessSeconds }
         var httpRPS: Double { Double(records) / httpSeconds }
+        var wanRPS: Double { Double(wanRecords) / wanSeconds }
+        /// One request at a time: a page of 200 records per round trip.
+        var wanBoundRPS: Double { 200 / (Double(wanLatencyMilliseconds) / 1000) }
         var noOpMedianSeconds: Double { noOpRunSeconds.sorted()[noOpRunSeconds.count / 2] }
 
         var text: String {
@@ -511,14 +588,25 @@ extension BenchCommand {
                 if let peakRSS { line += "   peak RSS \(Int((Double(peakRSS) / 1_000_000).rounded()).grouped) MB" }
                 return line
             }
-            return [
+            let ceilingLines = ceilings.map { c in
+                rate("ceiling (COPY, \(c.sessions) session\(c.sessions == 1 ? "" : "s"))", rps: c.rowsPerSecond, seconds: c.seconds, peakRSS: nil)
+                    + String(format: "   %.0f bytes/row, %.1f MB/s", c.bytesPerRow, c.megabytesPerSecond)
+            }
+            let wan = "over a WAN (\(wanLatencyMilliseconds) ms, \(wanZones) zones)".padding(toLength: 33, withPad: " ", startingAt: 0)
+                + leftPadded(Int(wanRPS.rounded()).grouped, 9) + " records/s"
+                + leftPadded(String(format: "%.1fx", wanRPS / wanBoundRPS), 8) + " the one-request bound (\(Int(wanBoundRPS).grouped)/s)"
+                + "   \(Self.seconds(wanSeconds))   peak RSS \(Int((Double(wanPeakRSSBytes) / 1_000_000).rounded()).grouped) MB"
+            let header = [
                 "zonefeed bench: \(records.grouped) records, \(zones) zones (\(parallelZones) at once), PostgreSQL \(postgresVersion)",
-                rate("ceiling (COPY, \(ceilingRowsPerTransaction.grouped) rows/txn)", rps: ceilingRPS, seconds: ceilingSeconds, peakRSS: nil),
+                "ratios are to the fastest ceiling; COPY writes \(ceilingRowsPerTransaction.grouped) rows a transaction",
+            ]
+            return (header + ceilingLines + [
                 rate("in-process run", rps: inProcessRPS, seconds: inProcessSeconds, peakRSS: inProcessPeakRSSBytes),
                 rate("over HTTP (fake-server)", rps: httpRPS, seconds: httpSeconds, peakRSS: httpPeakRSSBytes),
+                wan,
                 "incremental no-op run".padding(toLength: 33, withPad: " ", startingAt: 0)
                     + "\(Self.seconds(noOpMedianSeconds)) wall (median of \(noOpRunSeconds.map { String(format: "%.2f", $0) }.joined(separator: ", ")))",
-            ].joined(separator: "\n")
+            ]).joined(separator: "\n")
         }
 
         /// "12.5 s", with a second decimal under ten seconds.
@@ -544,7 +632,24 @@ extension BenchCommand {
                     "postgres_version": .string(postgresVersion),
                     "ceiling_rows_per_transaction": .int(Int64(ceilingRowsPerTransaction)),
                     "ceiling_rps": .int(Int64(ceilingRPS.rounded())),
-                    "ceiling_seconds": rounded(ceilingSeconds),
+                    "ceiling_seconds": rounded(ceiling.seconds),
+                    "ceiling_sessions": .int(Int64(ceiling.sessions)),
+                    "ceiling_bytes_per_row": rounded(ceiling.bytesPerRow),
+                    "ceiling_mb_per_second": rounded(ceiling.megabytesPerSecond),
+                    "ceilings": .array(ceilings.map { c in
+                        .object([
+                            "sessions": .int(Int64(c.sessions)), "rps": .int(Int64(c.rowsPerSecond.rounded())),
+                            "seconds": rounded(c.seconds), "bytes_per_row": rounded(c.bytesPerRow), "mb_per_second": rounded(c.megabytesPerSecond),
+                        ])
+                    }),
+                    "wan_records": .int(Int64(wanRecords)),
+                    "wan_zones": .int(Int64(wanZones)),
+                    "wan_latency_ms": .int(Int64(wanLatencyMilliseconds)),
+                    "wan_rps": .int(Int64(wanRPS.rounded())),
+                    "wan_bound_rps": .int(Int64(wanBoundRPS.rounded())),
+                    "wan_ratio_to_bound": rounded(wanRPS / wanBoundRPS),
+                    "wan_seconds": rounded(wanSeconds),
+                    "wan_peak_rss_bytes": .int(Int64(wanPeakRSSBytes)),
                     "inprocess_rps": .int(Int64(inProcessRPS.rounded())),
                     "inprocess_ratio": rounded(inProcessRPS / ceilingRPS),
                     "inprocess_seconds": rounded(inProcessSeconds),

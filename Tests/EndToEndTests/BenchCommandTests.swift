@@ -10,10 +10,11 @@ import TestSupport
         defer { zonefeed.remove() }
         let json = zonefeed.directory.appendingPathComponent("bench.json").path
         let output = try zonefeed.run([
-            "bench", "--records", "1200", "--zones", "3", "--parallel-zones", "3", "--database-url", try TestDatabase.connectionString(), "--json", json,
+            "bench", "--records", "1200", "--zones", "3", "--parallel-zones", "3", "--wan-records", "3200", "--wan-zones", "8",
+            "--wan-latency", "40", "--database-url", try TestDatabase.connectionString(), "--json", json,
         ])
         #expect(output.status == 0, "\(output.stderr)")
-        for phase in ["ceiling", "in-process run", "over HTTP", "incremental no-op run"] {
+        for phase in ["ceiling (COPY, 1 session)", "ceiling (COPY, 3 sessions)", "in-process run", "over HTTP", "over a WAN (40 ms, 8 zones)", "incremental no-op run"] {
             #expect(output.stdout.contains(phase), "the table has a line for \(phase): \(output.stdout)")
         }
 
@@ -22,7 +23,14 @@ import TestSupport
         #expect(figures["parallel_zones"] as? Int == 3)
         #expect(output.stdout.contains("3 zones (3 at once)"))
         #expect(figures["http_pages_prepared"] as? Bool == true, "the JSON says the HTTP run was timed against prepared pages")
-        for key in ["ceiling_rps", "inprocess_rps", "http_rps", "noop_run_seconds", "inprocess_peak_rss_bytes", "http_peak_rss_bytes"] {
+        #expect(figures["wan_latency_ms"] as? Int == 40)
+        #expect(figures["wan_bound_rps"] as? Int == 5_000, "200 records a page, one page per 40 ms")
+        #expect([1, 3].contains(figures["ceiling_sessions"] as? Int ?? 0))
+        #expect((figures["ceilings"] as? [Any])?.count == 2)
+        for key in [
+            "ceiling_rps", "inprocess_rps", "http_rps", "noop_run_seconds", "inprocess_peak_rss_bytes", "http_peak_rss_bytes",
+            "wan_rps", "wan_peak_rss_bytes", "ceiling_bytes_per_row", "ceiling_mb_per_second",
+        ] {
             let value = (figures[key] as? NSNumber)?.doubleValue ?? 0
             #expect(value > 0, "\(key) is a positive figure, not \(String(describing: figures[key]))")
         }
