@@ -297,36 +297,8 @@ extension BenchCommand {
         func measureOverHTTP() throws -> ProcessRun {
             try checkNotInterrupted()
             Terminal.shared.writeLine("over HTTP: starting zonefeed fake-server, which renders its pages first…")
-            let server = try ChildProcess(
-                name: "the fake server", executable: ChildProcess.currentExecutable,
-                arguments: [
-                    "fake-server", "--port", "0", "--zones", "\(settings.zones)", "--records-per-zone", "\(settings.recordsPerZone)",
-                    "--seed", "\(settings.seed)", "--page-size", "\(settings.pageSize)", "--no-churn",
-                    "--prepare-pages",
-                ],
-                environment: environment, stdout: .pipe, stderr: .file(path("fake-server.stderr")))
-            defer { server.terminate() }
-            let baseURL = try readyURL(of: server)
-
-            let pipeline = try writePipeline(
-                "bench-http", schema: "bench_http",
-                source: """
-                      cloudkit:
-                        baseURL: \(yamlString(baseURL))
-                        container: iCloud.com.example.fake
-                        environment: development
-                        database: private
-                        zones: all
-                        auth:
-                          apiToken: fake-api-token
-                          webAuthToken: fake-web-auth-token
-                          webAuthTokenFile: \(yamlString(path("bench-http.web-auth-token")))
-                    """)
-            try dropSchema(pipeline)
-            Terminal.shared.writeLine("over HTTP: zonefeed run against \(baseURL)…")
-            let run = try runPipeline(pipeline, label: "the run over HTTP", logName: "http-run")
-            try checkLiveRows(pipeline, label: "the run over HTTP", logName: "http-run")
-            return run
+            return try runAgainstFakeServer(
+                name: "http", label: "the run over HTTP", settings: settings, serverArguments: [], defaults: false)
         }
 
         // MARK: Over a WAN
@@ -341,19 +313,30 @@ extension BenchCommand {
             let wanSettings = FakeSettings(
                 seed: 43, zones: options.wanZones, recordsPerZone: options.wanRecords / options.wanZones, pageSize: 200, churn: false)
             Terminal.shared.writeLine("over a WAN: starting zonefeed fake-server with \(options.wanLatency) ms of latency…")
+            return try runAgainstFakeServer(
+                name: "wan", label: "the run over a WAN", settings: wanSettings,
+                serverArguments: ["--latency", "\(options.wanLatency),\(max(1, options.wanLatency / 5))"], defaults: true)
+        }
+
+        /// Starts `zonefeed fake-server --prepare-pages` with `settings`, runs a pipeline
+        /// `bench-<name>` (schema `bench_<name>`) against it, checks its rows and stops the server
+        /// on every path. `defaults`: the pipeline leaves commitEvery and parallelZones to their
+        /// defaults.
+        func runAgainstFakeServer(
+            name: String, label: String, settings: FakeSettings, serverArguments: [String], defaults: Bool
+        ) throws -> ProcessRun {
             let server = try ChildProcess(
-                name: "the WAN fake server", executable: ChildProcess.currentExecutable,
+                name: "the fake server for \(label)", executable: ChildProcess.currentExecutable,
                 arguments: [
-                    "fake-server", "--port", "0", "--zones", "\(wanSettings.zones)", "--records-per-zone", "\(wanSettings.recordsPerZone)",
-                    "--seed", "\(wanSettings.seed)", "--page-size", "\(wanSettings.pageSize)", "--no-churn", "--prepare-pages",
-                    "--latency", "\(options.wanLatency),\(max(1, options.wanLatency / 5))",
-                ],
-                environment: environment, stdout: .pipe, stderr: .file(path("wan-server.stderr")))
+                    "fake-server", "--port", "0", "--zones", "\(settings.zones)", "--records-per-zone", "\(settings.recordsPerZone)",
+                    "--seed", "\(settings.seed)", "--page-size", "\(settings.pageSize)", "--no-churn", "--prepare-pages",
+                ] + serverArguments,
+                environment: environment, stdout: .pipe, stderr: .file(path("\(name)-server.stderr")))
             defer { server.terminate() }
-            let baseURL = try readyURL(of: server, logName: "wan-server")
-            // Default settings: no commitEvery, parallelZones or maxConcurrentRequests.
+            let baseURL = try readyURL(of: server, logName: "\(name)-server")
+
             let pipeline = try writePipeline(
-                "bench-wan", schema: "bench_wan", defaults: true,
+                "bench-\(name)", schema: "bench_\(name)", defaults: defaults,
                 source: """
                       cloudkit:
                         baseURL: \(yamlString(baseURL))
@@ -364,18 +347,19 @@ extension BenchCommand {
                         auth:
                           apiToken: fake-api-token
                           webAuthToken: fake-web-auth-token
-                          webAuthTokenFile: \(yamlString(path("bench-wan.web-auth-token")))
+                          webAuthTokenFile: \(yamlString(path("bench-\(name).web-auth-token")))
                     """)
             try dropSchema(pipeline)
-            Terminal.shared.writeLine("over a WAN: zonefeed run against \(baseURL), \(options.wanRecords.grouped) records in \(options.wanZones) zones…")
-            let run = try runPipeline(pipeline, label: "the run over a WAN", logName: "wan-run")
-            try checkLiveRows(pipeline, label: "the run over a WAN", logName: "wan-run", expected: options.wanRecords)
+            let records = settings.zones * settings.recordsPerZone
+            Terminal.shared.writeLine("\(label): zonefeed run against \(baseURL), \(records.grouped) records in \(settings.zones) zones…")
+            let run = try runPipeline(pipeline, label: label, logName: "\(name)-run")
+            try checkLiveRows(pipeline, label: label, logName: "\(name)-run", expected: records)
             return run
         }
 
         /// The URL in the fake server's ready line,
         /// `fake CloudKit server listening on http://127.0.0.1:PORT (container …)`.
-        func readyURL(of server: ChildProcess, logName: String = "fake-server") throws -> String {
+        func readyURL(of server: ChildProcess, logName: String) throws -> String {
             // The server renders its pages before it listens: a few seconds per 100,000 records.
             let timeout = 60 + records / 10_000
             let deadline = ContinuousClock.now + .seconds(timeout)
