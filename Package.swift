@@ -93,12 +93,21 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "LibPQ", "ZoneFeedPostgres", "ZoneFeed", "FakeCloudKit", "FakeCloudKitServer",
+                "LibPQ", "ZoneFeedPostgres", "ZoneFeed", "FakeCloudKit", "FakeCloudKitServer", "CloudKitModel",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             path: "Tests/TestSupport"
         ),
-        .testTarget(name: "ZoneFeedTests", dependencies: ["ZoneFeed", "FakeCloudKit", "CloudKitModel"]),
+        .testTarget(
+            name: "ZoneFeedTests",
+            dependencies: [
+                "ZoneFeed", "FakeCloudKit", "CloudKitModel", "TestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .testTarget(name: "LibPQTests", dependencies: ["LibPQ", "TestSupport"]),
         .testTarget(
             name: "CloudKitWebServicesTests",

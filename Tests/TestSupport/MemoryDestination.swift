@@ -1,0 +1,173 @@
+import CloudKitModel
+import ZoneFeed
+
+/// A destination in memory, for testing the engine without PostgreSQL: the same contract as
+/// `PostgresDestination` (a batch and its token together, generations, resync sweeps, zone
+/// deletions, pending zones), and a log of what was applied, in order.
+public actor MemoryDestination: Destination {
+    public struct Row: Sendable, Hashable {
+        public var changeTag: String?
+        public var deleted: Bool
+        public var generation: Int
+    }
+
+    public struct Run: Sendable {
+        public var status: RunStatus
+        public var error: String?
+        public var throttledSeconds: Double
+    }
+
+    /// A batch as it was applied.
+    public struct Applied: Sendable {
+        public var zone: ZoneID
+        public var token: ChangeToken
+        public var recordNames: [String]
+    }
+
+    public private(set) var rows: [ZoneID: [String: Row]] = [:]
+    public private(set) var checkpoints: [ZoneID: ZoneCheckpoint] = [:]
+    public private(set) var runs: [Int64: Run] = [:]
+    public private(set) var applied: [Applied] = []
+    public private(set) var databaseToken: ChangeToken?
+    private var pending: [ZoneID] = []
+    private var account: String?
+    private var claimed: Set<ZoneID> = []
+    /// Zones another process holds: `claimZone` answers false.
+    private var heldElsewhere: Set<ZoneID> = []
+    /// Called after each batch is applied, with how many have been: a test stops a run here.
+    private var afterBatch: (@Sendable (Int) async -> Void)?
+
+    public init() {}
+
+    public func onEachBatch(_ body: @escaping @Sendable (Int) async -> Void) { afterBatch = body }
+
+    public func holdElsewhere(_ zone: ZoneID) { heldElsewhere.insert(zone) }
+
+    public func live(_ zone: ZoneID) -> Set<String> {
+        Set((rows[zone] ?? [:]).filter { !$0.value.deleted }.keys)
+    }
+
+    // MARK: Destination
+
+    public func prepare() async throws {}
+
+    public func startRun() async throws -> Int64 {
+        let id = Int64(runs.count + 1)
+        runs[id] = Run(status: .running, error: nil, throttledSeconds: 0)
+        return id
+    }
+
+    public func finishRun(_ runID: Int64, status: RunStatus, error: String?, throttledSeconds: Double) async throws {
+        runs[runID] = Run(status: status, error: error, throttledSeconds: throttledSeconds)
+    }
+
+    public func storedAccount() async throws -> String? { account }
+    public func storeAccount(_ user: String) async throws { account = user }
+
+    public func databaseCheckpoint() async throws -> ChangeToken? { databaseToken }
+
+    public func applyDatabaseChanges(_ page: DatabaseChangePage, after previous: ChangeToken?, runID: Int64) async throws -> BatchOutcome? {
+        guard databaseToken == previous else { return nil }
+        var outcome = BatchOutcome()
+        for deletion in page.deletedZones {
+            if deletion.reason == .encryptedDataReset {
+                _ = resync(deletion.zoneID)
+                markPending(deletion.zoneID)
+            } else {
+                outcome += dropZone(deletion)
+            }
+        }
+        for zone in page.modifiedZones { markPending(zone) }
+        databaseToken = page.syncToken
+        return outcome
+    }
+
+    public func pendingZones() async throws -> [ZoneID] { pending }
+
+    public func claimZone(_ zone: ZoneID) async throws -> Bool {
+        guard !heldElsewhere.contains(zone) else { return false }
+        return claimed.insert(zone).inserted
+    }
+
+    public func releaseZone(_ zone: ZoneID) async throws { claimed.remove(zone) }
+
+    public func zoneCheckpoint(_ zone: ZoneID) async throws -> ZoneCheckpoint {
+        if let checkpoint = checkpoints[zone] { return checkpoint }
+        let checkpoint = ZoneCheckpoint(token: nil, generation: 1, resyncing: false)
+        checkpoints[zone] = checkpoint
+        return checkpoint
+    }
+
+    public func beginResync(_ zone: ZoneID, reason: String) async throws -> ZoneCheckpoint { resync(zone) }
+
+    public func apply(_ batch: ChangeBatch) async throws -> BatchOutcome {
+        guard let checkpoint = checkpoints[batch.zoneID], checkpoint.generation == batch.generation else {
+            throw MemoryDestinationError(message: "a batch of generation \(batch.generation) for a zone at another generation")
+        }
+        var outcome = BatchOutcome()
+        outcome.pages = batch.pageCount
+        var zoneRows = rows[batch.zoneID] ?? [:]
+        for entry in batch.entries {
+            switch entry {
+            case .record(let record):
+                zoneRows[record.recordName] = Row(changeTag: record.recordChangeTag, deleted: false, generation: batch.generation)
+                outcome.upserts += 1
+            case .deleted(let name):
+                zoneRows[name]?.deleted = true
+                outcome.tombstones += 1
+            case .error:
+                outcome.rejects += 1
+            }
+        }
+        if batch.finishesResync {
+            for (name, row) in zoneRows where row.generation < batch.generation && !row.deleted {
+                zoneRows[name]?.deleted = true
+                outcome.swept += 1
+            }
+        }
+        rows[batch.zoneID] = zoneRows
+        checkpoints[batch.zoneID] = ZoneCheckpoint(
+            token: batch.token, generation: batch.generation, resyncing: checkpoint.resyncing && !batch.finishesResync)
+        if batch.isLast { pending.removeAll { $0 == batch.zoneID } }
+        applied.append(Applied(zone: batch.zoneID, token: batch.token, recordNames: batch.entries.compactMap(\.recordName)))
+        if let afterBatch { await afterBatch(applied.count) }
+        return outcome
+    }
+
+    public func deleteZone(_ deletion: ZoneDeletion, runID: Int64) async throws -> BatchOutcome { dropZone(deletion) }
+
+    public func recordZoneError(_ zone: ZoneID, message: String?) async throws {}
+
+    // MARK: Helpers
+
+    private func markPending(_ zone: ZoneID) {
+        if !pending.contains(zone) { pending.append(zone) }
+    }
+
+    private func resync(_ zone: ZoneID) -> ZoneCheckpoint {
+        let checkpoint = ZoneCheckpoint(token: nil, generation: (checkpoints[zone]?.generation ?? 0) + 1, resyncing: true)
+        checkpoints[zone] = checkpoint
+        return checkpoint
+    }
+
+    /// Deleted: every row tombstoned; purged: every row gone. The checkpoint goes either way.
+    private func dropZone(_ deletion: ZoneDeletion) -> BatchOutcome {
+        var outcome = BatchOutcome()
+        if deletion.reason == .purged {
+            outcome.tombstones = rows.removeValue(forKey: deletion.zoneID)?.count ?? 0
+        } else {
+            for name in rows[deletion.zoneID]?.keys.map({ $0 }) ?? [] where rows[deletion.zoneID]?[name]?.deleted == false {
+                rows[deletion.zoneID]?[name]?.deleted = true
+                outcome.tombstones += 1
+            }
+        }
+        checkpoints[deletion.zoneID] = nil
+        pending.removeAll { $0 == deletion.zoneID }
+        return outcome
+    }
+}
+
+public struct MemoryDestinationError: Error, CustomStringConvertible {
+    public var message: String
+    public var description: String { message }
+}

@@ -1,0 +1,88 @@
+import CloudKitModel
+import NIOConcurrencyHelpers
+import ZoneFeed
+
+/// A change source whose zones hold lists of record names, paged `pageSize` at a time, with
+/// tokens that say where a page ends (`"<zone>@<position>"`): what a test of the engine needs to
+/// script (a zone stuck repeating its token, an expired token, a zone the server lost) and to
+/// watch (every fetch, in order).
+public final class ScriptedSource: ChangeSource, @unchecked Sendable {
+    public struct Fetch: Sendable, Hashable {
+        public var zone: String
+        public var token: String?
+    }
+
+    private struct State {
+        var feeds: [String: [String]]
+        var stuck: Set<String> = []
+        var expired: Set<String> = []
+        var missing: Set<String> = []
+        var fetches: [Fetch] = []
+        var deletedZones: [ZoneDeletion] = []
+    }
+
+    public let pageSize: Int
+    private let state: NIOLockedValueBox<State>
+
+    /// `feeds`: each zone's records, oldest first.
+    public init(feeds: [String: [String]], pageSize: Int = 3) {
+        self.pageSize = pageSize
+        state = NIOLockedValueBox(State(feeds: feeds))
+    }
+
+    /// The zone answers every fetch with no records, the same token and `moreComing`.
+    public func makeStuck(_ zone: String) { state.withLockedValue { _ = $0.stuck.insert(zone) } }
+    /// A fetch from this token fails as expired (`CHANGE_TOKEN_EXPIRED`).
+    public func expire(_ token: String) { state.withLockedValue { _ = $0.expired.insert(token) } }
+    /// The server no longer knows the zone (`ZONE_NOT_FOUND`).
+    public func lose(_ zone: String) { state.withLockedValue { _ = $0.missing.insert(zone) } }
+    /// Replaces a zone's feed, as after a reset on the server.
+    public func replace(_ zone: String, with names: [String]) { state.withLockedValue { $0.feeds[zone] = names } }
+    /// Appends records to a zone's feed.
+    public func append(_ names: [String], to zone: String) { state.withLockedValue { $0.feeds[zone, default: []] += names } }
+    /// The next database page reports the zone deleted.
+    public func delete(_ zone: String) {
+        state.withLockedValue {
+            $0.feeds[zone] = nil
+            $0.deletedZones.append(ZoneDeletion(zoneID: ZoneID(zoneName: zone), reason: .deleted))
+        }
+    }
+
+    public var fetches: [Fetch] { state.withLockedValue { $0.fetches } }
+
+    // MARK: ChangeSource
+
+    public func currentUser() async throws -> String? { nil }
+    public var namedZones: [ZoneID]? { nil }
+
+    public func fetchDatabaseChanges(since token: ChangeToken?) async throws -> DatabaseChangePage {
+        state.withLockedValue { state in
+            let deleted = state.deletedZones
+            state.deletedZones = []
+            let zones = state.feeds.keys.sorted().map { ZoneID(zoneName: $0) }
+            return DatabaseChangePage(
+                modifiedZones: zones, deletedZones: deleted, syncToken: ChangeToken("db@\(state.fetches.count)"), moreComing: false)
+        }
+    }
+
+    public func fetchZoneChanges(in zone: ZoneID, since token: ChangeToken?) async throws -> ZoneChangePage {
+        let name = zone.zoneName
+        return try state.withLockedValue { state in
+            state.fetches.append(Fetch(zone: name, token: token?.value))
+            if state.missing.contains(name) { throw SourceError(.zoneNotFound, zoneID: zone, message: "zone \(name) not found") }
+            if let token, state.expired.contains(token.value) {
+                throw SourceError(.changeTokenExpired, zoneID: zone, message: "token \(token.value) expired")
+            }
+            if state.stuck.contains(name) {
+                return ZoneChangePage(zoneID: zone, entries: [], syncToken: token ?? ChangeToken("\(name)@0"), moreComing: true)
+            }
+            let feed = state.feeds[name] ?? []
+            let start = token.flatMap { $0.value.split(separator: "@").last.flatMap { Int($0) } } ?? 0
+            let end = min(start + pageSize, feed.count)
+            let entries = feed[min(start, end)..<end].map {
+                RecordEntry.record(Record(recordName: $0, recordType: "Note", recordChangeTag: "\($0)-tag"))
+            }
+            return ZoneChangePage(zoneID: zone, entries: entries, syncToken: ChangeToken("\(name)@\(end)"), moreComing: end < feed.count)
+        }
+    }
+}

@@ -1,0 +1,127 @@
+import CloudKitModel
+import Logging
+import Testing
+import TestSupport
+import ZoneFeed
+
+/// The engine's behaviours against a scripted source and a destination in memory: no PostgreSQL,
+/// no network.
+@Suite struct RunnerTests {
+    static func names(_ zone: String, _ count: Int) -> [String] { (1...count).map { "\(zone)-\($0)" } }
+
+    func runner(
+        _ source: ScriptedSource, _ destination: MemoryDestination, commitEvery: Int = 3, parallelZones: Int = 1
+    ) -> Runner {
+        Runner(
+            configuration: .init(pipeline: "test", commitEvery: commitEvery, parallelZones: parallelZones),
+            source: source, destination: destination, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+    }
+
+    @Test func aZonesPagesApplyInFeedOrderEachBatchWithTheTokenAfterIt() async throws {
+        let source = ScriptedSource(feeds: ["A": Self.names("A", 10)], pageSize: 3)
+        let destination = MemoryDestination()
+        let summary = try await runner(source, destination, commitEvery: 5).run()
+
+        #expect(summary.status == .succeeded)
+        let applied = await destination.applied
+        #expect(applied.map(\.token.value) == ["A@6", "A@10"], "two pages a batch: 6 records, then the last 4")
+        #expect(applied.flatMap(\.recordNames) == Self.names("A", 10), "in feed order, each once")
+        #expect(await destination.checkpoints[ZoneID(zoneName: "A")]?.token == ChangeToken("A@10"))
+        #expect(source.fetches.map(\.token) == [nil, "A@3", "A@6", "A@9"], "each page from the token the one before ended with")
+    }
+
+    @Test func aNextRunStartsFromTheCheckpointAndAppliesOnlyWhatIsNew() async throws {
+        let source = ScriptedSource(feeds: ["A": Self.names("A", 4)], pageSize: 3)
+        let destination = MemoryDestination()
+        _ = try await runner(source, destination).run()
+        source.append(["A-5"], to: "A")
+        let second = try await runner(source, destination).run()
+        #expect(second.totals.upserts == 1)
+        #expect(source.fetches.last?.token == "A@4")
+        #expect(await destination.live(ZoneID(zoneName: "A")).count == 5)
+    }
+
+    @Test func aZoneThatRepeatsItsTokenWithNothingFailsInsteadOfLooping() async throws {
+        let source = ScriptedSource(feeds: ["A": Self.names("A", 3), "B": Self.names("B", 3)], pageSize: 3)
+        source.makeStuck("A")
+        let destination = MemoryDestination()
+        let summary = try await runner(source, destination).run()
+
+        #expect(summary.status == .failed)
+        #expect(summary.zonesFailed.map(\.0.zoneName) == ["A"])
+        #expect(summary.zonesFailed.first?.1.contains("same token with no records") == true)
+        let fetchesOfA = source.fetches.filter { $0.zone == "A" }.count
+        #expect(fetchesOfA == 5, "the first answer, then repeats until one more than maxEmptyRepeats (3), then it stops")
+        #expect(await destination.live(ZoneID(zoneName: "B")).count == 3, "the other zone is applied")
+    }
+
+    @Test func anExpiredTokenResyncsTheZoneAndSweepsWhatIsGone() async throws {
+        let source = ScriptedSource(feeds: ["A": Self.names("A", 6)], pageSize: 3)
+        let destination = MemoryDestination()
+        _ = try await runner(source, destination).run()
+        // The server forgets two records and the zone's token.
+        source.replace("A", with: Self.names("A", 4))
+        source.expire("A@6")
+        let resync = try await runner(source, destination).run()
+
+        let zone = ZoneID(zoneName: "A")
+        #expect(resync.status == .succeeded)
+        #expect(await destination.checkpoints[zone]?.generation == 2)
+        #expect(await destination.checkpoints[zone]?.resyncing == false)
+        #expect(await destination.live(zone) == Set(["A-1", "A-2", "A-3", "A-4"]), "A-5 and A-6 were swept")
+        #expect(resync.totals.swept == 2)
+    }
+
+    @Test func aZoneTheServerNoLongerKnowsIsDeleted() async throws {
+        let source = ScriptedSource(feeds: ["A": Self.names("A", 3)], pageSize: 3)
+        let destination = MemoryDestination()
+        _ = try await runner(source, destination).run()
+        source.lose("A")
+        source.append(["A-4"], to: "A")
+        let summary = try await runner(source, destination).run()
+        #expect(summary.zonesDeleted.map(\.zoneID.zoneName) == ["A"])
+        #expect(await destination.live(ZoneID(zoneName: "A")).isEmpty)
+        #expect(await destination.checkpoints[ZoneID(zoneName: "A")] == nil)
+    }
+
+    @Test func aCancelledRunStopsBetweenBatchesAndTheNextRunResumes() async throws {
+        let source = ScriptedSource(feeds: ["A": Self.names("A", 30)], pageSize: 3)
+        let destination = MemoryDestination()
+        let runner = runner(source, destination)
+        // The second batch waits, once applied, until the run has been cancelled.
+        let (reached, reachedSecond) = AsyncStream.makeStream(of: Void.self)
+        let (released, release) = AsyncStream.makeStream(of: Void.self)
+        await destination.onEachBatch { count in
+            guard count == 2 else { return }
+            reachedSecond.yield()
+            for await _ in released { break }
+        }
+        let run = Task { try await runner.run() }
+        for await _ in reached { break }
+        run.cancel()
+        release.yield()
+        let error = await #expect(throws: RunError.self) { try await run.value }
+        #expect(error?.kind == .interrupted)
+
+        let zone = ZoneID(zoneName: "A")
+        let applied = await destination.applied
+        #expect(applied.count < 10, "it stopped early")
+        #expect(await destination.checkpoints[zone]?.token == applied.last?.token, "the checkpoint is the last batch committed")
+        #expect(await destination.live(zone) == Set(applied.flatMap(\.recordNames)), "no batch half applied")
+
+        await destination.onEachBatch { _ in }
+        let next = try await self.runner(source, destination).run()
+        #expect(next.status == .succeeded)
+        #expect(await destination.live(zone) == Set(Self.names("A", 30)))
+        #expect(await destination.applied.flatMap(\.recordNames) == Self.names("A", 30), "nothing applied twice")
+    }
+
+    @Test func aZoneHeldByAnotherRunIsSkippedAndSaidSo() async throws {
+        let source = ScriptedSource(feeds: ["A": Self.names("A", 3), "B": Self.names("B", 3)], pageSize: 3)
+        let destination = MemoryDestination()
+        await destination.holdElsewhere(ZoneID(zoneName: "A"))
+        let summary = try await runner(source, destination, parallelZones: 2).run()
+        #expect(summary.zonesClaimedElsewhere.map(\.zoneName) == ["A"])
+        #expect(summary.zonesApplied.map(\.zoneName) == ["B"])
+    }
+}
