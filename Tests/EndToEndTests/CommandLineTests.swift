@@ -1,5 +1,6 @@
 import FakeCloudKit
 import Foundation
+import LibPQ
 import Testing
 import TestSupport
 import ZoneFeed
@@ -8,13 +9,29 @@ import ZoneFeed
     @Test func twoProcessesOnOnePipelineApplyEachZoneOnce() async throws {
         var p = try FakePipeline(prefix: "twoproc", fake: FakeSettings(seed: 37, zones: 4, recordsPerZone: 3_000))
         p.commitEvery = 500
+        // One connection each: a backend holding zone locks is then a process.
+        p.parallelZones = 1
         let zonefeed = try ZonefeedBinary(environment: p.environment)
         defer { zonefeed.remove() }
         let file = try p.write(to: zonefeed.directory)
 
         let a = try zonefeed.start(["run", file, "--progress", "never"])
         let b = try zonefeed.start(["run", file, "--progress", "never"])
+        // The runs overlap when two sessions hold this pipeline's zone locks at the same moment.
+        var mostHolders = 0
+        let key = "zonefeed:\(p.schema):\(p.name)"
+        while a.isRunning || b.isRunning {
+            let holders = try Connection.withConnection(p.url) { c in
+                try c.query(
+                    "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND granted "
+                        + "AND classid = (hashtext($1)::bigint & 4294967295)::text::oid", [key]
+                ).scalar.flatMap { Int($0) } ?? 0
+            }
+            mostHolders = max(mostHolders, holders)
+            usleep(10_000)
+        }
         let (outA, outB) = (a.wait(), b.wait())
+        #expect(mostHolders >= 2, "at one moment both processes held zones")
         #expect(outA.status == 0, "\(outA.stderr)")
         #expect(outB.status == 0, "\(outB.stderr)")
 

@@ -6,9 +6,13 @@ import ZoneFeed
 @Suite struct ConcurrencyTests {
     @Test func twoRunsAtOnceApplyEachZoneOnce() async throws {
         let p = try FakePipeline(prefix: "twoinproc", fake: FakeSettings(seed: 29, zones: 4, recordsPerZone: 1_500))
-        async let a = p.run()
-        async let b = p.run()
+        // Each run, once it holds its first zone, waits for the other to hold one too: the runs
+        // provably overlap, each holding zones the other may not take.
+        let meeting = Meeting()
+        async let a = p.run { event in if case .willFetchRecordZoneChanges = event { await meeting.arrive("a") } }
+        async let b = p.run { event in if case .willFetchRecordZoneChanges = event { await meeting.arrive("b") } }
         let (first, second) = try await (a, b)
+        #expect(await meeting.met, "both runs held a zone at the same moment")
 
         let expected = p.expected()
         let snapshot = try DestinationSnapshot.read(p)
@@ -16,5 +20,33 @@ import ZoneFeed
         #expect(first.totals.pages + second.totals.pages == expected.pages)
         #expect(snapshot.runTombstones == expected.tombstones)
         #expect(snapshot.tombstonesByReason["deleted"] == expected.tombstones)
+    }
+}
+
+/// Two parties meet: the first to arrive waits (ten seconds at most) for the other.
+actor Meeting {
+    private var arrived: Set<String> = []
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+    private(set) var met = false
+
+    func arrive(_ party: String) async {
+        guard !met, arrived.insert(party).inserted else { return }
+        if arrived.count == 2 {
+            met = true
+            for waiter in waiting { waiter.resume() }
+            waiting = []
+            return
+        }
+        let timeout = Task { [weak self] in
+            try? await Task.sleep(for: .seconds(10))
+            await self?.giveUp()
+        }
+        await withCheckedContinuation { waiting.append($0) }
+        timeout.cancel()
+    }
+
+    private func giveUp() {
+        for waiter in waiting { waiter.resume() }
+        waiting = []
     }
 }
