@@ -84,14 +84,41 @@ public struct EmbeddedPostgres: Sendable {
     public let configuration: Configuration
     let logger: Logger
 
+    /// The folder the configuration asked for; `configuration.directory` is where the cluster
+    /// lives, elsewhere when the server's account cannot reach the folder asked for.
+    public let requestedDirectory: String
+
     public init(_ configuration: Configuration, logger: Logger = Logger(label: "zonefeed.postgres.embedded")) {
         var configuration = configuration
         configuration.directory = EmbeddedPostgres.absolutePath(configuration.directory)
+        requestedDirectory = configuration.directory
+        // As root, the server runs as another account, which cannot pass a folder such as /root
+        // (mode 0700): where root clones a project and runs the demo. The cluster then lives in
+        // a folder of its own under /var/lib/zonefeed, named after the folder asked for, so that
+        // every command run from there finds the same one.
+        if geteuid() == 0, let account = Self.defaultServerAccount,
+            Self.firstUnreachableAncestor(of: configuration.directory, for: account, missingIsReachable: true) != nil
+        {
+            configuration.directory = Self.relocatedDirectory(for: configuration.directory)
+        }
         self.configuration = configuration
         var logger = logger
         logger[metadataKey: "postgres.directory"] = "\(configuration.directory)"
         self.logger = logger
     }
+
+    /// Where the cluster for `directory` lives when the server's account cannot reach it: short
+    /// enough for the Unix socket's path, and the same for the same folder.
+    static func relocatedDirectory(for directory: String) -> String {
+        // FNV-1a: a stable name, not a secret.
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in directory.utf8 {
+            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+        }
+        return "/var/lib/zonefeed/postgres-" + String(hash, radix: 16)
+    }
+
+    static var defaultServerAccount: Account? { Account(name: "postgres") ?? Account(name: "nobody") }
 
     // MARK: - Paths
 
@@ -113,6 +140,10 @@ public struct EmbeddedPostgres: Sendable {
     public func start() throws -> Handle {
         try checkPaths()
         try createDirectory()
+        if requestedDirectory != directory {
+            logger.notice(
+                "the embedded PostgreSQL server runs as another account, which cannot reach \(requestedDirectory); its cluster lives in \(directory)")
+        }
 
         let initLock = try FileLock(path: initLockFile, mode: .exclusive)
         defer { initLock.release() }
@@ -293,7 +324,7 @@ public struct EmbeddedPostgres: Sendable {
         if stat(dataDirectory, &info) == 0, info.st_uid != 0, let owner = Account(uid: info.st_uid) {
             return owner  // an existing cluster belongs to its owner
         }
-        if let account = Account(name: "postgres") ?? Account(name: "nobody") { return account }
+        if let account = Self.defaultServerAccount { return account }
         throw EmbeddedPostgresError(
             .noUnprivilegedAccount,
             "PostgreSQL refuses to run as root, and neither a 'postgres' nor a 'nobody' account exists to run it: "
@@ -313,7 +344,7 @@ public struct EmbeddedPostgres: Sendable {
         let runner = CommandRunner(account: account, workingDirectory: "/", logger: logger)
         let probe = try runner.run("/bin/sh", ["-c", "test -w \"$1\" && test -x \"$1\"", "sh", directory])
         if probe.status != 0 {
-            let blocker = firstUnreachableAncestor(of: directory, for: account).map { " (\($0) does not let it through)" } ?? ""
+            let blocker = Self.firstUnreachableAncestor(of: directory, for: account).map { " (\($0) does not let it through)" } ?? ""
             throw EmbeddedPostgresError(
                 .directoryUnreachable,
                 "PostgreSQL refuses to run as root, so the embedded server runs as '\(account.name)', and that account "
@@ -332,7 +363,9 @@ public struct EmbeddedPostgres: Sendable {
         }
     }
 
-    private func firstUnreachableAncestor(of path: String, for account: Account) -> String? {
+    /// The first folder above `path` that `account` may not pass. A folder still to be made is
+    /// made by this process (0755) when `missingIsReachable`, and so lets it through.
+    private static func firstUnreachableAncestor(of path: String, for account: Account, missingIsReachable: Bool = false) -> String? {
         var ancestors: [String] = []
         var current = (path as NSString).deletingLastPathComponent
         while !current.isEmpty {
@@ -342,7 +375,10 @@ public struct EmbeddedPostgres: Sendable {
         }
         for ancestor in ancestors {
             var info = stat()
-            guard stat(ancestor, &info) == 0 else { return ancestor }
+            guard stat(ancestor, &info) == 0 else {
+                if missingIsReachable { continue }
+                return ancestor
+            }
             let mode = info.st_mode
             let allowed: Bool
             if info.st_uid == account.uid {

@@ -39,7 +39,7 @@ struct PipelineOptions: ParsableArguments {
         guard pipeline.destination.isEmbedded else {
             return try await body(pipeline.destination.url.value)
         }
-        let embedded = EmbeddedPostgres(EmbeddedPostgres.Configuration(directory: ".zonefeed/postgres"), logger: logger)
+        let embedded = Self.embeddedPostgres(logger: logger)
         let handle: EmbeddedPostgres.Handle
         do {
             handle = try embedded.start()
@@ -49,6 +49,11 @@ struct PipelineOptions: ParsableArguments {
         }
         defer { embedded.stop(handle) }
         return try await body(handle.connectionString)
+    }
+
+    /// The embedded cluster of `destination.url: embedded`, asked for under `.zonefeed/postgres`.
+    static func embeddedPostgres(logger: Logger) -> EmbeddedPostgres {
+        EmbeddedPostgres(EmbeddedPostgres.Configuration(directory: ".zonefeed/postgres"), logger: logger)
     }
 
     /// Runs `body` with a PostgreSQL destination for the pipeline, closed on every path; a

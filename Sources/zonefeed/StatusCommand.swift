@@ -22,6 +22,9 @@ struct StatusCommand: AsyncParsableCommand {
             return
         }
         print("pipeline \(pipeline.name) (schema \(pipeline.destination.schema))")
+        if pipeline.destination.isEmbedded {
+            print("embedded PostgreSQL cluster: \(PipelineOptions.embeddedPostgres(logger: logger).configuration.directory)")
+        }
         print("")
         var rows = [["zone", "token", "generation", "state", "applied", "live rows", "deleted rows", "updated", "last error"]]
         for z in status.zones {

@@ -55,4 +55,24 @@ import ZoneFeed
         #expect((Int(count.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) > 1_000)
         #expect(FileManager.default.fileExists(atPath: zonefeed.directory.appendingPathComponent(".zonefeed/postgres/data").path))
     }
+
+    /// Root clones into /root (mode 0700), which the server's account cannot pass: the cluster
+    /// lives under /var/lib/zonefeed instead, and the run and `status` say where.
+    @Test(.enabled(if: geteuid() == 0, "only root's home is closed to the server's account"))
+    func theDemoRunsAsRootFromAFolderUnderRoot() throws {
+        let zonefeed = try ZonefeedBinary(parent: "/root")
+        defer { zonefeed.remove() }
+        let demo = zonefeed.directory.appendingPathComponent("demo.yml").path
+        try FileManager.default.copyItem(atPath: Self.repository.appendingPathComponent("pipelines/demo.yml").path, toPath: demo)
+
+        let run = try zonefeed.run(["run", "demo.yml", "--progress", "never"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stderr.contains("cannot reach"), "the log says where the cluster lives: \(run.stderr)")
+        let status = try zonefeed.run(["status", "demo.yml"])
+        let line = status.stdout.split(separator: "\n").first { $0.hasPrefix("embedded PostgreSQL cluster: ") }
+        let cluster = line.map { String($0.dropFirst("embedded PostgreSQL cluster: ".count)) } ?? ""
+        #expect(cluster.hasPrefix("/var/lib/zonefeed/"), "\(status.stdout)")
+        #expect(FileManager.default.fileExists(atPath: cluster + "/data"))
+        if cluster.hasPrefix("/var/lib/zonefeed/") { try? FileManager.default.removeItem(atPath: cluster) }
+    }
 }

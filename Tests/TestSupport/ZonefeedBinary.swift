@@ -24,9 +24,9 @@ public struct ZonefeedBinary {
     public let directory: URL
     public var environment: [String: String]
 
-    /// A fresh working directory under /tmp (reachable by the embedded server's account).
-    public init(environment: [String: String] = [:]) throws {
-        directory = URL(fileURLWithPath: "/tmp/zf-e2e-\(UUID().uuidString.prefix(8))")
+    /// A fresh working directory under `parent` (/tmp: reachable by the embedded server's account).
+    public init(environment: [String: String] = [:], parent: String = "/tmp") throws {
+        directory = URL(fileURLWithPath: "\(parent)/zf-e2e-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         self.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
     }
