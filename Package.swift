@@ -85,7 +85,7 @@ let package = Package(
         .executableTarget(
             name: "zonefeed",
             dependencies: [
-                "ZoneFeed", "ZoneFeedPostgres", "FakeCloudKit", "ZoneFeedCloudKit", "FakeCloudKitServer",
+                "ZoneFeed", "ZoneFeedPostgres", "FakeCloudKit", "ZoneFeedCloudKit", "FakeCloudKitServer", "LibPQ", "CloudKitModel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -132,12 +132,12 @@ let package = Package(
         ),
         .testTarget(
             name: "ZoneFeedPostgresTests",
-            dependencies: ["ZoneFeedPostgres", "ZoneFeed", "FakeCloudKit", "LibPQ", "TestSupport"]
+            dependencies: ["ZoneFeedPostgres", "ZoneFeed", "FakeCloudKit", "LibPQ", "TestSupport", "CloudKitModel"]
         ),
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "zonefeed", "TestSupport", "FakeCloudKit", "FakeCloudKitServer", "ZoneFeed", "LibPQ",
+                "zonefeed", "TestSupport", "FakeCloudKit", "FakeCloudKitServer", "ZoneFeed", "LibPQ", "CloudKitModel",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]
         ),

@@ -62,7 +62,7 @@ import ZoneFeed
                             (JSONReader.lastMember("syncToken", in: body) { try $0.readString() },
                              JSONReader.lastMember("moreComing", in: body) { try $0.readBool() })
                         }
-                        token = more == true ? try #require(next) : nil
+                        token = more == true ? next : nil
                     } while token != nil
                     bodies.withLock { $0.append(pages) }
                 }
