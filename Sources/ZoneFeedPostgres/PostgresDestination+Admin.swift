@@ -28,6 +28,8 @@ public struct PipelineStatus: Sendable {
         public var upserts: Int64
         public var tombstones: Int64
         public var rejects: Int64
+        /// How long its requests were paused by throttling, in seconds.
+        public var throttledSeconds: Double
         public var error: String?
     }
 
@@ -72,12 +74,14 @@ extension PostgresDestination {
             }
             for row in try c.query("""
                 SELECT run_id, status, to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS"Z"'),
-                       to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS"Z"'), pages, upserts, tombstones, rejects, error
-                FROM \(schema.runs) WHERE pipeline = $1 ORDER BY run_id DESC LIMIT $2
+                       to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS"Z"'), pages, upserts, tombstones, rejects, error,
+                       coalesce(to_jsonb(r) ->> 'throttled_seconds', '0')
+                FROM \(schema.runs) AS r WHERE pipeline = $1 ORDER BY run_id DESC LIMIT $2
                 """, [name, String(lastRuns)]).rows {
                 status.runs.append(PipelineStatus.Run(
                     runID: Int64(row[0]!)!, status: row[1]!, startedAt: row[2]!, finishedAt: row[3],
-                    pages: Int64(row[4]!)!, upserts: Int64(row[5]!)!, tombstones: Int64(row[6]!)!, rejects: Int64(row[7]!)!, error: row[8]))
+                    pages: Int64(row[4]!)!, upserts: Int64(row[5]!)!, tombstones: Int64(row[6]!)!, rejects: Int64(row[7]!)!,
+                    throttledSeconds: Double(row[9]!) ?? 0, error: row[8]))
             }
             return status
         }

@@ -38,10 +38,10 @@ struct StatusCommand: AsyncParsableCommand {
         }
         print(Self.table(rows))
         print("")
-        var runs = [["run", "status", "started", "finished", "pages", "upserts", "tombstones", "rejects", "error"]]
+        var runs = [["run", "status", "started", "finished", "pages", "upserts", "tombstones", "rejects", "throttled", "error"]]
         for r in status.runs {
             runs.append([String(r.runID), r.status, r.startedAt, r.finishedAt ?? "", Int(r.pages).grouped, Int(r.upserts).grouped,
-                         Int(r.tombstones).grouped, Int(r.rejects).grouped, r.error ?? ""])
+                         Int(r.tombstones).grouped, Int(r.rejects).grouped, String(format: "%.1f s", r.throttledSeconds), r.error ?? ""])
         }
         print(Self.table(runs))
     }

@@ -341,6 +341,11 @@ import ZoneFeed
             try c.query("SELECT throttled_seconds FROM \(quoteIdentifier(s.p.schema)).zonefeed_runs ORDER BY run_id DESC LIMIT 1").scalar
         }
         #expect(Double(waited ?? "0") ?? 0 > 0)
+        var z = s.zonefeed
+        z.environment.merge(s.p.environment) { _, new in new }
+        let status = try z.run(["status", s.file])
+        #expect(status.stdout.contains("throttled"), "\(status.stdout)")
+        #expect(status.stdout.contains(String(format: "%.1f s", Double(waited ?? "0") ?? 0)), "status shows the run's wait: \(status.stdout)")
         #expect(try s.liveDifferences() == [])
     }
 }
