@@ -97,6 +97,9 @@ public final class CloudKitClient: Sendable {
     /// Whether requests go one at a time, because the server refused overtaken tokens.
     public var sendsOneAtATime: Bool { get async { await limiter.oneAtATime } }
 
+    /// Whether an earlier run learned that this server wants one request at a time.
+    public var learnedOneAtATime: Bool { tokens.oneAtATime }
+
     // MARK: Requests
 
     enum Scope {
@@ -171,7 +174,10 @@ public final class CloudKitClient: Sendable {
             do {
                 let response = try await attemptOnce(
                     operation: operation, method: method, path: path, body: body, token: token, logger: logger, decode: decode)
-                if await limiter.release(ticket, .succeeded) { tokens.learnOneAtATime() }
+                let oneAtATime = await limiter.release(ticket, .succeeded)
+                // Only a refused token that a newer one then got past says that the server
+                // wants one request at a time; a revoked session says nothing of the kind.
+                if oneAtATime, tokenRetries > 0 { tokens.learnOneAtATime() }
                 return response
             } catch let failure as CloudKitError {
                 let throttled = failure.code == .throttled || failure.code == .tryAgainLater
@@ -224,9 +230,9 @@ public final class CloudKitClient: Sendable {
     /// left to try: a person must sign in again.
     private func mayRetryWithAnotherToken(after refused: String, logger: Logger) async -> Bool {
         if await limiter.becomeOneAtATime() {
-            let kept = configuration.webAuthTokenFile == nil ? "" : " (the token file keeps this for later runs once a request succeeds)"
+            let kept = configuration.webAuthTokenFile == nil ? "" : " (the token file keeps this for later runs once a newer token succeeds)"
             logger.warning(
-                "CloudKit refused a web auth token while other requests were in flight; it may accept only the newest, so requests go one at a time from now on\(kept)")
+                "CloudKit refused a web auth token; it may accept only the newest, so requests go one at a time from now on\(kept)")
         }
         await limiter.drain()
         let another = tokens.refused(refused)
@@ -239,7 +245,7 @@ public final class CloudKitClient: Sendable {
         operation: String, method: HTTPMethod, path: String, body: [UInt8]?, token sentToken: String?, logger: Logger,
         decode: (Data) throws -> Response
     ) async throws -> Response {
-        let secrets = [configuration.apiToken, configuration.webAuthToken, sentToken].compactMap { $0 }
+        var secrets = [configuration.apiToken, configuration.webAuthToken, sentToken].compactMap { $0 }
 
         var query: [String] = []
         if let apiToken = configuration.apiToken { query.append("ckAPIToken=\(PercentEncoding.encode(apiToken))") }
@@ -284,6 +290,7 @@ public final class CloudKitClient: Sendable {
         // Every response rotates the token, error responses included.
         if let rotated = response.headers.first(name: "X-Apple-CloudKit-Web-Auth-Token") {
             tokens.received(rotated, logger: logger)
+            secrets.append(rotated)
         }
 
         let limit = configuration.maxResponseBytes

@@ -107,7 +107,8 @@ actor RequestLimiter {
     }
 
     /// Every waiter looks again; those that still cannot go wait again. Few requests wait at a
-    /// time (one per zone), and a waiter that was cancelled leaves without being forgotten.
+    /// time (one per zone). A waiter that was cancelled leaves at the next wake-up, which always
+    /// comes: while anyone waits, a request holds a slot or a drain is under way.
     private func wakeAll() {
         let woken = waiting
         waiting.removeAll()

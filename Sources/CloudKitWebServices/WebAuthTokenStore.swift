@@ -145,12 +145,16 @@ final class WebAuthTokenStore: Sendable {
     /// On the writer queue: writes the file if it is behind, schedules a sync, and returns the
     /// newest token, which the file now has (unless writing failed: the run goes on with it).
     private func save(to file: WebAuthTokenFile, logger: Logger) -> String? {
-        let (contents, version) = state.withLockedValue { state -> (WebAuthTokenFile.Contents?, Int) in
+        // What to write and the token to hand out come from one look at the state: a token that
+        // arrives after it is written by the `save` its arrival queued, behind this one.
+        let (contents, version, saved) = state.withLockedValue { state -> (WebAuthTokenFile.Contents?, Int, String?) in
             // With no token left, the file keeps the last ones: a person must sign in anyway.
-            guard state.version != state.savedVersion, !state.contents.tokens.isEmpty else { return (nil, state.version) }
-            return (state.contents, state.version)
+            guard state.version != state.savedVersion, !state.contents.tokens.isEmpty else {
+                return (nil, state.version, state.contents.tokens.first)
+            }
+            return (state.contents, state.version, state.contents.tokens.first)
         }
-        guard let contents else { return current }
+        guard let contents else { return saved }
         do {
             try file.write(contents)
             let scheduleSync = state.withLockedValue { state -> Bool in

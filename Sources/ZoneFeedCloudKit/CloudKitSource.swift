@@ -154,8 +154,9 @@ public struct CloudKitSource: ChangeSource {
             zoneID: zone, syncToken: token, resultsLimit: settings.resultsLimit, desiredKeys: settings.desiredKeys, logger: logger)
     }
 
-    /// One zone per request that may be in flight: a zone's pages come one after another.
-    public var concurrentZones: Int? { settings.maxConcurrentRequests }
+    /// One zone per request that may be in flight: a zone's pages come one after another. None
+    /// beyond the destination's when an earlier run learned that requests go one at a time.
+    public var concurrentZones: Int? { client.learnedOneAtATime ? nil : settings.maxConcurrentRequests }
 
     public func throttledSeconds() async -> Double { await client.throttledSeconds }
 

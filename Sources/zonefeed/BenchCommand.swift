@@ -333,7 +333,7 @@ extension BenchCommand {
                 ] + serverArguments,
                 environment: environment, stdout: .pipe, stderr: .file(path("\(name)-server.stderr")))
             defer { server.terminate() }
-            let baseURL = try readyURL(of: server, logName: "\(name)-server")
+            let baseURL = try readyURL(of: server, logName: "\(name)-server", records: settings.zones * settings.recordsPerZone)
 
             let pipeline = try writePipeline(
                 "bench-\(name)", schema: "bench_\(name)", defaults: defaults,
@@ -359,7 +359,7 @@ extension BenchCommand {
 
         /// The URL in the fake server's ready line,
         /// `fake CloudKit server listening on http://127.0.0.1:PORT (container …)`.
-        func readyURL(of server: ChildProcess, logName: String) throws -> String {
+        func readyURL(of server: ChildProcess, logName: String, records: Int) throws -> String {
             // The server renders its pages before it listens: a few seconds per 100,000 records.
             let timeout = 60 + records / 10_000
             let deadline = ContinuousClock.now + .seconds(timeout)

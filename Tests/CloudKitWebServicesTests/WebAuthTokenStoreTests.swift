@@ -30,6 +30,34 @@ import Testing
         #expect(leftovers == ["notes.web-auth-token"], "no temporary file is left behind")
     }
 
+    @Test func aTokenHandedToARequestIsInTheFileWhileOthersArrive() async throws {
+        let (store, file, folder) = try makeStore(syncInterval: .seconds(3600))
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let logger = self.logger
+        let missing = try await withThrowingTaskGroup(of: [String].self) { group in
+            group.addTask {
+                for i in 1...300 {
+                    store.received("rotated-\(i)", logger: logger)
+                    await Task.yield()
+                }
+                return []
+            }
+            group.addTask {
+                var missing: [String] = []
+                for _ in 0..<300 {
+                    guard let token = await store.tokenForRequest(logger: logger) else { continue }
+                    // The file has this token or a newer one (tokens arrive numbered in order).
+                    let newest = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").first.map(String.init) ?? ""
+                    func number(_ token: String) -> Int { Int(token.dropFirst("rotated-".count)) ?? -1 }
+                    if number(newest) < number(token) { missing.append(token) }
+                }
+                return missing
+            }
+            return try await group.reduce(into: []) { $0 += $1 }
+        }
+        #expect(missing == [], "every token a request carried was in the file, or a newer one, when it was handed out")
+    }
+
     @Test func writesAreSyncedInTheBackgroundAtMostOncePerInterval() async throws {
         let (store, _, folder) = try makeStore(syncInterval: .milliseconds(500))
         defer { try? FileManager.default.removeItem(atPath: folder) }

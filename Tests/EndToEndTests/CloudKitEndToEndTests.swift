@@ -344,7 +344,6 @@ import ZoneFeed
         var z = s.zonefeed
         z.environment.merge(s.p.environment) { _, new in new }
         let status = try z.run(["status", s.file])
-        #expect(status.stdout.contains("throttled"), "\(status.stdout)")
         #expect(status.stdout.contains(String(format: "%.1f s", Double(waited ?? "0") ?? 0)), "status shows the run's wait: \(status.stdout)")
         #expect(try s.liveDifferences() == [])
     }
