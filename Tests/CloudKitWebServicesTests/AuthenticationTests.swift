@@ -41,7 +41,11 @@ import Testing
         }
         try await first.shutdown()
 
-        #expect(try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").first.map(String.init) == Secrets.rotatedToken)
+        let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").map(String.init)
+        #expect(lines.first == Secrets.rotatedToken, "the newest token first")
+        #expect(lines.dropFirst().allSatisfy { $0.hasPrefix("earlier=") || $0.hasPrefix("configured-token-sha256=") || $0.hasPrefix("requests=") },
+                "then only the file's keyed lines: \(lines.count) lines")
+        #expect(!lines.contains(Secrets.webAuthToken), "the refused configured token is not kept")
         let mode = try #require(try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? NSNumber)
         #expect(mode.intValue & 0o777 == 0o600)
         let leftovers = try FileManager.default.contentsOfDirectory(atPath: folder + "/state")
@@ -68,7 +72,9 @@ import Testing
         }
         try await client.shutdown()
         try await server.stop()
-        #expect(try String(contentsOfFile: file, encoding: .utf8).hasPrefix("rotated-40\n"))
+        let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").map(String.init)
+        #expect(lines.first == "rotated-40")
+        #expect(lines.dropFirst().prefix(3) == ["earlier=rotated-39", "earlier=rotated-38", "earlier=rotated-37"])
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder) == ["notes.web-auth-token"])
     }
 

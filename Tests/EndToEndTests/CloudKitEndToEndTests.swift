@@ -40,6 +40,17 @@ import ZoneFeed
             return try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").map(String.init)
         }
 
+        /// Adds a Tag record to a zone at the server; `hasRow` finds it after a run.
+        func addTag(_ name: String, to zone: String) async throws {
+            try await server.admin("records/add", ["zone": zone, "records": try FakeServerProcess.wire([
+                Record(recordName: name, recordType: "Tag", recordChangeTag: "\(name)-1", fields: [:]),
+            ])])
+        }
+
+        func hasRow(_ name: String, in zone: String) throws -> Bool {
+            try DestinationSnapshot.read(p).rows[ExpectedState.Key(zoneName: zone, recordName: name)] != nil
+        }
+
         func stop() {
             server.stop()
             zonefeed.remove()
@@ -208,12 +219,10 @@ import ZoneFeed
         #expect(mode == 0o600)
 
         try await s.server.admin("auth/revoke", ["initial": true])
-        try await s.server.admin("records/add", ["zone": "Zone01", "records": try FakeServerProcess.wire([
-            Record(recordName: "AFTER-ROTATION", recordType: "Tag", recordChangeTag: "r1", fields: [:]),
-        ])])
+        try await s.addTag("AFTER-ROTATION", to: "Zone01")
         let second = try s.run()
         #expect(second.status == 0, "\(second.stderr)")
-        #expect(try DestinationSnapshot.read(s.p).rows[ExpectedState.Key(zoneName: "Zone01", recordName: "AFTER-ROTATION")] != nil)
+        #expect(try s.hasRow("AFTER-ROTATION", in: "Zone01"))
     }
 
     @Test func aDifferentUserBehindTheTokenStopsTheRun() async throws {
@@ -278,12 +287,10 @@ import ZoneFeed
         #expect(first.status == 0, "\(first.stderr)")
         let file = s.zonefeed.directory.appendingPathComponent(".zonefeed/\(s.p.name).web-auth-token").path
         #expect(try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int == 0o600)
-        try await s.server.admin("records/add", ["zone": "Zone02", "records": try FakeServerProcess.wire([
-            Record(recordName: "SECOND-RUN", recordType: "Tag", recordChangeTag: "s1", fields: [:]),
-        ])])
+        try await s.addTag("SECOND-RUN", to: "Zone02")
         let second = try s.run()
         #expect(second.status == 0, "the configured token was retired by the first run: \(second.stderr)")
-        #expect(try DestinationSnapshot.read(s.p).rows[ExpectedState.Key(zoneName: "Zone02", recordName: "SECOND-RUN")] != nil)
+        #expect(try s.hasRow("SECOND-RUN", in: "Zone02"))
     }
 
     /// Retired on issue, a token carried by three requests at once is refused to the third: the
@@ -301,9 +308,7 @@ import ZoneFeed
         #expect(try s.liveDifferences() == [])
 
         try await s.server.admin("stats/reset")
-        try await s.server.admin("records/add", ["zone": "Zone03", "records": try FakeServerProcess.wire([
-            Record(recordName: "LATER", recordType: "Tag", recordChangeTag: "l1", fields: [:]),
-        ])])
+        try await s.addTag("LATER", to: "Zone03")
         let second = try s.run()
         #expect(second.status == 0, "\(second.stderr)")
         let traffic = try await s.server.traffic()
