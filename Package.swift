@@ -4,7 +4,8 @@ import PackageDescription
 // The folders follow the flow of data: a source (FakeCloudKit, later CloudKitWebServices) yields
 // change pages, the engine (ZoneFeed) drives them zone by zone, the destination (ZoneFeedPostgres)
 // applies each batch and its token atomically. CloudKitModel is the record vocabulary they share;
-// it has no dependencies so that the engine knows neither HTTP nor libpq.
+// it has no dependencies so that the engine knows neither HTTP nor libpq. Each component reads its
+// own section of the pipeline file; the engine only reads the file's structure.
 let package = Package(
     name: "zonefeed",
     platforms: [.macOS(.v14)],
@@ -70,7 +71,7 @@ let package = Package(
         .target(
             name: "FakeCloudKitServer",
             dependencies: [
-                "FakeCloudKit", "CloudKitModel", "ZoneFeed",
+                "FakeCloudKit", "CloudKitModel",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -93,7 +94,8 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "LibPQ", "ZoneFeedPostgres", "ZoneFeed", "FakeCloudKit", "FakeCloudKitServer", "CloudKitModel",
+                "LibPQ", "ZoneFeedPostgres", "ZoneFeed", "ZoneFeedCloudKit", "FakeCloudKit", "FakeCloudKitServer",
+                "CloudKitModel",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -104,7 +106,7 @@ let package = Package(
         .testTarget(
             name: "ZoneFeedTests",
             dependencies: [
-                "ZoneFeed", "FakeCloudKit", "CloudKitModel", "TestSupport",
+                "ZoneFeed", "ZoneFeedCloudKit", "ZoneFeedPostgres", "FakeCloudKit", "CloudKitModel", "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -125,7 +127,7 @@ let package = Package(
         .testTarget(
             name: "FakeCloudKitServerTests",
             dependencies: [
-                "FakeCloudKitServer", "FakeCloudKit", "CloudKitModel", "ZoneFeed",
+                "FakeCloudKitServer", "FakeCloudKit", "CloudKitModel",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
             ]

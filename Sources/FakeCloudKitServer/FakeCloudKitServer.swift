@@ -2,7 +2,6 @@ import FakeCloudKit
 import Foundation
 import Hummingbird
 import Logging
-import ZoneFeed
 
 /// A fake CloudKit Web Services server on loopback: the endpoints zonefeed's REST client uses
 /// (`records/changes`, `changes/database`, `zones/list`, `users/caller`) with CloudKit's JSON

@@ -1,7 +1,6 @@
 import CloudKitModel
 import FakeCloudKit
 import Foundation
-import ZoneFeed
 
 /// The fake server's whole state, behind one actor so that every request sees a consistent
 /// history: the zones of each database with their append-only histories, the zone-event log of

@@ -30,6 +30,34 @@ public final class Connection: @unchecked Sendable {
 
     deinit { close() }
 
+    /// Whether libpq can parse a connection string or URI, without connecting. Its sentence
+    /// for one it cannot is not returned: it may quote the password.
+    public static func canParse(_ conninfo: String) -> Bool {
+        var error: UnsafeMutablePointer<CChar>?
+        guard let options = PQconninfoParse(conninfo, &error) else {
+            if let error { PQfreemem(error) }
+            return false
+        }
+        PQconninfoFree(options)
+        return true
+    }
+
+    /// The connection parameters this libpq knows (`host`, `dbname`, `sslmode`, …).
+    public static let parameterNames: [String] = {
+        // > PQconndefaults: "Returns the default connection options. … The return value points
+        // > to an array of PQconninfoOption structures, which ends with an entry having a null
+        // > keyword pointer."
+        guard let options = PQconndefaults() else { return [] }
+        defer { PQconninfoFree(options) }
+        var names: [String] = []
+        var option = options
+        while let keyword = option.pointee.keyword {
+            names.append(String(cString: keyword))
+            option += 1
+        }
+        return names
+    }()
+
     /// libpq quotes the piece of a connection string it could not parse, which may be the
     /// password; such a message is replaced, and a password libpq parsed is cut out.
     static func withoutPassword(_ message: String, conninfo: String) -> String {

@@ -13,8 +13,8 @@ public struct CopyCeiling {
     public var rowsPerTransaction = 5_000
 
     /// The pipeline's tables must exist (a run's `prepare`, or `createTables`).
-    public init(pipeline: Pipeline, conninfo: String) {
-        schema = PostgresSchema(pipeline: pipeline)
+    public init(schema: PostgresSchema, conninfo: String) {
+        self.schema = schema
         self.conninfo = conninfo
     }
 
@@ -47,7 +47,7 @@ public struct CopyCeiling {
         sessions: Int = 1, zone: (Int) -> ZoneID, records next: () -> (zone: Int, records: [Record])?
     ) throws -> Measurement {
         var encoders = schema.tables.map {
-            RowEncoder(mapping: $0.mapping, keepUnmapped: schema.pipeline.unmappedFields == .keep)
+            RowEncoder(mapping: $0.mapping, keepUnmapped: schema.settings.unmappedFields == .keep)
         }
         var chunks: [Chunk] = []
         var rows = 0, bytes = 0

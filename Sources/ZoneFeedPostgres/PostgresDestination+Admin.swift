@@ -41,7 +41,7 @@ public struct PipelineStatus: Sendable {
 extension PostgresDestination {
     /// Checkpoints, row counts and the last runs.
     public func status(lastRuns: Int = 10) async throws -> PipelineStatus {
-        let schema = self.schema, name = pipeline.name
+        let schema = self.schema, name = pipelineName
         return try await onConnection { c in
             var status = PipelineStatus()
             let exists = try c.query("SELECT to_regclass($1) IS NOT NULL", [schema.checkpoints]).scalar == "t"
@@ -96,8 +96,10 @@ extension PostgresDestination {
     /// Marks zones for a resync from a nil token under a new generation; the next run refetches
     /// them and sweeps what the source no longer has. `all` also forgets the database token so
     /// that zones are rediscovered. A zone being applied right now is left alone and reported.
-    public func reset(zoneNames: [String], all: Bool) async throws -> ResetOutcome {
-        let schema = self.schema, name = pipeline.name, key = self.key
+    /// With `addingUnknownZones` (the source names its zones in the file) a zone named here that
+    /// has no checkpoint yet gets one that starts as a resync.
+    public func reset(zoneNames: [String], all: Bool, addingUnknownZones: Bool = false) async throws -> ResetOutcome {
+        let schema = self.schema, name = pipelineName, key = self.key
         return try await onConnection { c in
             var outcome = ResetOutcome()
             let rows = try c.query(
@@ -105,8 +107,7 @@ extension PostgresDestination {
                 [name]).rows.map { ZoneID(zoneName: $0[1]!, ownerRecordName: $0[0]!) }
             var targets = all ? rows : rows.filter { zoneNames.contains($0.zoneName) }
             outcome.unknown = all ? [] : zoneNames.filter { n in !rows.contains { $0.zoneName == n } }
-            // Zones named explicitly that have no checkpoint yet get one that starts as a resync.
-            if case .cloudKit(let settings) = self.pipeline.source, case .named = settings.zones {
+            if addingUnknownZones {
                 for zoneName in outcome.unknown { targets.append(ZoneID(zoneName: zoneName)) }
                 outcome.unknown = []
             }

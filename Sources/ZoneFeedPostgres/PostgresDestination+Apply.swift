@@ -85,7 +85,7 @@ extension PostgresDestination {
             switch entry {
             case .record(let record):
                 guard let t = schema.table(forRecordType: record.recordType) else {
-                    if pipeline.unknownRecordTypes == .skip {
+                    if settings.unknownRecordTypes == .skip {
                         outcome.skipped += 1
                     } else {
                         rejects.append(Reject(seq: i, entry: entry, recordType: record.recordType,
@@ -122,7 +122,7 @@ extension PostgresDestination {
                     for i in rowsPerTable[t] {
                         guard case .record(let record) = entries[i] else { continue }
                         if let problem = session.encoders[t].append(record, seq: Int32(i)) {
-                            if pipeline.onBadRecord == .fail {
+                            if settings.onBadRecord == .fail {
                                 throw ZoneFailure(message: "record \(record.recordName) (\(record.recordType)) in zone \(zone.zoneName) cannot be applied: \(problem); "
                                     + "nothing of its batch was applied (set onBadRecord: reject to send such records to zonefeed_rejects instead)")
                             }
@@ -181,7 +181,7 @@ extension PostgresDestination {
             buffer.finish()
             let bytes = buffer.bytes
             try c.copyIn("COPY zf_deletes (seq, record_name, record_type, final) FROM STDIN (FORMAT binary)") { try $0.write(bytes) }
-            let hard = pipeline.destination.deletes == .hard
+            let hard = settings.deletes == .hard
             for table in schema.tables {
                 let change = hard
                     ? "DELETE FROM \(table.qualifiedName) AS t USING zf_deletes AS d"
@@ -198,7 +198,7 @@ extension PostgresDestination {
             try c.query("""
                 INSERT INTO \(schema.tombstones) (pipeline, zone_owner, zone_name, record_name, record_type, reason, run_id)
                 SELECT $4, $1, $2, record_name, record_type, 'deleted', $3::bigint FROM zf_deletes ORDER BY seq
-                """, [owner, zoneName, run, pipeline.name])
+                """, [owner, zoneName, run, pipelineName])
         }
 
         for reject in rejects {
@@ -208,7 +208,7 @@ extension PostgresDestination {
             try c.query("""
                 INSERT INTO \(schema.rejects) (pipeline, zone_owner, zone_name, record_name, record_type, raw, error, run_id)
                 VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::bigint)
-                """, [pipeline.name, owner, zoneName, reject.entry.recordName.map(Self.withoutNUL), reject.recordType.map(Self.withoutNUL),
+                """, [pipelineName, owner, zoneName, reject.entry.recordName.map(Self.withoutNUL), reject.recordType.map(Self.withoutNUL),
                       String(decoding: json.bytes, as: UTF8.self), reject.error, run])
         }
 
@@ -222,7 +222,7 @@ extension PostgresDestination {
                 pending = pending AND NOT ($6::boolean AND pending_seq = $8::bigint),
                 resyncing = resyncing AND NOT $7::boolean, last_error = NULL
             WHERE pipeline = $1 AND scope = 'zone' AND zone_owner = $2 AND zone_name = $3 AND generation = $9::integer
-            """, [pipeline.name, owner, zoneName, batch.token.value, String(batch.entries.count),
+            """, [pipelineName, owner, zoneName, batch.token.value, String(batch.entries.count),
                   batch.isLast ? "true" : "false", batch.finishesResync ? "true" : "false",
                   state(of: zone).seenPendingSeq ?? "0", String(batch.generation)])
         // The generation fences a batch against a resync begun elsewhere meanwhile (an
@@ -239,14 +239,14 @@ extension PostgresDestination {
     private func sweep(_ zone: ZoneID, generation: Int, runID: Int64, on c: Connection) throws -> Int {
         var swept = 0
         for table in schema.tables {
-            let change = pipeline.destination.deletes == .hard
+            let change = settings.deletes == .hard
                 ? "DELETE FROM \(table.qualifiedName) WHERE zone_owner = $1 AND zone_name = $2 AND generation < $4::integer"
                 : "UPDATE \(table.qualifiedName) SET deleted_at = now(), synced_at = now(), run_id = $3::bigint WHERE zone_owner = $1 AND zone_name = $2 AND generation < $4::integer AND deleted_at IS NULL"
             let result = try c.query("""
                 WITH gone AS (\(change) RETURNING record_name, record_type)
                 INSERT INTO \(schema.tombstones) (pipeline, zone_owner, zone_name, record_name, record_type, reason, run_id)
                 SELECT $5, $1, $2, record_name, record_type, 'resync', $3::bigint FROM gone
-                """, [zone.ownerRecordName, zone.zoneName, String(runID), String(generation), pipeline.name])
+                """, [zone.ownerRecordName, zone.zoneName, String(runID), String(generation), pipelineName])
             swept += result.affectedRows
         }
         return swept

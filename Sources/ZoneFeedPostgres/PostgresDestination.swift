@@ -12,7 +12,8 @@ import ZoneFeed
 /// needed; a session may hold several zones. The session locks vanish if the process dies.
 public final class PostgresDestination: Destination, @unchecked Sendable {
     public let schema: PostgresSchema
-    let pipeline: Pipeline
+    let pipelineName: String
+    let settings: PostgresSettings
     let conninfo: String
     let logger: Logger
 
@@ -46,12 +47,18 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
         var copiesDirectly: [Bool]?
     }
 
-    public init(pipeline: Pipeline, conninfo: String, logger: Logger) {
-        self.pipeline = pipeline
-        self.schema = PostgresSchema(pipeline: pipeline)
+    /// The destination of a pipeline whose destination is PostgreSQL; throws when it is another.
+    public convenience init(pipeline: Pipeline, conninfo: String, logger: Logger) throws {
+        self.init(pipelineName: pipeline.name, settings: try pipeline.postgresSettings(), conninfo: conninfo, logger: logger)
+    }
+
+    public init(pipelineName: String, settings: PostgresSettings, conninfo: String, logger: Logger) {
+        self.pipelineName = pipelineName
+        self.settings = settings
+        self.schema = PostgresSchema(pipelineName: pipelineName, settings: settings)
         self.conninfo = conninfo
         self.logger = logger
-        sessions = (0..<max(1, pipeline.destination.parallelZones)).map(Session.init)
+        sessions = (0..<max(1, settings.parallelZones)).map(Session.init)
     }
 
     var runID: Int64 {
@@ -112,7 +119,7 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
         }
     }
 
-    var key: String { "zonefeed:\(schema.schema):\(pipeline.name)" }
+    var key: String { "zonefeed:\(schema.schema):\(pipelineName)" }
 
     // MARK: Preparing
 
@@ -134,7 +141,7 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
         // crash loses nothing the next run does not fetch again.
         // Text goes over the wire as UTF-8 whatever the database's encoding.
         try c.execute("SET synchronous_commit = off; SET client_encoding = 'UTF8'")
-        try c.query("SELECT set_config('application_name', $1, false)", [String("zonefeed/\(pipeline.name)".prefix(63))])
+        try c.query("SELECT set_config('application_name', $1, false)", [String("zonefeed/\(pipelineName)".prefix(63))])
         session.connection = c
     }
 
@@ -143,7 +150,7 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
         guard let c = session.connection, session.encoders.isEmpty else { return }
         for statement in schema.stagingDDL { try c.execute(statement) }
         session.encoders = schema.tables.map {
-            RowEncoder(mapping: $0.mapping, keepUnmapped: self.pipeline.unmappedFields == .keep)
+            RowEncoder(mapping: $0.mapping, keepUnmapped: self.settings.unmappedFields == .keep)
         }
     }
 
@@ -176,7 +183,7 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
     // MARK: Runs
 
     public func startRun() async throws -> Int64 {
-        let schema = self.schema, pipelineName = pipeline.name, key = self.key
+        let schema = self.schema, pipelineName = pipelineName, key = self.key
         let id = try await onConnection { c -> Int64 in
             // A run killed without a word stays 'running'; its session lock is gone, which is how
             // it is told apart from a run still going on elsewhere.
@@ -219,7 +226,7 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
     // MARK: Account and database checkpoint
 
     public func storedAccount() async throws -> String? {
-        let schema = self.schema, name = pipeline.name
+        let schema = self.schema, name = pipelineName
         return try await onConnection { c in
             try c.query(
                 "SELECT account_user FROM \(schema.checkpoints) WHERE pipeline = $1 AND scope = 'database' AND zone_owner = '' AND zone_name = ''",
@@ -228,7 +235,7 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
     }
 
     public func storeAccount(_ user: String) async throws {
-        let schema = self.schema, name = pipeline.name
+        let schema = self.schema, name = pipelineName
         try await onConnection { c in
             try c.query("""
                 INSERT INTO \(schema.checkpoints) (pipeline, scope, account_user, pending) VALUES ($1, 'database', $2, false)
@@ -238,7 +245,7 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
     }
 
     public func databaseCheckpoint() async throws -> ChangeToken? {
-        let schema = self.schema, name = pipeline.name
+        let schema = self.schema, name = pipelineName
         return try await onConnection { c in
             try c.query(
                 "SELECT token FROM \(schema.checkpoints) WHERE pipeline = $1 AND scope = 'database' AND zone_owner = '' AND zone_name = ''",
@@ -247,7 +254,7 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
     }
 
     public func applyDatabaseChanges(_ page: DatabaseChangePage, after previous: ChangeToken?, runID: Int64) async throws -> BatchOutcome? {
-        let name = pipeline.name, schema = self.schema, key = self.key
+        let name = pipelineName, schema = self.schema, key = self.key
         return try await onConnection { c in
             try c.transaction { () -> BatchOutcome? in
                 // Two runs reading the database feed take turns, and a run whose starting token
@@ -284,7 +291,7 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
     }
 
     public func pendingZones() async throws -> [ZoneID] {
-        let schema = self.schema, name = pipeline.name
+        let schema = self.schema, name = pipelineName
         return try await onConnection { c in
             try c.query("""
                 SELECT zone_owner, zone_name FROM \(schema.checkpoints)
@@ -334,7 +341,7 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
     }
 
     public func zoneCheckpoint(_ zone: ZoneID) async throws -> ZoneCheckpoint {
-        let schema = self.schema, name = pipeline.name
+        let schema = self.schema, name = pipelineName
         return try await onConnection(of: zone) { c, _ in
             let row = try c.query("""
                 INSERT INTO \(schema.checkpoints) (pipeline, scope, zone_owner, zone_name) VALUES ($1, 'zone', $2, $3)
@@ -358,13 +365,13 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
                 SET token = NULL, generation = \(schema.checkpoints).generation + 1, resyncing = true, pending = true,
                     pending_seq = \(schema.checkpoints).pending_seq + 1, updated_at = now()
             RETURNING generation, pending_seq
-            """, [pipeline.name, zone.ownerRecordName, zone.zoneName]).rows[0]
+            """, [pipelineName, zone.ownerRecordName, zone.zoneName]).rows[0]
         updateState(of: zone) { $0.seenPendingSeq = row[1]! }
         return ZoneCheckpoint(token: nil, generation: Int(row[0]!)!, resyncing: true)
     }
 
     public func recordZoneError(_ zone: ZoneID, message: String?) async throws {
-        let schema = self.schema, name = pipeline.name
+        let schema = self.schema, name = pipelineName
         try await onConnection(of: zone) { c, _ in
             try c.query(
                 "UPDATE \(schema.checkpoints) SET last_error = $4 WHERE pipeline = $1 AND scope = 'zone' AND zone_owner = $2 AND zone_name = $3",
@@ -390,19 +397,19 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
         var outcome = BatchOutcome()
         for table in schema.tables {
             // Only rows that were live are logged: a tombstoned row's deletion was logged already.
-            let change = purge || pipeline.destination.deletes == .hard
+            let change = purge || settings.deletes == .hard
                 ? "DELETE FROM \(table.qualifiedName) WHERE zone_owner = $1 AND zone_name = $2 RETURNING record_name, record_type, deleted_at IS NULL AS was_live"
                 : "UPDATE \(table.qualifiedName) SET deleted_at = now(), synced_at = now(), run_id = $3::bigint WHERE zone_owner = $1 AND zone_name = $2 AND deleted_at IS NULL RETURNING record_name, record_type, true AS was_live"
             let result = try c.query("""
                 WITH gone AS (\(change))
                 INSERT INTO \(schema.tombstones) (pipeline, zone_owner, zone_name, record_name, record_type, reason, run_id)
                 SELECT $4, $1, $2, record_name, record_type, $5, $3::bigint FROM gone WHERE was_live
-                """, [deletion.zoneID.ownerRecordName, deletion.zoneID.zoneName, String(runID), pipeline.name, reason])
+                """, [deletion.zoneID.ownerRecordName, deletion.zoneID.zoneName, String(runID), pipelineName, reason])
             outcome.tombstones += result.affectedRows
         }
         try c.query(
             "DELETE FROM \(schema.checkpoints) WHERE pipeline = $1 AND scope = 'zone' AND zone_owner = $2 AND zone_name = $3",
-            [pipeline.name, deletion.zoneID.ownerRecordName, deletion.zoneID.zoneName])
+            [pipelineName, deletion.zoneID.ownerRecordName, deletion.zoneID.zoneName])
         return outcome
     }
 

@@ -5,7 +5,8 @@ import ZoneFeed
 /// `zonefeed validate` can print what a run would create without connecting. Every identifier from
 /// the pipeline file is quoted.
 public struct PostgresSchema: Sendable {
-    public let pipeline: Pipeline
+    public let pipelineName: String
+    public let settings: PostgresSettings
     public let schema: String
     public let tables: [Table]
 
@@ -35,11 +36,17 @@ public struct PostgresSchema: Sendable {
         }
     }
 
-    public init(pipeline: Pipeline) {
-        self.pipeline = pipeline
-        schema = pipeline.destination.schema
-        let q = quoteIdentifier(pipeline.destination.schema)
-        tables = pipeline.recordTypes.enumerated().map { i, mapping in
+    /// The schema of a pipeline whose destination is PostgreSQL; throws when it is another.
+    public init(pipeline: Pipeline) throws {
+        self.init(pipelineName: pipeline.name, settings: try pipeline.postgresSettings())
+    }
+
+    public init(pipelineName: String, settings: PostgresSettings) {
+        self.pipelineName = pipelineName
+        self.settings = settings
+        schema = settings.schema
+        let q = quoteIdentifier(settings.schema)
+        tables = settings.recordTypes.enumerated().map { i, mapping in
             Table(
                 mapping: mapping,
                 qualifiedName: "\(q).\(quoteIdentifier(mapping.table))",

@@ -38,7 +38,7 @@ struct BenchCommand: ParsableCommand {
     var zones = 4
 
     @Option(name: .customLong("parallel-zones"), help: "The runs' destination.parallelZones: how many zones they apply at once.")
-    var parallelZones = DestinationSettings.defaultParallelZones
+    var parallelZones = PostgresSettings.defaultParallelZones
 
     @Option(name: .customLong("wan-records"), help: "How many records the WAN phase fetches from a fake server --wan-latency ms away.")
     var wanRecords = 320_000
@@ -248,11 +248,11 @@ extension BenchCommand {
         /// PostgreSQL's own speed: the generator's records, encoded in memory first, then copied
         /// with plain binary COPY into tables shaped like the pipeline's, in a schema of their own.
         func measureCeiling(pipeline: Pipeline, sessions: Int) throws -> CopyCeiling.Measurement {
-            var shape = pipeline
-            shape.destination.schema = "bench_ceiling"
-            try dropSchema(shape)
-            defer { try? dropSchema(shape) }
-            var ceiling = CopyCeiling(pipeline: shape, conninfo: conninfo)
+            var shape = pipeline.postgres
+            shape.schema = "bench_ceiling"
+            try dropSchema(named: shape.schema)
+            defer { try? dropSchema(named: shape.schema) }
+            var ceiling = CopyCeiling(schema: PostgresSchema(pipelineName: pipeline.name, settings: shape), conninfo: conninfo)
             ceiling.rowsPerTransaction = Self.commitEvery
             try ceiling.createTables()
             checkpoint()
@@ -405,12 +405,12 @@ extension BenchCommand {
         /// A run that lost or duplicated rows is not worth timing.
         func checkLiveRows(_ pipeline: Pipeline, label: String, logName: String, expected: Int? = nil) throws {
             let records = expected ?? self.records
-            let tables = PostgresSchema(pipeline: pipeline).tables
+            let tables = PostgresSchema(pipelineName: pipeline.name, settings: pipeline.postgres).tables
             let sql = "SELECT " + tables.map { "(SELECT count(*) FROM \($0.liveViewName))" }.joined(separator: " + ")
             let live = try Connection.withConnection(conninfo) { c in try c.query(sql).scalar.flatMap { Int($0) } ?? 0 }
             guard live == records else {
                 throw Failure(
-                    "\(label) left \(live.grouped) live rows in schema \(pipeline.destination.schema) instead of \(records.grouped), "
+                    "\(label) left \(live.grouped) live rows in schema \(pipeline.postgres.schema) instead of \(records.grouped), "
                         + "so its figures would mean nothing; its log is \(path(logName + ".stderr"))")
             }
         }
@@ -418,7 +418,7 @@ extension BenchCommand {
         /// Every token was current, so the no-op runs must have applied nothing: the runs of the
         /// pipeline upserted the records once in all.
         func checkNothingReapplied(_ pipeline: Pipeline) throws {
-            let runs = "\(quoteIdentifier(pipeline.destination.schema)).zonefeed_runs"
+            let runs = "\(quoteIdentifier(pipeline.postgres.schema)).zonefeed_runs"
             let upserts = try Connection.withConnection(conninfo) { c in
                 try c.query("SELECT coalesce(sum(upserts), 0) FROM \(runs) WHERE pipeline = $1", [pipeline.name]).scalar.flatMap { Int($0) } ?? 0
             }
@@ -448,7 +448,7 @@ extension BenchCommand {
                 """
             try Data(text.utf8).write(to: URL(fileURLWithPath: file))
             do {
-                return try Pipeline.load(path: file, environment: environment)
+                return try Pipeline.load(path: file, components: .zonefeed, environment: environment)
             } catch let error as PipelineFileError {
                 throw Failure("the bench wrote a pipeline that zonefeed refuses; this is a bug in zonefeed bench:\n\(error)")
             }
@@ -494,7 +494,7 @@ extension BenchCommand {
         }
 
         func dropSchema(_ pipeline: Pipeline) throws {
-            try dropSchema(named: pipeline.destination.schema)
+            try dropSchema(named: pipeline.postgres.schema)
         }
 
         func dropSchema(named schema: String) throws {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import FakeCloudKit
 import FakeCloudKitServer
 import Foundation
 import Logging

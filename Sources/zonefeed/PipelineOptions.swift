@@ -26,7 +26,7 @@ struct PipelineOptions: ParsableArguments {
     /// The pipeline, or exit 2 with every problem as `file:line:column: message`.
     func loadPipeline() throws -> Pipeline {
         do {
-            return try Pipeline.load(path: pipelineFile)
+            return try Pipeline.load(path: pipelineFile, components: .zonefeed)
         } catch let error as PipelineFileError {
             FileHandle.standardError.write(Data((error.description + "\n").utf8))
             throw Exit.usage
@@ -36,8 +36,8 @@ struct PipelineOptions: ParsableArguments {
     /// Runs `body` with a libpq connection string for the pipeline's destination. For `embedded`
     /// the private server is started first (or reused) and stopped afterwards.
     func withDestination<T>(_ pipeline: Pipeline, logger: Logger, _ body: (String) async throws -> T) async throws -> T {
-        guard pipeline.destination.isEmbedded else {
-            return try await body(pipeline.destination.url.value)
+        guard pipeline.postgres.isEmbedded else {
+            return try await body(pipeline.postgres.url.value)
         }
         let embedded = Self.embeddedPostgres(logger: logger)
         let handle: EmbeddedPostgres.Handle
@@ -60,7 +60,7 @@ struct PipelineOptions: ParsableArguments {
     /// failure is logged as a sentence and exits 1.
     func withPostgresDestination<T: Sendable>(_ pipeline: Pipeline, logger: Logger, _ body: (PostgresDestination) async throws -> T) async throws -> T {
         try await withDestination(pipeline, logger: logger) { conninfo in
-            let destination = PostgresDestination(pipeline: pipeline, conninfo: conninfo, logger: logger)
+            let destination = PostgresDestination(pipelineName: pipeline.name, settings: pipeline.postgres, conninfo: conninfo, logger: logger)
             do {
                 let value = try await body(destination)
                 await destination.close()
@@ -76,9 +76,9 @@ struct PipelineOptions: ParsableArguments {
     /// Runs `body` with the pipeline's source, shut down on every path.
     func withSource<T>(_ pipeline: Pipeline, logger: Logger, _ body: (any ChangeSource) async throws -> T) async throws -> T {
         switch pipeline.source {
-        case .fake(let settings):
+        case let settings as FakeSettings:
             return try await body(FakeSource(settings: settings))
-        case .cloudKit(let settings):
+        case let settings as CloudKitSettings:
             let source: CloudKitSource
             do {
                 source = try CloudKitSource(settings: settings, logger: logger)
@@ -94,6 +94,8 @@ struct PipelineOptions: ParsableArguments {
                 try? await source.shutdown()
                 throw error
             }
+        default:
+            preconditionFailure("source \(type(of: pipeline.source)) is in PipelineComponents.zonefeed but not here")
         }
     }
 }

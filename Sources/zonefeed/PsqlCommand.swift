@@ -20,7 +20,7 @@ struct PsqlCommand: AsyncParsableCommand {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
             process.arguments = ["psql", "--no-psqlrc", "-d", conninfo] + psqlArguments
-            process.environment = ProcessInfo.processInfo.environment.merging(["PGOPTIONS": "-c search_path=\(pipeline.destination.schema),public"]) { _, new in new }
+            process.environment = ProcessInfo.processInfo.environment.merging(["PGOPTIONS": "-c search_path=\(pipeline.postgres.schema),public"]) { _, new in new }
             do {
                 try process.run()
             } catch {

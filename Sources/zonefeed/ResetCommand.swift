@@ -27,7 +27,7 @@ struct ResetCommand: AsyncParsableCommand {
         let logger = options.makeLogger()
         let outcome = try await options.withPostgresDestination(pipeline, logger: logger) { destination in
             try await destination.prepare()
-            return try await destination.reset(zoneNames: zones, all: all)
+            return try await destination.reset(zoneNames: zones, all: all, addingUnknownZones: pipeline.source.namedZones != nil)
         }
         for zone in outcome.reset {
             print("zone \(zone.zoneName): will resync from the beginning on the next run")

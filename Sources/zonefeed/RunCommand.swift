@@ -32,11 +32,11 @@ struct RunCommand: AsyncParsableCommand {
 
         let (summary, failure, signal) = try await options.withSource(pipeline, logger: logger) { source in
             try await options.withDestination(pipeline, logger: logger) { conninfo in
-                let destination = PostgresDestination(pipeline: pipeline, conninfo: conninfo, logger: logger)
+                let destination = PostgresDestination(pipelineName: pipeline.name, settings: pipeline.postgres, conninfo: conninfo, logger: logger)
                 let runner = Runner(
                     configuration: .init(
-                        pipeline: pipeline.name, commitEvery: pipeline.destination.commitEvery, zoneFilter: zones,
-                        parallelZones: pipeline.destination.parallelZones),
+                        pipeline: pipeline.name, commitEvery: pipeline.postgres.commitEvery, zoneFilter: zones,
+                        parallelZones: pipeline.postgres.parallelZones),
                     source: source, destination: destination, logger: logger,
                     events: { event in
                         await progressLine.handle(event)
@@ -128,12 +128,12 @@ struct RunCommand: AsyncParsableCommand {
             lines.append("  throttled   \(String(format: "%.1f", s.throttledSeconds)) s waiting because CloudKit asked to slow down")
         }
         for (zone, error) in s.zonesFailed { lines.append("  failed      \(zone.zoneName): \(error)") }
-        if let table = pipeline.recordTypes.first {
-            let view = "\(sqlName(pipeline.destination.schema)).\(sqlName(table.table + "_live"))"
+        if let table = pipeline.postgres.recordTypes.first {
+            let view = "\(sqlName(pipeline.postgres.schema)).\(sqlName(table.table + "_live"))"
             lines.append("Query it:    zonefeed psql \(pipelineFile) -c 'SELECT count(*) FROM \(view)'")
         }
         if t.rejects > 0 {
-            lines.append("Rejects:     zonefeed psql \(pipelineFile) -c 'SELECT record_name, error FROM \(sqlName(pipeline.destination.schema)).zonefeed_rejects ORDER BY id DESC LIMIT 20'")
+            lines.append("Rejects:     zonefeed psql \(pipelineFile) -c 'SELECT record_name, error FROM \(sqlName(pipeline.postgres.schema)).zonefeed_rejects ORDER BY id DESC LIMIT 20'")
         }
         return lines.joined(separator: "\n")
     }

@@ -21,8 +21,8 @@ struct StatusCommand: AsyncParsableCommand {
             print("pipeline \(pipeline.name): no runs yet (run: zonefeed run \(options.pipelineFile))")
             return
         }
-        print("pipeline \(pipeline.name) (schema \(pipeline.destination.schema))")
-        if pipeline.destination.isEmbedded {
+        print("pipeline \(pipeline.name) (schema \(pipeline.postgres.schema))")
+        if pipeline.postgres.isEmbedded {
             print("embedded PostgreSQL cluster: \(PipelineOptions.embeddedPostgres(logger: logger).configuration.directory)")
         }
         print("")

@@ -14,9 +14,9 @@ struct ValidateCommand: AsyncParsableCommand {
         let pipeline = try options.loadPipeline()
         print("\(options.pipelineFile): valid")
         print("")
-        print(pipeline.planDescription)
+        print(PipelinePlan(pipeline).description)
         print("")
         print("-- DDL a run executes (each statement is idempotent):")
-        for statement in PostgresSchema(pipeline: pipeline).ddl { print(statement + ";") }
+        for statement in PostgresSchema(pipelineName: pipeline.name, settings: pipeline.postgres).ddl { print(statement + ";") }
     }
 }

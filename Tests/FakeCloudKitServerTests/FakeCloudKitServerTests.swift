@@ -4,7 +4,6 @@ import FakeCloudKit
 import FakeCloudKitServer
 import Foundation
 import Testing
-import ZoneFeed
 
 @Suite struct FakeCloudKitServerTests {
     typealias Harness = FakeServerHarness

@@ -3,7 +3,7 @@ import CloudKitModel
 import FakeCloudKitServer
 import Foundation
 import Logging
-import ZoneFeed
+import FakeCloudKit
 
 /// A fake server on a free loopback port for one test, and a small client for it.
 struct FakeServerHarness: Sendable {

@@ -4,7 +4,6 @@ import FakeCloudKitServer
 import Foundation
 import Synchronization
 import Testing
-import ZoneFeed
 
 /// `zonefeed fake-server --prepare-pages`, which `zonefeed bench` uses: a backfill's pages are
 /// rendered before the server listens, and must be exactly what the server would have rendered.

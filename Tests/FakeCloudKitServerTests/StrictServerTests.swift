@@ -2,7 +2,7 @@ import CloudKitModel
 import FakeCloudKitServer
 import Foundation
 import Testing
-import ZoneFeed
+import FakeCloudKit
 
 private typealias Harness = FakeServerHarness
 

@@ -103,7 +103,7 @@ public struct FakePipeline: Sendable {
     public var environment: [String: String] { ["ZONEFEED_TEST_URL": url, "ZONEFEED_TEST_WEB_AUTH_TOKEN": webAuthToken] }
 
     public func pipeline() throws -> Pipeline {
-        try Pipeline.parse(yaml: yaml, filePath: "\(name).yml", environment: environment)
+        try Pipeline.parse(yaml: yaml, filePath: "\(name).yml", components: .zonefeed, environment: environment)
     }
 
     /// Writes the file into `directory` and returns its path.
@@ -122,7 +122,7 @@ public struct FakePipeline: Sendable {
     public func run(zones: [String] = [], events: @escaping SyncEventHandler = { _ in }) async throws -> RunSummary {
         let pipeline = try pipeline()
         let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
-        let destination = PostgresDestination(pipeline: pipeline, conninfo: url, logger: logger)
+        let destination = try PostgresDestination(pipeline: pipeline, conninfo: url, logger: logger)
         let runner = Runner(
             configuration: .init(
                 pipeline: pipeline.name, commitEvery: pipeline.destination.commitEvery, zoneFilter: zones,
@@ -140,7 +140,7 @@ public struct FakePipeline: Sendable {
 
     /// `zonefeed reset` in this process.
     public func reset(zones: [String] = [], all: Bool = false) async throws {
-        let destination = PostgresDestination(pipeline: try pipeline(), conninfo: url, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        let destination = try PostgresDestination(pipeline: try pipeline(), conninfo: url, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
         try await destination.prepare()
         _ = try await destination.reset(zoneNames: zones, all: all)
         await destination.close()

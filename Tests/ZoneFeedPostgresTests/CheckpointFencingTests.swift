@@ -11,7 +11,7 @@ import ZoneFeedPostgres
     let zone = ZoneID(zoneName: "Zone01", ownerRecordName: "_fakeOwner")
 
     func destination(_ p: FakePipeline) throws -> PostgresDestination {
-        PostgresDestination(pipeline: try p.pipeline(), conninfo: p.url, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        try PostgresDestination(pipeline: p.pipeline(), conninfo: p.url, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
     }
 
     func batch(runID: Int64, generation: Int, isLast: Bool) -> ChangeBatch {

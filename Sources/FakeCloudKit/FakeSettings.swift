@@ -1,0 +1,29 @@
+/// The deterministic generator's settings; the same settings give the same feed, byte for byte.
+public struct FakeSettings: Sendable, Hashable {
+    public var seed: UInt64 = 42
+    public var zones: Int = 3
+    /// How many entries (creates, updates, deletions) each zone's feed holds.
+    public var recordsPerZone: Int = 10_000
+    /// The most entries a page holds (1...200, like `resultsLimit`).
+    public var pageSize: Int = 200
+    /// When set, every Nth created record carries a value that cannot be applied (alternately a
+    /// text with a NUL byte and a `wordCount` sent as a STRING), to exercise the rejects table.
+    public var badRecordEvery: Int?
+    /// The zones' owner record name.
+    public var owner: String = "_fakeOwner"
+    /// With churn (the default) the feed updates, deletes and re-creates records; without it
+    /// every entry creates a new record, like a snapshot fetched from a nil token (the benchmark).
+    public var churn = true
+
+    public init(
+        seed: UInt64 = 42, zones: Int = 3, recordsPerZone: Int = 10_000, pageSize: Int = 200, badRecordEvery: Int? = nil,
+        churn: Bool = true
+    ) {
+        self.seed = seed
+        self.zones = zones
+        self.recordsPerZone = recordsPerZone
+        self.pageSize = pageSize
+        self.badRecordEvery = badRecordEvery
+        self.churn = churn
+    }
+}

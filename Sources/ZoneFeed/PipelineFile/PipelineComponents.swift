@@ -1,0 +1,48 @@
+/// A source's settings, read from its section under `source:` by the module that implements it
+/// (Vector's `SourceConfig`, Benthos' `ConfigSpec`): the engine only knows the section's name.
+public protocol SourceConfiguration: Sendable {
+    /// The key under `source:` that selects this source: `cloudkit`, `fake`.
+    static var key: String { get }
+
+    /// Reads `source.<key>` from `source`, reporting every problem to `file`; nil when there
+    /// were problems. `pipelineName` is nil when the name itself was refused.
+    static func read(_ source: PipelineSection, pipelineName: String?, from file: PipelineFileReader) -> Self?
+
+    /// The zones the file names, when it names them rather than discovering them: a zone named
+    /// there can be reset before it has ever been fetched.
+    var namedZones: [String]? { get }
+}
+
+extension SourceConfiguration {
+    public var namedZones: [String]? { nil }
+}
+
+/// A destination's settings, read by the module that implements it. Besides its `destination:`
+/// section a destination reads the top-level keys that say how records become rows
+/// (`recordTypes` and the record policies); the engine only needs how much to write at once.
+public protocol DestinationConfiguration: Sendable {
+    /// The top-level keys besides `destination` that this destination reads.
+    static var topLevelKeys: [String] { get }
+
+    /// Reads `destination` and `topLevelKeys` from the top level, reporting every problem to
+    /// `file`; nil when there were problems. `pipelineName` is nil when the name was refused.
+    static func read(_ top: PipelineSection, pipelineName: String?, from file: PipelineFileReader) -> Self?
+
+    /// Records per transaction; whole pages only, so a transaction may hold a little more.
+    var commitEvery: Int { get }
+    /// How many zones are applied at once, each on a connection of its own.
+    var parallelZones: Int { get }
+}
+
+/// What a pipeline file may name: the sources a program was built with and its destination.
+/// Adding a source is a new module with a `SourceConfiguration` and a line where the program
+/// lists its components; no engine file changes.
+public struct PipelineComponents: Sendable {
+    public var sources: [any SourceConfiguration.Type]
+    public var destination: any DestinationConfiguration.Type
+
+    public init(sources: [any SourceConfiguration.Type], destination: any DestinationConfiguration.Type) {
+        self.sources = sources
+        self.destination = destination
+    }
+}

@@ -1,0 +1,169 @@
+import Yams
+
+extension PipelineFileReader {
+    // MARK: Scalars
+
+    public func isNull(_ node: Node) -> Bool {
+        guard case .scalar(let scalar) = node, scalar.style == .plain || scalar.style == .any else { return false }
+        return ["", "~", "null", "Null", "NULL"].contains(scalar.string)
+    }
+
+    public func kindName(_ node: Node) -> String {
+        switch node {
+        case .scalar: return "a single value"
+        case .mapping: return "a mapping"
+        case .sequence: return "a list"
+        case .alias: return "an alias"
+        }
+    }
+
+    /// A scalar's value after `${VAR}` substitution; nil (reported) when it is not a scalar or a
+    /// variable is missing.
+    public func scalarValue(_ node: Node, path: String, expected: String) -> PipelineValue? {
+        guard case .scalar(let scalar) = node else {
+            report("\(path) must be \(expected), not \(kindName(node))", at: PipelinePosition(node.mark))
+            return nil
+        }
+        guard let text = substitute(scalar, path: path) else { return nil }
+        return PipelineValue(text: text, position: PipelinePosition(scalar.mark))
+    }
+
+    /// A scalar value by key. Absent or null: nil, and "missing" when required.
+    public func text(_ key: String, in section: PipelineSection, expected: String, required: Bool = false) -> PipelineValue? {
+        guard let entry = section[key] else {
+            if required { report("missing required key '\(key)' \(section.whereabouts)", at: section.position) }
+            return nil
+        }
+        if isNull(entry.value) {
+            if required { report("\(section.path(of: key)) has no value: it must be \(expected)", at: entry.keyPosition) }
+            return nil
+        }
+        return scalarValue(entry.value, path: section.path(of: key), expected: expected)
+    }
+
+    /// Like `text`, but no sentence ever quotes the value.
+    public func secret(_ key: String, in section: PipelineSection, emptyMeansAbsent: Bool, required: Bool = false) -> Secret? {
+        guard let value = text(key, in: section, expected: "a string", required: required) else { return nil }
+        if value.text.isEmpty {
+            if emptyMeansAbsent { return nil }
+            report("\(section.path(of: key)) is empty", at: value.position)
+            return nil
+        }
+        return Secret(value.text)
+    }
+
+    /// A string that, when given, may not be empty.
+    public func nonEmptyText(_ key: String, in section: PipelineSection, expected: String) -> String? {
+        guard let value = text(key, in: section, expected: expected) else { return nil }
+        guard !value.text.isEmpty else {
+            report("\(section.path(of: key)) is empty: it must be \(expected)", at: value.position)
+            return nil
+        }
+        return value.text
+    }
+
+    public func integer(_ key: String, in section: PipelineSection, range: ClosedRange<Int>) -> Int? {
+        let expected: String
+        if range.upperBound == Int.max {
+            expected = range.lowerBound == 0 ? "a whole number of 0 or more" : "a whole number of at least \(range.lowerBound)"
+        } else {
+            expected = "a whole number from \(range.lowerBound) to \(range.upperBound)"
+        }
+        guard let value = text(key, in: section, expected: expected) else { return nil }
+        guard let n = parseInteger(value.text), range.contains(n) else {
+            report("\(section.path(of: key)) must be \(expected), not '\(value.text)'", at: value.position)
+            return nil
+        }
+        return n
+    }
+
+    /// YAML 1.2's core booleans only: `yes` and `on` are strings there, and a typo must not
+    /// silently mean false.
+    public func boolean(_ key: String, in section: PipelineSection) -> Bool? {
+        guard let value = text(key, in: section, expected: "true or false") else { return nil }
+        switch value.text {
+        case "true", "True", "TRUE": return true
+        case "false", "False", "FALSE": return false
+        default:
+            report("\(section.path(of: key)) must be true or false, not '\(value.text)'", at: value.position)
+            return nil
+        }
+    }
+
+    public func number(_ key: String, in section: PipelineSection, minimum: Double, inclusive: Bool) -> Double? {
+        let bound = minimum == minimum.rounded() ? String(Int(minimum)) : String(minimum)
+        let expected = inclusive ? "a number of \(bound) or more" : "a number greater than \(bound)"
+        guard let value = text(key, in: section, expected: expected) else { return nil }
+        guard let n = Double(value.text.replacingOccurrences(of: "_", with: "")), n.isFinite,
+            inclusive ? n >= minimum : n > minimum
+        else {
+            report("\(section.path(of: key)) must be \(expected), not '\(value.text)'", at: value.position)
+            return nil
+        }
+        return n
+    }
+
+    /// One of an enum's raw values; `explanations` replaces the generic sentence for values
+    /// that deserve a reason of their own.
+    public func choice<E: CaseIterable & RawRepresentable>(
+        _ type: E.Type, _ key: String, in section: PipelineSection, explanations: [String: String] = [:]
+    ) -> E? where E.RawValue == String {
+        let names = E.allCases.map(\.rawValue)
+        let expected = NameSuggestion.alternatives(names, conjunction: "or")
+        guard let value = text(key, in: section, expected: expected) else { return nil }
+        if let choice = E(rawValue: value.text) { return choice }
+        if let explanation = explanations[value.text] {
+            report(explanation, at: value.position)
+            return nil
+        }
+        var message = "unknown value '\(value.text)' for \(key) (expected \(expected)"
+        if let suggestion = NameSuggestion.closest(to: value.text, among: names) { message += "; did you mean '\(suggestion)'?" }
+        report(message + ")", at: value.position)
+        return nil
+    }
+
+    /// A list of strings; nil (reported) when it is something else.
+    public func stringList(_ key: String, in section: PipelineSection, expected: String) -> [String]? {
+        guard let entry = section[key], !isNull(entry.value) else { return nil }
+        let path = section.path(of: key)
+        guard case .sequence(let sequence) = entry.value else {
+            report("\(path) must be \(expected), not \(kindName(entry.value))", at: entry.valuePosition)
+            return nil
+        }
+        var strings: [String] = []
+        var failed = false
+        for item in sequence {
+            if let value = scalarValue(item, path: path, expected: "a list of names, each a single value") {
+                strings.append(value.text)
+            } else {
+                failed = true
+            }
+        }
+        return failed ? nil : strings
+    }
+}
+
+extension PipelineFileReader {
+    /// A whole number from 0 to `UInt64.max` (a seed, say).
+    public func unsignedInteger(_ key: String, in section: PipelineSection) -> UInt64? {
+        guard let value = text(key, in: section, expected: "a whole number of 0 or more") else { return nil }
+        guard let n = parseUInt64(value.text) else {
+            report("\(section.path(of: key)) must be a whole number from 0 to \(UInt64.max), not '\(value.text)'", at: value.position)
+            return nil
+        }
+        return n
+    }
+}
+
+/// `5000`, `5_000` and `+5000`.
+private func parseInteger(_ text: String) -> Int? {
+    let digits = text.trimmingSpaces()
+    guard !digits.hasPrefix("_"), !digits.hasSuffix("_"), !digits.contains("__") else { return nil }
+    return Int(digits.replacingOccurrences(of: "_", with: ""))
+}
+
+private func parseUInt64(_ text: String) -> UInt64? {
+    let digits = text.trimmingSpaces()
+    guard !digits.hasPrefix("_"), !digits.hasSuffix("_"), !digits.contains("__") else { return nil }
+    return UInt64(digits.replacingOccurrences(of: "_", with: ""))
+}

@@ -1,0 +1,84 @@
+import Yams
+
+extension PipelineFileReader {
+    // MARK: ${VAR} substitution
+
+    /// Replaces `${VAR}` and `${VAR:-default}` from the environment, and `$$` by `$`. A `$`
+    /// followed by anything else stays as it is, so passwords with a `$` in them need no escaping.
+    func substitute(_ scalar: Node.Scalar, path: String) -> String? {
+        let chars = Array(scalar.string.unicodeScalars)
+        var out = String.UnicodeScalarView()
+        var failed = false
+        var i = 0
+        while i < chars.count {
+            guard chars[i] == "$", i + 1 < chars.count, chars[i + 1] == "$" || chars[i + 1] == "{" else {
+                out.append(chars[i])
+                i += 1
+                continue
+            }
+            if chars[i + 1] == "$" {
+                out.append("$")
+                i += 2
+                continue
+            }
+            guard let close = chars[(i + 2)...].firstIndex(of: "}") else {
+                report(
+                    "unterminated '${' in \(path): close it with '}', or write '$$' for a literal '$'",
+                    at: position(ofOffset: i, in: scalar)
+                )
+                return nil
+            }
+            let inner = String(String.UnicodeScalarView(chars[(i + 2)..<close]))
+            let name: String
+            let fallback: String?
+            if let separator = inner.range(of: ":-") {
+                name = String(inner[..<separator.lowerBound])
+                fallback = String(inner[separator.upperBound...])
+            } else {
+                name = inner
+                fallback = nil
+            }
+            if !isVariableName(name) {
+                report(
+                    "'${\(name)}' in \(path) is not a variable reference: names are letters, digits and '_' (write '$$' for a literal '$')",
+                    at: position(ofOffset: i, in: scalar)
+                )
+                failed = true
+            } else if let value = environment[name], !(fallback != nil && value.isEmpty) {
+                out.append(contentsOf: value.unicodeScalars)
+            } else if let fallback {
+                out.append(contentsOf: fallback.unicodeScalars)
+            } else {
+                report("environment variable \(name) is not set (needed by \(path))", at: position(ofOffset: i, in: scalar))
+                failed = true
+            }
+            i = close + 1
+        }
+        return failed ? nil : String(out)
+    }
+
+    func isVariableName(_ name: String) -> Bool {
+        guard let first = name.unicodeScalars.first, !("0"..."9").contains(first) else { return false }
+        return name.unicodeScalars.allSatisfy {
+            ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "_"
+        }
+    }
+
+    /// The position of the `offset`th Unicode scalar of a scalar's value, when the value is
+    /// written on one line as it reads (plain, or quoted without escapes); else the scalar's own.
+    func position(ofOffset offset: Int, in scalar: Node.Scalar) -> PipelinePosition {
+        let start = PipelinePosition(scalar.mark)
+        let prefix: Int
+        switch scalar.style {
+        case .plain, .any: prefix = 0
+        case .singleQuoted, .doubleQuoted: prefix = 1
+        default: return start
+        }
+        guard start.line >= 1, start.line <= lines.count, start.column >= 1 else { return start }
+        let line = lines[start.line - 1]
+        let value = Array(scalar.string.unicodeScalars)
+        let from = start.column - 1 + prefix
+        guard from + value.count <= line.count, Array(line[from..<(from + value.count)]) == value else { return start }
+        return PipelinePosition(line: start.line, column: start.column + prefix + offset)
+    }
+}

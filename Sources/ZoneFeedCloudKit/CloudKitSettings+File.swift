@@ -1,0 +1,142 @@
+import ZoneFeed
+
+extension CloudKitSettings: SourceConfiguration {
+    public static let key = "cloudkit"
+
+    public var namedZones: [String]? {
+        if case .named(let names) = zones { return names }
+        return nil
+    }
+
+    public static func read(_ source: PipelineSection, pipelineName: String?, from file: PipelineFileReader) -> CloudKitSettings? {
+        let allowed = [
+            "baseURL", "container", "environment", "database", "zones", "resultsLimit", "desiredKeys",
+            "timeoutSeconds", "maxAttempts", "retryBudgetSeconds", "maxConcurrentRequests", "auth",
+        ]
+        guard let section = file.subsection("cloudkit", in: source, allowed: allowed, required: true) else { return nil }
+        let reported = file.diagnostics.count
+
+        var baseURL: String?
+        if let value = file.text("baseURL", in: section, expected: "an http:// or https:// URL") {
+            if value.text.hasPrefix("https://") || value.text.hasPrefix("http://") {
+                // The client appends paths that start with '/'.
+                var url = value.text
+                while url.hasSuffix("/") { url.removeLast() }
+                baseURL = url
+            } else {
+                file.report("baseURL '\(value.text)' must start with https:// (or http:// for a local fake server)", at: value.position)
+            }
+        }
+
+        var container: String?
+        if let value = file.text("container", in: section, expected: "a container identifier such as iCloud.com.example.notes", required: true) {
+            if value.text.hasPrefix("iCloud."), value.text.count > "iCloud.".count {
+                container = value.text
+            } else {
+                file.report(
+                    "container '\(value.text)' must be a CloudKit container identifier starting with 'iCloud.', such as iCloud.com.example.notes",
+                    at: value.position
+                )
+            }
+        }
+
+        let environment = file.choice(CloudKitSettings.Environment.self, "environment", in: section)
+        let database = file.choice(
+            CloudKitSettings.Database.self, "database", in: section,
+            explanations: [
+                "public": "the public database has no change feeds: zone change feeds exist only in the private and shared databases (expected private or shared)"
+            ]
+        )
+        let zones = readZones(in: section, from: file)
+        let resultsLimit = file.integer("resultsLimit", in: section, range: 1...200)
+        let desiredKeys = file.stringList("desiredKeys", in: section, expected: "a list of field names such as [title, body]")
+        let timeout = file.number("timeoutSeconds", in: section, minimum: 0, inclusive: false)
+        let maxAttempts = file.integer("maxAttempts", in: section, range: 1...Int.max)
+        let retryBudget = file.number("retryBudgetSeconds", in: section, minimum: 0, inclusive: true)
+        let maxConcurrentRequests = file.integer("maxConcurrentRequests", in: section, range: 1...256)
+        let auth = readAuth(in: section, from: file)
+        guard file.diagnostics.count == reported, let container, let auth else { return nil }
+
+        var settings = CloudKitSettings(container: container, auth: auth)
+        if let baseURL { settings.baseURL = baseURL }
+        if let environment { settings.environment = environment }
+        if let database { settings.database = database }
+        if let zones { settings.zones = zones }
+        if let resultsLimit { settings.resultsLimit = resultsLimit }
+        settings.desiredKeys = desiredKeys
+        if let timeout { settings.timeoutSeconds = timeout }
+        if let maxAttempts { settings.maxAttempts = maxAttempts }
+        if let retryBudget { settings.retryBudgetSeconds = retryBudget }
+        if let maxConcurrentRequests { settings.maxConcurrentRequests = maxConcurrentRequests }
+        if settings.auth.webAuthTokenFile == nil, let pipelineName {
+            // Tokens rotate with every request: a run that did not keep the newest could not
+            // start again after a crash.
+            settings.auth.webAuthTokenFile = ".zonefeed/\(pipelineName).web-auth-token"
+            settings.auth.webAuthTokenFileIsDefault = true
+        }
+        return settings
+    }
+
+    /// `all`, or a non-empty list of zone names.
+    static func readZones(in section: PipelineSection, from file: PipelineFileReader) -> ZoneSelection? {
+        guard let entry = section["zones"], !file.isNull(entry.value) else { return nil }
+        let path = section.path(of: "zones")
+        let expected = "'all' or a list of zone names such as [Notes, Archive]"
+        if case .scalar = entry.value {
+            guard let value = file.scalarValue(entry.value, path: path, expected: expected) else { return nil }
+            if value.text == "all" { return .all }
+            file.report("\(path) must be \(expected), not '\(value.text)' (did you mean [\(value.text)]?)", at: value.position)
+            return nil
+        }
+        guard let names = file.stringList("zones", in: section, expected: expected) else { return nil }
+        guard !names.isEmpty else {
+            file.report("\(path) is an empty list: name at least one zone, or write 'zones: all'", at: entry.valuePosition)
+            return nil
+        }
+        var seen: Set<String> = []
+        var failed = false
+        for name in names {
+            if name.isEmpty {
+                file.report("a zone name in \(path) is empty", at: entry.valuePosition)
+                failed = true
+            } else if !seen.insert(name).inserted {
+                file.report("zone '\(name)' is listed twice in \(path)", at: entry.valuePosition)
+                failed = true
+            }
+        }
+        return failed ? nil : .named(names)
+    }
+
+    static func readAuth(in cloudKit: PipelineSection, from file: PipelineFileReader) -> CloudKitSettings.Auth? {
+        let allowed = ["apiToken", "webAuthToken", "webAuthTokenFile", "serverKeyID", "serverPrivateKeyFile"]
+        guard let section = file.subsection("auth", in: cloudKit, allowed: allowed, required: true) else { return nil }
+        let reported = file.diagnostics.count
+
+        let apiToken = file.secret("apiToken", in: section, emptyMeansAbsent: false)
+        // An empty web auth token (`${CLOUDKIT_WEB_AUTH_TOKEN:-}`) leaves it to webAuthTokenFile.
+        let webAuthToken = file.secret("webAuthToken", in: section, emptyMeansAbsent: true)
+        let webAuthTokenFile = file.nonEmptyText("webAuthTokenFile", in: section, expected: "a file path")
+        let serverKeyID = file.nonEmptyText("serverKeyID", in: section, expected: "a key ID from CloudKit Dashboard")
+        let serverPrivateKeyFile = file.nonEmptyText("serverPrivateKeyFile", in: section, expected: "the path of a PEM private key file")
+
+        // Only a key that is not there at all is "missing"; one that is there but unusable (an
+        // unset variable, say) was reported where it is.
+        if section["apiToken"] == nil && section["serverKeyID"] == nil {
+            file.report(
+                "missing required key 'apiToken' in \(section.path) (or sign requests server-to-server with serverKeyID and serverPrivateKeyFile)",
+                at: section.position
+            )
+        }
+        if let keyID = section["serverKeyID"], section["serverPrivateKeyFile"] == nil {
+            file.report("serverKeyID needs serverPrivateKeyFile in \(section.path): the PEM file of the key it names", at: keyID.keyPosition)
+        }
+        if let keyFile = section["serverPrivateKeyFile"], section["serverKeyID"] == nil {
+            file.report("serverPrivateKeyFile needs serverKeyID in \(section.path): the key's ID from CloudKit Dashboard", at: keyFile.keyPosition)
+        }
+        guard file.diagnostics.count == reported else { return nil }
+        return CloudKitSettings.Auth(
+            apiToken: apiToken, webAuthToken: webAuthToken, webAuthTokenFile: webAuthTokenFile,
+            serverKeyID: serverKeyID, serverPrivateKeyFile: serverPrivateKeyFile
+        )
+    }
+}

@@ -1,0 +1,58 @@
+import ZoneFeed
+
+/// The `source.cloudkit` section: which container, database and zones to read, how to sign in,
+/// and how hard to press the server.
+public struct CloudKitSettings: Sendable {
+    public var baseURL: String = "https://api.apple-cloudkit.com"
+    public var container: String
+    public var environment: Environment = .production
+    public var database: Database = .private
+    public var zones: ZoneSelection = .all
+    /// 1...200.
+    public var resultsLimit: Int = 200
+    /// Only these fields are fetched; nil fetches every field.
+    public var desiredKeys: [String]?
+    public var auth: Auth
+    /// Seconds one HTTP request may take.
+    public var timeoutSeconds: Double = 60
+    /// Retries of throttled or failed requests: at most this many attempts per request...
+    public var maxAttempts: Int = 8
+    /// ...and no new attempt more than this many seconds after the first one, per request.
+    public var retryBudgetSeconds: Double = 300
+    /// The most requests in flight at once, across zones; each zone's pages still come one after
+    /// another. 16 keeps a backfill 100 ms from CloudKit well past eight times what one request
+    /// at a time can fetch (README, "Benchmark").
+    public var maxConcurrentRequests: Int = 16
+
+    public enum Environment: String, Sendable, CaseIterable { case development, production }
+    public enum Database: String, Sendable, CaseIterable { case `private`, shared }
+
+    public struct Auth: Sendable {
+        public var apiToken: Secret?
+        public var webAuthToken: Secret?
+        /// Where the rotated web auth token is kept between runs (mode 0600); when the file
+        /// does not name one, `.zonefeed/<pipeline>.web-auth-token`.
+        public var webAuthTokenFile: String?
+        /// Whether `webAuthTokenFile` is the default rather than the file's.
+        public var webAuthTokenFileIsDefault = false
+        /// Server-to-server signing: the key ID from CloudKit Dashboard and a PEM private key file.
+        public var serverKeyID: String?
+        public var serverPrivateKeyFile: String?
+
+        public init(
+            apiToken: Secret? = nil, webAuthToken: Secret? = nil, webAuthTokenFile: String? = nil,
+            serverKeyID: String? = nil, serverPrivateKeyFile: String? = nil
+        ) {
+            self.apiToken = apiToken
+            self.webAuthToken = webAuthToken
+            self.webAuthTokenFile = webAuthTokenFile
+            self.serverKeyID = serverKeyID
+            self.serverPrivateKeyFile = serverPrivateKeyFile
+        }
+    }
+
+    public init(container: String, auth: Auth) {
+        self.container = container
+        self.auth = auth
+    }
+}

@@ -1,0 +1,59 @@
+import ZoneFeed
+
+/// The `destination` section and the top-level keys that say how records become rows:
+/// `recordTypes`, `unmappedFields`, `unknownRecordTypes` and `onBadRecord`.
+public struct PostgresSettings: Sendable {
+    /// A libpq connection string or URI, or `embedded`.
+    public var url: Secret
+    public var schema: String
+    public var deletes: DeleteMode = .tombstone
+    /// Records per transaction; whole pages only, so a transaction may hold a little more.
+    public var commitEvery: Int = 5_000
+    /// How many zones are fetched and applied at once, each on a connection of its own.
+    public var parallelZones: Int = PostgresSettings.defaultParallelZones
+    /// In file order.
+    public var recordTypes: [RecordTypeMapping]
+    public var unmappedFields: UnmappedFields
+    public var unknownRecordTypes: UnknownRecordTypes
+    public var onBadRecord: OnBadRecord
+
+    /// Two: while one zone's batch is written, another's is fetched, encoded or committed, which
+    /// keeps both PostgreSQL and zonefeed busy on a small machine.
+    public static let defaultParallelZones = 2
+
+    public enum DeleteMode: String, Sendable, CaseIterable { case tombstone, hard }
+    public enum UnmappedFields: String, Sendable, CaseIterable { case keep, drop }
+    public enum UnknownRecordTypes: String, Sendable, CaseIterable { case skip, reject }
+    public enum OnBadRecord: String, Sendable, CaseIterable { case reject, fail }
+
+    public var isEmbedded: Bool { url.value == "embedded" }
+
+    public init(
+        url: Secret, schema: String, deletes: DeleteMode = .tombstone, commitEvery: Int = 5_000,
+        parallelZones: Int = PostgresSettings.defaultParallelZones, recordTypes: [RecordTypeMapping] = [],
+        unmappedFields: UnmappedFields = .keep, unknownRecordTypes: UnknownRecordTypes = .skip,
+        onBadRecord: OnBadRecord = .reject
+    ) {
+        self.url = url
+        self.schema = schema
+        self.deletes = deletes
+        self.commitEvery = commitEvery
+        self.parallelZones = parallelZones
+        self.recordTypes = recordTypes
+        self.unmappedFields = unmappedFields
+        self.unknownRecordTypes = unknownRecordTypes
+        self.onBadRecord = onBadRecord
+    }
+
+    public func mapping(forRecordType type: String) -> RecordTypeMapping? {
+        recordTypes.first { $0.recordType == type }
+    }
+}
+
+extension Pipeline {
+    /// The pipeline's PostgreSQL settings; throws when the pipeline was built with another
+    /// destination.
+    public func postgresSettings() throws -> PostgresSettings {
+        try destination(as: PostgresSettings.self)
+    }
+}

@@ -1,0 +1,180 @@
+import ZoneFeed
+
+extension PostgresSettingsReader {
+    func readRecordTypes(in top: PipelineSection) -> [RecordTypeMapping]? {
+        guard let entry = top["recordTypes"], !file.isNull(entry.value) else { return [] }
+        guard let pairs = file.entries(of: entry.value, path: "recordTypes", what: "a mapping of record type names to tables")
+        else { return nil }
+
+        var mappings: [RecordTypeMapping] = []
+        var failed = false
+        // Lower-cased, because an unquoted identifier folds to lower case in PostgreSQL.
+        var tableOwners: [String: String] = [:]
+        for recordType in pairs {
+            guard let mapping = readRecordType(recordType) else {
+                failed = true
+                continue
+            }
+            let table = mapping.table
+            let at = table.position
+            if let owner = tableOwners[table.name.lowercased()] {
+                file.report("table '\(table.name)' of record type \(recordType.key) is already used by record type \(owner)", at: at)
+                failed = true
+                continue
+            }
+            tableOwners[table.name.lowercased()] = recordType.key
+            mappings.append(mapping.mapping)
+        }
+        return failed ? nil : mappings
+    }
+
+    func readRecordType(_ entry: PipelineEntry) -> (mapping: RecordTypeMapping, table: (name: String, position: PipelinePosition))? {
+        let recordType = entry.key
+        let path = "recordTypes.\(recordType)"
+        if recordType.isEmpty {
+            file.report("a record type name in recordTypes is empty", at: entry.keyPosition)
+            return nil
+        }
+        guard let section = file.section(entry.value, path: path, position: entry.keyPosition, allowed: ["table", "fields"])
+        else { return nil }
+        let reported = file.diagnostics.count
+
+        var table = recordType.snakeCased
+        var tablePosition = entry.keyPosition
+        if let value = file.text("table", in: section, expected: "a table name") {
+            table = value.text
+            tablePosition = value.position
+        }
+        if file.diagnostics.count == reported {
+            // The view `<table>_live` must fit in PostgreSQL's 63 bytes too.
+            let limit = 63 - "_live".utf8.count
+            let why = "at most \(limit) bytes, so that its view \(table)_live stays within PostgreSQL's 63"
+            if !checkIdentifier(table, kind: "table", owner: "of record type \(recordType)", at: tablePosition, maxBytes: limit, why: why) {
+                // Reported.
+            } else if table.lowercased().hasPrefix("zonefeed_") {
+                file.report("table '\(table)' of record type \(recordType) starts with 'zonefeed_', which is reserved for zonefeed's own tables", at: tablePosition)
+            } else if table.lowercased().hasSuffix("_live") {
+                file.report("table '\(table)' of record type \(recordType) ends with '_live', which is reserved for the views of live rows", at: tablePosition)
+            }
+        }
+
+        let fields = readFields(in: section, recordType: recordType, table: table)
+        guard file.diagnostics.count == reported, let fields else { return nil }
+        return (RecordTypeMapping(recordType: recordType, table: table, fields: fields), (table, tablePosition))
+    }
+
+    func readFields(in recordType: PipelineSection, recordType name: String, table: String) -> [FieldMapping]? {
+        guard let entry = recordType["fields"], !file.isNull(entry.value) else { return [] }
+        let path = recordType.path(of: "fields")
+        guard let pairs = file.entries(of: entry.value, path: path, what: "a mapping of field names to column types") else {
+            return nil
+        }
+        var fields: [FieldMapping] = []
+        var failed = false
+        var columnOwners: [String: String] = [:]
+        let system = Set(systemColumns)
+        for field in pairs {
+            if field.key.isEmpty {
+                file.report("a field name in \(path) is empty", at: field.keyPosition)
+                failed = true
+                continue
+            }
+            guard let (mapping, columnPosition) = readField(field, path: "\(path).\(field.key)") else {
+                failed = true
+                continue
+            }
+            let column = mapping.column
+            if !checkIdentifier(column, kind: "column", owner: "of field \(field.key)", at: columnPosition) {
+                failed = true
+                continue
+            }
+            if system.contains(column.lowercased()) {
+                file.report(
+                    "column '\(column)' of field \(field.key) clashes with the system column \(column.lowercased()) that every record table has: map the field to another column with { column: ..., type: ... }",
+                    at: columnPosition
+                )
+                failed = true
+                continue
+            }
+            if let owner = columnOwners[column.lowercased()] {
+                file.report("column '\(column)' of field \(field.key) is already used by field \(owner) in table \(table)", at: columnPosition)
+                failed = true
+                continue
+            }
+            columnOwners[column.lowercased()] = field.key
+            fields.append(mapping)
+        }
+        return failed ? nil : fields
+    }
+
+    /// `title: text`, or `body: { column: body_text, type: text }`.
+    func readField(_ entry: PipelineEntry, path: String) -> (FieldMapping, columnPosition: PipelinePosition)? {
+        let field = entry.key
+        let expected = "a column type such as text, or a mapping { column: ..., type: ... }"
+        switch entry.value {
+        case _ where file.isNull(entry.value):
+            file.report("field \(field) has no type: write '\(field): text' or '\(field): { column: ..., type: ... }'", at: entry.keyPosition)
+            return nil
+        case .scalar:
+            guard let typeName = file.scalarValue(entry.value, path: path, expected: expected),
+                let type = columnType(typeName, field: field)
+            else { return nil }
+            return (FieldMapping(field: field, column: field.snakeCased, type: type), entry.keyPosition)
+        case .mapping:
+            guard let section = file.section(entry.value, path: path, position: entry.keyPosition, allowed: ["column", "type"])
+            else { return nil }
+            let reported = file.diagnostics.count
+            let column = file.text("column", in: section, expected: "a column name")
+            guard let typeName = file.text("type", in: section, expected: "a column type such as text", required: true),
+                let type = columnType(typeName, field: field), file.diagnostics.count == reported
+            else { return nil }
+            return (
+                FieldMapping(field: field, column: column?.text ?? field.snakeCased, type: type),
+                column?.position ?? entry.keyPosition
+            )
+        default:
+            file.report("\(path) must be \(expected), not \(file.kindName(entry.value))", at: entry.valuePosition)
+            return nil
+        }
+    }
+
+    func columnType(_ value: PipelineValue, field: String) -> ColumnType? {
+        if let type = ColumnType(name: value.text) { return type }
+        let names = ColumnType.allCases.map(\.rawValue) + ColumnType.aliases.keys.sorted()
+        if let suggestion = NameSuggestion.closest(to: value.text.trimmingSpaces(), among: names) {
+            file.report("unknown type '\(value.text)' for field \(field) (did you mean '\(suggestion)'?)", at: value.position)
+        } else {
+            let expected = ColumnType.allCases.map(\.rawValue).joined(separator: ", ")
+            file.report("unknown type '\(value.text)' for field \(field) (expected one of \(expected))", at: value.position)
+        }
+        return nil
+    }
+
+    // MARK: Identifiers
+
+    /// PostgreSQL truncates longer names silently (NAMEDATALEN is 64), and a NUL cannot cross
+    /// libpq's C strings: both would make a table or column other than the one the file names.
+    /// `kind` and `owner` make the sentence: "column" "of field title".
+    func checkIdentifier(
+        _ name: String, kind: String, owner: String = "", at position: PipelinePosition, maxBytes: Int = 63, why: String? = nil
+    ) -> Bool {
+        let owner = owner.isEmpty ? "" : " \(owner)"
+        if name.isEmpty {
+            file.report("\(kind) name\(owner) is empty", at: position)
+            return false
+        }
+        if name.unicodeScalars.contains("\0") {
+            file.report("\(kind) name\(owner) contains a NUL character", at: position)
+            return false
+        }
+        let bytes = name.utf8.count
+        if bytes > maxBytes {
+            file.report(
+                "\(kind) '\(name)'\(owner) is \(bytes) bytes long: \(why ?? "PostgreSQL names are at most \(maxBytes) bytes")",
+                at: position
+            )
+            return false
+        }
+        return true
+    }
+}

@@ -1,0 +1,121 @@
+import FakeCloudKit
+import Foundation
+import ZoneFeed
+import ZoneFeedCloudKit
+import ZoneFeedPostgres
+
+/// What a run of a pipeline would do, for `zonefeed validate`: the source, the destination, each
+/// record type's table and columns, and the policies. Tokens and passwords are shown as
+/// `<redacted>`.
+struct PipelinePlan: CustomStringConvertible {
+    let pipeline: Pipeline
+
+    init(_ pipeline: Pipeline) {
+        self.pipeline = pipeline
+    }
+
+    var description: String {
+        let destination = pipeline.postgres
+        let recordTypes = destination.recordTypes
+        let unmappedFields = destination.unmappedFields
+        let unknownRecordTypes = destination.unknownRecordTypes
+        let onBadRecord = destination.onBadRecord
+        var out: [String] = ["pipeline \(pipeline.name) (\(pipeline.filePath))", ""]
+        func row(_ label: String, _ value: String) {
+            out.append("  " + (label + ":").padding(toLength: 20, withPad: " ", startingAt: 0) + value)
+        }
+
+        switch pipeline.source {
+        case let cloudKit as CloudKitSettings:
+            out.append("source: CloudKit Web Services")
+            row("baseURL", cloudKit.baseURL)
+            row("container", cloudKit.container)
+            row("environment", cloudKit.environment.rawValue)
+            row("database", cloudKit.database.rawValue)
+            switch cloudKit.zones {
+            case .all: row("zones", "all (discovered through the database change feed)")
+            case .named(let names): row("zones", names.joined(separator: ", "))
+            }
+            row("resultsLimit", "\(cloudKit.resultsLimit) records per request")
+            row("desiredKeys", cloudKit.desiredKeys.map { $0.isEmpty ? "none" : $0.joined(separator: ", ") } ?? "all fields")
+            row("requests", "timeout \(seconds(cloudKit.timeoutSeconds)), at most \(cloudKit.maxAttempts) attempts, \(seconds(cloudKit.retryBudgetSeconds)) of retry waits")
+            row("maxConcurrentRequests", "\(cloudKit.maxConcurrentRequests) requests in flight at most (fewer while throttled; one if the server accepts only the newest token)")
+            let auth = cloudKit.auth
+            var kinds: [String] = []
+            if auth.apiToken != nil { kinds.append("apiToken <redacted>") }
+            if auth.webAuthToken != nil { kinds.append("webAuthToken <redacted>") }
+            if let file = auth.webAuthTokenFile {
+                kinds.append("webAuthTokenFile \(file)" + (auth.webAuthTokenFileIsDefault ? " (the default for this pipeline)" : ""))
+            }
+            if auth.serverKeyID != nil { kinds.append("serverKeyID <redacted>") }
+            if let file = auth.serverPrivateKeyFile { kinds.append("serverPrivateKeyFile \(file)") }
+            row("auth", kinds.joined(separator: ", "))
+        case let fake as FakeSettings:
+            out.append("source: fake (deterministic generator)")
+            row("seed", "\(fake.seed)")
+            row("zones", "\(fake.zones)")
+            row("recordsPerZone", "\(fake.recordsPerZone)")
+            row("pageSize", "\(fake.pageSize)")
+            row("badRecordEvery", fake.badRecordEvery.map { "1 in every \($0) created records" } ?? "never")
+            row("owner", fake.owner)
+            row("churn", fake.churn ? "updates, deletions and re-creations" : "none (every entry creates a record)")
+        default:
+            out.append("source: \(type(of: pipeline.source))")
+        }
+
+        out.append("")
+        out.append("destination: PostgreSQL")
+        row("url", destination.isEmbedded ? "embedded (a private cluster under .zonefeed/postgres)" : redactConnectionString(destination.url.value))
+        row("schema", destination.schema)
+        switch destination.deletes {
+        case .tombstone: row("deletes", "tombstone (a deleted record keeps its row, with deleted_at set)")
+        case .hard: row("deletes", "hard (a deleted record's row is deleted)")
+        }
+        row("commitEvery", "\(destination.commitEvery) records per transaction (whole pages only)")
+        row("parallelZones", destination.parallelZones == 1 ? "1 zone at a time" : "up to \(destination.parallelZones) zones at once, each on its own connection")
+
+        out.append("")
+        if recordTypes.isEmpty {
+            let fate = unknownRecordTypes == .skip ? "every record is skipped" : "every record goes to zonefeed_rejects"
+            out.append("record types: none mapped (so \(fate): unknownRecordTypes is \(unknownRecordTypes.rawValue))")
+        } else {
+            out.append("record types (every table also has the columns \(systemColumns.filter { $0 != "fields" }.joined(separator: ", "))):")
+        }
+        for mapping in recordTypes {
+            let table = "\(destination.schema).\(mapping.table)"
+            out.append("  \(mapping.recordType) -> table \(table), view \(table)_live (its rows whose deleted_at is null)")
+            let columnWidth = max(mapping.fields.map(\.column.count).max() ?? 0, "fields".count) + 2
+            let typeWidth = max(mapping.fields.map(\.type.rawValue.count).max() ?? 0, "jsonb".count) + 2
+            func column(_ name: String, _ type: String, _ note: String) {
+                out.append(
+                    "    " + name.padding(toLength: columnWidth, withPad: " ", startingAt: 0)
+                        + (note.isEmpty ? type : type.padding(toLength: typeWidth, withPad: " ", startingAt: 0) + note)
+                )
+            }
+            for field in mapping.fields {
+                column(field.column, field.type.rawValue, field.column == field.field ? "" : "(field \(field.field))")
+            }
+            column("fields", "jsonb", unmappedFields == .keep ? "(the fields not mapped to a column)" : "(null: unmappedFields is drop)")
+        }
+
+        out.append("")
+        out.append("policies:")
+        switch unmappedFields {
+        case .keep: row("unmappedFields", "keep (in the fields jsonb column)")
+        case .drop: row("unmappedFields", "drop")
+        }
+        switch unknownRecordTypes {
+        case .skip: row("unknownRecordTypes", "skip (records of other types are not written)")
+        case .reject: row("unknownRecordTypes", "reject (records of other types go to zonefeed_rejects)")
+        }
+        switch onBadRecord {
+        case .reject: row("onBadRecord", "reject (to zonefeed_rejects; the run goes on)")
+        case .fail: row("onBadRecord", "fail (the run stops)")
+        }
+        return out.joined(separator: "\n")
+    }
+}
+
+private func seconds(_ value: Double) -> String {
+    value == value.rounded() && abs(value) < 1e15 ? "\(Int(value)) s" : "\(value) s"
+}
