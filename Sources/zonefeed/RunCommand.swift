@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import LibPQ
 import Logging
+import ServiceLifecycle
 import ZoneFeed
 import ZoneFeedPostgres
 
@@ -44,17 +45,25 @@ struct RunCommand: AsyncParsableCommand {
                         // The batch's records are gone: what they held goes back to the system.
                         if case .fetchedRecordZoneChanges = event { FreedMemory.releaseInBackground() }
                     })
-                // The watcher is in place before the run starts, so no signal finds the default action.
-                let cancellation = RunCancellation()
-                let watcher = SignalWatcher { _ in cancellation.cancel() }
-                let task = Task { try await runner.run() }
-                cancellation.attach(task)
-                let result = await task.result
+                // The signals are trapped before the run starts, so no signal finds the default action.
+                let signals = await ShutdownSignals()
+                let service = RunService(runner: runner)
+                let group = ServiceGroup(
+                    configuration: .init(
+                        services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)],
+                        logger: logger))
+                let outcome: Result<RunSummary, any Error>
+                do {
+                    try await signals.run(group)
+                    outcome = service.result ?? .failure(RunError(.failed, summary: nil, message: "the run ended without a result"))
+                } catch {
+                    outcome = .failure(error)
+                }
                 await destination.close()
-                switch result {
-                case .success(let summary): return (summary as RunSummary?, nil as RunError?, watcher.exitCode)
-                case .failure(let error as RunError): return (error.summary, error, watcher.exitCode)
-                case .failure(let error): return (nil, RunError(.failed, summary: nil, message: "\(error)"), watcher.exitCode)
+                switch outcome {
+                case .success(let summary): return (summary as RunSummary?, nil as RunError?, signals.exitCode)
+                case .failure(let error as RunError): return (error.summary, error, signals.exitCode)
+                case .failure(let error): return (nil, RunError(.failed, summary: nil, message: "\(error)"), signals.exitCode)
                 }
             }
         }
@@ -145,27 +154,4 @@ func sqlName(_ name: String) -> String {
     let plain = name.first.map { $0.isLowercase || $0 == "_" } == true
         && name.allSatisfy { ($0.isLowercase || $0.isNumber || $0 == "_") && $0.isASCII }
     return plain ? name : "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
-}
-
-/// Cancels the run's task, even when the signal arrives before the task exists.
-final class RunCancellation: @unchecked Sendable {
-    private let lock = NSLock()
-    private var task: Task<RunSummary, any Error>?
-    private var cancelled = false
-
-    func attach(_ task: Task<RunSummary, any Error>) {
-        let cancelNow = lock.withLock { () -> Bool in
-            self.task = task
-            return cancelled
-        }
-        if cancelNow { task.cancel() }
-    }
-
-    func cancel() {
-        let task = lock.withLock { () -> Task<RunSummary, any Error>? in
-            cancelled = true
-            return self.task
-        }
-        task?.cancel()
-    }
 }
