@@ -26,6 +26,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.60.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
+        .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.0"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
     ],
     targets: [
         .systemLibrary(
@@ -77,6 +79,16 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // A private PostgreSQL cluster (initdb, pg_ctl, psql): support for `url: embedded` and the
+        // tests, not the flow, so it is a module of its own and knows no libpq.
+        .target(
+            name: "EmbeddedPostgresServer",
+            dependencies: [
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Subprocess", package: "swift-subprocess"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
         .target(
             name: "ZoneFeedPostgres",
             dependencies: [
@@ -87,18 +99,20 @@ let package = Package(
         .executableTarget(
             name: "zonefeed",
             dependencies: [
-                "ZoneFeed", "ZoneFeedPostgres", "FakeCloudKit", "ZoneFeedCloudKit", "FakeCloudKitServer", "LibPQ", "CloudKitModel",
+                "ZoneFeed", "ZoneFeedPostgres", "EmbeddedPostgresServer", "FakeCloudKit", "ZoneFeedCloudKit",
+                "FakeCloudKitServer", "LibPQ", "CloudKitModel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Subprocess", package: "swift-subprocess"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .target(
             name: "TestSupport",
             dependencies: [
-                "LibPQ", "ZoneFeedPostgres", "ZoneFeed", "ZoneFeedCloudKit", "FakeCloudKit", "FakeCloudKitServer",
-                "CloudKitModel",
+                "LibPQ", "ZoneFeedPostgres", "EmbeddedPostgresServer", "ZoneFeed", "ZoneFeedCloudKit", "FakeCloudKit",
+                "FakeCloudKitServer", "CloudKitModel",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

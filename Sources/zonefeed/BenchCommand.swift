@@ -1,4 +1,5 @@
 import ArgumentParser
+import EmbeddedPostgresServer
 import CloudKitModel
 import FakeCloudKit
 import Foundation
@@ -16,7 +17,7 @@ import ZoneFeedPostgres
 ///
 /// A synchronous command on purpose: every phase blocks (libpq, waiting for a child), and nothing
 /// runs beside it, so it keeps the main thread rather than tie up the cooperative pool.
-struct BenchCommand: ParsableCommand {
+struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure a backfill's records/s against PostgreSQL's own COPY ceiling, in process and over HTTP, and a no-op incremental run.",
@@ -79,7 +80,7 @@ struct BenchCommand: ParsableCommand {
         guard wanLatency > 0 else { throw ValidationError("--wan-latency must be at least 1 ms") }
     }
 
-    func run() throws {
+    func run() async throws {
         let level = logLevel
         let logger = Logger(label: "zonefeed.bench") { label in ZoneFeedLogHandler(label: label, format: .text, logLevel: level) }
         // SIGINT and SIGTERM end the children; each phase then stops at its next step, and the
@@ -95,7 +96,7 @@ struct BenchCommand: ParsableCommand {
 
         let report: Report
         do {
-            report = try withDatabase(logger: logger) { conninfo in
+            report = try await withDatabase(logger: logger) { conninfo in
                 try Bench(options: self, conninfo: conninfo, work: work, signals: signals).measure()
             }
         } catch {
@@ -126,13 +127,19 @@ struct BenchCommand: ParsableCommand {
 
     /// Runs `body` with a conninfo for `--database-url`, or for the embedded server, started
     /// first and stopped on every path.
-    private func withDatabase<T>(logger: Logger, _ body: (String) throws -> T) throws -> T {
+    private func withDatabase<T>(logger: Logger, _ body: (String) throws -> T) async throws -> T {
         if let databaseURL { return try body(databaseURL) }
         Terminal.shared.writeLine("starting the embedded PostgreSQL server in \(directory)…")
         let embedded = EmbeddedPostgres(EmbeddedPostgres.Configuration(directory: directory, port: port), logger: logger)
-        let handle = try embedded.start()
-        defer { embedded.stop(handle) }
-        return try body(handle.connectionString)
+        let handle = try await embedded.start()
+        do {
+            let value = try body(handle.connectionString)
+            await embedded.stop(handle)
+            return value
+        } catch {
+            await embedded.stop(handle)
+            throw error
+        }
     }
 
     /// A fresh private folder for the pipeline files and the children's output.

@@ -1,4 +1,5 @@
 import ArgumentParser
+import EmbeddedPostgresServer
 import FakeCloudKit
 import Foundation
 import Logging
@@ -42,13 +43,19 @@ struct PipelineOptions: ParsableArguments {
         let embedded = Self.embeddedPostgres(logger: logger)
         let handle: EmbeddedPostgres.Handle
         do {
-            handle = try embedded.start()
+            handle = try await embedded.start()
         } catch {
             logger.error("\(error)")
             throw Exit.failed
         }
-        defer { embedded.stop(handle) }
-        return try await body(handle.connectionString)
+        do {
+            let value = try await body(handle.connectionString)
+            await embedded.stop(handle)
+            return value
+        } catch {
+            await embedded.stop(handle)
+            throw error
+        }
     }
 
     /// The embedded cluster of `destination.url: embedded`, asked for under `.zonefeed/postgres`.

@@ -1,4 +1,5 @@
 import ArgumentParser
+import EmbeddedPostgresServer
 import Foundation
 import ZoneFeed
 import ZoneFeedPostgres

@@ -5,13 +5,13 @@ import TestSupport
 /// The benchmark's figures are never asserted (they depend on the machine); what it must do is
 /// run every phase on the records it was given and report them in the keys the README names.
 @Suite struct BenchCommandTests {
-    @Test func aSmallBenchRunsEveryPhaseAndWritesItsFigures() throws {
+    @Test func aSmallBenchRunsEveryPhaseAndWritesItsFigures() async throws {
         let zonefeed = try ZonefeedBinary()
         defer { zonefeed.remove() }
         let json = zonefeed.directory.appendingPathComponent("bench.json").path
         let output = try zonefeed.run([
             "bench", "--records", "1200", "--zones", "3", "--parallel-zones", "3", "--wan-records", "3200", "--wan-zones", "8",
-            "--wan-latency", "40", "--database-url", try TestDatabase.connectionString(), "--json", json,
+            "--wan-latency", "40", "--database-url", try await TestDatabase.connectionString(), "--json", json,
         ])
         #expect(output.status == 0, "\(output.stderr)")
         for phase in ["ceiling (COPY, 1 session)", "ceiling (COPY, 3 sessions)", "in-process run", "over HTTP", "over a WAN (40 ms, 8 zones)", "incremental no-op run"] {

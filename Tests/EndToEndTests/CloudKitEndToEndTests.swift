@@ -18,8 +18,8 @@ import ZoneFeed
         init(
             _ prefix: String, fake: FakeSettings, server options: [String] = FakeServerProcess.strict,
             configure: (inout FakePipeline) -> Void = { _ in }
-        ) throws {
-            p = try FakePipeline(prefix: prefix, fake: fake)
+        ) async throws {
+            p = try await FakePipeline(prefix: prefix, fake: fake)
             zonefeed = try ZonefeedBinary(environment: p.environment)
             server = try FakeServerProcess(
                 zonefeed, seed: fake.seed, zones: fake.zones, recordsPerZone: fake.recordsPerZone, options: options)
@@ -76,7 +76,7 @@ import ZoneFeed
     }
 
     @Test func backfillAndIncrementalRunsOverHTTPMatchTheSourceColumnByColumn() async throws {
-        let s = try Setup("httpfeed", fake: FakeSettings(seed: 51, zones: 2, recordsPerZone: 1_500))
+        let s = try await Setup("httpfeed", fake: FakeSettings(seed: 51, zones: 2, recordsPerZone: 1_500))
         defer { s.stop() }
         let first = try s.run()
         #expect(first.status == 0, "\(first.stderr)")
@@ -132,7 +132,7 @@ import ZoneFeed
     }
 
     @Test func aDeletedRecordThatIsCreatedAgainComesBackToLife() async throws {
-        let s = try Setup("recreate", fake: FakeSettings(seed: 53, zones: 1, recordsPerZone: 300))
+        let s = try await Setup("recreate", fake: FakeSettings(seed: 53, zones: 1, recordsPerZone: 300))
         defer { s.stop() }
         #expect(try s.run().status == 0)
         let name = s.p.expected().rows.first { !$0.value.deleted }!.key.recordName
@@ -149,7 +149,7 @@ import ZoneFeed
     }
 
     @Test func deletedAndPurgedZonesAreTombstonedAndRemoved() async throws {
-        let s = try Setup("zones", fake: FakeSettings(seed: 55, zones: 3, recordsPerZone: 400))
+        let s = try await Setup("zones", fake: FakeSettings(seed: 55, zones: 3, recordsPerZone: 400))
         defer { s.stop() }
         #expect(try s.run().status == 0)
         let before = try DestinationSnapshot.read(s.p)
@@ -169,7 +169,7 @@ import ZoneFeed
     }
 
     @Test func aTokenExpiredWhileRecordsWereDeletedIsResyncedAndTheyAreSwept() async throws {
-        let s = try Setup("expire", fake: FakeSettings(seed: 57, zones: 1, recordsPerZone: 600))
+        let s = try await Setup("expire", fake: FakeSettings(seed: 57, zones: 1, recordsPerZone: 600))
         defer { s.stop() }
         #expect(try s.run().status == 0)
         let gone = s.p.expected().rows.filter { !$0.value.deleted }.keys.sorted().prefix(3).map(\.recordName)
@@ -186,7 +186,7 @@ import ZoneFeed
     }
 
     @Test func throttlingIsWaitedOutAsTheServerAsks() async throws {
-        let s = try Setup("throttle", fake: FakeSettings(seed: 59, zones: 1, recordsPerZone: 200))
+        let s = try await Setup("throttle", fake: FakeSettings(seed: 59, zones: 1, recordsPerZone: 200))
         defer { s.stop() }
         try await s.server.admin("faults/throttle", ["count": 2, "retryAfter": 0.8, "pathSuffix": "records/changes"])
         let started = ContinuousClock.now
@@ -198,8 +198,8 @@ import ZoneFeed
         #expect(try s.liveDifferences() == [])
     }
 
-    @Test func aRejectedWebAuthTokenStopsTheRunWithExitCode3AndNoSecret() throws {
-        let s = try Setup("auth", fake: FakeSettings(seed: 61, zones: 1, recordsPerZone: 100)) { $0.webAuthToken = "stale+token/that=leaks" }
+    @Test func aRejectedWebAuthTokenStopsTheRunWithExitCode3AndNoSecret() async throws {
+        let s = try await Setup("auth", fake: FakeSettings(seed: 61, zones: 1, recordsPerZone: 100)) { $0.webAuthToken = "stale+token/that=leaks" }
         defer { s.stop() }
         let output = try s.run()
         #expect(output.status == 3)
@@ -209,7 +209,7 @@ import ZoneFeed
     }
 
     @Test func rotatedTokensArePersistedAndUsedWhenTheConfiguredOneIsStale() async throws {
-        let s = try Setup("rotate", fake: FakeSettings(seed: 63, zones: 1, recordsPerZone: 100))
+        let s = try await Setup("rotate", fake: FakeSettings(seed: 63, zones: 1, recordsPerZone: 100))
         defer { s.stop() }
         #expect(try s.run().status == 0)
         let tokenFile = s.zonefeed.directory.appendingPathComponent(s.p.webAuthTokenFile!).path
@@ -226,7 +226,7 @@ import ZoneFeed
     }
 
     @Test func aDifferentUserBehindTheTokenStopsTheRun() async throws {
-        let s = try Setup("account", fake: FakeSettings(seed: 65, zones: 1, recordsPerZone: 100))
+        let s = try await Setup("account", fake: FakeSettings(seed: 65, zones: 1, recordsPerZone: 100))
         defer { s.stop() }
         #expect(try s.run().status == 0)
         try await s.server.admin("user", ["userRecordName": "_someoneElse"])
@@ -245,7 +245,7 @@ import ZoneFeed
         let wanted = environment["ZONEFEED_TEST_KILLS"].flatMap(Int.init) ?? 8
         // `issue` measures the harshest reading of token rotation (README, "Web auth tokens").
         let retirement = environment["ZONEFEED_TEST_TOKEN_RETIREMENT"] ?? "use"
-        let s = try Setup(
+        let s = try await Setup(
             "httpcrash", fake: FakeSettings(seed: 67, zones: 4, recordsPerZone: max(6_000, wanted * 800)),
             server: FakeServerProcess.strict + ["--token-retirement", retirement]) { $0.commitEvery = 400 }
         defer { s.stop() }
@@ -276,7 +276,7 @@ import ZoneFeed
     }
 
     @Test func withoutATokenFileTheTokenIsKeptInTheDefaultOneAndTheNextRunStarts() async throws {
-        let s = try Setup("defaulttoken", fake: FakeSettings(seed: 69, zones: 3, recordsPerZone: 600)) { $0.webAuthTokenFile = nil }
+        let s = try await Setup("defaulttoken", fake: FakeSettings(seed: 69, zones: 3, recordsPerZone: 600)) { $0.webAuthTokenFile = nil }
         defer { s.stop() }
         var z = s.zonefeed
         z.environment.merge(s.p.environment) { _, new in new }
@@ -296,7 +296,7 @@ import ZoneFeed
     /// Retired on issue, a token carried by three requests at once is refused to the third: the
     /// first two were answered with newer ones.
     @Test func aTokenOvertakenByConcurrentRequestsIsRetriedWithTheNewestAndRequestsGoOneAtATime() async throws {
-        let s = try Setup(
+        let s = try await Setup(
             "overtaken", fake: FakeSettings(seed: 71, zones: 8, recordsPerZone: 1_000),
             server: ["--token-window", "2", "--token-retirement", "issue", "--latency", "40,10"])
         defer { s.stop() }
@@ -318,7 +318,7 @@ import ZoneFeed
 
     @Test func zonesAreFetchedWithManyRequestsInFlightAndEachEqualsTheSource() async throws {
         // A window wide enough for the requests in flight, and 50 ms of latency.
-        let s = try Setup(
+        let s = try await Setup(
             "inflight", fake: FakeSettings(seed: 73, zones: 8, recordsPerZone: 1_000),
             server: ["--token-window", "64", "--latency", "50,10"]) { $0.maxConcurrentRequests = 8 }
         defer { s.stop() }
@@ -332,7 +332,7 @@ import ZoneFeed
     }
 
     @Test func aServerThatThrottlesPastTwoRequestsInFlightGetsAboutTwo() async throws {
-        let s = try Setup(
+        let s = try await Setup(
             "inflightcap", fake: FakeSettings(seed: 75, zones: 8, recordsPerZone: 800),
             server: ["--token-window", "64", "--latency", "20,5", "--max-in-flight", "2"]) { $0.maxConcurrentRequests = 8 }
         defer { s.stop() }

@@ -7,7 +7,7 @@ import ZoneFeed
 
 @Suite struct CommandLineTests {
     @Test func twoProcessesOnOnePipelineApplyEachZoneOnce() async throws {
-        var p = try FakePipeline(prefix: "twoproc", fake: FakeSettings(seed: 37, zones: 4, recordsPerZone: 3_000))
+        var p = try await FakePipeline(prefix: "twoproc", fake: FakeSettings(seed: 37, zones: 4, recordsPerZone: 3_000))
         p.commitEvery = 500
         // One connection each: a backend holding zone locks is then a process.
         p.parallelZones = 1
@@ -43,7 +43,7 @@ import ZoneFeed
     }
 
     @Test func sigintEndsTheRunCleanlyAsInterruptedAndTheNextRunResumes() async throws {
-        let (p, zonefeed, file, output) = try interruptedRun(SIGINT, seed: 41)
+        let (p, zonefeed, file, output) = try await interruptedRun(SIGINT, seed: 41)
         defer { zonefeed.remove() }
         #expect(output.status == 130, "\(output.stderr)")
         #expect(try DestinationSnapshot.read(p).runStatuses == ["interrupted"])
@@ -54,15 +54,15 @@ import ZoneFeed
     }
 
     @Test func sigtermExitsWith143AndRecordsTheRunAsInterrupted() async throws {
-        let (p, zonefeed, _, output) = try interruptedRun(SIGTERM, seed: 43)
+        let (p, zonefeed, _, output) = try await interruptedRun(SIGTERM, seed: 43)
         defer { zonefeed.remove() }
         #expect(output.status == 143, "\(output.stderr)")
         #expect(try DestinationSnapshot.read(p).runStatuses == ["interrupted"])
     }
 
     /// Starts a long backfill and sends `signal` once it has committed something.
-    func interruptedRun(_ signal: Int32, seed: UInt64) throws -> (FakePipeline, ZonefeedBinary, String, ZonefeedBinary.Output) {
-        var p = try FakePipeline(prefix: "signal", fake: FakeSettings(seed: seed, zones: 2, recordsPerZone: 40_000))
+    func interruptedRun(_ signal: Int32, seed: UInt64) async throws -> (FakePipeline, ZonefeedBinary, String, ZonefeedBinary.Output) {
+        var p = try await FakePipeline(prefix: "signal", fake: FakeSettings(seed: seed, zones: 2, recordsPerZone: 40_000))
         p.commitEvery = 400
         let zonefeed = try ZonefeedBinary(environment: p.environment)
         let file = try p.write(to: zonefeed.directory)
@@ -72,7 +72,7 @@ import ZoneFeed
         return (p, zonefeed, file, running.wait())
     }
 
-    @Test func aBadPipelineFileExitsWith2AndNamesTheLine() throws {
+    @Test func aBadPipelineFileExitsWith2AndNamesTheLine() async throws {
         let zonefeed = try ZonefeedBinary()
         defer { zonefeed.remove() }
         let file = zonefeed.directory.appendingPathComponent("bad.yml").path
@@ -85,8 +85,8 @@ import ZoneFeed
         }
     }
 
-    @Test func statusShowsCheckpointsAndRunsAndResetMarksZonesForResync() throws {
-        let p = try FakePipeline(prefix: "status", fake: FakeSettings(seed: 47, zones: 2, recordsPerZone: 500))
+    @Test func statusShowsCheckpointsAndRunsAndResetMarksZonesForResync() async throws {
+        let p = try await FakePipeline(prefix: "status", fake: FakeSettings(seed: 47, zones: 2, recordsPerZone: 500))
         let zonefeed = try ZonefeedBinary(environment: p.environment)
         defer { zonefeed.remove() }
         let file = try p.write(to: zonefeed.directory)

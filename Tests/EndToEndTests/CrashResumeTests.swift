@@ -9,7 +9,7 @@ import ZoneFeed
     /// The process is killed with SIGKILL at random moments of a backfill, several times, then
     /// run to the end: the tables equal the expected state and no page was applied twice.
     @Test func killedAtRandomPointsThenResumedAppliesEveryPageExactlyOnce() async throws {
-        var p = try FakePipeline(prefix: "crash", fake: FakeSettings(seed: 31, zones: 3, recordsPerZone: 8_000, badRecordEvery: 11))
+        var p = try await FakePipeline(prefix: "crash", fake: FakeSettings(seed: 31, zones: 3, recordsPerZone: 8_000, badRecordEvery: 11))
         p.commitEvery = 400
         let zonefeed = try ZonefeedBinary(environment: p.environment)
         defer { zonefeed.remove() }

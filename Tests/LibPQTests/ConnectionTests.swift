@@ -3,15 +3,15 @@ import Testing
 import TestSupport
 
 @Suite struct ConnectionTests {
-    @Test func parametersTravelAsValuesNeverAsSQL() throws {
-        let c = try Connection(try TestDatabase.connectionString())
+    @Test func parametersTravelAsValuesNeverAsSQL() async throws {
+        let c = try Connection(try await TestDatabase.connectionString())
         let hostile = "'); DROP TABLE x; --"
         #expect(try c.query("SELECT $1::text", [hostile]).scalar == hostile)
         #expect(try c.query("SELECT $1::text IS NULL", [nil]).scalar == "t")
     }
 
-    @Test func errorsCarryTheirSQLState() throws {
-        let c = try Connection(try TestDatabase.connectionString())
+    @Test func errorsCarryTheirSQLState() async throws {
+        let c = try Connection(try await TestDatabase.connectionString())
         do {
             try c.execute("SELECT * FROM no_such_table_here")
             Issue.record("the query should have failed")
@@ -21,7 +21,7 @@ import TestSupport
         }
     }
 
-    @Test func aFailedConnectionNeverPrintsThePassword() throws {
+    @Test func aFailedConnectionNeverPrintsThePassword() async throws {
         let secret = "hunter2-very-secret"
         do {
             _ = try Connection("host=/nonexistent-dir user=x password=\(secret) connect_timeout=1")
@@ -32,9 +32,9 @@ import TestSupport
         }
     }
 
-    @Test func binaryCopyWritesEveryTypeExactly() throws {
+    @Test func binaryCopyWritesEveryTypeExactly() async throws {
         do {
-            let c = try Connection(try TestDatabase.connectionString())
+            let c = try Connection(try await TestDatabase.connectionString())
             let table = TestDatabase.uniqueName("copy")
             try c.execute("CREATE TEMP TABLE \(table) (t text, b bigint, d double precision, ts timestamptz, j jsonb, a bigint[], e text[], n text)")
             var buffer = BinaryCopyBuffer()

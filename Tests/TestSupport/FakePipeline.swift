@@ -30,10 +30,10 @@ public struct FakePipeline: Sendable {
     /// `source.cloudkit.maxConcurrentRequests`; nil leaves the default.
     public var maxConcurrentRequests: Int?
 
-    public init(prefix: String, fake: FakeSettings) throws {
+    public init(prefix: String, fake: FakeSettings) async throws {
         name = TestDatabase.uniqueName(prefix)
         schema = name
-        url = try TestDatabase.connectionString()
+        url = try await TestDatabase.connectionString()
         self.fake = fake
     }
 

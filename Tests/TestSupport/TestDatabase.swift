@@ -1,5 +1,5 @@
+import EmbeddedPostgresServer
 import Foundation
-import ZoneFeedPostgres
 
 /// The PostgreSQL the integration tests run against: `ZONEFEED_TEST_DATABASE_URL` when it is set,
 /// otherwise a throwaway cluster that this test process starts on first use and removes at exit.
@@ -7,11 +7,11 @@ import ZoneFeedPostgres
 public enum TestDatabase {
     /// A libpq connection string for the test database. Each test should work in a schema of its
     /// own (`uniqueName("merge")`), since tests of one process share the cluster.
-    public static func connectionString() throws -> String {
+    public static func connectionString() async throws -> String {
         if let configured = ProcessInfo.processInfo.environment["ZONEFEED_TEST_DATABASE_URL"], !configured.isEmpty {
             return configured
         }
-        return try throwawayCluster.get()
+        return try await throwawayCluster.value
     }
 
     /// A lowercase identifier for a per-test schema or pipeline: `t_<prefix>_<8 hex digits>`.
@@ -22,10 +22,10 @@ public enum TestDatabase {
     }
 
     // Swift runs a static's initializer once, on first use, under a lock (swift_once): two tests
-    // asking at the same time get the same cluster. A failure is kept too: retrying would not help.
-    private static let throwawayCluster: Result<String, any Error> = Result { try startThrowawayCluster() }
+    // asking at the same time await the same start. A failure is kept too: retrying would not help.
+    private static let throwawayCluster = Task { try await startThrowawayCluster() }
 
-    private static func startThrowawayCluster() throws -> String {
+    private static func startThrowawayCluster() async throws -> String {
         // Under /tmp itself, not $TMPDIR: the Unix socket path must stay under 100 bytes (macOS's
         // $TMPDIR alone is about 50), and a root run's server account must be able to reach it.
         let directory = "/tmp/zonefeed-test-pg-\(getpid())-\(randomHex(bytes: 3))"
@@ -44,56 +44,27 @@ public enum TestDatabase {
         )
         let handle: EmbeddedPostgres.Handle
         do {
-            handle = try embedded.start()
+            handle = try await embedded.start()
         } catch {
             try? FileManager.default.removeItem(atPath: directory)
             throw TestDatabaseError(underlying: "\(error)")
         }
-        registration.set(Cluster(embedded: embedded, handle: handle, directory: directory))
-        atexit { TestDatabase.removeThrowawayCluster() }
-        // A test process that crashes or is killed never runs atexit handlers: a watcher process
-        // then stops the server and deletes the folder.
-        try? embedded.deleteWhenThisProcessEnds(handle)
+        // The cluster outlives every test of the process. When the process ends, however it ends
+        // (atexit handlers do not run after a crash or SIGKILL, and could not await a stop), a
+        // watcher process stops the server at once and deletes the folder.
+        do {
+            try await embedded.deleteWhenThisProcessEnds(handle)
+        } catch {
+            await embedded.stop(handle, mode: .immediate)
+            try? FileManager.default.removeItem(atPath: directory)
+            throw TestDatabaseError(underlying: "\(error)")
+        }
         return handle.connectionString
-    }
-
-    /// At a normal exit: stop the server at once (its data is about to be deleted) and delete it.
-    private static func removeThrowawayCluster() {
-        guard let cluster = registration.take() else { return }
-        cluster.embedded.stop(cluster.handle, mode: .immediate)
-        try? FileManager.default.removeItem(atPath: cluster.directory)
     }
 
     private static func randomHex(bytes: Int) -> String {
         var generator = SystemRandomNumberGenerator()
         return (0..<bytes).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
-    }
-
-    private struct Cluster: Sendable {
-        var embedded: EmbeddedPostgres
-        var handle: EmbeddedPostgres.Handle
-        var directory: String
-    }
-
-    private static let registration = Registration()
-
-    /// The cluster to remove at exit, behind a lock (atexit handlers cannot capture context).
-    private final class Registration: @unchecked Sendable {
-        private let lock = NSLock()
-        private var cluster: Cluster?
-
-        func set(_ cluster: Cluster) {
-            lock.lock()
-            defer { lock.unlock() }
-            self.cluster = cluster
-        }
-
-        func take() -> Cluster? {
-            lock.lock()
-            defer { lock.unlock() }
-            defer { cluster = nil }
-            return cluster
-        }
     }
 }
 

@@ -5,7 +5,7 @@ import ZoneFeed
 
 @Suite struct BackfillTests {
     @Test func backfillFromNilTokensReachesTheGeneratorsExpectedState() async throws {
-        let p = try FakePipeline(prefix: "backfill", fake: FakeSettings(seed: 7, zones: 3, recordsPerZone: 2_500))
+        let p = try await FakePipeline(prefix: "backfill", fake: FakeSettings(seed: 7, zones: 3, recordsPerZone: 2_500))
         let summary = try await p.run()
         let expected = p.expected()
 
@@ -23,7 +23,7 @@ import ZoneFeed
     /// applied one after another, and do overlap.
     @Test(arguments: [1, 3])
     func zonesAppliedInParallelReachTheSameState(parallelZones: Int) async throws {
-        var p = try FakePipeline(prefix: "parallel\(parallelZones)", fake: FakeSettings(seed: 21, zones: 5, recordsPerZone: 1_200, pageSize: 100))
+        var p = try await FakePipeline(prefix: "parallel\(parallelZones)", fake: FakeSettings(seed: 21, zones: 5, recordsPerZone: 1_200, pageSize: 100))
         p.commitEvery = 300
         p.parallelZones = parallelZones
         let events = EventLog()
@@ -46,7 +46,7 @@ import ZoneFeed
     /// staging tables and the merge. Both give every value in its typed column.
     @Test(arguments: [true, false])
     func everyFieldTypeLandsInItsTypedColumn(churn: Bool) async throws {
-        let p = try FakePipeline(prefix: "columns", fake: FakeSettings(seed: 11, zones: 1, recordsPerZone: 3_000, churn: churn))
+        let p = try await FakePipeline(prefix: "columns", fake: FakeSettings(seed: 11, zones: 1, recordsPerZone: 3_000, churn: churn))
         try await p.run()
         #expect(try NoteColumns.differences(p, expected: p.expected()) == [])
     }
@@ -54,7 +54,7 @@ import ZoneFeed
     /// A zone that already has rows (here: a reset zone refetched by a new session, and a
     /// feed that repeats records across batches) is merged, never copied over its rows.
     @Test func aBackfillOverExistingRowsMergesIntoThem() async throws {
-        var p = try FakePipeline(prefix: "overexisting", fake: FakeSettings(seed: 12, zones: 2, recordsPerZone: 1_000, pageSize: 100, churn: false))
+        var p = try await FakePipeline(prefix: "overexisting", fake: FakeSettings(seed: 12, zones: 2, recordsPerZone: 1_000, pageSize: 100, churn: false))
         p.commitEvery = 300
         try await p.run()
         try await p.reset(all: true)
@@ -67,7 +67,7 @@ import ZoneFeed
     }
 
     @Test func incrementalRunAppliesOnlyWhatCameAfterTheStoredTokens() async throws {
-        var p = try FakePipeline(prefix: "incremental", fake: FakeSettings(seed: 3, zones: 2, recordsPerZone: 1_500))
+        var p = try await FakePipeline(prefix: "incremental", fake: FakeSettings(seed: 3, zones: 2, recordsPerZone: 1_500))
         try await p.run()
         p.fake.recordsPerZone = 2_600
         let second = try await p.run()
@@ -85,7 +85,7 @@ import ZoneFeed
     }
 
     @Test func hardDeletesRemoveRowsButStillLogTheDeletions() async throws {
-        var p = try FakePipeline(prefix: "hard", fake: FakeSettings(seed: 5, zones: 2, recordsPerZone: 2_000))
+        var p = try await FakePipeline(prefix: "hard", fake: FakeSettings(seed: 5, zones: 2, recordsPerZone: 2_000))
         p.deletes = "hard"
         try await p.run()
         let expected = p.expected()
@@ -96,7 +96,7 @@ import ZoneFeed
     }
 
     @Test func smallTransactionsGiveTheSameResultAsLargeOnes() async throws {
-        var p = try FakePipeline(prefix: "commitevery", fake: FakeSettings(seed: 9, zones: 1, recordsPerZone: 1_200, pageSize: 50))
+        var p = try await FakePipeline(prefix: "commitevery", fake: FakeSettings(seed: 9, zones: 1, recordsPerZone: 1_200, pageSize: 50))
         p.commitEvery = 1
         let summary = try await p.run()
         #expect(try DestinationSnapshot.read(p).differences(from: p.expected()) == [])
@@ -104,7 +104,7 @@ import ZoneFeed
     }
 
     @Test func unmappedRecordTypesAreSkippedAndCounted() async throws {
-        var p = try FakePipeline(prefix: "skip", fake: FakeSettings(seed: 2, zones: 1, recordsPerZone: 1_000))
+        var p = try await FakePipeline(prefix: "skip", fake: FakeSettings(seed: 2, zones: 1, recordsPerZone: 1_000))
         p.mappedTypes = ["Note"]
         let summary = try await p.run()
         let expected = p.expected()

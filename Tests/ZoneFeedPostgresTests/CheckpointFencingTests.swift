@@ -21,7 +21,7 @@ import ZoneFeedPostgres
     }
 
     @Test func aBatchIsRefusedWhenTheZoneWasResyncedElsewhereMeanwhile() async throws {
-        let p = try FakePipeline(prefix: "fence", fake: FakeSettings(zones: 1))
+        let p = try await FakePipeline(prefix: "fence", fake: FakeSettings(zones: 1))
         let a = try destination(p), b = try destination(p)
         try await a.prepare()
         try await b.prepare()
@@ -40,7 +40,7 @@ import ZoneFeedPostgres
     }
 
     @Test func aChangeNoticedWhileTheZoneIsBeingAppliedKeepsItPending() async throws {
-        let p = try FakePipeline(prefix: "notice", fake: FakeSettings(zones: 1))
+        let p = try await FakePipeline(prefix: "notice", fake: FakeSettings(zones: 1))
         let a = try destination(p), b = try destination(p)
         try await a.prepare()
         try await b.prepare()
@@ -58,7 +58,7 @@ import ZoneFeedPostgres
     }
 
     @Test func aStaleDatabaseTokenStopsTheDatabaseFeedInsteadOfReplayingIt() async throws {
-        let p = try FakePipeline(prefix: "dbtoken", fake: FakeSettings(zones: 1))
+        let p = try await FakePipeline(prefix: "dbtoken", fake: FakeSettings(zones: 1))
         let a = try destination(p)
         try await a.prepare()
         let run = try await a.startRun()

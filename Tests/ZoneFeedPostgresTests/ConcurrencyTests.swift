@@ -5,7 +5,7 @@ import ZoneFeed
 
 @Suite struct ConcurrencyTests {
     @Test func twoRunsAtOnceApplyEachZoneOnce() async throws {
-        let p = try FakePipeline(prefix: "twoinproc", fake: FakeSettings(seed: 29, zones: 4, recordsPerZone: 1_500))
+        let p = try await FakePipeline(prefix: "twoinproc", fake: FakeSettings(seed: 29, zones: 4, recordsPerZone: 1_500))
         // Each run, once it holds its first zone, waits for the other to hold one too: the runs
         // provably overlap, each holding zones the other may not take.
         let meeting = Meeting()

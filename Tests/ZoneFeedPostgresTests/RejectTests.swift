@@ -5,7 +5,7 @@ import ZoneFeed
 
 @Suite struct RejectTests {
     @Test func nulBytesAndWrongTypedValuesGoToTheRejectsTableAndTheRestApplies() async throws {
-        let p = try FakePipeline(prefix: "rejects", fake: FakeSettings(seed: 21, zones: 2, recordsPerZone: 2_000, badRecordEvery: 7))
+        let p = try await FakePipeline(prefix: "rejects", fake: FakeSettings(seed: 21, zones: 2, recordsPerZone: 2_000, badRecordEvery: 7))
         let summary = try await p.run()
         let expected = p.expected()
         let snapshot = try DestinationSnapshot.read(p)
@@ -20,7 +20,7 @@ import ZoneFeed
     }
 
     @Test func onBadRecordFailStopsTheZoneWithoutApplyingItsBatch() async throws {
-        var p = try FakePipeline(prefix: "badfail", fake: FakeSettings(seed: 21, zones: 1, recordsPerZone: 1_000, badRecordEvery: 5))
+        var p = try await FakePipeline(prefix: "badfail", fake: FakeSettings(seed: 21, zones: 1, recordsPerZone: 1_000, badRecordEvery: 5))
         p.onBadRecord = "fail"
         p.commitEvery = 100_000
         let summary = try await p.run()

@@ -7,7 +7,7 @@ import ZoneFeed
     /// After `reset`, the zone is refetched from a nil token under a new generation; rows the
     /// refetch did not bring back are no longer at the source and are tombstoned as `resync`.
     @Test func resyncAfterResetTombstonesRowsThatVanishedFromTheSource() async throws {
-        var p = try FakePipeline(prefix: "resync", fake: FakeSettings(seed: 13, zones: 2, recordsPerZone: 3_000))
+        var p = try await FakePipeline(prefix: "resync", fake: FakeSettings(seed: 13, zones: 2, recordsPerZone: 3_000))
         try await p.run()
         let before = try DestinationSnapshot.read(p)
 
@@ -29,7 +29,7 @@ import ZoneFeed
     }
 
     @Test func aTokenTheSourceNoLongerAcceptsStartsAResyncOnItsOwn() async throws {
-        var p = try FakePipeline(prefix: "expired", fake: FakeSettings(seed: 17, zones: 1, recordsPerZone: 2_400))
+        var p = try await FakePipeline(prefix: "expired", fake: FakeSettings(seed: 17, zones: 1, recordsPerZone: 2_400))
         try await p.run()
         p.fake.recordsPerZone = 1_200  // the stored token now points past the end: expired
         let summary = try await p.run()
@@ -40,7 +40,7 @@ import ZoneFeed
     }
 
     @Test func resetOfOneZoneLeavesTheOthersAlone() async throws {
-        let p = try FakePipeline(prefix: "resetone", fake: FakeSettings(seed: 19, zones: 2, recordsPerZone: 800))
+        let p = try await FakePipeline(prefix: "resetone", fake: FakeSettings(seed: 19, zones: 2, recordsPerZone: 800))
         try await p.run()
         try await p.reset(zones: ["Zone01"])
         let summary = try await p.run()

@@ -9,7 +9,7 @@ import ZoneFeed
 /// only when they are not: changing a table locks it against every reader.
 @Suite struct SchemaUpkeepTests {
     @Test func aRunDoesNotWaitForReadersOfItsTables() async throws {
-        var p = try FakePipeline(prefix: "readers", fake: FakeSettings(seed: 4, zones: 2, recordsPerZone: 500))
+        var p = try await FakePipeline(prefix: "readers", fake: FakeSettings(seed: 4, zones: 2, recordsPerZone: 500))
         try await p.run()
         let reader = try Connection(p.url)
         defer { reader.close() }
@@ -38,7 +38,7 @@ import ZoneFeed
     }
 
     @Test func aTableMadeByAnOlderMappingIsBroughtUpToDate() async throws {
-        let p = try FakePipeline(prefix: "upkeep", fake: FakeSettings(seed: 5, zones: 1, recordsPerZone: 400))
+        let p = try await FakePipeline(prefix: "upkeep", fake: FakeSettings(seed: 5, zones: 1, recordsPerZone: 400))
         try await p.run()
         let schema = quoteIdentifier(p.schema)
         // As an older zonefeed or mapping left it: no body column, no synced_at default, no view.

@@ -5,7 +5,7 @@ import ZoneFeed
 
 @Suite struct ZoneDeletionTests {
     @Test func aZoneDeletedAtTheSourceIsTombstonedAndForgotten() async throws {
-        var p = try FakePipeline(prefix: "zonedel", fake: FakeSettings(seed: 23, zones: 3, recordsPerZone: 600))
+        var p = try await FakePipeline(prefix: "zonedel", fake: FakeSettings(seed: 23, zones: 3, recordsPerZone: 600))
         try await p.run()
         let before = try DestinationSnapshot.read(p)
         let zone3Live = before.rows.filter { $0.key.zoneName == "Zone03" && !$0.value.deleted }.count

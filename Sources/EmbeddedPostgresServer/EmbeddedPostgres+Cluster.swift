@@ -1,0 +1,139 @@
+import Foundation
+import Logging
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+extension EmbeddedPostgres {
+    func checkPaths() throws {
+        // pg_ctl pastes the data and log paths between double quotes into a /bin/sh command line.
+        let forbidden: Set<Character> = ["\"", "$", "`", "\\", "\n", "\r", "\0"]
+        if directory.contains(where: { forbidden.contains($0) }) {
+            throw EmbeddedPostgresError(
+                .badDirectory,
+                "the embedded PostgreSQL folder \(directory) contains a character that pg_ctl cannot pass to the shell "
+                    + "(\", $, `, \\ or a line break): choose another folder"
+            )
+        }
+        guard (1...65535).contains(configuration.port) else {
+            throw EmbeddedPostgresError(.badDirectory, "port \(configuration.port) is not a TCP port number (1 to 65535)")
+        }
+        // sockaddr_un.sun_path is 108 bytes on Linux and 104 on macOS; PostgreSQL fails to start
+        // past it, with a message that does not say which folder to shorten.
+        let socketPath = "\(directory)/.s.PGSQL.\(configuration.port)"
+        if socketPath.utf8.count >= 100 {
+            throw EmbeddedPostgresError(
+                .socketPathTooLong,
+                "the embedded PostgreSQL socket path \(socketPath) is \(socketPath.utf8.count) bytes, and Unix sockets "
+                    + "allow fewer than 100: choose a shorter folder (for example /tmp/zonefeed-pg)"
+            )
+        }
+    }
+
+    func createDirectory() throws {
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            // The socket accepts anyone who can reach it (trust authentication): the folder is the gate.
+            _ = chmod(directory, 0o700)
+        } catch {
+            throw EmbeddedPostgresError(
+                .badDirectory,
+                "could not create the embedded PostgreSQL folder \(directory) (\(error.localizedDescription)): "
+                    + "choose a folder this user can write"
+            )
+        }
+    }
+
+    /// The major version recorded in `data/PG_VERSION`, or nil when there is no cluster yet.
+    func existingClusterMajorVersion() throws -> String? {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: dataDirectory, isDirectory: &isDirectory) else { return nil }
+        if let version = try? String(contentsOfFile: dataDirectory + "/PG_VERSION", encoding: .utf8) {
+            return version.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        // data/ only ever appears by renaming a finished initdb, so an empty one was made by hand.
+        if isDirectory.boolValue, (try? FileManager.default.contentsOfDirectory(atPath: dataDirectory))?.isEmpty == true {
+            try? FileManager.default.removeItem(atPath: dataDirectory)
+            return nil
+        }
+        throw EmbeddedPostgresError(
+            .badDirectory,
+            "\(dataDirectory) exists but is not a PostgreSQL data folder (it has no PG_VERSION): move it away, "
+                + "or choose another directory for the embedded cluster"
+        )
+    }
+
+    func initializeCluster(binaries: Binaries, runner: CommandRunner) async throws {
+        logger.info("creating the embedded PostgreSQL cluster", metadata: ["bindir": "\(binaries.directory)"])
+        // initdb works in a side folder that is renamed into place when complete, so a process killed
+        // half way through leaves nothing that looks like a cluster.
+        try? FileManager.default.removeItem(atPath: initdbDirectory)
+        var arguments = [
+            "-D", initdbDirectory, "--auth=trust", "-U", configuration.user, "--encoding=UTF8", "--locale=C",
+        ]
+        if configuration.extraServerSettings["fsync"]?.lowercased() == "off" {
+            arguments.append("--no-sync")  // a throwaway cluster: skip initdb's own fsyncs too
+        }
+        let result = try await runner.run(binaries.initdb, arguments)
+        guard result.status == 0 else {
+            try? FileManager.default.removeItem(atPath: initdbDirectory)
+            throw EmbeddedPostgresError(
+                .initdbFailed,
+                "initdb could not create the embedded PostgreSQL cluster in \(dataDirectory) (exit \(result.status)): "
+                    + "see its output below, fix the cause, and run again\n\(result.output.trimmingCharacters(in: .whitespacesAndNewlines))"
+            )
+        }
+        guard rename(initdbDirectory, dataDirectory) == 0 else {
+            throw EmbeddedPostgresError(
+                .initdbFailed,
+                "could not move the new cluster into \(dataDirectory) (\(String(cString: strerror(errno)))): "
+                    + "check the folder's permissions and run again"
+            )
+        }
+    }
+
+    func createDatabaseIfMissing(binaries: Binaries, socketDirectory: String, port: Int) async throws {
+        // psql runs as this process's user: root reaches the socket through the 0700 folder anyway.
+        let runner = CommandRunner(account: nil, workingDirectory: directory, logger: logger)
+        let maintenance = Self.conninfo([
+            ("host", socketDirectory), ("port", "\(port)"), ("user", configuration.user), ("dbname", "postgres"),
+        ])
+        // \gexec runs the CREATE only when the SELECT returns a row; :'db' quotes the name as a literal.
+        let script = """
+            SELECT format('CREATE DATABASE %I', :'db')
+             WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = :'db') \\gexec
+
+            """
+        let result = try await runner.run(
+            binaries.psql, ["-X", "-q", "-v", "ON_ERROR_STOP=1", "-v", "db=\(configuration.database)", "-d", maintenance, "-f", "-"],
+            input: script
+        )
+        guard result.status == 0 else {
+            throw EmbeddedPostgresError(
+                .createDatabaseFailed,
+                "could not create the database '\(configuration.database)' in the embedded PostgreSQL server: "
+                    + "see the message below and the server log \(logFile); psql said: "
+                    + result.output.trimmingCharacters(in: .whitespacesAndNewlines)
+            )
+        }
+    }
+
+    func rotateLogIfLarge() {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: logFile),
+              let size = attributes[.size] as? NSNumber, size.intValue > 10 * 1024 * 1024
+        else { return }
+        _ = unlink(logFile + ".1")
+        _ = rename(logFile, logFile + ".1")
+    }
+
+    func tail(of path: String, lines: Int = 30) -> String? {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+        let tail = text.split(separator: "\n", omittingEmptySubsequences: false).suffix(lines + 1)
+        return tail.joined(separator: "\n").trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}

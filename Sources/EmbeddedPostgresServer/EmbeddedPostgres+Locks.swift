@@ -1,0 +1,88 @@
+import Dispatch
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+func flockRetryingOnInterrupt(_ descriptor: Int32, _ operation: Int32) -> Int32 {
+    while true {
+        let result = flock(descriptor, operation)
+        if result == 0 || errno != EINTR { return result }
+    }
+}
+
+private func openLockFile(_ path: String) throws -> Int32 {
+    // O_CLOEXEC: the postmaster that pg_ctl forks must never inherit (and so keep) our locks.
+    let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+    guard descriptor >= 0 else {
+        throw EmbeddedPostgresError(
+            .badDirectory,
+            "could not open the lock file \(path) (\(String(cString: strerror(errno)))): choose a folder this user can write"
+        )
+    }
+    return descriptor
+}
+
+extension EmbeddedPostgres {
+    /// An exclusive flock held for the length of a scope (init.lock).
+    struct FileLock: Sendable {
+        private let descriptor: Int32
+
+        /// Waits for the lock on a thread of its own: another process may hold it for as long as
+        /// an initdb takes, and that wait must not hold one of Swift's cooperative threads.
+        static func exclusive(path: String) async throws -> FileLock {
+            let descriptor = try openLockFile(path)
+            let failure: String? = await withCheckedContinuation { continuation in
+                DispatchQueue.global().async {
+                    let locked = flockRetryingOnInterrupt(descriptor, LOCK_EX) == 0
+                    continuation.resume(returning: locked ? nil : String(cString: strerror(errno)))
+                }
+            }
+            if let failure {
+                _ = close(descriptor)
+                throw EmbeddedPostgresError(.badDirectory, "could not lock \(path) (\(failure)): check the folder's file system supports flock")
+            }
+            return FileLock(descriptor: descriptor)
+        }
+
+        func release() {
+            _ = close(descriptor)
+        }
+    }
+}
+
+extension EmbeddedPostgres {
+    /// This process's share in a running server: a shared flock on users.lock, given up by `stop` (or
+    /// when the last copy of the handle goes away, or when the process ends).
+    final class Lease: @unchecked Sendable {
+        private let lock = NSLock()
+        private var descriptor: Int32
+
+        init(path: String) throws {
+            descriptor = try openLockFile(path)
+            if flockRetryingOnInterrupt(descriptor, LOCK_SH) != 0 {
+                let reason = String(cString: strerror(errno))
+                _ = close(descriptor)
+                throw EmbeddedPostgresError(.badDirectory, "could not lock \(path) (\(reason)): check the folder's file system supports flock")
+            }
+        }
+
+        /// The descriptor, once; nil after the first call.
+        func take() -> Int32? {
+            lock.lock()
+            defer { lock.unlock() }
+            let taken = descriptor
+            descriptor = -1
+            return taken >= 0 ? taken : nil
+        }
+
+        deinit {
+            if descriptor >= 0 { _ = close(descriptor) }
+        }
+    }
+}

@@ -1,0 +1,29 @@
+import Foundation
+
+extension EmbeddedPostgres {
+    /// `postmaster.pid` (and the socket lock file, which starts the same way). Its lines, from
+    /// PostgreSQL's pidfile.h: PID, data folder, start time, port, socket folder, listen address,
+    /// shared memory key, status (`starting`, `stopping`, `ready`, `standby`; PostgreSQL 10 and later).
+    struct PIDFile {
+        var pid: Int32
+        var port: Int?
+        var socketDirectory: String?
+        var status: String?
+
+        static func read(_ path: String) -> PIDFile? {
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+            let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map {
+                $0.trimmingCharacters(in: .whitespaces)
+            }
+            // A negative PID marks a standalone backend (postgres --single).
+            guard let first = lines.first, let pid = Int32(first) else { return nil }
+            func line(_ number: Int) -> String? { lines.count >= number ? lines[number - 1] : nil }
+            return PIDFile(
+                pid: abs(pid),
+                port: line(4).flatMap { Int($0) },
+                socketDirectory: line(5),
+                status: line(8).flatMap { $0.isEmpty ? nil : $0 }
+            )
+        }
+    }
+}

@@ -1,0 +1,126 @@
+import Foundation
+import Logging
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+extension EmbeddedPostgres {
+    struct RunningServer {
+        var pid: Int32
+        var port: Int
+        var socketDirectory: String
+    }
+
+    /// The server already running on the data folder, if any. Waits for one that is starting up,
+    /// and for one that is shutting down to be gone.
+    func runningServer(binaries: Binaries, runner: CommandRunner) async throws -> RunningServer? {
+        let deadline = Date().addingTimeInterval(60)
+        while true {
+            guard let pidFile = PIDFile.read(postmasterPIDFile) else { return nil }
+            if !isOurPostmaster(pidFile.pid) {
+                removeStaleLockFiles(knownStale: pidFile.pid)
+                return nil
+            }
+            // > pg_ctl status: exit status 0 if a server is running, 3 if not, 4 if the data folder
+            // > is not accessible.
+            let status = try await runner.run(binaries.pgCtl, ["status", "-D", dataDirectory])
+            if status.status != 0 { return nil }
+            switch pidFile.status {
+            case "ready", nil:
+                let socketDirectory = pidFile.socketDirectory.flatMap { $0.isEmpty ? nil : $0 } ?? directory
+                return RunningServer(pid: pidFile.pid, port: pidFile.port ?? configuration.port, socketDirectory: socketDirectory)
+            default:  // "starting", "stopping", "standby"
+                if Date() > deadline {
+                    throw EmbeddedPostgresError(
+                        .startFailed,
+                        "the embedded PostgreSQL server on \(dataDirectory) has been '\(pidFile.status ?? "?")' for a minute: "
+                            + "wait for it, or stop it with `pg_ctl stop -m fast -D \(dataDirectory)`, then run again",
+                        serverLogTail: tail(of: logFile)
+                    )
+                }
+                try await Task.sleep(for: .milliseconds(200))
+            }
+        }
+    }
+
+    /// Whether `pid` is a live postmaster of this very data folder. A PID file left by a crash can
+    /// name a PID the system has since given to another process (containers restart with small
+    /// PIDs): pg_ctl and postgres then believe a server is running and refuse to start. On Linux the
+    /// postmaster's working directory is its data folder (it chdirs there), which tells them apart.
+    func isOurPostmaster(_ pid: Int32) -> Bool {
+        guard pid > 0 else { return false }
+        if kill(pid, 0) != 0 && errno == ESRCH { return false }
+        guard FileManager.default.fileExists(atPath: "/proc/self/cwd") else {
+            return true  // no /proc (macOS): trust pg_ctl status
+        }
+        guard let cwd = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/cwd") else {
+            return false  // gone, or another user's process: not our server
+        }
+        return Self.realPath(cwd) == Self.realPath(dataDirectory)
+    }
+
+    func removeStaleLockFiles(knownStale pid: Int32) {
+        logger.info("removing the PID file of an embedded PostgreSQL server that is no longer running", metadata: ["pid": "\(pid)"])
+        _ = unlink(postmasterPIDFile)
+        removeStaleSocketLockIfAny()
+    }
+
+    func startServer(binaries: Binaries, runner: CommandRunner) async throws {
+        rotateLogIfLarge()
+        removeStaleSocketLockIfAny()
+        var settings: [(String, String)] = [
+            ("listen_addresses", ""),  // no TCP: the Unix socket in the private folder only
+            // The list syntax of unix_socket_directories takes a double-quoted element verbatim.
+            ("unix_socket_directories", "\"" + directory.replacingOccurrences(of: "\"", with: "\"\"") + "\""),
+        ]
+        settings += configuration.extraServerSettings.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+        // pg_ctl hands -o to /bin/sh (`exec postgres <options>`), hence the shell quoting.
+        let options = (["-p", "\(configuration.port)"] + settings.flatMap { ["-c", "\($0.0)=\($0.1)"] })
+            .map(Self.shellQuote).joined(separator: " ")
+        logger.info("starting the embedded PostgreSQL server", metadata: ["log": "\(logFile)"])
+        let result = try await runner.run(
+            binaries.pgCtl, ["start", "-w", "-t", "120", "-D", dataDirectory, "-l", logFile, "-o", options]
+        )
+        guard result.status == 0 else {
+            throw EmbeddedPostgresError(
+                .startFailed,
+                "the embedded PostgreSQL server in \(dataDirectory) did not start (pg_ctl exit \(result.status)): read "
+                    + "the server log below, fix the cause, and run again; pg_ctl said: "
+                    + result.output.trimmingCharacters(in: .whitespacesAndNewlines),
+                serverLogTail: tail(of: logFile)
+            )
+        }
+        if let pidFile = PIDFile.read(postmasterPIDFile) {
+            try? "\(pidFile.pid)\n".write(toFile: markerFile, atomically: true, encoding: .utf8)
+        }
+    }
+
+    /// The socket's lock file holds the postmaster's PID too, and postgres refuses it the same way.
+    func removeStaleSocketLockIfAny() {
+        let socketLock = "\(directory)/.s.PGSQL.\(configuration.port).lock"
+        if let lock = PIDFile.read(socketLock), !isOurPostmaster(lock.pid) {
+            _ = unlink(socketLock)
+            _ = unlink("\(directory)/.s.PGSQL.\(configuration.port)")
+        }
+    }
+
+    func stopServer(mode: ShutdownMode, binaries: Binaries, runner: CommandRunner) async throws {
+        logger.info("stopping the embedded PostgreSQL server", metadata: ["mode": "\(mode.rawValue)"])
+        let result = try await runner.run(binaries.pgCtl, ["stop", "-D", dataDirectory, "-m", mode.rawValue, "-w", "-t", "60"])
+        _ = unlink(markerFile)
+        guard result.status == 0 else {
+            throw EmbeddedPostgresError(
+                .stopFailed,
+                "pg_ctl could not stop the embedded PostgreSQL server (exit \(result.status)): stop it with "
+                    + "`pg_ctl stop -m fast -D \(dataDirectory)`; pg_ctl said: "
+                    + result.output.trimmingCharacters(in: .whitespacesAndNewlines),
+                serverLogTail: tail(of: logFile)
+            )
+        }
+    }
+}
