@@ -3,7 +3,17 @@ import CLibPQ
 /// A failure reported by libpq or the server. It carries the SQLSTATE and the server's own
 /// sentences; it never carries the connection string, so no password can leak through it.
 public struct PostgresError: Error, Sendable, CustomStringConvertible {
-    public enum Kind: Sendable { case connection, query, copy }
+    /// What failed. A struct rather than an enum, so that a new kind breaks no caller's switch.
+    public struct Kind: Sendable, Hashable, CustomStringConvertible {
+        public let description: String
+        private init(_ description: String) { self.description = description }
+
+        public static let connection = Kind("connection")
+        public static let query = Kind("query")
+        public static let copy = Kind("copy")
+        /// A value that did not decode into the Swift type asked for.
+        public static let decoding = Kind("decoding")
+    }
 
     public var kind: Kind
     /// The five-character SQLSTATE (`23505`, `40P01`…), nil for client-side failures.
@@ -26,11 +36,14 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
     public var description: String {
         var s = ""
         if let context { s += "\(context): " }
-        switch kind {
-        case .connection: s += "could not connect to PostgreSQL: "
-        case .query, .copy: s += "PostgreSQL error"
+        if kind == .connection {
+            s += "could not connect to PostgreSQL: "
+        } else if kind == .decoding {
+            s += "unexpected value from PostgreSQL: "
+        } else {
+            s += "PostgreSQL error"
         }
-        if kind != .connection {
+        if kind != .connection && kind != .decoding {
             if let sqlState { s += " \(sqlState)" }
             s += ": "
         }

@@ -44,7 +44,7 @@ extension PostgresDestination {
         let schema = self.schema, name = pipelineName
         return try await onConnection { c in
             var status = PipelineStatus()
-            let exists = try c.query("SELECT to_regclass($1) IS NOT NULL", [schema.checkpoints]).scalar == "t"
+            let exists = try c.query("SELECT to_regclass($1) IS NOT NULL", [schema.checkpoints]).scalar(as: Bool.self)
             guard exists else {
                 status.tablesExist = false
                 return status
@@ -55,9 +55,9 @@ extension PostgresDestination {
                     SELECT zone_owner, zone_name, count(*) FILTER (WHERE deleted_at IS NULL), count(*) FILTER (WHERE deleted_at IS NOT NULL)
                     FROM \(table.qualifiedName) GROUP BY 1, 2
                     """).rows {
-                    let key = row[0]! + "/" + row[1]!
+                    let key = try row.decode(0, as: String.self) + "/" + row.decode(1, as: String.self)
                     let old = counts[key] ?? (0, 0)
-                    counts[key] = (old.0 + Int64(row[2]!)!, old.1 + Int64(row[3]!)!)
+                    counts[key] = (old.0 + (try row.decode(2, as: Int64.self)), old.1 + (try row.decode(3, as: Int64.self)))
                 }
             }
             for row in try c.query("""
@@ -65,11 +65,11 @@ extension PostgresDestination {
                        to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS"Z"'), last_error
                 FROM \(schema.checkpoints) WHERE pipeline = $1 ORDER BY scope, zone_name, zone_owner
                 """, [name]).rows {
-                let key = row[1]! + "/" + row[2]!
+                let key = try row.decode(1, as: String.self) + "/" + row.decode(2, as: String.self)
                 status.zones.append(PipelineStatus.Zone(
-                    scope: row[0]!, zoneOwner: row[1]!, zoneName: row[2]!, hasToken: row[3] == "t",
-                    generation: Int(row[4]!)!, resyncing: row[5] == "t", pending: row[6] == "t",
-                    recordsApplied: Int64(row[7]!)!, updatedAt: row[8]!, lastError: row[9],
+                    scope: try row.decode(0), zoneOwner: try row.decode(1), zoneName: try row.decode(2), hasToken: try row.decode(3),
+                    generation: try row.decode(4), resyncing: try row.decode(5), pending: try row.decode(6),
+                    recordsApplied: try row.decode(7), updatedAt: try row.decode(8), lastError: try row.decode(9),
                     liveRows: counts[key]?.0 ?? 0, deletedRows: counts[key]?.1 ?? 0))
             }
             for row in try c.query("""
@@ -79,9 +79,9 @@ extension PostgresDestination {
                 FROM \(schema.runs) AS r WHERE pipeline = $1 ORDER BY run_id DESC LIMIT $2
                 """, [name, String(lastRuns)]).rows {
                 status.runs.append(PipelineStatus.Run(
-                    runID: Int64(row[0]!)!, status: row[1]!, startedAt: row[2]!, finishedAt: row[3],
-                    pages: Int64(row[4]!)!, upserts: Int64(row[5]!)!, tombstones: Int64(row[6]!)!, rejects: Int64(row[7]!)!,
-                    throttledSeconds: Double(row[9]!) ?? 0, error: row[8]))
+                    runID: try row.decode(0), status: try row.decode(1), startedAt: try row.decode(2), finishedAt: try row.decode(3),
+                    pages: try row.decode(4), upserts: try row.decode(5), tombstones: try row.decode(6), rejects: try row.decode(7),
+                    throttledSeconds: try row.decode(9, as: Double?.self) ?? 0, error: try row.decode(8)))
             }
             return status
         }
@@ -104,7 +104,7 @@ extension PostgresDestination {
             var outcome = ResetOutcome()
             let rows = try c.query(
                 "SELECT zone_owner, zone_name FROM \(schema.checkpoints) WHERE pipeline = $1 AND scope = 'zone' ORDER BY zone_name",
-                [name]).rows.map { ZoneID(zoneName: $0[1]!, ownerRecordName: $0[0]!) }
+                [name]).rows.map { ZoneID(zoneName: try $0.decode(1), ownerRecordName: try $0.decode(0)) }
             var targets = all ? rows : rows.filter { zoneNames.contains($0.zoneName) }
             outcome.unknown = all ? [] : zoneNames.filter { n in !rows.contains { $0.zoneName == n } }
             if addingUnknownZones {
@@ -113,7 +113,7 @@ extension PostgresDestination {
             }
             for zone in targets {
                 let lockKey = "\(zone.ownerRecordName)/\(zone.zoneName)"
-                guard try c.query("SELECT pg_try_advisory_lock(hashtext($1), hashtext($2))", [key, lockKey]).scalar == "t" else {
+                guard try c.query("SELECT pg_try_advisory_lock(hashtext($1), hashtext($2))", [key, lockKey]).scalar(as: Bool.self) else {
                     outcome.busy.append(zone)
                     continue
                 }

@@ -189,9 +189,9 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
             // it is told apart from a run still going on elsewhere.
             let stale = try c.query("SELECT run_id FROM \(schema.runs) WHERE pipeline = $1 AND status = 'running'", [pipelineName])
             for row in stale.rows {
-                guard let id = row[0] else { continue }
+                let id: String = try row.decode(0)
                 let free = try c.query("SELECT pg_try_advisory_lock(hashtext($1), ($2::bigint % 2147483647)::integer)", ["\(key):run", id])
-                if free.scalar == "t" {
+                if try free.scalar(as: Bool.self) {
                     try c.query("""
                         UPDATE \(schema.runs) SET status = 'failed', finished_at = now(),
                             error = 'the process ended without recording an outcome (killed or crashed); the next run resumed from the last committed page'
@@ -205,9 +205,9 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
             return try c.transaction {
                 let id = try c.query(
                     "INSERT INTO \(schema.runs) (pipeline, status, hostname, pid) VALUES ($1, 'running', $2, $3) RETURNING run_id",
-                    [pipelineName, ProcessInfo.processInfo.hostName, String(getpid())]).scalar!
-                try c.query("SELECT pg_advisory_lock(hashtext($1), ($2::bigint % 2147483647)::integer)", ["\(key):run", id])
-                return Int64(id)!
+                    [pipelineName, ProcessInfo.processInfo.hostName, String(getpid())]).scalar(as: Int64.self)
+                try c.query("SELECT pg_advisory_lock(hashtext($1), ($2::bigint % 2147483647)::integer)", ["\(key):run", String(id)])
+                return id
             }
         }
         runID = id
@@ -297,7 +297,7 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
                 SELECT zone_owner, zone_name FROM \(schema.checkpoints)
                 WHERE pipeline = $1 AND scope = 'zone' AND (pending OR resyncing)
                 ORDER BY zone_name, zone_owner
-                """, [name]).rows.map { ZoneID(zoneName: $0[1]!, ownerRecordName: $0[0]!) }
+                """, [name]).rows.map { ZoneID(zoneName: try $0.decode(1), ownerRecordName: try $0.decode(0)) }
         }
     }
 
@@ -322,7 +322,7 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
                 // > pg_try_advisory_lock: "Obtains an exclusive session-level advisory lock if
                 // > available. This will either obtain the lock immediately and return true, or
                 // > return false without waiting if the lock cannot be acquired immediately."
-                try c.query("SELECT pg_try_advisory_lock(hashtext($1), hashtext($2))", [key, "\(zone.ownerRecordName)/\(zone.zoneName)"]).scalar == "t"
+                try c.query("SELECT pg_try_advisory_lock(hashtext($1), hashtext($2))", [key, "\(zone.ownerRecordName)/\(zone.zoneName)"]).scalar(as: Bool.self)
             }
         } catch {
             lock.withLock { sessionOfZone[zone] = nil }
@@ -348,8 +348,11 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
                 ON CONFLICT (pipeline, scope, zone_owner, zone_name) DO UPDATE SET pipeline = EXCLUDED.pipeline
                 RETURNING token, generation, resyncing, pending_seq
                 """, [name, zone.ownerRecordName, zone.zoneName]).rows[0]
-            self.updateState(of: zone) { $0.seenPendingSeq = row[3]! }
-            return ZoneCheckpoint(token: row[0].map(ChangeToken.init), generation: Int(row[1]!)!, resyncing: row[2] == "t")
+            let seenPendingSeq: String = try row.decode(3)
+            self.updateState(of: zone) { $0.seenPendingSeq = seenPendingSeq }
+            return ZoneCheckpoint(
+                token: try row.decode(0, as: String?.self).map(ChangeToken.init), generation: try row.decode(1),
+                resyncing: try row.decode(2))
         }
     }
 
@@ -366,8 +369,9 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
                     pending_seq = \(schema.checkpoints).pending_seq + 1, updated_at = now()
             RETURNING generation, pending_seq
             """, [pipelineName, zone.ownerRecordName, zone.zoneName]).rows[0]
-        updateState(of: zone) { $0.seenPendingSeq = row[1]! }
-        return ZoneCheckpoint(token: nil, generation: Int(row[0]!)!, resyncing: true)
+        let seenPendingSeq: String = try row.decode(1)
+        updateState(of: zone) { $0.seenPendingSeq = seenPendingSeq }
+        return ZoneCheckpoint(token: nil, generation: try row.decode(0), resyncing: true)
     }
 
     public func recordZoneError(_ zone: ZoneID, message: String?) async throws {

@@ -85,9 +85,9 @@ public struct PostgresSchema: Sendable {
                 WHERE n.nspname = $1 AND cl.relkind IN ('r', 'v', 'p')
                 """, [schema]).rows
             for row in rows {
-                guard let relation = row[0], let column = row[1] else { continue }
+                let relation: String = try row.decode(0), column: String = try row.decode(1)
                 catalog.columns[relation, default: []].insert(column)
-                if row[2] == "t" { catalog.defaults[relation, default: []].insert(column) }
+                if try row.decode(2, as: Bool.self) { catalog.defaults[relation, default: []].insert(column) }
             }
             return catalog
         }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Subprocess
 import ZoneFeed
 
 struct PsqlCommand: AsyncParsableCommand {
@@ -17,18 +18,23 @@ struct PsqlCommand: AsyncParsableCommand {
         let pipeline = try options.loadPipeline()
         let logger = options.makeLogger()
         let status = try await options.withDestination(pipeline, logger: logger) { conninfo -> Int32 in
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["psql", "--no-psqlrc", "-d", conninfo] + psqlArguments
-            process.environment = ProcessInfo.processInfo.environment.merging(["PGOPTIONS": "-c search_path=\(pipeline.postgres.schema),public"]) { _, new in new }
+            // Ctrl-C belongs to psql (it cancels the query at hand); zonefeed waits for psql
+            // rather than dying under it and leaving an embedded server running.
+            let previous = signal(SIGINT, SIG_IGN)
+            defer { signal(SIGINT, previous) }
             do {
-                try process.run()
+                let result = try await Subprocess.run(
+                    .name("psql"), arguments: Arguments(["--no-psqlrc", "-d", conninfo] + psqlArguments),
+                    environment: .inherit.updating(["PGOPTIONS": "-c search_path=\(pipeline.postgres.schema),public"]),
+                    input: .currentStandardInput, output: .currentStandardOutput, error: .currentStandardError)
+                switch result.terminationStatus {
+                case .exited(let code): return code
+                case .signaled(let signal): return 128 + signal
+                }
             } catch {
                 logger.error("could not start psql (install the postgresql-client package): \(error)")
                 return 1
             }
-            process.waitUntilExit()
-            return process.terminationStatus
         }
         if status != 0 { throw ExitCode(status) }
     }

@@ -120,7 +120,7 @@ import ZoneFeed
                        folder, attachment->>'size', place->>'latitude', array_to_string(tags, '|'), array_to_string(counts, ','),
                        array_to_string(chunks, ','), array_to_string(related_notes, ','), fields->'mystery'->>'type'
                 FROM \(quoteIdentifier(s.p.schema)).notes WHERE record_name = 'FRESH-1'
-                """).rows.first
+                """).rows.first.map(Array.init)
         }
         #expect(row == ["naïve café 日本語", "9007199254740993", "-2.5", "-62135596800000", "00010203", "FOLDER-1", "12", "1.5",
                         "a|b\"c", "-9223372036854775808,9223372036854775807", "\\xff", "R-9", "FUTURE_TYPE"])

@@ -1,0 +1,20 @@
+import CloudKitModel
+
+/// Where each feed stands: the account the checkpoints belong to, the database feed's token, and
+/// each zone's token, generation and last error.
+public protocol CheckpointStore: Sendable {
+    /// The account the checkpoints belong to, and recording it.
+    func storedAccount() async throws -> String?
+    func storeAccount(_ user: String) async throws
+
+    /// The database feed's token (scope `database`).
+    func databaseCheckpoint() async throws -> ChangeToken?
+    /// Zones the database feed reported changed that have not been fetched to the end since.
+    func pendingZones() async throws -> [ZoneID]
+
+    /// The zone's checkpoint, created (nil token, generation 1) when missing.
+    func zoneCheckpoint(_ zone: ZoneID) async throws -> ZoneCheckpoint
+    /// Starts a resync: nil token, next generation, `resyncing` set.
+    func beginResync(_ zone: ZoneID, reason: String) async throws -> ZoneCheckpoint
+    func recordZoneError(_ zone: ZoneID, message: String?) async throws
+}
