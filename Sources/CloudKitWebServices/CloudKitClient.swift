@@ -263,7 +263,7 @@ public final class CloudKitClient: Sendable {
             do {
                 signature = try signer.sign(body: body ?? [], path: path, date: Date())
             } catch {
-                throw CloudKitError(code: .unknown("SIGNING_FAILED"), reason: "the request could not be signed with the server-to-server key", operation: operation, path: path)
+                throw CloudKitError(code: .signingFailed, reason: "the request could not be signed with the server-to-server key", operation: operation, path: path)
             }
             request.headers.add(name: "X-Apple-CloudKit-Request-KeyID", value: signature.keyID)
             request.headers.add(name: "X-Apple-CloudKit-Request-ISO8601Date", value: signature.date)
@@ -319,7 +319,7 @@ public final class CloudKitClient: Sendable {
         guard (200..<300).contains(status) else {
             let errorBody = try? JSONDecoder().decode(ServerErrorBody.self, from: bytes)
             let code = errorBody?.serverErrorCode.map { CloudKitError.Code(serverErrorCode: $0) }
-                ?? CloudKitError.Code(httpStatus: status) ?? .unknown("HTTP_\(status)")
+                ?? CloudKitError.Code(httpStatus: status) ?? CloudKitError.Code(serverErrorCode: "HTTP_\(status)")
             var error = CloudKitError(
                 code: code, httpStatus: status, reason: errorBody?.reason.map { Self.scrub($0, secrets: secrets) },
                 uuid: errorBody?.uuid, redirectURL: errorBody?.redirectURL, operation: operation, path: path)

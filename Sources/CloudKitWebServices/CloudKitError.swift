@@ -5,58 +5,51 @@
 /// query string: the request is named by its URL path only, and the client scrubs its secrets out
 /// of anything the server echoes back.
 public struct CloudKitError: Error, Sendable, CustomStringConvertible {
-    public enum Code: Sendable, Hashable, CustomStringConvertible {
-        // The server's `serverErrorCode` values (reference §6, plus CloudKit JS's extras).
-        case accessDenied
-        case atomicError
-        case authenticationFailed
-        case authenticationRequired
-        case badRequest
-        case conflict
-        case exists
-        case internalError
-        case notFound
-        case quotaExceeded
-        case throttled
-        case tryAgainLater
-        case validatingReferenceError
-        case zoneNotFound
-        case uniqueFieldError
-        case changeTokenExpired
-        /// A `serverErrorCode` this client does not know, kept as sent.
-        case unknown(String)
-
-        // Faults of the transport, where no server error body was read.
-        /// The server could not be reached, or the connection broke (a body cut short too).
-        case network
-        /// No complete answer within the configured timeout.
-        case timeout
-        /// The body was larger than `maxResponseBytes`.
-        case responseTooLarge
-        /// The body was not the JSON the operation returns.
-        case malformedResponse
+    /// A server's `serverErrorCode` (reference §6, plus CloudKit JS's extras), kept as sent when
+    /// this client does not know it, or a fault of the transport. A struct rather than an enum,
+    /// so that a new code breaks no caller's switch.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        /// The wire spelling for server codes (`ZONE_NOT_FOUND`); nil for transport faults.
+        public let serverErrorCode: String?
+        private let fault: String?
 
         public init(serverErrorCode: String) {
-            switch serverErrorCode {
-            case "ACCESS_DENIED": self = .accessDenied
-            case "ATOMIC_ERROR": self = .atomicError
-            case "AUTHENTICATION_FAILED": self = .authenticationFailed
-            case "AUTHENTICATION_REQUIRED": self = .authenticationRequired
-            case "BAD_REQUEST": self = .badRequest
-            case "CONFLICT": self = .conflict
-            case "EXISTS": self = .exists
-            case "INTERNAL_ERROR": self = .internalError
-            case "NOT_FOUND": self = .notFound
-            case "QUOTA_EXCEEDED": self = .quotaExceeded
-            case "THROTTLED": self = .throttled
-            case "TRY_AGAIN_LATER": self = .tryAgainLater
-            case "VALIDATING_REFERENCE_ERROR": self = .validatingReferenceError
-            case "ZONE_NOT_FOUND": self = .zoneNotFound
-            case "UNIQUE_FIELD_ERROR": self = .uniqueFieldError
-            case "CHANGE_TOKEN_EXPIRED": self = .changeTokenExpired
-            default: self = .unknown(serverErrorCode)
-            }
+            self.serverErrorCode = serverErrorCode
+            fault = nil
         }
+
+        private init(fault: String) {
+            serverErrorCode = nil
+            self.fault = fault
+        }
+
+        public static let accessDenied = Code(serverErrorCode: "ACCESS_DENIED")
+        public static let atomicError = Code(serverErrorCode: "ATOMIC_ERROR")
+        public static let authenticationFailed = Code(serverErrorCode: "AUTHENTICATION_FAILED")
+        public static let authenticationRequired = Code(serverErrorCode: "AUTHENTICATION_REQUIRED")
+        public static let badRequest = Code(serverErrorCode: "BAD_REQUEST")
+        public static let conflict = Code(serverErrorCode: "CONFLICT")
+        public static let exists = Code(serverErrorCode: "EXISTS")
+        public static let internalError = Code(serverErrorCode: "INTERNAL_ERROR")
+        public static let notFound = Code(serverErrorCode: "NOT_FOUND")
+        public static let quotaExceeded = Code(serverErrorCode: "QUOTA_EXCEEDED")
+        public static let throttled = Code(serverErrorCode: "THROTTLED")
+        public static let tryAgainLater = Code(serverErrorCode: "TRY_AGAIN_LATER")
+        public static let validatingReferenceError = Code(serverErrorCode: "VALIDATING_REFERENCE_ERROR")
+        public static let zoneNotFound = Code(serverErrorCode: "ZONE_NOT_FOUND")
+        public static let uniqueFieldError = Code(serverErrorCode: "UNIQUE_FIELD_ERROR")
+        public static let changeTokenExpired = Code(serverErrorCode: "CHANGE_TOKEN_EXPIRED")
+
+        /// The server could not be reached, or the connection broke (a body cut short too).
+        public static let network = Code(fault: "network")
+        /// No complete answer within the configured timeout.
+        public static let timeout = Code(fault: "timeout")
+        /// The body was larger than `maxResponseBytes`.
+        public static let responseTooLarge = Code(fault: "responseTooLarge")
+        /// The body was not the JSON the operation returns.
+        public static let malformedResponse = Code(fault: "malformedResponse")
+        /// The request could not be signed with the server-to-server key.
+        public static let signingFailed = Code(fault: "signingFailed")
 
         /// The code the reference's table gives for an HTTP status, for error responses without a
         /// JSON body (a proxy's HTML page, an empty 503).
@@ -77,39 +70,7 @@ public struct CloudKitError: Error, Sendable, CustomStringConvertible {
             }
         }
 
-        /// The wire spelling for server codes; nil for transport faults.
-        public var serverErrorCode: String? {
-            switch self {
-            case .accessDenied: return "ACCESS_DENIED"
-            case .atomicError: return "ATOMIC_ERROR"
-            case .authenticationFailed: return "AUTHENTICATION_FAILED"
-            case .authenticationRequired: return "AUTHENTICATION_REQUIRED"
-            case .badRequest: return "BAD_REQUEST"
-            case .conflict: return "CONFLICT"
-            case .exists: return "EXISTS"
-            case .internalError: return "INTERNAL_ERROR"
-            case .notFound: return "NOT_FOUND"
-            case .quotaExceeded: return "QUOTA_EXCEEDED"
-            case .throttled: return "THROTTLED"
-            case .tryAgainLater: return "TRY_AGAIN_LATER"
-            case .validatingReferenceError: return "VALIDATING_REFERENCE_ERROR"
-            case .zoneNotFound: return "ZONE_NOT_FOUND"
-            case .uniqueFieldError: return "UNIQUE_FIELD_ERROR"
-            case .changeTokenExpired: return "CHANGE_TOKEN_EXPIRED"
-            case .unknown(let code): return code
-            case .network, .timeout, .responseTooLarge, .malformedResponse: return nil
-            }
-        }
-
-        public var description: String {
-            if let code = serverErrorCode { return code }
-            switch self {
-            case .network: return "network"
-            case .timeout: return "timeout"
-            case .responseTooLarge: return "responseTooLarge"
-            default: return "malformedResponse"
-            }
-        }
+        public var description: String { serverErrorCode ?? fault ?? "" }
     }
 
     public var code: Code
@@ -207,8 +168,6 @@ public struct CloudKitError: Error, Sendable, CustomStringConvertible {
             return "the quota is exhausted \(tag): free iCloud storage or raise the container's quota"
         case .atomicError, .conflict, .exists, .validatingReferenceError, .uniqueFieldError:
             return "the server refused the request \(tag): this operation conflicts with the data on the server"
-        case .unknown(let code):
-            return "CloudKit answered with an error code this client does not know (\(code)): run again; if it persists, report it with the request UUID"
         case .network:
             return "could not get an answer from CloudKit \(tag): check the network and baseURL, then run again"
         case .timeout:
@@ -217,6 +176,10 @@ public struct CloudKitError: Error, Sendable, CustomStringConvertible {
             return "the response was larger than the client accepts \(tag)\(limit.map { ", \($0)" } ?? ""): lower resultsLimit or raise maxResponseBytes"
         case .malformedResponse:
             return "the answer was not the JSON CloudKit sends \(tag): run again; if it persists, check that baseURL points at CloudKit Web Services"
+        case .signingFailed:
+            return "the request could not be signed \(tag): check that serverPrivateKeyFile holds the PEM private key (prime256v1) of serverKeyID"
+        default:
+            return "CloudKit answered with an error code this client does not know (\(code)): run again; if it persists, report it with the request UUID"
         }
     }
 }

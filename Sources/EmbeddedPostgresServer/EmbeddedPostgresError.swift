@@ -1,17 +1,21 @@
 /// Something went wrong with the embedded server; `description` says what to do next.
 public struct EmbeddedPostgresError: Error, CustomStringConvertible {
-    public enum Code: String, Sendable {
-        case binariesNotFound
-        case versionMismatch
-        case badDirectory
-        case directoryUnreachable
-        case socketPathTooLong
-        case noUnprivilegedAccount
-        case commandFailed
-        case initdbFailed
-        case startFailed
-        case createDatabaseFailed
-        case stopFailed
+    /// A struct rather than an enum, so that a new code breaks no caller's switch.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        public let description: String
+        private init(_ description: String) { self.description = description }
+
+        public static let binariesNotFound = Code("binariesNotFound")
+        public static let versionMismatch = Code("versionMismatch")
+        public static let badDirectory = Code("badDirectory")
+        public static let directoryUnreachable = Code("directoryUnreachable")
+        public static let socketPathTooLong = Code("socketPathTooLong")
+        public static let noUnprivilegedAccount = Code("noUnprivilegedAccount")
+        public static let commandFailed = Code("commandFailed")
+        public static let initdbFailed = Code("initdbFailed")
+        public static let startFailed = Code("startFailed")
+        public static let createDatabaseFailed = Code("createDatabaseFailed")
+        public static let stopFailed = Code("stopFailed")
     }
 
     public let code: Code

@@ -19,12 +19,12 @@ public struct FakeSource: ChangeSource {
 
     public func fetchZoneChanges(in zone: ZoneID, since token: ChangeToken?) async throws -> ZoneChangePage {
         guard let index = feed.zoneIndex(of: zone) else {
-            throw SourceError(.zoneNotFound, zoneID: zone, message: "zone \(zone.zoneName) does not exist in the fake feed")
+            throw SyncError(.zoneNotFound, zoneID: zone, message: "zone \(zone.zoneName) does not exist in the fake feed")
         }
         var start = 0
         if let token {
             guard let position = feed.position(of: token, zone: index) else {
-                throw SourceError(.changeTokenExpired, zoneID: zone, message: "the fake feed does not know the zone's change token (CHANGE_TOKEN_EXPIRED)")
+                throw SyncError(.changeTokenExpired, zoneID: zone, message: "the fake feed does not know the zone's change token (CHANGE_TOKEN_EXPIRED)")
             }
             start = position
         }

@@ -30,29 +30,3 @@ extension ChangeSource {
     public var concurrentZones: Int? { nil }
     public func throttledSeconds() async -> Double { 0 }
 }
-
-/// Source failures the engine handles in a particular way; anything else fails the zone.
-public struct SourceError: Error, Sendable, CustomStringConvertible {
-    public enum Code: Sendable, Equatable {
-        /// The zone's token is no longer accepted: resync the zone.
-        case changeTokenExpired
-        /// The zone is gone: handle as a zone deletion.
-        case zoneNotFound
-        /// A person must sign in again; the run stops (exit 3).
-        case authenticationRequired
-        /// The source failed after its retries.
-        case failed
-    }
-
-    public var code: Code
-    public var zoneID: ZoneID?
-    public var message: String
-
-    public init(_ code: Code, zoneID: ZoneID? = nil, message: String) {
-        self.code = code
-        self.zoneID = zoneID
-        self.message = message
-    }
-
-    public var description: String { message }
-}

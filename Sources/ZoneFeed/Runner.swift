@@ -97,7 +97,7 @@ public struct Runner: Sendable {
             await finish(&summary, logger: logger)
             if summary.status == .interrupted { throw RunError(.interrupted, summary: summary, message: "the run was interrupted") }
             if let runError = error as? RunError { throw RunError(runError.kind, summary: summary, message: runError.message) }
-            if let sourceError = error as? SourceError, sourceError.code == .authenticationRequired {
+            if let sourceError = error as? SyncError, sourceError.code == .authenticationRequired {
                 throw RunError(.authentication, summary: summary, message: sourceError.message)
             }
             throw RunError(.failed, summary: summary, message: "\(error)")
@@ -157,7 +157,7 @@ public struct Runner: Sendable {
                 let page: DatabaseChangePage
                 do {
                     page = try await source.fetchDatabaseChanges(since: fetchToken)
-                } catch let error as SourceError where error.code == .changeTokenExpired && fetchToken != nil {
+                } catch let error as SyncError where error.code == .changeTokenExpired && fetchToken != nil {
                     // Rediscover every zone from the beginning of the database feed; the zones
                     // keep their own tokens, so nothing is refetched that need not be.
                     logger.warning("the database change token is no longer accepted; rediscovering zones", metadata: ["error": "\(error.message)"])
@@ -273,7 +273,7 @@ public struct Runner: Sendable {
         var zoneError: (any Error)?
         do {
             try await fetchClaimedZone(zone, runID: runID, total: &zoneTotal, logger: logger)
-        } catch let error as SourceError where error.code == .zoneNotFound {
+        } catch let error as SyncError where error.code == .zoneNotFound {
             // A followed zone that the server no longer knows has been deleted.
             let deletion = ZoneDeletion(zoneID: zone, reason: .deleted)
             do {
@@ -299,8 +299,8 @@ public struct Runner: Sendable {
         }
         // What stops the whole run: a cancellation, a person needed, the destination failing.
         if Self.isCancellation(zoneError) { throw CancellationError() }
-        if let sourceError = zoneError as? SourceError, sourceError.code == .authenticationRequired { throw sourceError }
-        if !(zoneError is SourceError) && !(zoneError is ZoneFailure) { throw zoneError }
+        guard let failure = zoneError as? SyncError else { throw zoneError }
+        if failure.code == .authenticationRequired { throw failure }
         logger.error("zone failed", metadata: ["error": "\(zoneError)"])
         try? await destination.recordZoneError(zone, message: "\(zoneError)")
         summary.zonesFailed.append((zone, "\(zoneError)"))
@@ -348,10 +348,10 @@ public struct Runner: Sendable {
             let page: ZoneChangePage
             do {
                 page = try await source.fetchZoneChanges(in: zone, since: token)
-            } catch let error as SourceError where error.code == .changeTokenExpired {
+            } catch let error as SyncError where error.code == .changeTokenExpired {
                 try await settle(&inFlight, zone: zone, checkpoint: &checkpoint, total: &total)
                 guard checkpoint.token != nil || token != nil, !resyncedThisRun else {
-                    throw ZoneFailure(message: "the server rejected the zone's token again after a resync: \(error.message)")
+                    throw SyncError(.failed, message: "the server rejected the zone's token again after a resync: \(error.message)")
                 }
                 // Nothing uncommitted is kept: the resync starts over from a nil token.
                 resyncedThisRun = true
@@ -367,7 +367,7 @@ public struct Runner: Sendable {
             if page.moreComing && page.entries.isEmpty && page.syncToken == token {
                 emptyRepeats += 1
                 if emptyRepeats > configuration.maxEmptyRepeats {
-                    throw ZoneFailure(message: "the server returned the same token with no records \(emptyRepeats) times while saying more was coming; stopping instead of looping")
+                    throw SyncError(.failed, message: "the server returned the same token with no records \(emptyRepeats) times while saying more was coming; stopping instead of looping")
                 }
             } else {
                 emptyRepeats = 0
@@ -416,17 +416,22 @@ public struct Runner: Sendable {
     }
 }
 
-/// A zone that cannot go on; the run continues with the other zones and fails at the end.
-public struct ZoneFailure: Error, Sendable, CustomStringConvertible {
-    public var message: String
-    public init(message: String) { self.message = message }
-    public var description: String { message }
-}
-
 /// Why a run stopped, with the exit code the command line gives it.
 public struct RunError: Error, Sendable, CustomStringConvertible {
-    public enum Kind: Sendable {
-        case failed, authentication, accountChanged, interrupted, usage
+    /// A struct rather than an enum, so that a new kind breaks no caller's switch.
+    public struct Kind: Sendable, Hashable, CustomStringConvertible {
+        public let description: String
+        private init(_ description: String) { self.description = description }
+
+        public static let failed = Kind("failed")
+        /// A person must sign in again (exit 3).
+        public static let authentication = Kind("authentication")
+        /// The checkpoints belong to another CloudKit account.
+        public static let accountChanged = Kind("accountChanged")
+        /// SIGINT or SIGTERM stopped the run between batches.
+        public static let interrupted = Kind("interrupted")
+        /// The pipeline or the command line asked for something impossible (exit 2).
+        public static let usage = Kind("usage")
     }
 
     public var kind: Kind

@@ -6,7 +6,7 @@ import ZoneFeed
 /// CloudKit Web Services as a `ChangeSource` (`source.cloudkit`): `users/caller` for the account
 /// check, `changes/database` for zone discovery and `records/changes` for each zone's pages.
 ///
-/// Retries happen in the client; what reaches the engine is a `SourceError` whose code tells it
+/// Retries happen in the client; what reaches the engine is a `SyncError` whose code tells it
 /// what to do: sign in again, resync the zone, treat the zone as deleted, or fail the zone.
 public struct CloudKitSource: ChangeSource {
     public let client: CloudKitClient
@@ -52,7 +52,7 @@ public struct CloudKitSource: ChangeSource {
         case (nil, nil):
             break
         default:
-            throw SourceError(.failed, message: "server-to-server signing needs both auth.serverKeyID and auth.serverPrivateKeyFile")
+            throw SyncError(.failed, message: "server-to-server signing needs both auth.serverKeyID and auth.serverPrivateKeyFile")
         }
         configuration.timeout = .milliseconds(Int64((settings.timeoutSeconds * 1000).rounded()))
         configuration.retry.maxAttempts = settings.maxAttempts
@@ -163,12 +163,12 @@ public struct CloudKitSource: ChangeSource {
     // MARK: Errors
 
     /// How the engine should take a client failure (PRODUCT.md, "Errors").
-    func sourceError(for error: CloudKitError, zone: ZoneID?, carriedToken: Bool) -> SourceError {
+    func sourceError(for error: CloudKitError, zone: ZoneID?, carriedToken: Bool) -> SyncError {
         if error.isAuthenticationFailure {
-            return SourceError(.authenticationRequired, zoneID: zone, message: error.description)
+            return SyncError(.authenticationRequired, zoneID: zone, message: error.description)
         }
         if error.code == .zoneNotFound {
-            return SourceError(.zoneNotFound, zoneID: zone, message: error.description)
+            return SyncError(.zoneNotFound, zoneID: zone, message: error.description)
         }
         // REST documents no error for a stale sync token; a 400 on a token-bearing call is the
         // likely form (reference §0), so it is taken as one. The engine resyncs at most once per
@@ -181,10 +181,10 @@ public struct CloudKitSource: ChangeSource {
                     "reason": "\(error.reason ?? "")", "uuid": "\(error.uuid ?? "")",
                 ])
             let reason = error.reason.map { ": \($0)" } ?? ""
-            return SourceError(
+            return SyncError(
                 .changeTokenExpired, zoneID: zone,
                 message: "the server no longer accepts the sync token (\(error.code))\(reason)")
         }
-        return SourceError(.failed, zoneID: zone, message: error.description)
+        return SyncError(.failed, zoneID: zone, message: error.description)
     }
 }

@@ -44,7 +44,7 @@ extension PostgresDestination {
         for table in schema.tables {
             let any = try c.query("SELECT EXISTS (SELECT 1 FROM \(table.qualifiedName) WHERE zone_owner = $1 AND zone_name = $2)",
                                   [zone.ownerRecordName, zone.zoneName])
-            direct.append(any.scalar == "f")
+            direct.append(!(try any.scalar(as: Bool.self)))
         }
         updateState(of: zone) { [direct] in $0.copiesDirectly = direct }
         return direct
@@ -123,7 +123,7 @@ extension PostgresDestination {
                         guard case .record(let record) = entries[i] else { continue }
                         if let problem = session.encoders[t].append(record, seq: Int32(i)) {
                             if settings.onBadRecord == .fail {
-                                throw ZoneFailure(message: "record \(record.recordName) (\(record.recordType)) in zone \(zone.zoneName) cannot be applied: \(problem); "
+                                throw SyncError(.failed, message: "record \(record.recordName) (\(record.recordType)) in zone \(zone.zoneName) cannot be applied: \(problem); "
                                     + "nothing of its batch was applied (set onBadRecord: reject to send such records to zonefeed_rejects instead)")
                             }
                             rejects.append(Reject(seq: i, entry: entries[i], recordType: record.recordType, error: problem))
@@ -228,7 +228,7 @@ extension PostgresDestination {
         // The generation fences a batch against a resync begun elsewhere meanwhile (an
         // encrypted-data reset, a reset): its rows and token would belong to the old generation.
         guard updated.affectedRows == 1 else {
-            throw ZoneFailure(message: "the checkpoint of zone \(zoneName) was reset, resynced or deleted while the zone was being applied; nothing of the batch was applied, and the next run starts from the new checkpoint")
+            throw SyncError(.failed, message: "the checkpoint of zone \(zoneName) was reset, resynced or deleted while the zone was being applied; nothing of the batch was applied, and the next run starts from the new checkpoint")
         }
         try addToRun(outcome, on: c)
         return outcome

@@ -80,7 +80,7 @@ struct RunCommand: AsyncParsableCommand {
         case .usage:
             logger.error("\(failure.message)")
             throw Exit.usage
-        case .failed, .accountChanged:
+        default:
             logger.error("run failed: \(failure.message)")
             throw Exit.failed
         }

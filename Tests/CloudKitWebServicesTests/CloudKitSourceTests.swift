@@ -37,7 +37,7 @@ import ZoneFeedCloudKit
     @Test func refusedTokenBearingFetchMeansTheTokenExpired() async throws {
         try await withSource { server, source in
             server.always(.error(400, code: "BAD_REQUEST", reason: "Unknown sync continuation type"))
-            let error = try await #require(throws: SourceError.self) {
+            let error = try await #require(throws: SyncError.self) {
                 _ = try await source.fetchZoneChanges(in: zone, since: ChangeToken("old"))
             }
             #expect(error.code == .changeTokenExpired)
@@ -50,7 +50,7 @@ import ZoneFeedCloudKit
     @Test func changeTokenExpiredCodeMeansTheTokenExpired() async throws {
         try await withSource { server, source in
             server.always(.error(410, code: "CHANGE_TOKEN_EXPIRED"))
-            let error = try await #require(throws: SourceError.self) {
+            let error = try await #require(throws: SyncError.self) {
                 _ = try await source.fetchZoneChanges(in: zone, since: ChangeToken("old"))
             }
             #expect(error.code == .changeTokenExpired)
@@ -60,7 +60,7 @@ import ZoneFeedCloudKit
     @Test func refusedFirstFetchIsAFailureNotAnExpiredToken() async throws {
         try await withSource { server, source in
             server.always(.error(400, code: "BAD_REQUEST"))
-            let error = try await #require(throws: SourceError.self) {
+            let error = try await #require(throws: SyncError.self) {
                 _ = try await source.fetchZoneChanges(in: zone, since: nil)
             }
             #expect(error.code == .failed)
@@ -71,7 +71,7 @@ import ZoneFeedCloudKit
     @Test func missingZoneIsReportedAsNotFound() async throws {
         try await withSource { server, source in
             server.always(.error(404, code: "ZONE_NOT_FOUND"))
-            let error = try await #require(throws: SourceError.self) {
+            let error = try await #require(throws: SyncError.self) {
                 _ = try await source.fetchZoneChanges(in: zone, since: ChangeToken("t"))
             }
             #expect(error.code == .zoneNotFound)
@@ -82,7 +82,7 @@ import ZoneFeedCloudKit
     @Test func rejectedCredentialsNeedAPersonAndNameNoSecret() async throws {
         try await withSource { server, source in
             server.always(.error(421, code: "AUTHENTICATION_REQUIRED"))
-            let error = try await #require(throws: SourceError.self) { _ = try await source.currentUser() }
+            let error = try await #require(throws: SyncError.self) { _ = try await source.currentUser() }
             #expect(error.code == .authenticationRequired)
             #expect(error.message.contains("CLOUDKIT_WEB_AUTH_TOKEN"))
             #expect(Secrets.leaked(in: error.message).isEmpty)
@@ -92,7 +92,7 @@ import ZoneFeedCloudKit
     @Test func exhaustedRetriesFailTheZoneWithTheClientSentence() async throws {
         try await withSource { server, source in
             server.always(.error(503, code: "TRY_AGAIN_LATER"))
-            let error = try await #require(throws: SourceError.self) {
+            let error = try await #require(throws: SyncError.self) {
                 _ = try await source.fetchZoneChanges(in: zone, since: ChangeToken("t"))
             }
             #expect(error.code == .failed)
@@ -165,7 +165,7 @@ import ZoneFeedCloudKit
             server.enqueue(Self.page("a", next: "t2", moreComing: true))
             server.enqueue(.error(400, code: "BAD_REQUEST", reason: "Unknown sync continuation type"))
             let first = try await source.fetchZoneChanges(in: zone, since: ChangeToken("t1"))
-            let error = try await #require(throws: SourceError.self) {
+            let error = try await #require(throws: SyncError.self) {
                 _ = try await source.fetchZoneChanges(in: zone, since: first.syncToken)
             }
             #expect(error.code == .changeTokenExpired)

@@ -69,9 +69,9 @@ public final class ScriptedSource: ChangeSource, @unchecked Sendable {
         let name = zone.zoneName
         return try state.withLockedValue { state in
             state.fetches.append(Fetch(zone: name, token: token?.value))
-            if state.missing.contains(name) { throw SourceError(.zoneNotFound, zoneID: zone, message: "zone \(name) not found") }
+            if state.missing.contains(name) { throw SyncError(.zoneNotFound, zoneID: zone, message: "zone \(name) not found") }
             if let token, state.expired.contains(token.value) {
-                throw SourceError(.changeTokenExpired, zoneID: zone, message: "token \(token.value) expired")
+                throw SyncError(.changeTokenExpired, zoneID: zone, message: "token \(token.value) expired")
             }
             if state.stuck.contains(name) {
                 return ZoneChangePage(zoneID: zone, entries: [], syncToken: token ?? ChangeToken("\(name)@0"), moreComing: true)

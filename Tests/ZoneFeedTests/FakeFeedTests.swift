@@ -103,7 +103,7 @@ import ZoneFeed
 
     @Test func aTokenFromAnotherFeedIsRejectedAsExpired() async throws {
         let source = FakeSource(settings: FakeSettings(zones: 1))
-        await #expect(throws: SourceError.self) {
+        await #expect(throws: SyncError.self) {
             _ = try await source.fetchZoneChanges(in: ZoneID(zoneName: "Zone01", ownerRecordName: "_fakeOwner"), since: ChangeToken("nonsense"))
         }
     }
