@@ -96,11 +96,21 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The component list of the zonefeed program: what a pipeline file may name.
+        .target(
+            name: "ZoneFeedComponents",
+            dependencies: ["ZoneFeed", "ZoneFeedCloudKit", "FakeCloudKit", "ZoneFeedPostgres"]
+        ),
+        // The benchmark and PostgreSQL's own COPY ceiling: support, not the flow.
+        .target(
+            name: "ZoneFeedBench",
+            dependencies: ["ZoneFeed", "ZoneFeedComponents", "ZoneFeedPostgres", "FakeCloudKit", "LibPQ", "CloudKitModel"]
+        ),
         .executableTarget(
             name: "zonefeed",
             dependencies: [
-                "ZoneFeed", "ZoneFeedPostgres", "EmbeddedPostgresServer", "FakeCloudKit", "ZoneFeedCloudKit",
-                "FakeCloudKitServer", "LibPQ", "CloudKitModel",
+                "ZoneFeed", "ZoneFeedComponents", "ZoneFeedPostgres", "EmbeddedPostgresServer", "FakeCloudKit",
+                "ZoneFeedCloudKit", "FakeCloudKitServer", "ZoneFeedBench", "LibPQ", "CloudKitModel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -111,7 +121,7 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "LibPQ", "ZoneFeedPostgres", "EmbeddedPostgresServer", "ZoneFeed", "ZoneFeedCloudKit", "FakeCloudKit",
+                "LibPQ", "ZoneFeedPostgres", "EmbeddedPostgresServer", "ZoneFeed", "ZoneFeedComponents", "FakeCloudKit",
                 "FakeCloudKitServer", "CloudKitModel",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
@@ -123,7 +133,8 @@ let package = Package(
         .testTarget(
             name: "ZoneFeedTests",
             dependencies: [
-                "ZoneFeed", "ZoneFeedCloudKit", "ZoneFeedPostgres", "FakeCloudKit", "CloudKitModel", "TestSupport",
+                "ZoneFeed", "ZoneFeedCloudKit", "ZoneFeedPostgres", "ZoneFeedComponents", "FakeCloudKit", "CloudKitModel",
+                "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -408,6 +408,9 @@ public struct Runner: Sendable {
         guard let applying = inFlight else { return }
         inFlight = nil
         let outcome = try await applying.task.value
+        // The batch's records are gone: what they held goes back to the system, so that a long
+        // backfill's resident memory stays flat (see FreedMemory).
+        FreedMemory.releaseInBackground()
         total += outcome
         checkpoint.token = applying.batch.token
         if applying.batch.finishesResync { checkpoint.resyncing = false }

@@ -227,7 +227,7 @@ public struct PostgresSchema: Sendable {
 
     /// The columns of a row copied straight into a record type's table; `synced_at` takes its
     /// default, the transaction's `now()`, and `deleted_at` is NULL, as in a merge.
-    static func directColumns(_ mapping: RecordTypeMapping) -> [String] {
+    public static func directColumns(_ mapping: RecordTypeMapping) -> [String] {
         ["zone_owner", "zone_name", "run_id", "generation"] + dataColumns(mapping)
     }
 

@@ -10,7 +10,7 @@ import ZoneFeed
 /// table start with the entry's position in the batch (`seq`), rows
 /// copied straight into the record type's table start with the zone, run and generation, the
 /// same for the whole batch and so encoded once (`PostgresSchema.directColumns`).
-struct RowEncoder {
+public struct RowEncoder {
     let mapping: RecordTypeMapping
     /// The mapping's index of each mapped field.
     let columnOf: [String: Int]
@@ -19,13 +19,13 @@ struct RowEncoder {
     private var columnValues: [FieldValue?]
     private var unmapped: [(String, FieldValue)] = []
     var buffer = BinaryCopyBuffer()
-    private(set) var rowCount = 0
+    public private(set) var rowCount = 0
     private var json = JSONWriter(capacity: 1024)
     /// The direct shape's leading fields, already encoded; nil for the staging shape.
     private var directPrefix: [UInt8]?
     private var fieldCount: Int
 
-    init(mapping: RecordTypeMapping, keepUnmapped: Bool) {
+    public init(mapping: RecordTypeMapping, keepUnmapped: Bool) {
         self.mapping = mapping
         self.keepUnmapped = keepUnmapped
         var columnOf: [String: Int] = [:]
@@ -47,7 +47,7 @@ struct RowEncoder {
     }
 
     /// Empties the buffer for a batch of rows for the table itself.
-    mutating func beginDirectRows(zone: ZoneID, runID: Int64, generation: Int) {
+    public mutating func beginDirectRows(zone: ZoneID, runID: Int64, generation: Int) {
         var prefix = BinaryCopyBuffer(capacity: 128)
         let headerLength = prefix.bytes.count
         prefix.append(text: zone.ownerRecordName)
@@ -80,13 +80,13 @@ struct RowEncoder {
     }
 
     /// The finished COPY stream; the encoder must be begun again before more rows.
-    mutating func finish() -> [UInt8] {
+    public mutating func finish() -> [UInt8] {
         buffer.finish()
         return buffer.bytes
     }
 
     /// Appends a row; returns why it cannot be applied instead, leaving the buffer as it was.
-    mutating func append(_ record: Record, seq: Int32) -> String? {
+    public mutating func append(_ record: Record, seq: Int32) -> String? {
         let rowStart = buffer.bytes.count
         if let problem = encode(record, seq: seq) {
             buffer.bytes.removeSubrange(rowStart...)

@@ -4,6 +4,7 @@ import FakeCloudKit
 import Foundation
 import Logging
 import ZoneFeed
+import ZoneFeedComponents
 import ZoneFeedCloudKit
 import ZoneFeedPostgres
 

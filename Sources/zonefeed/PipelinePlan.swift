@@ -1,6 +1,7 @@
 import FakeCloudKit
 import Foundation
 import ZoneFeed
+import ZoneFeedComponents
 import ZoneFeedCloudKit
 import ZoneFeedPostgres
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Subprocess
 import ZoneFeed
+import ZoneFeedComponents
 
 struct PsqlCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -4,6 +4,7 @@ import LibPQ
 import Logging
 import ServiceLifecycle
 import ZoneFeed
+import ZoneFeedComponents
 import ZoneFeedPostgres
 
 struct RunCommand: AsyncParsableCommand {
@@ -42,8 +43,6 @@ struct RunCommand: AsyncParsableCommand {
                     events: { event in
                         await progressLine.handle(event)
                         RunCommand.log(event, logger: logger)
-                        // The batch's records are gone: what they held goes back to the system.
-                        if case .fetchedRecordZoneChanges = event { FreedMemory.releaseInBackground() }
                     })
                 // The signals are trapped before the run starts, so no signal finds the default action.
                 let signals = await ShutdownSignals()

@@ -2,6 +2,7 @@ import ArgumentParser
 import EmbeddedPostgresServer
 import Foundation
 import ZoneFeed
+import ZoneFeedComponents
 import ZoneFeedPostgres
 
 struct StatusCommand: AsyncParsableCommand {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import ZoneFeed
+import ZoneFeedComponents
 import ZoneFeedPostgres
 
 struct ValidateCommand: AsyncParsableCommand {

@@ -3,6 +3,7 @@ import Foundation
 import LibPQ
 import Logging
 import ZoneFeed
+import ZoneFeedComponents
 import ZoneFeedPostgres
 
 /// Pipelines over the fake source for tests, written as YAML so that tests go through the same

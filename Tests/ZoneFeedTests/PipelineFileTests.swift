@@ -3,6 +3,7 @@ import Testing
 import FakeCloudKit
 import TestSupport
 import ZoneFeed
+import ZoneFeedComponents
 import ZoneFeedCloudKit
 import ZoneFeedPostgres
 

@@ -7,9 +7,9 @@ import Foundation
 /// core), and a batch's records are made on one thread and freed on another; so a long backfill's
 /// resident memory would creep up batch after batch although what is alive stays the same.
 /// Releasing what is free after each batch keeps it flat, whatever the size of the backfill.
-enum FreedMemory {
+public enum FreedMemory {
     /// Releases what is free now.
-    static func release() {
+    public static func release() {
         #if os(Linux)
         // > malloc_trim(3): "attempts to release free memory from the heap (by calling
         // > sbrk(2) or madvise(2) with suitable arguments)". A glibc extension, which Swift's
@@ -21,7 +21,7 @@ enum FreedMemory {
 
     /// `release()` on a queue of its own, so that the caller does not wait; a call made while one
     /// is under way does nothing, as that one releases the same memory.
-    static func releaseInBackground() {
+    public static func releaseInBackground() {
         lock.lock()
         let busy = releasing
         releasing = true

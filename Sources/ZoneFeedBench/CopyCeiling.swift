@@ -2,6 +2,7 @@ import CloudKitModel
 import Foundation
 import LibPQ
 import ZoneFeed
+import ZoneFeedPostgres
 
 /// What PostgreSQL itself can ingest, for `zonefeed bench`: a pipeline's rows written by a plain
 /// binary `COPY … FROM STDIN` into tables of the same shape and indexes as the pipeline's

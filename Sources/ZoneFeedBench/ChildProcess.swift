@@ -14,7 +14,7 @@ import Darwin
 /// Not Foundation's `Process`: it does not report a child's rusage, and on Linux it learns that a
 /// child ended only once every inheritor of the child's descriptors has closed them (see
 /// `EmbeddedPostgres.CommandRunner`).
-final class ChildProcess {
+public final class ChildProcess {
     /// Where the child's stdout or stderr goes.
     enum Output {
         /// A file, created or emptied.
@@ -203,7 +203,7 @@ final class ChildProcess {
 
     /// Sends SIGTERM to every child not yet waited for: what the bench does when it is itself
     /// interrupted, so that no `zonefeed run` or fake server outlives it.
-    static func terminateAll() {
+    public static func terminateAll() {
         running.forEach { kill($0, SIGTERM) }
     }
 

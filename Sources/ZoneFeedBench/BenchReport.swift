@@ -1,0 +1,127 @@
+import CloudKitModel
+import Foundation
+
+/// The bench's figures, as text for a person and as JSON for a machine.
+public struct BenchReport: Sendable {
+    var records: Int
+    var zones: Int
+    var parallelZones = 1
+    var postgresVersion: String
+    var ceilingRowsPerTransaction = 0
+    /// At one session and at the runs' `parallelZones`.
+    var ceilings: [CopyCeiling.Measurement] = []
+    /// The fastest ceiling: the one the ratios are to.
+    var ceiling: CopyCeiling.Measurement { ceilings.max { $0.rowsPerSecond < $1.rowsPerSecond }! }
+    var ceilingRPS: Double { ceiling.rowsPerSecond }
+    var wanRecords = 0
+    var wanZones = 0
+    var wanLatencyMilliseconds = 0
+    var wanSeconds = 0.0
+    var wanPeakRSSBytes = 0
+    var inProcessSeconds = 0.0
+    var inProcessPeakRSSBytes = 0
+    var httpSeconds = 0.0
+    var httpPeakRSSBytes = 0
+    var noOpRunSeconds: [Double] = []
+
+    init(records: Int, zones: Int, postgresVersion: String) {
+        self.records = records
+        self.zones = zones
+        self.postgresVersion = postgresVersion
+    }
+
+    var inProcessRPS: Double { Double(records) / inProcessSeconds }
+    var httpRPS: Double { Double(records) / httpSeconds }
+    var wanRPS: Double { Double(wanRecords) / wanSeconds }
+    /// One request at a time: a page of 200 records per round trip.
+    var wanBoundRPS: Double { 200 / (Double(wanLatencyMilliseconds) / 1000) }
+    var noOpMedianSeconds: Double { noOpRunSeconds.sorted()[noOpRunSeconds.count / 2] }
+
+    public var text: String {
+        func rate(_ label: String, rps: Double, seconds: Double, peakRSS: Int?) -> String {
+            var line = label.padding(toLength: 33, withPad: " ", startingAt: 0)
+                + leftPadded(Int(rps.rounded()).grouped, 9) + " records/s"
+                + leftPadded(String(format: "%.2fx", rps / ceilingRPS), 8)
+                + leftPadded(Self.seconds(seconds), 9)
+            if let peakRSS { line += "   peak RSS \(Int((Double(peakRSS) / 1_000_000).rounded()).grouped) MB" }
+            return line
+        }
+        let ceilingLines = ceilings.map { c in
+            rate("ceiling (COPY, \(c.sessions) session\(c.sessions == 1 ? "" : "s"))", rps: c.rowsPerSecond, seconds: c.seconds, peakRSS: nil)
+                + String(format: "   %.0f bytes/row, %.1f MB/s", c.bytesPerRow, c.megabytesPerSecond)
+        }
+        let wan = "over a WAN (\(wanLatencyMilliseconds) ms, \(wanZones) zones)".padding(toLength: 33, withPad: " ", startingAt: 0)
+            + leftPadded(Int(wanRPS.rounded()).grouped, 9) + " records/s"
+            + leftPadded(String(format: "%.1fx", wanRPS / wanBoundRPS), 8) + " the one-request bound (\(Int(wanBoundRPS).grouped)/s)"
+            + "   \(Self.seconds(wanSeconds))   peak RSS \(Int((Double(wanPeakRSSBytes) / 1_000_000).rounded()).grouped) MB"
+        let header = [
+            "zonefeed bench: \(records.grouped) records, \(zones) zones (\(parallelZones) at once), PostgreSQL \(postgresVersion)",
+            "ratios are to the fastest ceiling; COPY writes \(ceilingRowsPerTransaction.grouped) rows a transaction",
+        ]
+        return (header + ceilingLines + [
+            rate("in-process run", rps: inProcessRPS, seconds: inProcessSeconds, peakRSS: inProcessPeakRSSBytes),
+            rate("over HTTP (fake-server)", rps: httpRPS, seconds: httpSeconds, peakRSS: httpPeakRSSBytes),
+            wan,
+            "incremental no-op run".padding(toLength: 33, withPad: " ", startingAt: 0)
+                + "\(Self.seconds(noOpMedianSeconds)) wall (median of \(noOpRunSeconds.map { String(format: "%.2f", $0) }.joined(separator: ", ")))",
+        ]).joined(separator: "\n")
+    }
+
+    /// "12.5 s", with a second decimal under ten seconds.
+    static func seconds(_ value: Double) -> String {
+        String(format: value < 10 ? "%.2f s" : "%.1f s", value)
+    }
+
+    func leftPadded(_ text: String, _ width: Int) -> String {
+        String(repeating: " ", count: max(0, width - text.count)) + text
+    }
+
+    /// The figures as a JSON object with snake_case keys: rates in whole records per second,
+    /// times to the millisecond, ratios to the ceiling's rate.
+    public var jsonData: Data {
+        get throws {
+            func rounded(_ value: Double) -> JSONValue { .double((value * 1000).rounded() / 1000) }
+            let object: [String: JSONValue] = [
+                "records": .int(Int64(records)),
+                "zones": .int(Int64(zones)),
+                "parallel_zones": .int(Int64(parallelZones)),
+                // The HTTP run's pages were rendered before its clock started (`--prepare-pages`).
+                "http_pages_prepared": .bool(true),
+                "postgres_version": .string(postgresVersion),
+                "ceiling_rows_per_transaction": .int(Int64(ceilingRowsPerTransaction)),
+                "ceiling_rps": .int(Int64(ceilingRPS.rounded())),
+                "ceiling_seconds": rounded(ceiling.seconds),
+                "ceiling_sessions": .int(Int64(ceiling.sessions)),
+                "ceiling_bytes_per_row": rounded(ceiling.bytesPerRow),
+                "ceiling_mb_per_second": rounded(ceiling.megabytesPerSecond),
+                "ceilings": .array(ceilings.map { c in
+                    .object([
+                        "sessions": .int(Int64(c.sessions)), "rps": .int(Int64(c.rowsPerSecond.rounded())),
+                        "seconds": rounded(c.seconds), "bytes_per_row": rounded(c.bytesPerRow), "mb_per_second": rounded(c.megabytesPerSecond),
+                    ])
+                }),
+                "wan_records": .int(Int64(wanRecords)),
+                "wan_zones": .int(Int64(wanZones)),
+                "wan_latency_ms": .int(Int64(wanLatencyMilliseconds)),
+                "wan_rps": .int(Int64(wanRPS.rounded())),
+                "wan_bound_rps": .int(Int64(wanBoundRPS.rounded())),
+                "wan_ratio_to_bound": rounded(wanRPS / wanBoundRPS),
+                "wan_seconds": rounded(wanSeconds),
+                "wan_peak_rss_bytes": .int(Int64(wanPeakRSSBytes)),
+                "inprocess_rps": .int(Int64(inProcessRPS.rounded())),
+                "inprocess_ratio": rounded(inProcessRPS / ceilingRPS),
+                "inprocess_seconds": rounded(inProcessSeconds),
+                "inprocess_peak_rss_bytes": .int(Int64(inProcessPeakRSSBytes)),
+                "http_rps": .int(Int64(httpRPS.rounded())),
+                "http_ratio": rounded(httpRPS / ceilingRPS),
+                "http_seconds": rounded(httpSeconds),
+                "http_peak_rss_bytes": .int(Int64(httpPeakRSSBytes)),
+                "noop_run_seconds": rounded(noOpMedianSeconds),
+                "noop_run_seconds_all": .array(noOpRunSeconds.map(rounded)),
+            ]
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            return try encoder.encode(JSONValue.object(object)) + Data("\n".utf8)
+        }
+    }
+}
