@@ -12,15 +12,30 @@ extension FieldValue: Codable {
         // would lose.
         switch tag {
         case "STRING":
-            if let v = try? c.decode(String.self, forKey: .value) { self = .string(v); return }
+            if let v = try? c.decode(String.self, forKey: .value) {
+                self = .string(v)
+                return
+            }
         case "INT64":
-            if let v = try? c.decode(Int64.self, forKey: .value) { self = .int64(v); return }
+            if let v = try? c.decode(Int64.self, forKey: .value) {
+                self = .int64(v)
+                return
+            }
         case "DOUBLE":
-            if let v = try? c.decode(Double.self, forKey: .value) { self = .double(v); return }
+            if let v = try? c.decode(Double.self, forKey: .value) {
+                self = .double(v)
+                return
+            }
         case "TIMESTAMP":
-            if let v = try? c.decode(Int64.self, forKey: .value) { self = .timestamp(v); return }
+            if let v = try? c.decode(Int64.self, forKey: .value) {
+                self = .timestamp(v)
+                return
+            }
         case "DOUBLE_LIST":
-            if let v = try? c.decode([Double].self, forKey: .value) { self = .list(tag: tag, v.map(FieldValue.double)); return }
+            if let v = try? c.decode([Double].self, forKey: .value) {
+                self = .list(tag: tag, v.map(FieldValue.double))
+                return
+            }
         default:
             break
         }

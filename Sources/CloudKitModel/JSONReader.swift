@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A pull parser over JSON bytes (RFC 8259), for decoding change pages straight into the model:
@@ -173,8 +173,12 @@ public struct JSONReader {
 
     public mutating func readBool() throws -> Bool {
         switch peek() {
-        case UInt8(ascii: "t"): try literal("true"); return true
-        case UInt8(ascii: "f"): try literal("false"); return false
+        case UInt8(ascii: "t"):
+            try literal("true")
+            return true
+        case UInt8(ascii: "f"):
+            try literal("false")
+            return false
         default: throw failure("expected true or false")
         }
     }
@@ -475,8 +479,10 @@ public struct JSONReader {
     /// test of "Bit Twiddling Hacks" (Sean Eron Anderson), on the word XORed with each byte
     /// looked for, and its less-than form for the control characters.
     @inline(__always) static func mayHoldSpecialByte(_ word: UInt64) -> Bool {
-        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
-        let quote = word ^ (ones &* 0x22), backslash = word ^ (ones &* 0x5C)
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        let quote = word ^ (ones &* 0x22)
+        let backslash = word ^ (ones &* 0x5C)
         let hasQuote = (quote &- ones) & ~quote & highs
         let hasBackslash = (backslash &- ones) & ~backslash & highs
         let hasControl = (word &- ones &* 0x20) & ~word & highs

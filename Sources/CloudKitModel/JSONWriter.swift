@@ -157,8 +157,14 @@ public struct JSONWriter {
     public mutating func writeDouble(_ value: Double) {
         // JSON has no NaN or infinity; PostgreSQL's jsonb refuses them, so they are written as
         // strings, which keeps the information.
-        if value.isNaN { writeString("NaN"); return }
-        if value.isInfinite { writeString(value < 0 ? "-Infinity" : "Infinity"); return }
+        if value.isNaN {
+            writeString("NaN")
+            return
+        }
+        if value.isInfinite {
+            writeString(value < 0 ? "-Infinity" : "Infinity")
+            return
+        }
         var text = value.description
         text.withUTF8 { append($0.baseAddress!, count: $0.count) }
     }
@@ -226,7 +232,8 @@ public struct JSONWriter {
     /// 128) sets its top bit in `(x - n·0x01…01) & ~x & 0x80…80`, and no other byte can make the
     /// result non-zero; a byte equal to `c` is a zero byte of `x ^ c·0x01…01`.
     @inline(__always) static func anyNeedsEscaping(_ word: UInt64) -> Bool {
-        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
         func bytesBelow(_ x: UInt64, _ n: UInt64) -> UInt64 { (x &- ones &* n) & ~x & highs }
         return bytesBelow(word, 0x20) | bytesBelow(word ^ (ones &* 0x22), 1) | bytesBelow(word ^ (ones &* 0x5C), 1) != 0
     }

@@ -5,11 +5,18 @@ extension RecordEntry {
     /// One entry of a `records` array: an error entry (has `serverErrorCode`), a deletion
     /// (`deleted: true`), or a live record, as in `init(from:)`.
     public init(reading json: inout JSONReader) throws {
-        var recordName: String?, recordType: String?, changeTag: String?
+        var recordName: String?
+        var recordType: String?
+        var changeTag: String?
         var fields: [String: FieldValue] = [:]
-        var created: RecordStamp?, modified: RecordStamp?, zoneID: ZoneID?
+        var created: RecordStamp?
+        var modified: RecordStamp?
+        var zoneID: ZoneID?
         var deleted = false
-        var serverErrorCode: String?, reason: String?, retryAfter: Double?, uuid: String?
+        var serverErrorCode: String?
+        var reason: String?
+        var retryAfter: Double?
+        var uuid: String?
         try json.beginObject()
         while let key = try json.nextKey() {
             if try json.readNullIfPresent() { continue }
@@ -37,9 +44,10 @@ extension RecordEntry {
         } else {
             guard let recordName else { throw json.failure("a record without a recordName") }
             guard let recordType else { throw json.failure("a record without a recordType") }
-            self = .record(Record(
-                recordName: recordName, recordType: recordType, recordChangeTag: changeTag, fields: fields,
-                created: created, modified: modified, zoneID: zoneID))
+            self = .record(
+                Record(
+                    recordName: recordName, recordType: recordType, recordChangeTag: changeTag, fields: fields,
+                    created: created, modified: modified, zoneID: zoneID))
         }
     }
 
@@ -169,7 +177,9 @@ extension FieldValue {
     /// `{"recordName": …, "zoneID": {…}, "action": …}` with strings where strings belong, or nil.
     private static func readReference(_ json: inout JSONReader) throws -> Reference? {
         guard json.peek() == UInt8(ascii: "{") else { return nil }
-        var name: String?, zone: ZoneID?, action: String?
+        var name: String?
+        var zone: ZoneID?
+        var action: String?
         try json.beginObject()
         while let key = try json.nextKey() {
             switch key {
@@ -181,7 +191,9 @@ extension FieldValue {
                 action = try json.readString()
             case "zoneID":
                 guard json.peek() == UInt8(ascii: "{") else { return nil }
-                var zoneName: String?, owner: String?, zoneType: String?
+                var zoneName: String?
+                var owner: String?
+                var zoneType: String?
                 try json.beginObject()
                 while let zoneKey = try json.nextKey() {
                     switch zoneKey {
@@ -206,7 +218,9 @@ extension FieldValue {
 
 extension RecordStamp {
     public init(reading json: inout JSONReader) throws {
-        var timestamp: Int64?, user: String?, device: String?
+        var timestamp: Int64?
+        var user: String?
+        var device: String?
         try json.beginObject()
         while let key = try json.nextKey() {
             if try json.readNullIfPresent() { continue }
@@ -231,7 +245,9 @@ extension RecordStamp {
 
 extension ZoneID {
     public init(reading json: inout JSONReader) throws {
-        var zoneName: String?, owner: String?, zoneType: String?
+        var zoneName: String?
+        var owner: String?
+        var zoneType: String?
         try json.beginObject()
         while let key = try json.nextKey() {
             if try json.readNullIfPresent() { continue }

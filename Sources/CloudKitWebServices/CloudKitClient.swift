@@ -1,10 +1,9 @@
 import AsyncHTTPClient
+@_exported import CloudKitModel
 import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
-
-@_exported import CloudKitModel
 
 /// A client for CloudKit Web Services (`/database/1/{container}/{environment}/{database}/…`).
 ///
@@ -263,7 +262,8 @@ public final class CloudKitClient: Sendable {
             do {
                 signature = try signer.sign(body: body ?? [], path: path, date: Date())
             } catch {
-                throw CloudKitError(code: .signingFailed, reason: "the request could not be signed with the server-to-server key", operation: operation, path: path)
+                throw CloudKitError(
+                    code: .signingFailed, reason: "the request could not be signed with the server-to-server key", operation: operation, path: path)
             }
             request.headers.add(name: "X-Apple-CloudKit-Request-KeyID", value: signature.keyID)
             request.headers.add(name: "X-Apple-CloudKit-Request-ISO8601Date", value: signature.date)
@@ -318,7 +318,8 @@ public final class CloudKitClient: Sendable {
 
         guard (200..<300).contains(status) else {
             let errorBody = try? JSONDecoder().decode(ServerErrorBody.self, from: bytes)
-            let code = errorBody?.serverErrorCode.map { CloudKitError.Code(serverErrorCode: $0) }
+            let code =
+                errorBody?.serverErrorCode.map { CloudKitError.Code(serverErrorCode: $0) }
                 ?? CloudKitError.Code(httpStatus: status) ?? CloudKitError.Code(serverErrorCode: "HTTP_\(status)")
             var error = CloudKitError(
                 code: code, httpStatus: status, reason: errorBody?.reason.map { Self.scrub($0, secrets: secrets) },

@@ -147,13 +147,15 @@ public struct CloudKitError: Error, Sendable, CustomStringConvertible {
         let tag = "(\(code))"
         switch code {
         case .authenticationFailed:
-            return "web auth token rejected \(tag): sign in again and set CLOUDKIT_WEB_AUTH_TOKEN (see README: obtaining a web auth token); check CLOUDKIT_API_TOKEN belongs to this container"
+            return
+                "web auth token rejected \(tag): sign in again and set CLOUDKIT_WEB_AUTH_TOKEN (see README: obtaining a web auth token); check CLOUDKIT_API_TOKEN belongs to this container"
         case .authenticationRequired:
             return "web auth token rejected \(tag): sign in again and set CLOUDKIT_WEB_AUTH_TOKEN (see README: obtaining a web auth token)"
         case .accessDenied:
             return "access denied \(tag): check that the container, environment and database are right and that the signed-in user may read them"
         case .badRequest:
-            return "the server refused the request \(tag): check the container, zone names and resultsLimit (1...200); on a changes call it means the sync token is no longer accepted"
+            return
+                "the server refused the request \(tag): check the container, zone names and resultsLimit (1...200); on a changes call it means the sync token is no longer accepted"
         case .changeTokenExpired:
             return "the sync token is no longer accepted \(tag): fetch the zone again from the beginning"
         case .zoneNotFound:

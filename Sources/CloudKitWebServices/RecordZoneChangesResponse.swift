@@ -70,7 +70,7 @@ public struct UndecodedRecordZoneChanges: Sendable {
         let guessed = body.withUnsafeBytes { raw -> (String, Bool)? in
             let bytes = raw.bindMemory(to: UInt8.self)
             guard let token = JSONReader.lastMember("syncToken", in: bytes, { try $0.readString() }),
-                  let more = JSONReader.lastMember("moreComing", in: bytes, { try $0.readNullIfPresent() ? false : try $0.readBool() })
+                let more = JSONReader.lastMember("moreComing", in: bytes, { try $0.readNullIfPresent() ? false : try $0.readBool() })
             else { return nil }
             return (token, more)
         }

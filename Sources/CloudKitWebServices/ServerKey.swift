@@ -24,7 +24,10 @@ public struct ServerKey: Sendable, CustomStringConvertible {
             self.init(keyID: keyID, privateKey: try P256.Signing.PrivateKey(pemRepresentation: pem))
         } catch {
             // The key itself must not end up in a message.
-            throw ServerKeyError(message: "the server-to-server private key is not a P-256 key in PEM form: create one with 'openssl ecparam -name prime256v1 -genkey -noout -out eckey.pem'")
+            throw ServerKeyError(
+                message:
+                    "the server-to-server private key is not a P-256 key in PEM form: create one with 'openssl ecparam -name prime256v1 -genkey -noout -out eckey.pem'"
+            )
         }
     }
 

@@ -2,14 +2,14 @@ import Crypto
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
-private let systemWrite = Glibc.write
+    import Glibc
+    private let systemWrite = Glibc.write
 #elseif canImport(Musl)
-import Musl
-private let systemWrite = Musl.write
+    import Musl
+    private let systemWrite = Musl.write
 #elseif canImport(Darwin)
-import Darwin
-private let systemWrite = Darwin.write
+    import Darwin
+    private let systemWrite = Darwin.write
 #endif
 
 /// The file that keeps a pipeline's web auth tokens between runs, mode 0600:
@@ -46,7 +46,8 @@ struct WebAuthTokenFile: Sendable {
                 continue
             }
             guard let equals = line.firstIndex(of: "=") else { continue }
-            let key = line[..<equals], value = String(line[line.index(after: equals)...])
+            let key = line[..<equals]
+            let value = String(line[line.index(after: equals)...])
             switch key {
             case "earlier": if !value.isEmpty { contents.tokens.append(value) }
             case "configured-token-sha256": contents.configuredFingerprint = value

@@ -2,11 +2,11 @@ import Foundation
 import Logging
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 extension EmbeddedPostgres {
@@ -112,13 +112,13 @@ extension EmbeddedPostgres {
             var count: Int32 = 64
             var list = [gid_t](repeating: 0, count: Int(count))
             #if canImport(Darwin)
-            let found = list.withUnsafeMutableBufferPointer { buffer in
-                buffer.baseAddress!.withMemoryRebound(to: Int32.self, capacity: buffer.count) {
-                    getgrouplist(entry.pw_name, Int32(bitPattern: entry.pw_gid), $0, &count)
+                let found = list.withUnsafeMutableBufferPointer { buffer in
+                    buffer.baseAddress!.withMemoryRebound(to: Int32.self, capacity: buffer.count) {
+                        getgrouplist(entry.pw_name, Int32(bitPattern: entry.pw_gid), $0, &count)
+                    }
                 }
-            }
             #else
-            let found = getgrouplist(entry.pw_name, entry.pw_gid, &list, &count)
+                let found = getgrouplist(entry.pw_name, entry.pw_gid, &list, &count)
             #endif
             groups = found >= 0 ? Array(list.prefix(Int(count))) : [entry.pw_gid]
         }

@@ -2,11 +2,11 @@ import Foundation
 import Logging
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 extension EmbeddedPostgres {
@@ -39,8 +39,9 @@ extension EmbeddedPostgres {
                 return Binaries(directory: "/usr/lib/postgresql/\(preferredMajorVersion)/bin")
             }
             if let pgConfig = searchPath(for: "pg_config"),
-               let bindir = try? await CommandRunner(account: nil, workingDirectory: "/", logger: logger).run(pgConfig, ["--bindir"]),
-               bindir.status == 0 {
+                let bindir = try? await CommandRunner(account: nil, workingDirectory: "/", logger: logger).run(pgConfig, ["--bindir"]),
+                bindir.status == 0
+            {
                 let directory = bindir.output.trimmingCharacters(in: .whitespacesAndNewlines)
                 if hasServerPrograms(directory) { return Binaries(directory: directory) }
             }

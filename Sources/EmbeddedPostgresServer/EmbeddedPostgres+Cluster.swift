@@ -2,11 +2,11 @@ import Foundation
 import Logging
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 extension EmbeddedPostgres {
@@ -125,7 +125,7 @@ extension EmbeddedPostgres {
 
     func rotateLogIfLarge() {
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: logFile),
-              let size = attributes[.size] as? NSNumber, size.intValue > 10 * 1024 * 1024
+            let size = attributes[.size] as? NSNumber, size.intValue > 10 * 1024 * 1024
         else { return }
         _ = unlink(logFile + ".1")
         _ = rename(logFile, logFile + ".1")

@@ -2,11 +2,11 @@ import Foundation
 import Logging
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A private PostgreSQL cluster in a folder of its own: what `destination.url: embedded` means, and
@@ -161,7 +161,8 @@ public struct EmbeddedPostgres: Sendable {
         if preferredMajor == nil {
             try await initializeCluster(binaries: binaries, runner: runner)
         } else if let preferredMajor, let binariesMajor = try await binaries.majorVersion(runner: runner),
-                  binariesMajor != preferredMajor {
+            binariesMajor != preferredMajor
+        {
             throw EmbeddedPostgresError(
                 .versionMismatch,
                 "the embedded cluster in \(dataDirectory) was created by PostgreSQL \(preferredMajor), but the "
@@ -235,8 +236,8 @@ public struct EmbeddedPostgres: Sendable {
                 return
             }
             guard let postmaster = PIDFile.read(postmasterPIDFile),
-                  let marker = try? String(contentsOfFile: markerFile, encoding: .utf8),
-                  Int32(marker.trimmingCharacters(in: .whitespacesAndNewlines)) == postmaster.pid
+                let marker = try? String(contentsOfFile: markerFile, encoding: .utf8),
+                Int32(marker.trimmingCharacters(in: .whitespacesAndNewlines)) == postmaster.pid
             else {
                 logger.debug("the embedded PostgreSQL server was not started by zonefeed, or is not running; leaving it")
                 return
@@ -274,8 +275,10 @@ public struct EmbeddedPostgres: Sendable {
         let launcher = CommandRunner(account: nil, workingDirectory: "/", logger: logger)
         let result = try await launcher.run(
             "/bin/sh",
-            ["-c", "setsid /bin/sh -c \"$1\" zonefeed-embedded-postgres-watcher \"$2\" \"$3\" </dev/null >/dev/null 2>&1 &",
-             "sh", script, "\(getpid())", directory])
+            [
+                "-c", "setsid /bin/sh -c \"$1\" zonefeed-embedded-postgres-watcher \"$2\" \"$3\" </dev/null >/dev/null 2>&1 &",
+                "sh", script, "\(getpid())", directory,
+            ])
         guard result.status == 0 else {
             throw EmbeddedPostgresError(.commandFailed, "could not start the embedded PostgreSQL watcher (exit \(result.status)): \(result.output)")
         }
@@ -284,7 +287,8 @@ public struct EmbeddedPostgres: Sendable {
     // MARK: - Helpers
 
     static func absolutePath(_ path: String) -> String {
-        let url = path.hasPrefix("/")
+        let url =
+            path.hasPrefix("/")
             ? URL(fileURLWithPath: path)
             : URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(path)
         var result = url.standardizedFileURL.path

@@ -80,7 +80,9 @@ public struct FakeFeed: Sendable {
 
     /// The page holding entry `index`, and the index of that page's first entry.
     func page(containing index: Int) -> (page: Int, start: Int) {
-        let s0 = pageSize(0), s1 = pageSize(1), s = pageSize(2)
+        let s0 = pageSize(0)
+        let s1 = pageSize(1)
+        let s = pageSize(2)
         if index < s0 { return (0, 0) }
         if index < s0 + s1 { return (1, s0) }
         let p = 2 + (index - s0 - s1) / s
@@ -148,7 +150,7 @@ public struct FakeFeed: Sendable {
         forEachEvent(in: range) { event, _ in
             switch event {
             case .create(let page, let slot), .repeatUpdate(let page, let slot), .nextPageUpdate(let page, let slot),
-                 .recreate(let page, let slot):
+                .recreate(let page, let slot):
                 let (a, b) = recordNameBits(zone: zone, page: page, slot: slot)
                 out.append((.uuid(a, b), false))
             case .delete(let page, let slot):
@@ -236,7 +238,8 @@ public struct FakeFeed: Sendable {
             fields["name"] = .string(FakeText.words(&r, count: 1 + Int(r.next() % 3)))
             fields["color"] = .int64(Int64(r.next() % 0xFFFFFF))
             if r.next() % 3 == 0 {
-                fields["parent"] = .reference(Reference(recordName: recordName(zone: zone, page: max(0, page - 1), slot: Int(r.next() % UInt64(creates))), action: "NONE"))
+                fields["parent"] = .reference(
+                    Reference(recordName: recordName(zone: zone, page: max(0, page - 1), slot: Int(r.next() % UInt64(creates))), action: "NONE"))
             }
         default:
             fields = Dictionary(minimumCapacity: 2)
@@ -295,9 +298,10 @@ public struct FakeFeed: Sendable {
         let thumbnail = FieldValue.bytes(FakeBytes.base64(&r, count: Int(r.next() % 24)))
         var folder: FieldValue?
         if roll % 5 != 0 {
-            folder = .reference(Reference(
-                recordName: recordName(zone: zone, page: max(0, page - 1), slot: Int(r.next() % UInt64(creates))),
-                zoneID: zoneID(zone), action: r.next() % 2 == 0 ? "NONE" : "DELETE_SELF"))
+            folder = .reference(
+                Reference(
+                    recordName: recordName(zone: zone, page: max(0, page - 1), slot: Int(r.next() % UInt64(creates))),
+                    zoneID: zoneID(zone), action: r.next() % 2 == 0 ? "NONE" : "DELETE_SELF"))
         }
         let attachment = roll % 3 != 0 ? FieldValue.asset(tag: "ASSETID", FakeAsset.make(&r)) : nil
         let place = roll % 4 != 1 ? FieldValue.location(FakeLocation.make(&r)) : nil
@@ -305,11 +309,14 @@ public struct FakeFeed: Sendable {
         let tags = FieldValue.list(tag: "STRING_LIST", (0..<tagCount).map { _ in .string(FakeText.words(&r, count: 1)) })
         let counts = FieldValue.list(tag: "INT64_LIST", (0..<Int(r.next() % 4)).map { i in .int64(i == 1 ? Int64.min : Int64(r.next() % 100)) })
         let scores = FieldValue.list(tag: "DOUBLE_LIST", (0..<Int(r.next() % 3)).map { _ in .double(Double(r.next() % 1000) / 8) })
-        let reminders = FieldValue.list(tag: "TIMESTAMP_LIST", (0..<Int(r.next() % 3)).map { _ in .timestamp(1_650_000_000_000 + Int64(r.next() % 10_000_000_000)) })
+        let reminders = FieldValue.list(
+            tag: "TIMESTAMP_LIST", (0..<Int(r.next() % 3)).map { _ in .timestamp(1_650_000_000_000 + Int64(r.next() % 10_000_000_000)) })
         let chunks = FieldValue.list(tag: "BYTES_LIST", (0..<Int(r.next() % 3)).map { _ in .bytes(FakeBytes.base64(&r, count: 1 + Int(r.next() % 8))) })
-        let related = FieldValue.list(tag: "REFERENCE_LIST", (0..<Int(r.next() % 3)).map { _ in
-            .reference(Reference(recordName: recordName(zone: zone, page: page, slot: Int(r.next() % UInt64(creates)))))
-        })
+        let related = FieldValue.list(
+            tag: "REFERENCE_LIST",
+            (0..<Int(r.next() % 3)).map { _ in
+                .reference(Reference(recordName: recordName(zone: zone, page: page, slot: Int(r.next() % UInt64(creates)))))
+            })
         let secret = roll % 6 == 0 ? FieldValue.encryptedBytes(FakeBytes.base64(&r, count: 12)) : nil
         let trail = roll % 9 == 0 ? FieldValue.list(tag: "LOCATION_LIST", [.location(FakeLocation.make(&r)), .location(FakeLocation.make(&r))]) : nil
 
@@ -339,7 +346,7 @@ public struct FakeFeed: Sendable {
     public func position(of token: ChangeToken, zone: Int) -> Int? {
         let parts = token.value.split(separator: "-")
         guard parts.count == 4, parts[0] == "fk1", parts[1] == seedTag, Int(parts[2]) == zone,
-              let position = Int(parts[3]), position >= 0, position <= entriesPerZone
+            let position = Int(parts[3]), position >= 0, position <= entriesPerZone
         else { return nil }
         return position
     }
@@ -356,7 +363,8 @@ public struct FakeFeed: Sendable {
         }
         var deleted: [ZoneDeletion] = []
         if let parts = token?.value.split(separator: "-"), parts.count == 4, parts[0] == "fkdb", parts[1] == seedTag,
-           let oldZones = Int(parts[2]), oldZones > settings.zones {
+            let oldZones = Int(parts[2]), oldZones > settings.zones
+        {
             deleted = (settings.zones..<oldZones).map { ZoneDeletion(zoneID: zoneID($0), reason: .deleted) }
         }
         return DatabaseChangePage(modifiedZones: zoneIDs, deletedZones: deleted, syncToken: databaseToken, moreComing: false)

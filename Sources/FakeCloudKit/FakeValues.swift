@@ -81,7 +81,10 @@ struct TextBuilder {
     mutating func appendDecimal(_ value: UInt64) {
         var digits = 1
         var rest = value / 10
-        while rest > 0 { digits += 1; rest /= 10 }
+        while rest > 0 {
+            digits += 1
+            rest /= 10
+        }
         reserve(digits)
         var v = value
         for i in stride(from: digits - 1, through: 0, by: -1) {
@@ -223,39 +226,43 @@ struct DictionaryPrototype<Value: Sendable>: Sendable {
 }
 
 enum FakeLocation {
-    static let prototype = DictionaryPrototype<JSONValue>(keys: [
-        "latitude", "longitude", "horizontalAccuracy", "verticalAccuracy", "altitude", "speed", "course", "timestamp",
-    ], placeholder: .null)
+    static let prototype = DictionaryPrototype<JSONValue>(
+        keys: [
+            "latitude", "longitude", "horizontalAccuracy", "verticalAccuracy", "altitude", "speed", "course", "timestamp",
+        ], placeholder: .null)
 
     static func make(_ r: inout SplitMix) -> JSONValue {
-        .object(prototype.make([
-            .double(Double(Int64(r.next() % 180_000_000) - 90_000_000) / 1_000_000),
-            .double(Double(Int64(r.next() % 360_000_000) - 180_000_000) / 1_000_000),
-            .double(Double(r.next() % 100)),
-            .double(Double(r.next() % 100)),
-            .double(Double(r.next() % 4000)),
-            .double(0),
-            .double(Double(r.next() % 360)),
-            .int(1_650_000_000_000 + Int64(r.next() % 10_000_000_000)),
-        ]))
+        .object(
+            prototype.make([
+                .double(Double(Int64(r.next() % 180_000_000) - 90_000_000) / 1_000_000),
+                .double(Double(Int64(r.next() % 360_000_000) - 180_000_000) / 1_000_000),
+                .double(Double(r.next() % 100)),
+                .double(Double(r.next() % 100)),
+                .double(Double(r.next() % 4000)),
+                .double(0),
+                .double(Double(r.next() % 360)),
+                .int(1_650_000_000_000 + Int64(r.next() % 10_000_000_000)),
+            ]))
     }
 }
 
 enum FakeAsset {
-    static let prototype = DictionaryPrototype<JSONValue>(keys: [
-        "fileChecksum", "size", "referenceChecksum", "wrappingKey", "receipt", "downloadURL",
-    ], placeholder: .null)
+    static let prototype = DictionaryPrototype<JSONValue>(
+        keys: [
+            "fileChecksum", "size", "referenceChecksum", "wrappingKey", "receipt", "downloadURL",
+        ], placeholder: .null)
 
     /// An `ASSETID` value as `records/changes` returns it.
     static func make(_ r: inout SplitMix) -> JSONValue {
-        .object(prototype.make([
-            .string(FakeBytes.base64(&r, count: 20)),
-            .int(Int64(r.next() % 50_000_000)),
-            .string(FakeBytes.base64(&r, count: 20)),
-            .string(FakeBytes.base64(&r, count: 16)),
-            .string(Hex.short(r.next())),
-            .string(downloadURL(r.next())),
-        ]))
+        .object(
+            prototype.make([
+                .string(FakeBytes.base64(&r, count: 20)),
+                .int(Int64(r.next() % 50_000_000)),
+                .string(FakeBytes.base64(&r, count: 20)),
+                .string(FakeBytes.base64(&r, count: 16)),
+                .string(Hex.short(r.next())),
+                .string(downloadURL(r.next())),
+            ]))
     }
 
     /// `https://cvws.icloud-content.com/B/{hex}/${f}?o=1`, CloudKit's download URL template.

@@ -22,7 +22,8 @@ public enum RecordNameKey: Hashable, Sendable {
         var name = name
         return name.withUTF8 { utf8 -> (UInt64, UInt64)? in
             guard utf8.count == 36 else { return nil }
-            var high: UInt64 = 0, low: UInt64 = 0
+            var high: UInt64 = 0
+            var low: UInt64 = 0
             var digits = 0
             for (i, c) in utf8.enumerated() {
                 if i == 8 || i == 13 || i == 18 || i == 23 {

@@ -48,9 +48,11 @@ struct FakeCloudKitResponder: HTTPResponder {
             webAuthToken: query["ckWebAuthToken"], body: body)
         // In flight from its arrival until its response leaves, the latency included.
         let result = await store.handleInFlight(request)
-        context.logger.debug("CloudKit request", metadata: [
-            "method": "\(request.method)", "path": "\(path)", "status": "\(result.reply.status)",
-        ])
+        context.logger.debug(
+            "CloudKit request",
+            metadata: [
+                "method": "\(request.method)", "path": "\(path)", "status": "\(result.reply.status)",
+            ])
         return Self.response(result.reply, rotatedToken: result.rotatedToken, cutShort: result.cutShort)
     }
 

@@ -111,10 +111,12 @@ public struct FakeCloudKitServer: Sendable {
         if configuration.preparesPages {
             let started = ContinuousClock.now
             let prepared = await store.preparePages()
-            logger.notice("prepared the pages of a backfill", metadata: [
-                "pages": "\(prepared.pages)", "bytes": "\(prepared.bytes)",
-                "seconds": "\(String(format: "%.1f", (ContinuousClock.now - started).seconds))",
-            ])
+            logger.notice(
+                "prepared the pages of a backfill",
+                metadata: [
+                    "pages": "\(prepared.pages)", "bytes": "\(prepared.bytes)",
+                    "seconds": "\(String(format: "%.1f", (ContinuousClock.now - started).seconds))",
+                ])
         }
         return Application(
             responder: FakeCloudKitResponder(store: store),
@@ -141,7 +143,8 @@ public struct FakeCloudKitServer: Sendable {
     /// until SIGINT or SIGTERM.
     public static func runFromCommandLine(_ configuration: Configuration, logger: Logger) async throws {
         let app = try await makeApplication(configuration, logger: logger) { port in
-            let line = "fake CloudKit server listening on http://\(configuration.host):\(port) "
+            let line =
+                "fake CloudKit server listening on http://\(configuration.host):\(port) "
                 + "(container \(configuration.container), environment \(configuration.environment))\n"
             // Unbuffered, so that a parent process reading a pipe sees the line at once.
             FileHandle.standardOutput.write(Data(line.utf8))

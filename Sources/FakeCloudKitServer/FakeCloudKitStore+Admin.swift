@@ -196,12 +196,13 @@ extension FakeCloudKitStore {
 
     func zoneSummary(_ key: ZoneKey, database: String) -> Reply {
         let zone = databases[database]!.zones[key]!
-        return .admin(.object([
-            "ok": .bool(true),
-            "zoneID": zone.id.json,
-            "historyLength": .int(Int64(zone.historyCount)),
-            "syncToken": .string(token(for: zone, database: database, position: zone.historyCount).encoded),
-        ]))
+        return .admin(
+            .object([
+                "ok": .bool(true),
+                "zoneID": zone.id.json,
+                "historyLength": .int(Int64(zone.historyCount)),
+                "syncToken": .string(token(for: zone, database: database, position: zone.historyCount).encoded),
+            ]))
     }
 
     func state() -> Reply {
@@ -226,14 +227,15 @@ extension FakeCloudKitStore {
             "staleTokenRefusals": .int(Int64(traffic.staleTokenRefusals)),
         ]
         if let peak = traffic.peakInFlightAfterThrottle { trafficJSON["peakInFlightAfterThrottle"] = .int(Int64(peak)) }
-        return .admin(.object([
-            "traffic": .object(trafficJSON),
-            "requestsServed": .int(Int64(requestsServed)),
-            "faultsServed": .int(Int64(faultsServed)),
-            "preparedPagesServed": .int(Int64(preparedPagesServed)),
-            "pendingFaults": .int(Int64(faults.count)),
-            "userRecordName": .string(userRecordName),
-            "databases": .object(dbs),
-        ]))
+        return .admin(
+            .object([
+                "traffic": .object(trafficJSON),
+                "requestsServed": .int(Int64(requestsServed)),
+                "faultsServed": .int(Int64(faultsServed)),
+                "preparedPagesServed": .int(Int64(preparedPagesServed)),
+                "pendingFaults": .int(Int64(faults.count)),
+                "userRecordName": .string(userRecordName),
+                "databases": .object(dbs),
+            ]))
     }
 }

@@ -158,7 +158,7 @@ extension FakeCloudKitStore {
             return .badRequest("resultsLimit must be between 1 and 200")
         }
         guard let key = zoneKey(named: requestedZone.zoneName, owner: requestedZone.ownerRecordName, database: database),
-              let zone = databases[database]!.zones[key]
+            let zone = databases[database]!.zones[key]
         else {
             return .error(404, "ZONE_NOT_FOUND", "zone '\(requestedZone.zoneName)' does not exist in the \(database) database")
         }
@@ -169,7 +169,7 @@ extension FakeCloudKitStore {
                 return .badRequest("malformed sync token: not a token this server issued")
             }
             guard token.kind == .zone, token.database == database, token.zoneName == zone.id.zoneName,
-                  token.ownerRecordName == zone.id.ownerRecordName
+                token.ownerRecordName == zone.id.ownerRecordName
             else {
                 return .badRequest("sync token belongs to another zone or database, not zone '\(zone.id.zoneName)'")
             }
@@ -180,7 +180,8 @@ extension FakeCloudKitStore {
             offset = token.offset
         }
         if request.desiredKeys == nil,
-           let body = preparedPages[PreparedPageKey(database: database, zone: key, syncToken: request.syncToken, limit: limit)] {
+            let body = preparedPages[PreparedPageKey(database: database, zone: key, syncToken: request.syncToken, limit: limit)]
+        {
             preparedPagesServed += 1
             return Reply(body: body)
         }
@@ -230,7 +231,8 @@ extension FakeCloudKitStore {
     /// receives, following each page's token, and keeps them to answer those requests from
     /// memory. Returns how many pages and bytes that is.
     func preparePages(limit: Int = 200) -> (pages: Int, bytes: Int) {
-        var pages = 0, bytes = 0
+        var pages = 0
+        var bytes = 0
         for database in Self.databaseNames {
             for key in databases[database]!.order {
                 guard let zone = databases[database]!.zones[key] else { continue }
@@ -243,8 +245,10 @@ extension FakeCloudKitStore {
                     pages += 1
                     bytes += reply.body.count
                     let next = reply.body.withUnsafeBufferPointer { body in
-                        (token: JSONReader.lastMember("syncToken", in: body) { try $0.readString() },
-                         moreComing: JSONReader.lastMember("moreComing", in: body) { try $0.readBool() })
+                        (
+                            token: JSONReader.lastMember("syncToken", in: body) { try $0.readString() },
+                            moreComing: JSONReader.lastMember("moreComing", in: body) { try $0.readBool() }
+                        )
                     }
                     guard next.moreComing == true, let nextToken = next.token, nextToken != token else { break }
                     token = nextToken

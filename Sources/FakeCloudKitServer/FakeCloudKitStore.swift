@@ -153,7 +153,8 @@ actor FakeCloudKitStore {
             let feed = FakeFeed(settings: configuration.settings)
             self.feed = feed
             let s = configuration.settings
-            feedTag = "g" + String(Fingerprint.of("\(s.seed)/\(s.zones)/\(s.recordsPerZone)/\(s.pageSize)/\(s.badRecordEvery ?? 0)/\(s.owner)/\(s.churn)"), radix: 16)
+            feedTag =
+                "g" + String(Fingerprint.of("\(s.seed)/\(s.zones)/\(s.recordsPerZone)/\(s.pageSize)/\(s.badRecordEvery ?? 0)/\(s.owner)/\(s.churn)"), radix: 16)
             for index in 0..<s.zones {
                 createZone(feed.zoneID(index), database: "private", generatorIndex: index, generatedCount: feed.entriesPerZone)
             }
@@ -353,7 +354,8 @@ actor FakeCloudKitStore {
             return .refused(.error(401, "AUTHENTICATION_FAILED", apiToken == nil ? "missing ckAPIToken" : "unknown API token (ckAPIToken)"))
         }
         guard let webAuthToken, !webAuthToken.isEmpty else {
-            return .refused(.error(421, "AUTHENTICATION_REQUIRED", "request needs a user context: sign in and pass ckWebAuthToken", redirectURL: configuration.redirectURL))
+            return .refused(
+                .error(421, "AUTHENTICATION_REQUIRED", "request needs a user context: sign in and pass ckWebAuthToken", redirectURL: configuration.redirectURL))
         }
         let isRotated = isAcceptedRotatedToken(webAuthToken)
         if isRotated, let position = tokenPositions[webAuthToken] { newestUsedPosition = max(newestUsedPosition, position) }

@@ -36,7 +36,8 @@ struct Reply: Sendable {
 
 /// Whether `name` is an HTTP field name (RFC 9110 `token`).
 func isHeaderName(_ name: String) -> Bool {
-    !name.isEmpty && name.utf8.allSatisfy { c in
-        (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || "!#$%&'*+-.^_`|~".utf8.contains(c)
-    }
+    !name.isEmpty
+        && name.utf8.allSatisfy { c in
+            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || "!#$%&'*+-.^_`|~".utf8.contains(c)
+        }
 }

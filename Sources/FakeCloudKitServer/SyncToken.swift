@@ -28,8 +28,15 @@ struct SyncToken: Codable, Hashable, Sendable {
     var offset: Int?
 
     enum CodingKeys: String, CodingKey {
-        case version = "v", kind = "k", feed = "f", database = "d", zoneName = "z", ownerRecordName = "o"
-        case epoch = "e", position = "p", offset = "s"
+        case version = "v"
+        case kind = "k"
+        case feed = "f"
+        case database = "d"
+        case zoneName = "z"
+        case ownerRecordName = "o"
+        case epoch = "e"
+        case position = "p"
+        case offset = "s"
     }
 
     var encoded: String {
@@ -43,8 +50,8 @@ struct SyncToken: Codable, Hashable, Sendable {
     /// The token, or nil when the text is not one of this server's tokens.
     init?(encoded text: String) {
         guard let bytes = Base64.decode(text), !bytes.isEmpty,
-              let token = try? JSONDecoder().decode(SyncToken.self, from: Data(bytes)),
-              token.version == 1, token.position >= 0, (token.offset ?? 0) >= 0
+            let token = try? JSONDecoder().decode(SyncToken.self, from: Data(bytes)),
+            token.version == 1, token.position >= 0, (token.offset ?? 0) >= 0
         else { return nil }
         self = token
     }

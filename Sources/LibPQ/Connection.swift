@@ -1,8 +1,9 @@
 import CLibPQ
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// One libpq connection. Calls block the calling thread, so callers keep them off Swift's
@@ -116,7 +117,7 @@ public final class Connection: @unchecked Sendable {
     public func query(_ sql: String, _ parameters: [String?] = []) throws -> QueryResult {
         let conn = try self.conn
         let cStrings: [UnsafeMutablePointer<CChar>?] = parameters.map { $0.map { strdup($0) } ?? nil }
-        defer { cStrings.forEach { free($0) } }
+        defer { for pointer in cStrings { free(pointer) } }
         let result = cStrings.withUnsafeBufferPointer { buffer in
             buffer.baseAddress!.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: max(buffer.count, 1)) { values in
                 PQexecParams(conn, sql, Int32(parameters.count), nil, parameters.isEmpty ? nil : values, nil, nil, 0)

@@ -11,11 +11,11 @@ public enum FreedMemory {
     /// Releases what is free now.
     public static func release() {
         #if os(Linux)
-        // > malloc_trim(3): "attempts to release free memory from the heap (by calling
-        // > sbrk(2) or madvise(2) with suitable arguments)". A glibc extension, which Swift's
-        // > Glibc module does not declare, hence the lookup.
-        guard let trim = mallocTrim else { return }
-        _ = trim(0)
+            // > malloc_trim(3): "attempts to release free memory from the heap (by calling
+            // > sbrk(2) or madvise(2) with suitable arguments)". A glibc extension, which Swift's
+            // > Glibc module does not declare, hence the lookup.
+            guard let trim = mallocTrim else { return }
+            _ = trim(0)
         #endif
     }
 
@@ -40,7 +40,7 @@ public enum FreedMemory {
     nonisolated(unsafe) private static var releasing = false  // guarded by `lock`
 
     #if os(Linux)
-    private typealias MallocTrim = @convention(c) (Int) -> Int32
-    private static let mallocTrim: MallocTrim? = dlsym(nil, "malloc_trim").map { unsafeBitCast($0, to: MallocTrim.self) }
+        private typealias MallocTrim = @convention(c) (Int) -> Int32
+        private static let mallocTrim: MallocTrim? = dlsym(nil, "malloc_trim").map { unsafeBitCast($0, to: MallocTrim.self) }
     #endif
 }

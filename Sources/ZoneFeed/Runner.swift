@@ -225,7 +225,8 @@ public struct Runner: Sendable {
         await withTaskGroup(of: (Int, RunSummary, (any Error)?).self) { group in
             var next = 0
             func startNext() {
-                let index = next, zone = zones[next]
+                let index = next
+                let zone = zones[next]
                 next += 1
                 group.addTask {
                     var part = RunSummary(runID: runID, pipeline: worker.configuration.pipeline, status: .running)
@@ -367,7 +368,11 @@ public struct Runner: Sendable {
             if page.moreComing && page.entries.isEmpty && page.syncToken == token {
                 emptyRepeats += 1
                 if emptyRepeats > configuration.maxEmptyRepeats {
-                    throw SyncError(.failed, message: "the server returned the same token with no records \(emptyRepeats) times while saying more was coming; stopping instead of looping")
+                    throw SyncError(
+                        .failed,
+                        message:
+                            "the server returned the same token with no records \(emptyRepeats) times while saying more was coming; stopping instead of looping"
+                    )
                 }
             } else {
                 emptyRepeats = 0

@@ -7,11 +7,11 @@ import ZoneFeedComponents
 import ZoneFeedPostgres
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// `zonefeed bench`: how close a backfill comes to what PostgreSQL itself can ingest, in process
@@ -169,7 +169,8 @@ public struct Bench: Sendable {
 
         progress("ceiling: encoding \(records.grouped) rows in memory, then COPY on \(sessions) session\(sessions == 1 ? "" : "s")…")
         let feed = FakeFeed(settings: settings)
-        var zone = 0, position = 0
+        var zone = 0
+        var position = 0
         let measurement = try ceiling.measure(sessions: sessions, zone: feed.zoneID) {
             while zone < feed.settings.zones {
                 guard position < feed.entriesPerZone else {
@@ -180,10 +181,13 @@ public struct Bench: Sendable {
                 let end = min(position + Self.commitEvery, feed.entriesPerZone)
                 let entries = feed.entries(zone: zone, range: position..<end)
                 position = end
-                return (zone, entries.compactMap { entry -> Record? in
-                    if case .record(let record) = entry { return record }
-                    return nil
-                })
+                return (
+                    zone,
+                    entries.compactMap { entry -> Record? in
+                        if case .record(let record) = entry { return record }
+                        return nil
+                    }
+                )
             }
             return nil
         }
@@ -192,7 +196,8 @@ public struct Bench: Sendable {
         // `ChildProcess.resetPeakRSS`): the ceiling's encoded rows must be given back first.
         FreedMemory.release()
         guard measurement.rows == records else {
-            throw Failure("the ceiling wrote \(measurement.rows.grouped) rows instead of \(records.grouped): the generator's records no longer fit the bench's mapping")
+            throw Failure(
+                "the ceiling wrote \(measurement.rows.grouped) rows instead of \(records.grouped): the generator's records no longer fit the bench's mapping")
         }
         return measurement
     }
@@ -333,7 +338,9 @@ public struct Bench: Sendable {
             try c.query("SELECT coalesce(sum(upserts), 0) FROM \(runs) WHERE pipeline = $1", [pipeline.name]).scalar.flatMap { Int($0) } ?? 0
         }
         guard upserts == records else {
-            throw Failure("the no-op runs applied records again (\(upserts.grouped) upserts in all, \(records.grouped) expected), so they were no no-op; their logs are noop-run-*.stderr in \(work)")
+            throw Failure(
+                "the no-op runs applied records again (\(upserts.grouped) upserts in all, \(records.grouped) expected), so they were no no-op; their logs are noop-run-*.stderr in \(work)"
+            )
         }
     }
 

@@ -39,7 +39,8 @@ public struct BenchReport: Sendable {
 
     public var text: String {
         func rate(_ label: String, rps: Double, seconds: Double, peakRSS: Int?) -> String {
-            var line = label.padding(toLength: 33, withPad: " ", startingAt: 0)
+            var line =
+                label.padding(toLength: 33, withPad: " ", startingAt: 0)
                 + leftPadded(Int(rps.rounded()).grouped, 9) + " records/s"
                 + leftPadded(String(format: "%.2fx", rps / ceilingRPS), 8)
                 + leftPadded(Self.seconds(seconds), 9)
@@ -50,7 +51,8 @@ public struct BenchReport: Sendable {
             rate("ceiling (COPY, \(c.sessions) session\(c.sessions == 1 ? "" : "s"))", rps: c.rowsPerSecond, seconds: c.seconds, peakRSS: nil)
                 + String(format: "   %.0f bytes/row, %.1f MB/s", c.bytesPerRow, c.megabytesPerSecond)
         }
-        let wan = "over a WAN (\(wanLatencyMilliseconds) ms, \(wanZones) zones)".padding(toLength: 33, withPad: " ", startingAt: 0)
+        let wan =
+            "over a WAN (\(wanLatencyMilliseconds) ms, \(wanZones) zones)".padding(toLength: 33, withPad: " ", startingAt: 0)
             + leftPadded(Int(wanRPS.rounded()).grouped, 9) + " records/s"
             + leftPadded(String(format: "%.1fx", wanRPS / wanBoundRPS), 8) + " the one-request bound (\(Int(wanBoundRPS).grouped)/s)"
             + "   \(Self.seconds(wanSeconds))   peak RSS \(Int((Double(wanPeakRSSBytes) / 1_000_000).rounded()).grouped) MB"
@@ -58,13 +60,14 @@ public struct BenchReport: Sendable {
             "zonefeed bench: \(records.grouped) records, \(zones) zones (\(parallelZones) at once), PostgreSQL \(postgresVersion)",
             "ratios are to the fastest ceiling; COPY writes \(ceilingRowsPerTransaction.grouped) rows a transaction",
         ]
-        return (header + ceilingLines + [
-            rate("in-process run", rps: inProcessRPS, seconds: inProcessSeconds, peakRSS: inProcessPeakRSSBytes),
-            rate("over HTTP (fake-server)", rps: httpRPS, seconds: httpSeconds, peakRSS: httpPeakRSSBytes),
-            wan,
-            "incremental no-op run".padding(toLength: 33, withPad: " ", startingAt: 0)
-                + "\(Self.seconds(noOpMedianSeconds)) wall (median of \(noOpRunSeconds.map { String(format: "%.2f", $0) }.joined(separator: ", ")))",
-        ]).joined(separator: "\n")
+        return
+            (header + ceilingLines + [
+                rate("in-process run", rps: inProcessRPS, seconds: inProcessSeconds, peakRSS: inProcessPeakRSSBytes),
+                rate("over HTTP (fake-server)", rps: httpRPS, seconds: httpSeconds, peakRSS: httpPeakRSSBytes),
+                wan,
+                "incremental no-op run".padding(toLength: 33, withPad: " ", startingAt: 0)
+                    + "\(Self.seconds(noOpMedianSeconds)) wall (median of \(noOpRunSeconds.map { String(format: "%.2f", $0) }.joined(separator: ", ")))",
+            ]).joined(separator: "\n")
     }
 
     /// "12.5 s", with a second decimal under ten seconds.
@@ -94,12 +97,13 @@ public struct BenchReport: Sendable {
                 "ceiling_sessions": .int(Int64(ceiling.sessions)),
                 "ceiling_bytes_per_row": rounded(ceiling.bytesPerRow),
                 "ceiling_mb_per_second": rounded(ceiling.megabytesPerSecond),
-                "ceilings": .array(ceilings.map { c in
-                    .object([
-                        "sessions": .int(Int64(c.sessions)), "rps": .int(Int64(c.rowsPerSecond.rounded())),
-                        "seconds": rounded(c.seconds), "bytes_per_row": rounded(c.bytesPerRow), "mb_per_second": rounded(c.megabytesPerSecond),
-                    ])
-                }),
+                "ceilings": .array(
+                    ceilings.map { c in
+                        .object([
+                            "sessions": .int(Int64(c.sessions)), "rps": .int(Int64(c.rowsPerSecond.rounded())),
+                            "seconds": rounded(c.seconds), "bytes_per_row": rounded(c.bytesPerRow), "mb_per_second": rounded(c.megabytesPerSecond),
+                        ])
+                    }),
                 "wan_records": .int(Int64(wanRecords)),
                 "wan_zones": .int(Int64(wanZones)),
                 "wan_latency_ms": .int(Int64(wanLatencyMilliseconds)),

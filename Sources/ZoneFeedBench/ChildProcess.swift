@@ -1,11 +1,11 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A child process of `zonefeed bench` (a `zonefeed run`, the fake server), started with
@@ -45,9 +45,9 @@ public final class ChildProcess {
     /// if the file is replaced meanwhile; and the name it was started by, for the child's argv[0].
     static var currentExecutable: (path: String, name: String) {
         #if os(Linux)
-        return ("/proc/self/exe", CommandLine.arguments[0])
+            return ("/proc/self/exe", CommandLine.arguments[0])
         #else
-        return (Bundle.main.executablePath ?? CommandLine.arguments[0], CommandLine.arguments[0])
+            return (Bundle.main.executablePath ?? CommandLine.arguments[0], CommandLine.arguments[0])
         #endif
     }
 
@@ -60,11 +60,11 @@ public final class ChildProcess {
     ) throws {
         self.name = name
         #if canImport(Darwin)
-        var actions: posix_spawn_file_actions_t? = nil
-        var attributes: posix_spawnattr_t? = nil
+            var actions: posix_spawn_file_actions_t? = nil
+            var attributes: posix_spawnattr_t? = nil
         #else
-        var actions = posix_spawn_file_actions_t()
-        var attributes = posix_spawnattr_t()
+            var actions = posix_spawn_file_actions_t()
+            var attributes = posix_spawnattr_t()
         #endif
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -72,7 +72,8 @@ public final class ChildProcess {
         defer { posix_spawnattr_destroy(&attributes) }
 
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        var pipeReadEnd: Int32 = -1, pipeWriteEnd: Int32 = -1
+        var pipeReadEnd: Int32 = -1
+        var pipeWriteEnd: Int32 = -1
         for (descriptor, output) in [(Int32(1), stdout), (Int32(2), stderr)] {
             switch output {
             case .file(let path):
@@ -103,9 +104,9 @@ public final class ChildProcess {
         posix_spawnattr_setsigdefault(&attributes, &defaultSignals)
 
         let argv = ([executable.name] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
+        defer { for pointer in argv { free(pointer) } }
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { envp.forEach { free($0) } }
+        defer { for pointer in envp { free(pointer) } }
 
         Self.resetPeakRSS()
         var pid = pid_t()
@@ -133,10 +134,10 @@ public final class ChildProcess {
     /// > ("high water mark") to the process's current resident set size value."
     private static func resetPeakRSS() {
         #if os(Linux)
-        let descriptor = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return }
-        _ = write(descriptor, "5", 1)
-        _ = close(descriptor)
+            let descriptor = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC)
+            guard descriptor >= 0 else { return }
+            _ = write(descriptor, "5", 1)
+            _ = close(descriptor)
         #endif
     }
 
@@ -185,9 +186,9 @@ public final class ChildProcess {
         // WIFEXITED / WEXITSTATUS / WTERMSIG are macros, which Swift does not import.
         let signal = status & 0x7f
         #if os(Linux)
-        let peak = usage.ru_maxrss * 1024  // > getrusage(2): "ru_maxrss … (in kilobytes)"
+            let peak = usage.ru_maxrss * 1024  // > getrusage(2): "ru_maxrss … (in kilobytes)"
         #else
-        let peak = usage.ru_maxrss  // bytes on macOS
+            let peak = usage.ru_maxrss  // bytes on macOS
         #endif
         let ended = Termination(status: signal == 0 ? (status >> 8) & 0xff : 128 + signal, peakRSSBytes: peak)
         termination = ended
@@ -204,7 +205,7 @@ public final class ChildProcess {
     /// Sends SIGTERM to every child not yet waited for: what the bench does when it is itself
     /// interrupted, so that no `zonefeed run` or fake server outlives it.
     public static func terminateAll() {
-        running.forEach { kill($0, SIGTERM) }
+        running.each { kill($0, SIGTERM) }
     }
 
     private static let running = RunningChildren()
@@ -220,5 +221,5 @@ private final class RunningChildren: @unchecked Sendable {
     func remove(_ pid: pid_t) { lock.withLock { _ = pids.remove(pid) } }
 
     /// Holds the lock while `body` runs, so that no pid is removed (and reaped) meanwhile.
-    func forEach(_ body: (pid_t) -> Void) { lock.withLock { pids.forEach(body) } }
+    func each(_ body: (pid_t) -> Void) { lock.withLock { for pid in pids { body(pid) } } }
 }

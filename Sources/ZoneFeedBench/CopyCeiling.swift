@@ -51,7 +51,8 @@ public struct CopyCeiling {
             RowEncoder(mapping: $0.mapping, keepUnmapped: schema.settings.unmappedFields == .keep)
         }
         var chunks: [Chunk] = []
-        var rows = 0, bytes = 0
+        var rows = 0
+        var bytes = 0
         var pending = 0
         var currentZone: Int?
         func closeChunk() {

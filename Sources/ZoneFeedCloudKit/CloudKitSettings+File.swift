@@ -44,7 +44,8 @@ extension CloudKitSettings: SourceConfiguration {
         let database = file.choice(
             CloudKitSettings.Database.self, "database", in: section,
             explanations: [
-                "public": "the public database has no change feeds: zone change feeds exist only in the private and shared databases (expected private or shared)"
+                "public":
+                    "the public database has no change feeds: zone change feeds exist only in the private and shared databases (expected private or shared)"
             ]
         )
         let zones = readZones(in: section, from: file)

@@ -119,7 +119,11 @@ public struct CloudKitSource: ChangeSource {
         do {
             let undecoded: UndecodedRecordZoneChanges
             if let ahead = await readAhead.take(zone: zone, token: token?.value) {
-                undecoded = try await withTaskCancellationHandler { try await ahead.value } onCancel: { ahead.cancel() }
+                undecoded = try await withTaskCancellationHandler {
+                    try await ahead.value
+                } onCancel: {
+                    ahead.cancel()
+                }
             } else {
                 undecoded = try await fetchUndecoded(zone, since: token?.value)
             }

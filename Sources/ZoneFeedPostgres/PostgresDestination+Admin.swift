@@ -41,7 +41,8 @@ public struct PipelineStatus: Sendable {
 extension PostgresDestination {
     /// Checkpoints, row counts and the last runs.
     public func status(lastRuns: Int = 10) async throws -> PipelineStatus {
-        let schema = self.schema, name = pipelineName
+        let schema = self.schema
+        let name = pipelineName
         return try await onConnection { c in
             var status = PipelineStatus()
             let exists = try c.query("SELECT to_regclass($1) IS NOT NULL", [schema.checkpoints]).scalar(as: Bool.self)
@@ -51,37 +52,45 @@ extension PostgresDestination {
             }
             var counts: [String: (Int64, Int64)] = [:]
             for table in schema.tables {
-                for row in try c.query("""
+                for row in try c.query(
+                    """
                     SELECT zone_owner, zone_name, count(*) FILTER (WHERE deleted_at IS NULL), count(*) FILTER (WHERE deleted_at IS NOT NULL)
                     FROM \(table.qualifiedName) GROUP BY 1, 2
-                    """).rows {
+                    """
+                ).rows {
                     let key = try row.decode(0, as: String.self) + "/" + row.decode(1, as: String.self)
                     let old = counts[key] ?? (0, 0)
                     counts[key] = (old.0 + (try row.decode(2, as: Int64.self)), old.1 + (try row.decode(3, as: Int64.self)))
                 }
             }
-            for row in try c.query("""
+            for row in try c.query(
+                """
                 SELECT scope, zone_owner, zone_name, token IS NOT NULL, generation, resyncing, pending, records_applied,
                        to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS"Z"'), last_error
                 FROM \(schema.checkpoints) WHERE pipeline = $1 ORDER BY scope, zone_name, zone_owner
-                """, [name]).rows {
+                """, [name]
+            ).rows {
                 let key = try row.decode(1, as: String.self) + "/" + row.decode(2, as: String.self)
-                status.zones.append(PipelineStatus.Zone(
-                    scope: try row.decode(0), zoneOwner: try row.decode(1), zoneName: try row.decode(2), hasToken: try row.decode(3),
-                    generation: try row.decode(4), resyncing: try row.decode(5), pending: try row.decode(6),
-                    recordsApplied: try row.decode(7), updatedAt: try row.decode(8), lastError: try row.decode(9),
-                    liveRows: counts[key]?.0 ?? 0, deletedRows: counts[key]?.1 ?? 0))
+                status.zones.append(
+                    PipelineStatus.Zone(
+                        scope: try row.decode(0), zoneOwner: try row.decode(1), zoneName: try row.decode(2), hasToken: try row.decode(3),
+                        generation: try row.decode(4), resyncing: try row.decode(5), pending: try row.decode(6),
+                        recordsApplied: try row.decode(7), updatedAt: try row.decode(8), lastError: try row.decode(9),
+                        liveRows: counts[key]?.0 ?? 0, deletedRows: counts[key]?.1 ?? 0))
             }
-            for row in try c.query("""
+            for row in try c.query(
+                """
                 SELECT run_id, status, to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS"Z"'),
                        to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS"Z"'), pages, upserts, tombstones, rejects, error,
                        coalesce(to_jsonb(r) ->> 'throttled_seconds', '0')
                 FROM \(schema.runs) AS r WHERE pipeline = $1 ORDER BY run_id DESC LIMIT $2
-                """, [name, String(lastRuns)]).rows {
-                status.runs.append(PipelineStatus.Run(
-                    runID: try row.decode(0), status: try row.decode(1), startedAt: try row.decode(2), finishedAt: try row.decode(3),
-                    pages: try row.decode(4), upserts: try row.decode(5), tombstones: try row.decode(6), rejects: try row.decode(7),
-                    throttledSeconds: try row.decode(9, as: Double?.self) ?? 0, error: try row.decode(8)))
+                """, [name, String(lastRuns)]
+            ).rows {
+                status.runs.append(
+                    PipelineStatus.Run(
+                        runID: try row.decode(0), status: try row.decode(1), startedAt: try row.decode(2), finishedAt: try row.decode(3),
+                        pages: try row.decode(4), upserts: try row.decode(5), tombstones: try row.decode(6), rejects: try row.decode(7),
+                        throttledSeconds: try row.decode(9, as: Double?.self) ?? 0, error: try row.decode(8)))
             }
             return status
         }
@@ -99,12 +108,15 @@ extension PostgresDestination {
     /// With `addingUnknownZones` (the source names its zones in the file) a zone named here that
     /// has no checkpoint yet gets one that starts as a resync.
     public func reset(zoneNames: [String], all: Bool, addingUnknownZones: Bool = false) async throws -> ResetOutcome {
-        let schema = self.schema, name = pipelineName, key = self.key
+        let schema = self.schema
+        let name = pipelineName
+        let key = self.key
         return try await onConnection { c in
             var outcome = ResetOutcome()
             let rows = try c.query(
                 "SELECT zone_owner, zone_name FROM \(schema.checkpoints) WHERE pipeline = $1 AND scope = 'zone' ORDER BY zone_name",
-                [name]).rows.map { ZoneID(zoneName: try $0.decode(1), ownerRecordName: try $0.decode(0)) }
+                [name]
+            ).rows.map { ZoneID(zoneName: try $0.decode(1), ownerRecordName: try $0.decode(0)) }
             var targets = all ? rows : rows.filter { zoneNames.contains($0.zoneName) }
             outcome.unknown = all ? [] : zoneNames.filter { n in !rows.contains { $0.zoneName == n } }
             if addingUnknownZones {

@@ -42,8 +42,9 @@ extension PostgresDestination {
         if let known = state(of: zone).copiesDirectly { return known }
         var direct: [Bool] = []
         for table in schema.tables {
-            let any = try c.query("SELECT EXISTS (SELECT 1 FROM \(table.qualifiedName) WHERE zone_owner = $1 AND zone_name = $2)",
-                                  [zone.ownerRecordName, zone.zoneName])
+            let any = try c.query(
+                "SELECT EXISTS (SELECT 1 FROM \(table.qualifiedName) WHERE zone_owner = $1 AND zone_name = $2)",
+                [zone.ownerRecordName, zone.zoneName])
             direct.append(!(try any.scalar(as: Bool.self)))
         }
         updateState(of: zone) { [direct] in $0.copiesDirectly = direct }
@@ -88,8 +89,10 @@ extension PostgresDestination {
                     if settings.unknownRecordTypes == .skip {
                         outcome.skipped += 1
                     } else {
-                        rejects.append(Reject(seq: i, entry: entry, recordType: record.recordType,
-                                              error: "record type \(record.recordType) is not mapped (unknownRecordTypes: reject)"))
+                        rejects.append(
+                            Reject(
+                                seq: i, entry: entry, recordType: record.recordType,
+                                error: "record type \(record.recordType) is not mapped (unknownRecordTypes: reject)"))
                     }
                     continue
                 }
@@ -100,12 +103,17 @@ extension PostgresDestination {
                 outcome.tombstones += 1
                 deletions.append(Deletion(seq: Int32(i), recordName: name))
             case .error(let error):
-                rejects.append(Reject(seq: i, entry: entry, recordType: nil, error: "the server reported \(error.serverErrorCode) for this record: \(error.reason ?? "no reason given")"))
+                rejects.append(
+                    Reject(
+                        seq: i, entry: entry, recordType: nil,
+                        error: "the server reported \(error.serverErrorCode) for this record: \(error.reason ?? "no reason given")"))
             }
         }
 
-        let owner = zone.ownerRecordName, zoneName = zone.zoneName
-        let run = String(batch.runID), generation = String(batch.generation)
+        let owner = zone.ownerRecordName
+        let zoneName = zone.zoneName
+        let run = String(batch.runID)
+        let generation = String(batch.generation)
 
         // Upserts, table by table: encoded (which validates them) while the rows before them
         // are already on their way, then merged unless they were copied into the table itself.
@@ -123,8 +131,10 @@ extension PostgresDestination {
                         guard case .record(let record) = entries[i] else { continue }
                         if let problem = session.encoders[t].append(record, seq: Int32(i)) {
                             if settings.onBadRecord == .fail {
-                                throw SyncError(.failed, message: "record \(record.recordName) (\(record.recordType)) in zone \(zone.zoneName) cannot be applied: \(problem); "
-                                    + "nothing of its batch was applied (set onBadRecord: reject to send such records to zonefeed_rejects instead)")
+                                throw SyncError(
+                                    .failed,
+                                    message: "record \(record.recordName) (\(record.recordType)) in zone \(zone.zoneName) cannot be applied: \(problem); "
+                                        + "nothing of its batch was applied (set onBadRecord: reject to send such records to zonefeed_rejects instead)")
                             }
                             rejects.append(Reject(seq: i, entry: entries[i], recordType: record.recordType, error: problem))
                             continue
@@ -183,10 +193,12 @@ extension PostgresDestination {
             try c.copyIn("COPY zf_deletes (seq, record_name, record_type, final) FROM STDIN (FORMAT binary)") { try $0.write(bytes) }
             let hard = settings.deletes == .hard
             for table in schema.tables {
-                let change = hard
+                let change =
+                    hard
                     ? "DELETE FROM \(table.qualifiedName) AS t USING zf_deletes AS d"
                     : "UPDATE \(table.qualifiedName) AS t SET deleted_at = coalesce(t.deleted_at, now()), synced_at = now(), run_id = $3::bigint FROM zf_deletes AS d"
-                try c.query("""
+                try c.query(
+                    """
                     WITH gone AS (
                         \(change)
                         WHERE d.final AND t.zone_owner = $1 AND t.zone_name = $2 AND t.record_name = d.record_name
@@ -195,7 +207,8 @@ extension PostgresDestination {
                     WHERE d.record_name = gone.record_name AND d.record_type IS NULL
                     """, hard ? [owner, zoneName] : [owner, zoneName, run])
             }
-            try c.query("""
+            try c.query(
+                """
                 INSERT INTO \(schema.tombstones) (pipeline, zone_owner, zone_name, record_name, record_type, reason, run_id)
                 SELECT $4, $1, $2, record_name, record_type, 'deleted', $3::bigint FROM zf_deletes ORDER BY seq
                 """, [owner, zoneName, run, pipelineName])
@@ -205,30 +218,42 @@ extension PostgresDestination {
             var json = JSONWriter()
             json.spellsOutNUL = true
             json.write(reject.entry.json)
-            try c.query("""
+            try c.query(
+                """
                 INSERT INTO \(schema.rejects) (pipeline, zone_owner, zone_name, record_name, record_type, raw, error, run_id)
                 VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::bigint)
-                """, [pipelineName, owner, zoneName, reject.entry.recordName.map(Self.withoutNUL), reject.recordType.map(Self.withoutNUL),
-                      String(decoding: json.bytes, as: UTF8.self), reject.error, run])
+                """,
+                [
+                    pipelineName, owner, zoneName, reject.entry.recordName.map(Self.withoutNUL), reject.recordType.map(Self.withoutNUL),
+                    String(decoding: json.bytes, as: UTF8.self), reject.error, run,
+                ])
         }
 
         if batch.finishesResync {
             outcome.swept = try sweep(zone, generation: batch.generation, runID: batch.runID, on: c)
         }
 
-        let updated = try c.query("""
+        let updated = try c.query(
+            """
             UPDATE \(schema.checkpoints)
             SET token = $4, records_applied = records_applied + $5, updated_at = now(),
                 pending = pending AND NOT ($6::boolean AND pending_seq = $8::bigint),
                 resyncing = resyncing AND NOT $7::boolean, last_error = NULL
             WHERE pipeline = $1 AND scope = 'zone' AND zone_owner = $2 AND zone_name = $3 AND generation = $9::integer
-            """, [pipelineName, owner, zoneName, batch.token.value, String(batch.entries.count),
-                  batch.isLast ? "true" : "false", batch.finishesResync ? "true" : "false",
-                  state(of: zone).seenPendingSeq ?? "0", String(batch.generation)])
+            """,
+            [
+                pipelineName, owner, zoneName, batch.token.value, String(batch.entries.count),
+                batch.isLast ? "true" : "false", batch.finishesResync ? "true" : "false",
+                state(of: zone).seenPendingSeq ?? "0", String(batch.generation),
+            ])
         // The generation fences a batch against a resync begun elsewhere meanwhile (an
         // encrypted-data reset, a reset): its rows and token would belong to the old generation.
         guard updated.affectedRows == 1 else {
-            throw SyncError(.failed, message: "the checkpoint of zone \(zoneName) was reset, resynced or deleted while the zone was being applied; nothing of the batch was applied, and the next run starts from the new checkpoint")
+            throw SyncError(
+                .failed,
+                message:
+                    "the checkpoint of zone \(zoneName) was reset, resynced or deleted while the zone was being applied; nothing of the batch was applied, and the next run starts from the new checkpoint"
+            )
         }
         try addToRun(outcome, on: c)
         return outcome
@@ -239,10 +264,12 @@ extension PostgresDestination {
     private func sweep(_ zone: ZoneID, generation: Int, runID: Int64, on c: Connection) throws -> Int {
         var swept = 0
         for table in schema.tables {
-            let change = settings.deletes == .hard
+            let change =
+                settings.deletes == .hard
                 ? "DELETE FROM \(table.qualifiedName) WHERE zone_owner = $1 AND zone_name = $2 AND generation < $4::integer"
                 : "UPDATE \(table.qualifiedName) SET deleted_at = now(), synced_at = now(), run_id = $3::bigint WHERE zone_owner = $1 AND zone_name = $2 AND generation < $4::integer AND deleted_at IS NULL"
-            let result = try c.query("""
+            let result = try c.query(
+                """
                 WITH gone AS (\(change) RETURNING record_name, record_type)
                 INSERT INTO \(schema.tombstones) (pipeline, zone_owner, zone_name, record_name, record_type, reason, run_id)
                 SELECT $5, $1, $2, record_name, record_type, 'resync', $3::bigint FROM gone

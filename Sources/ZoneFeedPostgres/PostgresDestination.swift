@@ -93,16 +93,17 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
     ) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             session.queue.async {
-                continuation.resume(with: Result {
-                    if opening {
-                        try self.openConnection(session)
-                        try self.prepareForBatches(session)
-                    }
-                    guard let connection = session.connection else {
-                        throw PostgresError(kind: .connection, message: "the destination is not prepared")
-                    }
-                    return try body(connection, session)
-                })
+                continuation.resume(
+                    with: Result {
+                        if opening {
+                            try self.openConnection(session)
+                            try self.prepareForBatches(session)
+                        }
+                        guard let connection = session.connection else {
+                            throw PostgresError(kind: .connection, message: "the destination is not prepared")
+                        }
+                        return try body(connection, session)
+                    })
             }
         }
     }
@@ -155,27 +156,29 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
     }
 
     public func prepare() async throws {
-        let schema = self.schema, session = sessions[0]
+        let schema = self.schema
+        let session = sessions[0]
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             session.queue.async {
-                continuation.resume(with: Result {
-                    try self.openConnection(session)
-                    let c = session.connection!
-                    try c.transaction {
-                        // CREATE … IF NOT EXISTS is not safe against a concurrent creation of the
-                        // same object; two runs starting together take turns here.
-                        try c.query("SELECT pg_advisory_xact_lock(hashtext('zonefeed ddl'))")
-                        let catalog = try PostgresSchema.Catalog.read(schema: schema.schema, on: c)
-                        for statement in schema.ddl(given: catalog) {
-                            do {
-                                try c.execute(statement)
-                            } catch let error as PostgresError {
-                                throw error.withContext("creating the destination tables in schema \(schema.schema)")
+                continuation.resume(
+                    with: Result {
+                        try self.openConnection(session)
+                        let c = session.connection!
+                        try c.transaction {
+                            // CREATE … IF NOT EXISTS is not safe against a concurrent creation of the
+                            // same object; two runs starting together take turns here.
+                            try c.query("SELECT pg_advisory_xact_lock(hashtext('zonefeed ddl'))")
+                            let catalog = try PostgresSchema.Catalog.read(schema: schema.schema, on: c)
+                            for statement in schema.ddl(given: catalog) {
+                                do {
+                                    try c.execute(statement)
+                                } catch let error as PostgresError {
+                                    throw error.withContext("creating the destination tables in schema \(schema.schema)")
+                                }
                             }
                         }
-                    }
-                    try self.prepareForBatches(session)
-                })
+                        try self.prepareForBatches(session)
+                    })
             }
         }
     }
@@ -183,7 +186,9 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
     // MARK: Runs
 
     public func startRun() async throws -> Int64 {
-        let schema = self.schema, pipelineName = pipelineName, key = self.key
+        let schema = self.schema
+        let pipelineName = pipelineName
+        let key = self.key
         let id = try await onConnection { c -> Int64 in
             // A run killed without a word stays 'running'; its session lock is gone, which is how
             // it is told apart from a run still going on elsewhere.
@@ -192,7 +197,8 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
                 let id: String = try row.decode(0)
                 let free = try c.query("SELECT pg_try_advisory_lock(hashtext($1), ($2::bigint % 2147483647)::integer)", ["\(key):run", id])
                 if try free.scalar(as: Bool.self) {
-                    try c.query("""
+                    try c.query(
+                        """
                         UPDATE \(schema.runs) SET status = 'failed', finished_at = now(),
                             error = 'the process ended without recording an outcome (killed or crashed); the next run resumed from the last committed page'
                         WHERE run_id = $1 AND status = 'running'
@@ -205,7 +211,8 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
             return try c.transaction {
                 let id = try c.query(
                     "INSERT INTO \(schema.runs) (pipeline, status, hostname, pid) VALUES ($1, 'running', $2, $3) RETURNING run_id",
-                    [pipelineName, ProcessInfo.processInfo.hostName, String(getpid())]).scalar(as: Int64.self)
+                    [pipelineName, ProcessInfo.processInfo.hostName, String(getpid())]
+                ).scalar(as: Int64.self)
                 try c.query("SELECT pg_advisory_lock(hashtext($1), ($2::bigint % 2147483647)::integer)", ["\(key):run", String(id)])
                 return id
             }
@@ -226,18 +233,22 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
     // MARK: Account and database checkpoint
 
     public func storedAccount() async throws -> String? {
-        let schema = self.schema, name = pipelineName
+        let schema = self.schema
+        let name = pipelineName
         return try await onConnection { c in
             try c.query(
                 "SELECT account_user FROM \(schema.checkpoints) WHERE pipeline = $1 AND scope = 'database' AND zone_owner = '' AND zone_name = ''",
-                [name]).scalar
+                [name]
+            ).scalar
         }
     }
 
     public func storeAccount(_ user: String) async throws {
-        let schema = self.schema, name = pipelineName
+        let schema = self.schema
+        let name = pipelineName
         try await onConnection { c in
-            try c.query("""
+            try c.query(
+                """
                 INSERT INTO \(schema.checkpoints) (pipeline, scope, account_user, pending) VALUES ($1, 'database', $2, false)
                 ON CONFLICT (pipeline, scope, zone_owner, zone_name) DO UPDATE SET account_user = EXCLUDED.account_user
                 """, [name, user])
@@ -245,16 +256,20 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
     }
 
     public func databaseCheckpoint() async throws -> ChangeToken? {
-        let schema = self.schema, name = pipelineName
+        let schema = self.schema
+        let name = pipelineName
         return try await onConnection { c in
             try c.query(
                 "SELECT token FROM \(schema.checkpoints) WHERE pipeline = $1 AND scope = 'database' AND zone_owner = '' AND zone_name = ''",
-                [name]).scalar.map(ChangeToken.init)
+                [name]
+            ).scalar.map(ChangeToken.init)
         }
     }
 
     public func applyDatabaseChanges(_ page: DatabaseChangePage, after previous: ChangeToken?, runID: Int64) async throws -> BatchOutcome? {
-        let name = pipelineName, schema = self.schema, key = self.key
+        let name = pipelineName
+        let schema = self.schema
+        let key = self.key
         return try await onConnection { c in
             try c.transaction { () -> BatchOutcome? in
                 // Two runs reading the database feed take turns, and a run whose starting token
@@ -262,7 +277,8 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
                 try c.query("SELECT pg_advisory_xact_lock(hashtext($1), hashtext('database feed'))", [key])
                 let stored = try c.query(
                     "SELECT token FROM \(schema.checkpoints) WHERE pipeline = $1 AND scope = 'database' AND zone_owner = '' AND zone_name = ''",
-                    [name]).scalar
+                    [name]
+                ).scalar
                 guard stored == previous?.value else { return nil }
                 var outcome = BatchOutcome()
                 for deletion in page.deletedZones {
@@ -274,13 +290,15 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
                     }
                 }
                 for zone in page.modifiedZones {
-                    try c.query("""
+                    try c.query(
+                        """
                         INSERT INTO \(schema.checkpoints) (pipeline, scope, zone_owner, zone_name, pending) VALUES ($1, 'zone', $2, $3, true)
                         ON CONFLICT (pipeline, scope, zone_owner, zone_name)
                         DO UPDATE SET pending = true, pending_seq = \(schema.checkpoints).pending_seq + 1
                         """, [name, zone.ownerRecordName, zone.zoneName])
                 }
-                try c.query("""
+                try c.query(
+                    """
                     INSERT INTO \(schema.checkpoints) (pipeline, scope, token, pending) VALUES ($1, 'database', $2, false)
                     ON CONFLICT (pipeline, scope, zone_owner, zone_name) DO UPDATE SET token = EXCLUDED.token, updated_at = now()
                     """, [name, page.syncToken.value])
@@ -291,13 +309,16 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
     }
 
     public func pendingZones() async throws -> [ZoneID] {
-        let schema = self.schema, name = pipelineName
+        let schema = self.schema
+        let name = pipelineName
         return try await onConnection { c in
-            try c.query("""
+            try c.query(
+                """
                 SELECT zone_owner, zone_name FROM \(schema.checkpoints)
                 WHERE pipeline = $1 AND scope = 'zone' AND (pending OR resyncing)
                 ORDER BY zone_name, zone_owner
-                """, [name]).rows.map { ZoneID(zoneName: try $0.decode(1), ownerRecordName: try $0.decode(0)) }
+                """, [name]
+            ).rows.map { ZoneID(zoneName: try $0.decode(1), ownerRecordName: try $0.decode(0)) }
         }
     }
 
@@ -341,13 +362,16 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
     }
 
     public func zoneCheckpoint(_ zone: ZoneID) async throws -> ZoneCheckpoint {
-        let schema = self.schema, name = pipelineName
+        let schema = self.schema
+        let name = pipelineName
         return try await onConnection(of: zone) { c, _ in
-            let row = try c.query("""
+            let row = try c.query(
+                """
                 INSERT INTO \(schema.checkpoints) (pipeline, scope, zone_owner, zone_name) VALUES ($1, 'zone', $2, $3)
                 ON CONFLICT (pipeline, scope, zone_owner, zone_name) DO UPDATE SET pipeline = EXCLUDED.pipeline
                 RETURNING token, generation, resyncing, pending_seq
-                """, [name, zone.ownerRecordName, zone.zoneName]).rows[0]
+                """, [name, zone.ownerRecordName, zone.zoneName]
+            ).rows[0]
             let seenPendingSeq: String = try row.decode(3)
             self.updateState(of: zone) { $0.seenPendingSeq = seenPendingSeq }
             return ZoneCheckpoint(
@@ -361,21 +385,24 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
     }
 
     func beginResync(_ zone: ZoneID, on c: Connection) throws -> ZoneCheckpoint {
-        let row = try c.query("""
+        let row = try c.query(
+            """
             INSERT INTO \(schema.checkpoints) (pipeline, scope, zone_owner, zone_name, token, generation, resyncing, pending)
             VALUES ($1, 'zone', $2, $3, NULL, 1, true, true)
             ON CONFLICT (pipeline, scope, zone_owner, zone_name) DO UPDATE
                 SET token = NULL, generation = \(schema.checkpoints).generation + 1, resyncing = true, pending = true,
                     pending_seq = \(schema.checkpoints).pending_seq + 1, updated_at = now()
             RETURNING generation, pending_seq
-            """, [pipelineName, zone.ownerRecordName, zone.zoneName]).rows[0]
+            """, [pipelineName, zone.ownerRecordName, zone.zoneName]
+        ).rows[0]
         let seenPendingSeq: String = try row.decode(1)
         updateState(of: zone) { $0.seenPendingSeq = seenPendingSeq }
         return ZoneCheckpoint(token: nil, generation: try row.decode(0), resyncing: true)
     }
 
     public func recordZoneError(_ zone: ZoneID, message: String?) async throws {
-        let schema = self.schema, name = pipelineName
+        let schema = self.schema
+        let name = pipelineName
         try await onConnection(of: zone) { c, _ in
             try c.query(
                 "UPDATE \(schema.checkpoints) SET last_error = $4 WHERE pipeline = $1 AND scope = 'zone' AND zone_owner = $2 AND zone_name = $3",
@@ -401,10 +428,12 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
         var outcome = BatchOutcome()
         for table in schema.tables {
             // Only rows that were live are logged: a tombstoned row's deletion was logged already.
-            let change = purge || settings.deletes == .hard
+            let change =
+                purge || settings.deletes == .hard
                 ? "DELETE FROM \(table.qualifiedName) WHERE zone_owner = $1 AND zone_name = $2 RETURNING record_name, record_type, deleted_at IS NULL AS was_live"
                 : "UPDATE \(table.qualifiedName) SET deleted_at = now(), synced_at = now(), run_id = $3::bigint WHERE zone_owner = $1 AND zone_name = $2 AND deleted_at IS NULL RETURNING record_name, record_type, true AS was_live"
-            let result = try c.query("""
+            let result = try c.query(
+                """
                 WITH gone AS (\(change))
                 INSERT INTO \(schema.tombstones) (pipeline, zone_owner, zone_name, record_name, record_type, reason, run_id)
                 SELECT $4, $1, $2, record_name, record_type, $5, $3::bigint FROM gone WHERE was_live
@@ -418,11 +447,15 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
     }
 
     func addToRun(_ outcome: BatchOutcome, on c: Connection) throws {
-        try c.query("""
+        try c.query(
+            """
             UPDATE \(schema.runs) SET pages = pages + $2, upserts = upserts + $3, tombstones = tombstones + $4,
                 rejects = rejects + $5, skipped = skipped + $6
             WHERE run_id = $1
-            """, [String(runID), String(outcome.pages), String(outcome.upserts), String(outcome.tombstones + outcome.swept),
-                  String(outcome.rejects), String(outcome.skipped)])
+            """,
+            [
+                String(runID), String(outcome.pages), String(outcome.upserts), String(outcome.tombstones + outcome.swept),
+                String(outcome.rejects), String(outcome.skipped),
+            ])
     }
 }

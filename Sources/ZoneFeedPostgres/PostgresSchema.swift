@@ -78,14 +78,17 @@ public struct PostgresSchema: Sendable {
 
         static func read(schema: String, on c: Connection) throws -> Catalog {
             var catalog = Catalog()
-            let rows = try c.query("""
+            let rows = try c.query(
+                """
                 SELECT cl.relname, a.attname, a.atthasdef FROM pg_catalog.pg_class AS cl
                 JOIN pg_catalog.pg_namespace AS n ON n.oid = cl.relnamespace
                 JOIN pg_catalog.pg_attribute AS a ON a.attrelid = cl.oid AND a.attnum > 0 AND NOT a.attisdropped
                 WHERE n.nspname = $1 AND cl.relkind IN ('r', 'v', 'p')
-                """, [schema]).rows
+                """, [schema]
+            ).rows
             for row in rows {
-                let relation: String = try row.decode(0), column: String = try row.decode(1)
+                let relation: String = try row.decode(0)
+                let column: String = try row.decode(1)
                 catalog.columns[relation, default: []].insert(column)
                 if try row.decode(2, as: Bool.self) { catalog.defaults[relation, default: []].insert(column) }
             }
@@ -101,7 +104,8 @@ public struct PostgresSchema: Sendable {
     /// nothing to do, and would wait behind a long query on it (or make others wait behind it).
     func ddl(given catalog: Catalog?) -> [String] {
         var statements = ["CREATE SCHEMA IF NOT EXISTS \(quoteIdentifier(schema))"]
-        statements.append("""
+        statements.append(
+            """
             CREATE TABLE IF NOT EXISTS \(checkpoints) (
                 pipeline text NOT NULL,
                 scope text NOT NULL CHECK (scope IN ('database', 'zone')),
@@ -119,7 +123,8 @@ public struct PostgresSchema: Sendable {
                 PRIMARY KEY (pipeline, scope, zone_owner, zone_name)
             )
             """)
-        statements.append("""
+        statements.append(
+            """
             CREATE TABLE IF NOT EXISTS \(runs) (
                 run_id bigserial PRIMARY KEY,
                 pipeline text NOT NULL,
@@ -141,7 +146,8 @@ public struct PostgresSchema: Sendable {
         if catalog?.columns["zonefeed_runs"].map({ !$0.contains("throttled_seconds") }) ?? (catalog == nil) {
             statements.append("ALTER TABLE \(runs) ADD COLUMN IF NOT EXISTS throttled_seconds double precision NOT NULL DEFAULT 0")
         }
-        statements.append("""
+        statements.append(
+            """
             CREATE TABLE IF NOT EXISTS \(tombstones) (
                 id bigserial PRIMARY KEY,
                 pipeline text NOT NULL,
@@ -155,7 +161,8 @@ public struct PostgresSchema: Sendable {
             )
             """)
         statements.append("CREATE INDEX IF NOT EXISTS zonefeed_tombstones_record ON \(tombstones) (zone_owner, zone_name, record_name)")
-        statements.append("""
+        statements.append(
+            """
             CREATE TABLE IF NOT EXISTS \(rejects) (
                 id bigserial PRIMARY KEY,
                 pipeline text NOT NULL,
@@ -185,7 +192,8 @@ public struct PostgresSchema: Sendable {
             let name = table.mapping.table
             var known: (columns: Set<String>, syncedAtDefault: Bool)?
             if let catalog {
-                known = catalog.columns[name].map { ($0, catalog.defaults[name]?.contains("synced_at") == true) }
+                known =
+                    catalog.columns[name].map { ($0, catalog.defaults[name]?.contains("synced_at") == true) }
                     ?? (Set(table.mapping.fields.map(\.column)), true)
             }
             // Rows copied straight into the table take synced_at from its default (tables made
@@ -211,8 +219,11 @@ public struct PostgresSchema: Sendable {
     var stagingDDL: [String] {
         var statements = tables.map { table in
             let mapped = table.mapping.fields.map { "\(quoteIdentifier($0.column)) \($0.type.rawValue)" }
-            let columns = ["seq integer", "record_name text", "record_type text", "change_tag text", "created_at timestamptz",
-                           "modified_at timestamptz", "created_by text", "modified_by text"] + mapped + ["fields jsonb"]
+            let columns =
+                [
+                    "seq integer", "record_name text", "record_type text", "change_tag text", "created_at timestamptz",
+                    "modified_at timestamptz", "created_by text", "modified_by text",
+                ] + mapped + ["fields jsonb"]
             return "CREATE TEMP TABLE IF NOT EXISTS \(table.stagingName) (\(columns.joined(separator: ", "))) ON COMMIT DELETE ROWS"
         }
         statements.append("CREATE TEMP TABLE IF NOT EXISTS zf_deletes (seq integer, record_name text, record_type text, final boolean) ON COMMIT DELETE ROWS")
@@ -237,7 +248,8 @@ public struct PostgresSchema: Sendable {
     static func mergeSQL(data: [String], into table: String, from staging: String, deduplicate: Bool) -> String {
         let insertColumns = ["zone_owner", "zone_name"] + data + ["deleted_at", "synced_at", "run_id", "generation"]
         let select = "$1::text, $2::text, " + data.joined(separator: ", ") + ", NULL, now(), $3::bigint, $4::integer"
-        let from = deduplicate
+        let from =
+            deduplicate
             ? "(SELECT DISTINCT ON (record_name) * FROM \(staging) ORDER BY record_name, seq DESC) AS s"
             : "\(staging) AS s"
         let updates = (data.dropFirst() + ["deleted_at", "synced_at", "run_id", "generation"]).map { "\($0) = EXCLUDED.\($0)" }

@@ -52,7 +52,8 @@ extension PostgresSettingsReader {
             if !checkIdentifier(table, kind: "table", owner: "of record type \(recordType)", at: tablePosition, maxBytes: limit, why: why) {
                 // Reported.
             } else if table.lowercased().hasPrefix("zonefeed_") {
-                file.report("table '\(table)' of record type \(recordType) starts with 'zonefeed_', which is reserved for zonefeed's own tables", at: tablePosition)
+                file.report(
+                    "table '\(table)' of record type \(recordType) starts with 'zonefeed_', which is reserved for zonefeed's own tables", at: tablePosition)
             } else if table.lowercased().hasSuffix("_live") {
                 file.report("table '\(table)' of record type \(recordType) ends with '_live', which is reserved for the views of live rows", at: tablePosition)
             }

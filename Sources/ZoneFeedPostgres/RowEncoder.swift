@@ -217,8 +217,12 @@ public struct RowEncoder {
         case (.textArray, .list(_, let items)):
             return appendArray(items, oid: BinaryCopyBuffer.OID.text) { buffer, item in
                 switch item {
-                case .string(let s) where !s.containsNUL: buffer.append(text: s); return true
-                case .reference(let r) where !r.recordName.containsNUL: buffer.append(text: r.recordName); return true
+                case .string(let s) where !s.containsNUL:
+                    buffer.append(text: s)
+                    return true
+                case .reference(let r) where !r.recordName.containsNUL:
+                    buffer.append(text: r.recordName)
+                    return true
                 default: return false
                 }
             }
@@ -231,8 +235,12 @@ public struct RowEncoder {
         case (.doublePrecisionArray, .list(_, let items)):
             return appendArray(items, oid: BinaryCopyBuffer.OID.float8) { buffer, item in
                 switch item {
-                case .double(let d): buffer.append(double: d); return true
-                case .int64(let i): buffer.append(double: Double(i)); return true
+                case .double(let d):
+                    buffer.append(double: d)
+                    return true
+                case .int64(let i):
+                    buffer.append(double: Double(i))
+                    return true
                 default: return false
                 }
             }

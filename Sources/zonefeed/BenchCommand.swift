@@ -56,7 +56,7 @@ struct BenchCommand: AsyncParsableCommand {
     @Flag(help: "Keep the bench schemas (bench_inprocess, bench_http, bench_wan) and the work folder with the pipelines and logs.")
     var keep = false
 
-    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.", transform: Logger.Level.parse)
     var logLevel: Logger.Level = .notice
 
     func validate() throws {

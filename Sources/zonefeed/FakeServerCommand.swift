@@ -38,7 +38,11 @@ struct FakeServerCommand: AsyncParsableCommand {
     @Flag(name: .customLong("no-churn"), help: "Every entry of the generator's history creates a new record (no updates or deletions).")
     var noChurn = false
 
-    @Flag(name: .customLong("prepare-pages"), help: "Render every zone's pages from a nil token before listening and serve them from memory, so that a backfill measures the client, not the server (zonefeed bench does).")
+    @Flag(
+        name: .customLong("prepare-pages"),
+        help:
+            "Render every zone's pages from a nil token before listening and serve them from memory, so that a backfill measures the client, not the server (zonefeed bench does)."
+    )
     var preparePages = false
 
     @Option(help: "A scenario file to serve instead of the generator.")
@@ -52,15 +56,22 @@ struct FakeServerCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("token-window"),
-        help: "Accept a web auth token only until N newer ones have been used (or issued: --token-retirement), and the configured one only until a rotated one is used (Apple: the previous token becomes invalid). Without it every issued token stays good.")
+        help:
+            "Accept a web auth token only until N newer ones have been used (or issued: --token-retirement), and the configured one only until a rotated one is used (Apple: the previous token becomes invalid). Without it every issued token stays good."
+    )
     var tokenWindow: Int?
 
     @Option(
         name: .customLong("token-retirement"),
-        help: "With --token-window: 'use' retires a token once N newer ones have been used; 'issue' once N newer ones have been issued, answered or not (the harshest reading: a response lost with a killed client counts).")
+        help:
+            "With --token-window: 'use' retires a token once N newer ones have been used; 'issue' once N newer ones have been issued, answered or not (the harshest reading: a response lost with a killed client counts)."
+    )
     var tokenRetirement: FakeCloudKitServer.Configuration.TokenRetirement = .onUse
 
-    @Option(help: "Make every CloudKit round trip take MS milliseconds, give or take JITTER (uniformly), half before the server handles the request and half after: MS or MS,JITTER.")
+    @Option(
+        help:
+            "Make every CloudKit round trip take MS milliseconds, give or take JITTER (uniformly), half before the server handles the request and half after: MS or MS,JITTER."
+    )
     var latency: Latency?
 
     @Option(
@@ -68,7 +79,7 @@ struct FakeServerCommand: AsyncParsableCommand {
         help: "Answer 429 THROTTLED (retryAfter 0.25 s) to every CloudKit request that arrives while M are already in flight.")
     var maxInFlight: Int?
 
-    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.", transform: Logger.Level.parse)
     var logLevel: Logger.Level = .notice
 
     /// `--latency 100` or `--latency 100,20`.

@@ -4,8 +4,8 @@ import FakeCloudKit
 import Foundation
 import Logging
 import ZoneFeed
-import ZoneFeedComponents
 import ZoneFeedCloudKit
+import ZoneFeedComponents
 import ZoneFeedPostgres
 
 /// What every command that reads a pipeline shares: the file, the logs, and the destination
@@ -17,11 +17,12 @@ struct PipelineOptions: ParsableArguments {
     @Option(name: .customLong("log-format"), help: "text or json (one object a line).")
     var logFormat: ZoneFeedLogHandler.Format = .text
 
-    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.", transform: Logger.Level.parse)
     var logLevel: Logger.Level = .info
 
     func makeLogger() -> Logger {
-        let format = logFormat, level = logLevel
+        let format = logFormat
+        let level = logLevel
         return Logger(label: "zonefeed") { label in ZoneFeedLogHandler(label: label, format: format, logLevel: level) }
     }
 
@@ -110,4 +111,13 @@ struct PipelineOptions: ParsableArguments {
 
 extension ZoneFeedLogHandler.Format: ExpressibleByArgument {}
 
-extension Logger.Level: @retroactive ExpressibleByArgument {}
+extension Logger.Level {
+    /// `--log-level`: a transform rather than a conformance of swift-log's type to
+    /// swift-argument-parser's protocol, which neither package owns here.
+    static func parse(_ argument: String) throws -> Logger.Level {
+        guard let level = Logger.Level(rawValue: argument) else {
+            throw ValidationError("unknown log level '\(argument)' (expected trace, debug, info, notice, warning, error or critical)")
+        }
+        return level
+    }
+}

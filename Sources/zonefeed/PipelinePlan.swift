@@ -1,8 +1,8 @@
 import FakeCloudKit
 import Foundation
 import ZoneFeed
-import ZoneFeedComponents
 import ZoneFeedCloudKit
+import ZoneFeedComponents
 import ZoneFeedPostgres
 
 /// What a run of a pipeline would do, for `zonefeed validate`: the source, the destination, each
@@ -39,8 +39,12 @@ struct PipelinePlan: CustomStringConvertible {
             }
             row("resultsLimit", "\(cloudKit.resultsLimit) records per request")
             row("desiredKeys", cloudKit.desiredKeys.map { $0.isEmpty ? "none" : $0.joined(separator: ", ") } ?? "all fields")
-            row("requests", "timeout \(seconds(cloudKit.timeoutSeconds)), at most \(cloudKit.maxAttempts) attempts, \(seconds(cloudKit.retryBudgetSeconds)) of retry waits")
-            row("maxConcurrentRequests", "\(cloudKit.maxConcurrentRequests) requests in flight at most (fewer while throttled; one if the server accepts only the newest token)")
+            row(
+                "requests",
+                "timeout \(seconds(cloudKit.timeoutSeconds)), at most \(cloudKit.maxAttempts) attempts, \(seconds(cloudKit.retryBudgetSeconds)) of retry waits")
+            row(
+                "maxConcurrentRequests",
+                "\(cloudKit.maxConcurrentRequests) requests in flight at most (fewer while throttled; one if the server accepts only the newest token)")
             let auth = cloudKit.auth
             var kinds: [String] = []
             if auth.apiToken != nil { kinds.append("apiToken <redacted>") }
@@ -73,7 +77,9 @@ struct PipelinePlan: CustomStringConvertible {
         case .hard: row("deletes", "hard (a deleted record's row is deleted)")
         }
         row("commitEvery", "\(destination.commitEvery) records per transaction (whole pages only)")
-        row("parallelZones", destination.parallelZones == 1 ? "1 zone at a time" : "up to \(destination.parallelZones) zones at once, each on its own connection")
+        row(
+            "parallelZones",
+            destination.parallelZones == 1 ? "1 zone at a time" : "up to \(destination.parallelZones) zones at once, each on its own connection")
 
         out.append("")
         if recordTypes.isEmpty {

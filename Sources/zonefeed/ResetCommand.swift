@@ -34,11 +34,15 @@ struct ResetCommand: AsyncParsableCommand {
         }
         if all && outcome.reset.isEmpty { print("no zones have checkpoints yet; the next run starts from the beginning anyway") }
         if !outcome.unknown.isEmpty {
-            FileHandle.standardError.write(Data("no checkpoint for zone(s) \(outcome.unknown.joined(separator: ", ")): nothing to reset (see zonefeed status)\n".utf8))
+            FileHandle.standardError.write(
+                Data("no checkpoint for zone(s) \(outcome.unknown.joined(separator: ", ")): nothing to reset (see zonefeed status)\n".utf8))
             throw Exit.usage
         }
         if !outcome.busy.isEmpty {
-            FileHandle.standardError.write(Data("zone(s) \(outcome.busy.map(\.zoneName).joined(separator: ", ")) are being applied by a run right now; reset them again when it ends\n".utf8))
+            FileHandle.standardError.write(
+                Data(
+                    "zone(s) \(outcome.busy.map(\.zoneName).joined(separator: ", ")) are being applied by a run right now; reset them again when it ends\n".utf8
+                ))
             throw Exit.failed
         }
     }

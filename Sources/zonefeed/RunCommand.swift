@@ -94,9 +94,12 @@ struct RunCommand: AsyncParsableCommand {
         case .willFetchRecordZoneChanges(let zone, let resyncing):
             logger.debug("fetching zone changes", metadata: ["zone": "\(zone.zoneName)", "resyncing": "\(resyncing)"])
         case .fetchedRecordZoneChanges(let zone, let batch, _):
-            logger.debug("batch committed", metadata: [
-                "zone": "\(zone.zoneName)", "pages": "\(batch.pages)", "upserts": "\(batch.upserts)",
-                "tombstones": "\(batch.tombstones)", "rejects": "\(batch.rejects)"])
+            logger.debug(
+                "batch committed",
+                metadata: [
+                    "zone": "\(zone.zoneName)", "pages": "\(batch.pages)", "upserts": "\(batch.upserts)",
+                    "tombstones": "\(batch.tombstones)", "rejects": "\(batch.rejects)",
+                ])
             if batch.rejects > 0 {
                 logger.warning("records rejected; see zonefeed_rejects", metadata: ["zone": "\(zone.zoneName)", "rejects": "\(batch.rejects)"])
             }
@@ -106,7 +109,9 @@ struct RunCommand: AsyncParsableCommand {
         case .resyncStarted(let zone, let reason):
             logger.warning("resyncing zone from the beginning", metadata: ["zone": "\(zone.zoneName)", "reason": "\(reason)"])
         case .zoneDeleted(let deletion, _):
-            logger.notice("zone deleted at the source; its rows were tombstoned", metadata: ["zone": "\(deletion.zoneID.zoneName)", "reason": "\(deletion.reason.rawValue)"])
+            logger.notice(
+                "zone deleted at the source; its rows were tombstoned",
+                metadata: ["zone": "\(deletion.zoneID.zoneName)", "reason": "\(deletion.reason.rawValue)"])
         case .didFetchRecordZoneChanges(let zone, let error):
             if let error { logger.error("zone failed", metadata: ["zone": "\(zone.zoneName)", "error": "\(error)"]) }
         case .fetchedDatabaseChanges, .didFetchChanges, .stateUpdate:
@@ -126,10 +131,13 @@ struct RunCommand: AsyncParsableCommand {
             return line
         }
         lines.append("zonefeed \(pipeline.name): run \(s.runID) \(s.status.rawValue) in \(seconds) s")
-        lines.append("  zones       \(s.zonesApplied.count) applied, \(s.zonesUpToDate.count) up to date, "
-            + "\(s.zonesClaimedElsewhere.count) claimed by another run, \(s.zonesFailed.count) failed, \(s.zonesDeleted.count) deleted at the source")
+        lines.append(
+            "  zones       \(s.zonesApplied.count) applied, \(s.zonesUpToDate.count) up to date, "
+                + "\(s.zonesClaimedElsewhere.count) claimed by another run, \(s.zonesFailed.count) failed, \(s.zonesDeleted.count) deleted at the source")
         lines.append("  pages       \(t.pages.grouped)")
-        lines.append("  records     \(t.upserts.grouped) upserted, \(t.tombstones.grouped) tombstoned, \(t.rejects.grouped) rejected, \(t.skipped.grouped) skipped (unmapped type)")
+        lines.append(
+            "  records     \(t.upserts.grouped) upserted, \(t.tombstones.grouped) tombstoned, \(t.rejects.grouped) rejected, \(t.skipped.grouped) skipped (unmapped type)"
+        )
         if t.swept > 0 { lines.append("  resync      \(t.swept.grouped) rows no longer at the source were tombstoned") }
         lines.append("  throughput  \(Int(s.recordsPerSecond).grouped) records/s")
         if s.throttledSeconds > 0 {
@@ -141,7 +149,9 @@ struct RunCommand: AsyncParsableCommand {
             lines.append("Query it:    zonefeed psql \(pipelineFile) -c 'SELECT count(*) FROM \(view)'")
         }
         if t.rejects > 0 {
-            lines.append("Rejects:     zonefeed psql \(pipelineFile) -c 'SELECT record_name, error FROM \(sqlName(pipeline.postgres.schema)).zonefeed_rejects ORDER BY id DESC LIMIT 20'")
+            lines.append(
+                "Rejects:     zonefeed psql \(pipelineFile) -c 'SELECT record_name, error FROM \(sqlName(pipeline.postgres.schema)).zonefeed_rejects ORDER BY id DESC LIMIT 20'"
+            )
         }
         return lines.joined(separator: "\n")
     }
@@ -150,7 +160,8 @@ struct RunCommand: AsyncParsableCommand {
 /// An identifier as it must be written in the hint's SQL: bare when PostgreSQL would read it
 /// unchanged, double-quoted otherwise.
 func sqlName(_ name: String) -> String {
-    let plain = name.first.map { $0.isLowercase || $0 == "_" } == true
+    let plain =
+        name.first.map { $0.isLowercase || $0 == "_" } == true
         && name.allSatisfy { ($0.isLowercase || $0.isNumber || $0 == "_") && $0.isASCII }
     return plain ? name : "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
 }

@@ -42,8 +42,10 @@ struct StatusCommand: AsyncParsableCommand {
         print("")
         var runs = [["run", "status", "started", "finished", "pages", "upserts", "tombstones", "rejects", "throttled", "error"]]
         for r in status.runs {
-            runs.append([String(r.runID), r.status, r.startedAt, r.finishedAt ?? "", Int(r.pages).grouped, Int(r.upserts).grouped,
-                         Int(r.tombstones).grouped, Int(r.rejects).grouped, String(format: "%.1f s", r.throttledSeconds), r.error ?? ""])
+            runs.append([
+                String(r.runID), r.status, r.startedAt, r.finishedAt ?? "", Int(r.pages).grouped, Int(r.upserts).grouped,
+                Int(r.tombstones).grouped, Int(r.rejects).grouped, String(format: "%.1f s", r.throttledSeconds), r.error ?? "",
+            ])
         }
         print(Self.table(runs))
     }

@@ -10,7 +10,9 @@ struct ZoneFeedCommand: AsyncParsableCommand {
             Exit codes: 0 success (including nothing to do); 1 the run failed; 2 usage or \
             pipeline-file error; 3 authentication needs a person; 130/143 interrupted.
             """,
-        subcommands: [RunCommand.self, StatusCommand.self, ResetCommand.self, ValidateCommand.self, PsqlCommand.self, FakeServerCommand.self, BenchCommand.self]
+        subcommands: [
+            RunCommand.self, StatusCommand.self, ResetCommand.self, ValidateCommand.self, PsqlCommand.self, FakeServerCommand.self, BenchCommand.self,
+        ]
     )
 
     /// ArgumentParser's own usage errors exit 64; zonefeed's contract says 2.

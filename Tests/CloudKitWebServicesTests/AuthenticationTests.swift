@@ -43,8 +43,9 @@ import Testing
 
         let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").map(String.init)
         #expect(lines.first == Secrets.rotatedToken, "the newest token first")
-        #expect(lines.dropFirst().allSatisfy { $0.hasPrefix("earlier=") || $0.hasPrefix("configured-token-sha256=") || $0.hasPrefix("requests=") },
-                "then only the file's keyed lines: \(lines.count) lines")
+        #expect(
+            lines.dropFirst().allSatisfy { $0.hasPrefix("earlier=") || $0.hasPrefix("configured-token-sha256=") || $0.hasPrefix("requests=") },
+            "then only the file's keyed lines: \(lines.count) lines")
         #expect(!lines.contains(Secrets.webAuthToken), "the refused configured token is not kept")
         let mode = try #require(try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? NSNumber)
         #expect(mode.intValue & 0o777 == 0o600)
@@ -91,7 +92,9 @@ import Testing
             #expect(error.httpStatus == 401)
             #expect(error.isAuthenticationFailure)
             let text = error.description
-            #expect(text.contains("web auth token rejected (AUTHENTICATION_FAILED): sign in again and set CLOUDKIT_WEB_AUTH_TOKEN (see README: obtaining a web auth token)"))
+            #expect(
+                text.contains(
+                    "web auth token rejected (AUTHENTICATION_FAILED): sign in again and set CLOUDKIT_WEB_AUTH_TOKEN (see README: obtaining a web auth token)"))
             #expect(Secrets.leaked(in: text).isEmpty, "\(text)")
             #expect(!text.contains("ckAPIToken") && !text.contains("?"))
         }
@@ -100,7 +103,10 @@ import Testing
 
     @Test func signInRequiredKeepsTheRedirectURLOutOfTheText() async throws {
         try await withServer { server, client in
-            server.enqueue(.json(421, #"{"uuid":"u","serverErrorCode":"AUTHENTICATION_REQUIRED","reason":"sign in","redirectURL":"https://idmsa.example.invalid/login?x=1"}"#))
+            server.enqueue(
+                .json(
+                    421, #"{"uuid":"u","serverErrorCode":"AUTHENTICATION_REQUIRED","reason":"sign in","redirectURL":"https://idmsa.example.invalid/login?x=1"}"#
+                ))
             let error = try await #require(throws: CloudKitError.self) { _ = try await client.caller() }
             #expect(error.code == .authenticationRequired)
             #expect(error.redirectURL == "https://idmsa.example.invalid/login?x=1")
@@ -114,11 +120,14 @@ import Testing
         let logs = LogRecorder()
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        try await withServer(logs: logs, configure: {
-            $0.webAuthTokenFile = folder + "/token"
-            $0.maxResponseBytes = 200
-            $0.retry.maxAttempts = 2
-        }) { server, client in
+        try await withServer(
+            logs: logs,
+            configure: {
+                $0.webAuthTokenFile = folder + "/token"
+                $0.maxResponseBytes = 200
+                $0.retry.maxAttempts = 2
+            }
+        ) { server, client in
             let rotate = [("X-Apple-CloudKit-Web-Auth-Token", Secrets.rotatedToken)]
             let replies: [CannedServer.Reply] = [
                 .error(400, code: "BAD_REQUEST", reason: "bad \(Secrets.apiToken)", headers: rotate),

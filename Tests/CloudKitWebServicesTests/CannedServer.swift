@@ -116,7 +116,8 @@ final class CannedServer: Sendable {
                 case .respond(let status, let extra, let bytes):
                     var headers = HTTPHeaders(extra)
                     headers.replaceOrAdd(name: "Content-Length", value: "\(bytes.count)")
-                    context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .init(statusCode: status), headers: headers))), promise: nil)
+                    context.write(
+                        wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .init(statusCode: status), headers: headers))), promise: nil)
                     context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: bytes)))), promise: nil)
                     context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
                 case .cutShort(let declared, let bytes):

@@ -177,10 +177,13 @@ import ZoneFeedCloudKit
         try await withSource { server, source in
             // The page's own token comes first; a record's asset holds members of the same names
             // near the end, where the token is looked for before the page is decoded.
-            server.enqueue(.json(200, #"""
-                {"syncToken":"t2","moreComing":true,"records":[{"recordName":"r","recordType":"Note",
-                 "fields":{"f":{"value":{"syncToken":"nested","moreComing":false},"type":"ASSETID"}}}]}
-                """#))
+            server.enqueue(
+                .json(
+                    200,
+                    #"""
+                    {"syncToken":"t2","moreComing":true,"records":[{"recordName":"r","recordType":"Note",
+                     "fields":{"f":{"value":{"syncToken":"nested","moreComing":false},"type":"ASSETID"}}}]}
+                    """#))
             server.enqueue(Self.page("b", next: "t3", moreComing: false))
             let first = try await source.fetchZoneChanges(in: zone, since: ChangeToken("t1"))
             #expect(first.syncToken == ChangeToken("t2"))
@@ -205,20 +208,24 @@ import ZoneFeedCloudKit
 
     @Test func databaseFeedBecomesModifiedAndDeletedZones() async throws {
         try await withSource { server, source in
-            server.enqueue(.json(200, #"""
-                {"zones":[{"zoneID":{"zoneName":"A","ownerRecordName":"_o"}},
-                          {"zoneID":{"zoneName":"B","ownerRecordName":"_o"},"deleted":true},
-                          {"zoneID":{"zoneName":"C","ownerRecordName":"_o"},"purged":true},
-                          {"zoneID":{"zoneName":"D","ownerRecordName":"_o"},"encryptedDataReset":true}],
-                 "syncToken":"db-1","moreComing":null}
-                """#))
+            server.enqueue(
+                .json(
+                    200,
+                    #"""
+                    {"zones":[{"zoneID":{"zoneName":"A","ownerRecordName":"_o"}},
+                              {"zoneID":{"zoneName":"B","ownerRecordName":"_o"},"deleted":true},
+                              {"zoneID":{"zoneName":"C","ownerRecordName":"_o"},"purged":true},
+                              {"zoneID":{"zoneName":"D","ownerRecordName":"_o"},"encryptedDataReset":true}],
+                     "syncToken":"db-1","moreComing":null}
+                    """#))
             let page = try await source.fetchDatabaseChanges(since: nil)
             #expect(page.modifiedZones == [ZoneID(zoneName: "A", ownerRecordName: "_o")])
-            #expect(page.deletedZones == [
-                ZoneDeletion(zoneID: ZoneID(zoneName: "B", ownerRecordName: "_o"), reason: .deleted),
-                ZoneDeletion(zoneID: ZoneID(zoneName: "C", ownerRecordName: "_o"), reason: .purged),
-                ZoneDeletion(zoneID: ZoneID(zoneName: "D", ownerRecordName: "_o"), reason: .encryptedDataReset),
-            ])
+            #expect(
+                page.deletedZones == [
+                    ZoneDeletion(zoneID: ZoneID(zoneName: "B", ownerRecordName: "_o"), reason: .deleted),
+                    ZoneDeletion(zoneID: ZoneID(zoneName: "C", ownerRecordName: "_o"), reason: .purged),
+                    ZoneDeletion(zoneID: ZoneID(zoneName: "D", ownerRecordName: "_o"), reason: .encryptedDataReset),
+                ])
             #expect(page.syncToken == ChangeToken("db-1"))
             #expect(!page.moreComing)
         }

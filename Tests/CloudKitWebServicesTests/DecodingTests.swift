@@ -89,29 +89,36 @@ import Testing
             #expect(first.method == .POST)
             #expect(first.path == "/database/1/iCloud.com.example.notes/development/private/records/changes")
             let body = try JSONDecoder().decode(JSONValue.self, from: Data(first.body))
-            #expect(body == .object([
-                "zoneID": .object(["zoneName": .string("Notes")]),
-                "resultsLimit": .int(50), "desiredKeys": .array([.string("title")]),
-            ]), "no syncToken key on a first fetch; the default owner is left to the server")
+            #expect(
+                body
+                    == .object([
+                        "zoneID": .object(["zoneName": .string("Notes")]),
+                        "resultsLimit": .int(50), "desiredKeys": .array([.string("title")]),
+                    ]), "no syncToken key on a first fetch; the default owner is left to the server")
 
             let second = try JSONDecoder().decode(JSONValue.self, from: Data(server.requests[1].body))
-            #expect(second == .object([
-                "zoneID": .object(["zoneName": .string("Notes"), "ownerRecordName": .string("_bob")]),
-                "syncToken": .string("tok/1"),
-            ]))
+            #expect(
+                second
+                    == .object([
+                        "zoneID": .object(["zoneName": .string("Notes"), "ownerRecordName": .string("_bob")]),
+                        "syncToken": .string("tok/1"),
+                    ]))
         }
     }
 
     @Test func databaseFeedReportsDeletedPurgedAndResetZones() async throws {
         try await withServer { server, client in
-            server.enqueue(.json(200, #"""
-                {"zones":[
-                  {"zoneID":{"zoneName":"A","ownerRecordName":"_o","zoneType":"REGULAR_CUSTOM_ZONE"}},
-                  {"zoneID":{"zoneName":"B","ownerRecordName":"_o"},"deleted":true},
-                  {"zoneID":{"zoneName":"C","ownerRecordName":"_o"},"purged":true},
-                  {"zoneID":{"zoneName":"D","ownerRecordName":"_o"},"encryptedDataReset":true}
-                ],"syncToken":"db-2","moreComing":true}
-                """#))
+            server.enqueue(
+                .json(
+                    200,
+                    #"""
+                    {"zones":[
+                      {"zoneID":{"zoneName":"A","ownerRecordName":"_o","zoneType":"REGULAR_CUSTOM_ZONE"}},
+                      {"zoneID":{"zoneName":"B","ownerRecordName":"_o"},"deleted":true},
+                      {"zoneID":{"zoneName":"C","ownerRecordName":"_o"},"purged":true},
+                      {"zoneID":{"zoneName":"D","ownerRecordName":"_o"},"encryptedDataReset":true}
+                    ],"syncToken":"db-2","moreComing":true}
+                    """#))
             let page = try await client.fetchDatabaseChanges(syncToken: "db-1")
             #expect(page.syncToken == "db-2")
             #expect(page.moreComing)
@@ -128,7 +135,8 @@ import Testing
     @Test func callerIsReadFromTheUsersListOrAFlatIdentity() async throws {
         try await withServer { server, client in
             server.enqueue(
-                .json(200, #"{"users":[{"userRecordName":"_alice","nameComponents":{"givenName":"Alice"},"lookupInfo":{"emailAddress":"a@example.invalid"}}]}"#),
+                .json(
+                    200, #"{"users":[{"userRecordName":"_alice","nameComponents":{"givenName":"Alice"},"lookupInfo":{"emailAddress":"a@example.invalid"}}]}"#),
                 .json(200, #"{"userRecordName":"_bob","firstName":"Bob"}"#))
             let alice = try await client.caller()
             #expect(alice == UserIdentity(userRecordName: "_alice", givenName: "Alice", emailAddress: "a@example.invalid"))
@@ -141,16 +149,20 @@ import Testing
 
     @Test func zoneListKeepsZonesAndTheirTokens() async throws {
         try await withServer { server, client in
-            server.enqueue(.json(200, #"""
-                {"zones":[{"zoneID":{"zoneName":"_defaultZone","ownerRecordName":"_o"}},
-                          {"zoneID":{"zoneName":"Notes","ownerRecordName":"_o"},"syncToken":"now","atomic":true},
-                          {"zoneID":{"zoneName":"Broken"},"serverErrorCode":"ACCESS_DENIED","reason":"no"}]}
-                """#))
+            server.enqueue(
+                .json(
+                    200,
+                    #"""
+                    {"zones":[{"zoneID":{"zoneName":"_defaultZone","ownerRecordName":"_o"}},
+                              {"zoneID":{"zoneName":"Notes","ownerRecordName":"_o"},"syncToken":"now","atomic":true},
+                              {"zoneID":{"zoneName":"Broken"},"serverErrorCode":"ACCESS_DENIED","reason":"no"}]}
+                    """#))
             let zones = try await client.listZones()
-            #expect(zones == [
-                ZoneInfo(zoneID: ZoneID(zoneName: "_defaultZone", ownerRecordName: "_o")),
-                ZoneInfo(zoneID: ZoneID(zoneName: "Notes", ownerRecordName: "_o"), syncToken: "now", atomic: true),
-            ])
+            #expect(
+                zones == [
+                    ZoneInfo(zoneID: ZoneID(zoneName: "_defaultZone", ownerRecordName: "_o")),
+                    ZoneInfo(zoneID: ZoneID(zoneName: "Notes", ownerRecordName: "_o"), syncToken: "now", atomic: true),
+                ])
             #expect(server.requests.first?.method == .GET)
             #expect(server.requests.first?.path.hasSuffix("/private/zones/list") == true)
         }

@@ -1,9 +1,10 @@
 import CloudKitModel
-@testable import CloudKitWebServices
 import FakeCloudKit
 import Foundation
 import Testing
 import ZoneFeed
+
+@testable import CloudKitWebServices
 
 /// Change pages are decoded by `JSONReader` on the hot path; everything else still goes through
 /// `JSONDecoder`. The two must read every page the same way.

@@ -1,5 +1,6 @@
-@testable import CloudKitWebServices
 import Testing
+
+@testable import CloudKitWebServices
 
 /// Throttling pauses every request of the client and halves how many may be in flight;
 /// successes grow it back one at a time.

@@ -1,7 +1,8 @@
-@testable import CloudKitWebServices
 import Foundation
 import Logging
 import Testing
+
+@testable import CloudKitWebServices
 
 /// A token reaches the file as it arrives, and every request carries the newest token once the
 /// file has it; fsyncs are batched, since only a power loss can take back what reached the page

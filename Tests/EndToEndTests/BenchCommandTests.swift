@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 /// The benchmark's figures are never asserted (they depend on the machine); what it must do is
 /// run every phase on the records it was given and report them in the keys the README names.
@@ -14,7 +14,9 @@ import TestSupport
             "--wan-latency", "40", "--database-url", try await TestDatabase.connectionString(), "--json", json,
         ])
         #expect(output.status == 0, "\(output.stderr)")
-        for phase in ["ceiling (COPY, 1 session)", "ceiling (COPY, 3 sessions)", "in-process run", "over HTTP", "over a WAN (40 ms, 8 zones)", "incremental no-op run"] {
+        for phase in [
+            "ceiling (COPY, 1 session)", "ceiling (COPY, 3 sessions)", "in-process run", "over HTTP", "over a WAN (40 ms, 8 zones)", "incremental no-op run",
+        ] {
             #expect(output.stdout.contains(phase), "the table has a line for \(phase): \(output.stdout)")
         }
 

@@ -2,8 +2,8 @@ import CloudKitModel
 import FakeCloudKit
 import Foundation
 import LibPQ
-import Testing
 import TestSupport
+import Testing
 import ZoneFeed
 
 /// The real CloudKit client, in the built binary, against `zonefeed fake-server` over loopback,
@@ -42,9 +42,14 @@ import ZoneFeed
 
         /// Adds a Tag record to a zone at the server; `hasRow` finds it after a run.
         func addTag(_ name: String, to zone: String) async throws {
-            try await server.admin("records/add", ["zone": zone, "records": try FakeServerProcess.wire([
-                Record(recordName: name, recordType: "Tag", recordChangeTag: "\(name)-1", fields: [:]),
-            ])])
+            try await server.admin(
+                "records/add",
+                [
+                    "zone": zone,
+                    "records": try FakeServerProcess.wire([
+                        Record(recordName: name, recordType: "Tag", recordChangeTag: "\(name)-1", fields: [:])
+                    ]),
+                ])
         }
 
         func hasRow(_ name: String, in zone: String) throws -> Bool {
@@ -115,15 +120,20 @@ import ZoneFeed
         #expect(second.status == 0, "\(second.stderr)")
         #expect(second.stdout.contains("2 upserted, 1 tombstoned"), "\(second.stdout)")
         let row = try Connection.withConnection(s.p.url) { c in
-            try c.query("""
+            try c.query(
+                """
                 SELECT title, word_count::text, rating::text, (extract(epoch FROM edited_at) * 1000)::bigint::text, encode(thumbnail, 'hex'),
                        folder, attachment->>'size', place->>'latitude', array_to_string(tags, '|'), array_to_string(counts, ','),
                        array_to_string(chunks, ','), array_to_string(related_notes, ','), fields->'mystery'->>'type'
                 FROM \(quoteIdentifier(s.p.schema)).notes WHERE record_name = 'FRESH-1'
-                """).rows.first.map(Array.init)
+                """
+            ).rows.first.map(Array.init)
         }
-        #expect(row == ["naïve café 日本語", "9007199254740993", "-2.5", "-62135596800000", "00010203", "FOLDER-1", "12", "1.5",
-                        "a|b\"c", "-9223372036854775808,9223372036854775807", "\\xff", "R-9", "FUTURE_TYPE"])
+        #expect(
+            row == [
+                "naïve café 日本語", "9007199254740993", "-2.5", "-62135596800000", "00010203", "FOLDER-1", "12", "1.5",
+                "a|b\"c", "-9223372036854775808,9223372036854775807", "\\xff", "R-9", "FUTURE_TYPE",
+            ])
         let after = try DestinationSnapshot.read(s.p)
         let key = ExpectedState.Key(zoneName: "Zone01", recordName: updated.recordName)
         #expect(after.rows[key]?.changeTag == "updated-1")
@@ -247,7 +257,8 @@ import ZoneFeed
         let retirement = environment["ZONEFEED_TEST_TOKEN_RETIREMENT"] ?? "use"
         let s = try await Setup(
             "httpcrash", fake: FakeSettings(seed: 67, zones: 4, recordsPerZone: max(6_000, wanted * 800)),
-            server: FakeServerProcess.strict + ["--token-retirement", retirement]) { $0.commitEvery = 400 }
+            server: FakeServerProcess.strict + ["--token-retirement", retirement]
+        ) { $0.commitEvery = 400 }
         defer { s.stop() }
         var kills = 0
         var applied = 0
@@ -268,7 +279,9 @@ import ZoneFeed
             try await s.p.waitForSessionsToEnd()
         }
         let final = try s.run()
-        print("killed \(kills) of \(wanted) runs at random moments (token retirement on \(retirement)); \(lockedOut.count) locked out; final run exit \(final.status)")
+        print(
+            "killed \(kills) of \(wanted) runs at random moments (token retirement on \(retirement)); \(lockedOut.count) locked out; final run exit \(final.status)"
+        )
         #expect(lockedOut == [], "a run was locked out")
         #expect(final.status == 0, "\(final.stderr)")
         #expect(kills >= wanted / 2, "most runs were killed rather than finished")
@@ -320,7 +333,8 @@ import ZoneFeed
         // A window wide enough for the requests in flight, and 50 ms of latency.
         let s = try await Setup(
             "inflight", fake: FakeSettings(seed: 73, zones: 8, recordsPerZone: 1_000),
-            server: ["--token-window", "64", "--latency", "50,10"]) { $0.maxConcurrentRequests = 8 }
+            server: ["--token-window", "64", "--latency", "50,10"]
+        ) { $0.maxConcurrentRequests = 8 }
         defer { s.stop() }
         let output = try s.run()
         #expect(output.status == 0, "\(output.stderr)")
@@ -334,7 +348,8 @@ import ZoneFeed
     @Test func aServerThatThrottlesPastTwoRequestsInFlightGetsAboutTwo() async throws {
         let s = try await Setup(
             "inflightcap", fake: FakeSettings(seed: 75, zones: 8, recordsPerZone: 800),
-            server: ["--token-window", "64", "--latency", "20,5", "--max-in-flight", "2"]) { $0.maxConcurrentRequests = 8 }
+            server: ["--token-window", "64", "--latency", "20,5", "--max-in-flight", "2"]
+        ) { $0.maxConcurrentRequests = 8 }
         defer { s.stop() }
         let output = try s.run()
         #expect(output.status == 0, "\(output.stderr)")

@@ -1,8 +1,8 @@
 import FakeCloudKit
 import Foundation
 import LibPQ
-import Testing
 import TestSupport
+import Testing
 import ZoneFeed
 
 @Suite struct CrashResumeTests {

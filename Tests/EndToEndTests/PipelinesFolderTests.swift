@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 import ZoneFeed
 
 /// The examples are part of the product: every file in pipelines/ validates, and the demo runs.

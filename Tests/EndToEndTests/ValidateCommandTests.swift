@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 @Suite struct ValidateCommandTests {
     /// `zonefeed validate` on PRODUCT.md's example: the plan a person reads before a first run,

@@ -97,10 +97,12 @@ import Testing
             #expect(deletion["deleted"]?.boolValue == true)
 
             // desiredKeys filters the fields; resultsLimit caps the page.
-            let filtered = try await server.cloudKit("records/changes", body: .object([
-                "zoneID": .object(["zoneName": .string("Zone02")]), "syncToken": .string(backfill.token),
-                "desiredKeys": .array([.string("title")]), "resultsLimit": .int(1),
-            ]))
+            let filtered = try await server.cloudKit(
+                "records/changes",
+                body: .object([
+                    "zoneID": .object(["zoneName": .string("Zone02")]), "syncToken": .string(backfill.token),
+                    "desiredKeys": .array([.string("title")]), "resultsLimit": .int(1),
+                ]))
             let page = try #require(filtered.json)
             #expect(page["records"]?.arrayValue?.count == 1)
             #expect(page["records"]?.arrayValue?.first?["fields"]?.objectKeys == ["title"])
@@ -121,10 +123,17 @@ import Testing
             let target = before.entries[5]
             let name = try #require(target["recordName"]?.stringValue)
             // No `created`: the server takes the live record's.
-            try await server.admin("records/add", .object(["zone": .string("Zone01"), "records": .array([
-                .object(["recordName": .string(name), "recordType": .string("Note"),
-                         "fields": .object(["title": .object(["value": .string("edited"), "type": .string("STRING")])])]),
-            ])]))
+            try await server.admin(
+                "records/add",
+                .object([
+                    "zone": .string("Zone01"),
+                    "records": .array([
+                        .object([
+                            "recordName": .string(name), "recordType": .string("Note"),
+                            "fields": .object(["title": .object(["value": .string("edited"), "type": .string("STRING")])]),
+                        ])
+                    ]),
+                ]))
             let after = try await server.fetchAll(zone: "Zone01", resultsLimit: 3)
             #expect(after.entries.map { $0["recordName"] } == before.entries.map { $0["recordName"] }, "an update keeps the record's place")
             #expect(after.entries[5]["created"] == target["created"])
@@ -158,7 +167,8 @@ import Testing
             #expect(stillGood.json?["zones"]?.arrayValue?.count == 2)
 
             // A `+` sent unencoded reads as a space, as on a real server.
-            let unencoded = try await server.send(server.url(database: "public", operation: "users/caller", webAuthToken: next, encodeToken: false), method: "GET")
+            let unencoded = try await server.send(
+                server.url(database: "public", operation: "users/caller", webAuthToken: next, encodeToken: false), method: "GET")
             #expect(unencoded.status == 401)
 
             try await server.admin("auth/revoke", .object(["all": .bool(true)]))
@@ -182,7 +192,8 @@ import Testing
             #expect(failed.status == 401)
             #expect(failed.json?["serverErrorCode"]?.stringValue == "AUTHENTICATION_FAILED")
 
-            let badAPIToken = try await server.send(server.url(database: "private", operation: "zones/list", webAuthToken: Harness.initialWebToken, apiToken: "wrong"), method: "GET")
+            let badAPIToken = try await server.send(
+                server.url(database: "private", operation: "zones/list", webAuthToken: Harness.initialWebToken, apiToken: "wrong"), method: "GET")
             #expect(badAPIToken.status == 401)
         }
     }
@@ -261,7 +272,8 @@ import Testing
     @Test func injectedFailuresThrottlingAndGarbage() async throws {
         try await Harness.with { server in
             let body: JSONValue = .object(["zoneID": .object(["zoneName": .string("Zone01")]), "resultsLimit": .int(3)])
-            try await server.admin("faults/fail", .object(["count": .int(2), "status": .int(503), "retryAfter": .double(0.2), "pathSuffix": .string("records/changes")]))
+            try await server.admin(
+                "faults/fail", .object(["count": .int(2), "status": .int(503), "retryAfter": .double(0.2), "pathSuffix": .string("records/changes")]))
             // The fault is for records/changes only.
             #expect(try await server.cloudKit("zones/list", method: "GET").status == 200)
             for _ in 0..<2 {
@@ -317,12 +329,14 @@ import Testing
             let caller = try await server.cloudKit("users/caller", database: "public", method: "GET")
             #expect(caller.json?["users"]?.arrayValue?.first?["userRecordName"]?.stringValue == "_someoneElse")
 
-            let publicFeed = try await server.cloudKit("records/changes", database: "public", body: .object(["zoneID": .object(["zoneName": .string("Zone01")])]))
+            let publicFeed = try await server.cloudKit(
+                "records/changes", database: "public", body: .object(["zoneID": .object(["zoneName": .string("Zone01")])]))
             #expect(publicFeed.status == 400)
             let unknownDatabase = try await server.cloudKit("zones/list", database: "other", method: "GET")
             #expect(unknownDatabase.status == 400)
             #expect(unknownDatabase.json?["serverErrorCode"]?.stringValue == "BAD_REQUEST")
-            let tooMany = try await server.cloudKit("records/changes", body: .object(["zoneID": .object(["zoneName": .string("Zone01")]), "resultsLimit": .int(201)]))
+            let tooMany = try await server.cloudKit(
+                "records/changes", body: .object(["zoneID": .object(["zoneName": .string("Zone01")]), "resultsLimit": .int(201)]))
             #expect(tooMany.status == 400)
             let shared = try await server.cloudKit("changes/database", database: "shared", body: .object([:]))
             #expect(shared.json?["zones"]?.arrayValue?.isEmpty == true)

@@ -1,9 +1,9 @@
 import AsyncHTTPClient
 import CloudKitModel
+import FakeCloudKit
 import FakeCloudKitServer
 import Foundation
 import Logging
-import FakeCloudKit
 
 /// A fake server on a free loopback port for one test, and a small client for it.
 struct FakeServerHarness: Sendable {
@@ -14,7 +14,9 @@ struct FakeServerHarness: Sendable {
     static let apiToken = "test-api-token"
     static let initialWebToken = "initial+web/auth=token"
 
-    static func configuration(settings: FakeSettings = FakeSettings(seed: 7, zones: 2, recordsPerZone: 300, pageSize: 50), scenarioFile: String? = nil) -> FakeCloudKitServer.Configuration {
+    static func configuration(settings: FakeSettings = FakeSettings(seed: 7, zones: 2, recordsPerZone: 300, pageSize: 50), scenarioFile: String? = nil)
+        -> FakeCloudKitServer.Configuration
+    {
         FakeCloudKitServer.Configuration(settings: settings, scenarioFile: scenarioFile, apiToken: apiToken, webAuthTokens: [initialWebToken])
     }
 

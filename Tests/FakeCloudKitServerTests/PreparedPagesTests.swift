@@ -58,8 +58,10 @@ import Testing
                         pages.append(answer.bytes)
                         // The token and moreComing end the body: read from there, not by decoding it whole.
                         let (next, more) = answer.bytes.withUnsafeBufferPointer { body in
-                            (JSONReader.lastMember("syncToken", in: body) { try $0.readString() },
-                             JSONReader.lastMember("moreComing", in: body) { try $0.readBool() })
+                            (
+                                JSONReader.lastMember("syncToken", in: body) { try $0.readString() },
+                                JSONReader.lastMember("moreComing", in: body) { try $0.readBool() }
+                            )
                         }
                         token = more == true ? next : nil
                     } while token != nil
@@ -73,4 +75,3 @@ import Testing
         return (bodies.withLock { $0 }, served.withLock { $0 })
     }
 }
-

@@ -1,8 +1,8 @@
 import CloudKitModel
+import FakeCloudKit
 import FakeCloudKitServer
 import Foundation
 import Testing
-import FakeCloudKit
 
 private typealias Harness = FakeServerHarness
 

@@ -1,6 +1,6 @@
 import LibPQ
-import Testing
 import TestSupport
+import Testing
 
 @Suite struct ConnectionTests {
     @Test func parametersTravelAsValuesNeverAsSQL() async throws {
@@ -44,16 +44,25 @@ import TestSupport
             buffer.append(double: -0.5)
             buffer.append(timestampMicroseconds: 0)
             buffer.append(jsonb: Array(#"{"k": [1, 2]}"#.utf8))
-            buffer.appendArray(elementOID: BinaryCopyBuffer.OID.int8, count: 2) { $0.append(bigint: Int64.max); $0.append(bigint: 1) }
-            buffer.appendInt32(12); buffer.appendInt32(0); buffer.appendInt32(0); buffer.appendInt32(BinaryCopyBuffer.OID.text)
+            buffer.appendArray(elementOID: BinaryCopyBuffer.OID.int8, count: 2) {
+                $0.append(bigint: Int64.max)
+                $0.append(bigint: 1)
+            }
+            buffer.appendInt32(12)
+            buffer.appendInt32(0)
+            buffer.appendInt32(0)
+            buffer.appendInt32(BinaryCopyBuffer.OID.text)
             buffer.appendNull()
             buffer.finish()
             let bytes = buffer.bytes
             let rows = try c.copyIn("COPY \(table) FROM STDIN (FORMAT binary)") { try $0.write(bytes) }
             #expect(rows == 1)
             let r = try c.query("SELECT t, b::text, d::text, ts AT TIME ZONE 'UTC', j::text, a::text, e::text, n FROM \(table)").rows[0]
-            #expect(Array(r) == ["zoë \"quoted\" \\ tab\t", "-9223372036854775808", "-0.5", "2000-01-01 00:00:00", #"{"k": [1, 2]}"#,
-                          "{9223372036854775807,1}", "{}", nil])
+            #expect(
+                Array(r) == [
+                    "zoë \"quoted\" \\ tab\t", "-9223372036854775808", "-0.5", "2000-01-01 00:00:00", #"{"k": [1, 2]}"#,
+                    "{9223372036854775807,1}", "{}", nil,
+                ])
         }
     }
 }

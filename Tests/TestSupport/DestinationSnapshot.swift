@@ -32,11 +32,15 @@ public struct DestinationSnapshot {
                     snapshot.rows[ExpectedState.Key(zoneName: r[0]!, recordName: r[1]!)] = Row(recordType: r[2]!, changeTag: r[3], deleted: r[4] == "t")
                 }
             }
-            let sums = try c.query("""
+            let sums = try c.query(
+                """
                 SELECT coalesce(sum(pages),0), coalesce(sum(upserts),0), coalesce(sum(tombstones),0), coalesce(sum(rejects),0), coalesce(sum(skipped),0)
                 FROM \(schema).zonefeed_runs WHERE pipeline = $1
-                """, [p.name]).rows[0].map { Int($0!)! }
-            (snapshot.runPages, snapshot.runUpserts, snapshot.runTombstones, snapshot.runRejects, snapshot.runSkipped) = (sums[0], sums[1], sums[2], sums[3], sums[4])
+                """, [p.name]
+            ).rows[0].map { Int($0!)! }
+            (snapshot.runPages, snapshot.runUpserts, snapshot.runTombstones, snapshot.runRejects, snapshot.runSkipped) = (
+                sums[0], sums[1], sums[2], sums[3], sums[4]
+            )
             for r in try c.query("SELECT reason, count(*) FROM \(schema).zonefeed_tombstones WHERE pipeline = $1 GROUP BY 1", [p.name]).rows {
                 snapshot.tombstonesByReason[r[0]!] = Int(r[1]!)!
             }
@@ -65,7 +69,8 @@ public struct DestinationSnapshot {
 public enum NoteColumns {
     public static func differences(_ p: FakePipeline, expected: ExpectedState, limit: Int = 10) throws -> [String] {
         try Connection.withConnection(p.url) { c in
-            let rows = try c.query("""
+            let rows = try c.query(
+                """
                 SELECT zone_name, record_name, title, body, word_count::text, rating::text,
                        (extract(epoch FROM edited_at) * 1000)::bigint::text,
                        replace(encode(thumbnail, 'base64'), E'\\n', ''), folder, attachment::text, place::text,
@@ -76,7 +81,8 @@ public enum NoteColumns {
                        (extract(epoch FROM created_at) * 1000)::bigint::text, (extract(epoch FROM modified_at) * 1000)::bigint::text,
                        created_by, modified_by
                 FROM \(quoteIdentifier(p.schema)).notes
-                """).rows
+                """
+            ).rows
             var out: [String] = []
             for r in rows {
                 let key = ExpectedState.Key(zoneName: r[0]!, recordName: r[1]!)
@@ -98,12 +104,18 @@ public enum NoteColumns {
                 check("scores", sameJSON(r[13], f["scores"]?.json))
                 check("reminders", sameJSON(r[14], listOrNil(f["reminders"])))
                 check("chunks", sameJSON(r[15], listOrNil(f["chunks"])))
-                check("related_notes", sameJSON(r[16], f["related"].map { v -> JSONValue in
-                    guard case .list(_, let items) = v else { return .null }
-                    return .array(items.map { .string(referenceName($0) ?? "") })
-                }))
-                let mapped: Set = ["title", "body", "wordCount", "rating", "editedAt", "thumbnail", "folder", "attachment", "place",
-                                   "tags", "counts", "scores", "reminders", "chunks", "related"]
+                check(
+                    "related_notes",
+                    sameJSON(
+                        r[16],
+                        f["related"].map { v -> JSONValue in
+                            guard case .list(_, let items) = v else { return .null }
+                            return .array(items.map { .string(referenceName($0) ?? "") })
+                        }))
+                let mapped: Set = [
+                    "title", "body", "wordCount", "rating", "editedAt", "thumbnail", "folder", "attachment", "place",
+                    "tags", "counts", "scores", "reminders", "chunks", "related",
+                ]
                 let unmapped = JSONValue.object(f.filter { !mapped.contains($0.key) }.mapValues { .object(["type": .string($0.typeTag), "value": $0.json]) })
                 check("fields", sameJSON(r[17], unmapped))
                 check("created_at", r[18].flatMap { Int64($0) } == record.created?.timestamp)
@@ -117,11 +129,26 @@ public enum NoteColumns {
         }
     }
 
-    static func string(_ v: FieldValue) -> String? { if case .string(let s) = v { return s }; return nil }
-    static func int64(_ v: FieldValue) -> Int64? { if case .int64(let i) = v { return i }; return nil }
-    static func timestamp(_ v: FieldValue) -> Int64? { if case .timestamp(let i) = v { return i }; return nil }
-    static func bytes(_ v: FieldValue) -> String? { if case .bytes(let b) = v { return b }; return nil }
-    static func referenceName(_ v: FieldValue) -> String? { if case .reference(let r) = v { return r.recordName }; return nil }
+    static func string(_ v: FieldValue) -> String? {
+        if case .string(let s) = v { return s }
+        return nil
+    }
+    static func int64(_ v: FieldValue) -> Int64? {
+        if case .int64(let i) = v { return i }
+        return nil
+    }
+    static func timestamp(_ v: FieldValue) -> Int64? {
+        if case .timestamp(let i) = v { return i }
+        return nil
+    }
+    static func bytes(_ v: FieldValue) -> String? {
+        if case .bytes(let b) = v { return b }
+        return nil
+    }
+    static func referenceName(_ v: FieldValue) -> String? {
+        if case .reference(let r) = v { return r.recordName }
+        return nil
+    }
 
     /// PostgreSQL's json_agg of an empty set is NULL; an empty list is an empty array.
     static func listOrNil(_ v: FieldValue?) -> JSONValue? {

@@ -62,29 +62,30 @@ public struct FakePipeline: Sendable {
         if mappedTypes.contains("Note") { types += "  Note:\n    table: notes\n    fields:\n\(Self.noteFields)\n" }
         if mappedTypes.contains("Folder") { types += "  Folder:\n    table: folders\n    fields:\n      name: text\n      color: bigint\n      parent: text\n" }
         if mappedTypes.contains("Tag") { types += "  Tag:\n    table: tags\n" }
-        let source = serverURL.map { url in
-            """
-              cloudkit:
-                baseURL: \(url)
-                container: iCloud.com.example.fake
-                environment: development
-                database: private
-                zones: all
-                resultsLimit: \(fake.pageSize)
-                retryBudgetSeconds: \(retryBudgetSeconds)
-            \(maxConcurrentRequests.map { "    maxConcurrentRequests: \($0)\n" } ?? "")    auth:
-                  apiToken: fake-api-token
-                  webAuthToken: ${ZONEFEED_TEST_WEB_AUTH_TOKEN}
-            \(webAuthTokenFile.map { "      webAuthTokenFile: \($0)\n" } ?? "")
-            """
-        } ?? """
-              fake:
-                seed: \(fake.seed)
-                zones: \(fake.zones)
-                recordsPerZone: \(fake.recordsPerZone)
-                pageSize: \(fake.pageSize)
-            \(fake.badRecordEvery.map { "    badRecordEvery: \($0)\n" } ?? "")\(fake.churn ? "" : "    churn: false\n")
-            """
+        let source =
+            serverURL.map { url in
+                """
+                  cloudkit:
+                    baseURL: \(url)
+                    container: iCloud.com.example.fake
+                    environment: development
+                    database: private
+                    zones: all
+                    resultsLimit: \(fake.pageSize)
+                    retryBudgetSeconds: \(retryBudgetSeconds)
+                \(maxConcurrentRequests.map { "    maxConcurrentRequests: \($0)\n" } ?? "")    auth:
+                      apiToken: fake-api-token
+                      webAuthToken: ${ZONEFEED_TEST_WEB_AUTH_TOKEN}
+                \(webAuthTokenFile.map { "      webAuthTokenFile: \($0)\n" } ?? "")
+                """
+            } ?? """
+                  fake:
+                    seed: \(fake.seed)
+                    zones: \(fake.zones)
+                    recordsPerZone: \(fake.recordsPerZone)
+                    pageSize: \(fake.pageSize)
+                \(fake.badRecordEvery.map { "    badRecordEvery: \($0)\n" } ?? "")\(fake.churn ? "" : "    churn: false\n")
+                """
         return """
             pipeline: \(name)
             source:
@@ -160,7 +161,6 @@ public struct FakePipeline: Sendable {
         }
         return beyond
     }
-
 
     /// A killed client's session ends when the server notices; until then it still holds its zones.
     public func waitForSessionsToEnd() async throws {

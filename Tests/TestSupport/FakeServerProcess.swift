@@ -18,9 +18,10 @@ public final class FakeServerProcess: @unchecked Sendable {
     public init(
         _ zonefeed: ZonefeedBinary, seed: UInt64, zones: Int, recordsPerZone: Int, options: [String] = FakeServerProcess.strict
     ) throws {
-        running = try zonefeed.start([
-            "fake-server", "--port", "0", "--seed", "\(seed)", "--zones", "\(zones)", "--records-per-zone", "\(recordsPerZone)",
-        ] + options)
+        running = try zonefeed.start(
+            [
+                "fake-server", "--port", "0", "--seed", "\(seed)", "--zones", "\(zones)", "--records-per-zone", "\(recordsPerZone)",
+            ] + options)
         var found: String?
         for _ in 0..<600 where found == nil {
             let out = (try? String(contentsOf: running.out, encoding: .utf8)) ?? ""

@@ -57,7 +57,8 @@ public struct ZonefeedBinary {
 
     public func start(_ arguments: [String]) throws -> Running {
         let id = UUID().uuidString.prefix(8)
-        let out = directory.appendingPathComponent("out-\(id).txt"), err = directory.appendingPathComponent("err-\(id).txt")
+        let out = directory.appendingPathComponent("out-\(id).txt")
+        let err = directory.appendingPathComponent("err-\(id).txt")
         _ = FileManager.default.createFile(atPath: out.path, contents: nil)
         _ = FileManager.default.createFile(atPath: err.path, contents: nil)
         let process = Process()

@@ -1,8 +1,8 @@
 import CloudKitModel
 import FakeCloudKit
 import Logging
-import Testing
 import TestSupport
+import Testing
 import ZoneFeed
 import ZoneFeedPostgres
 
@@ -16,13 +16,15 @@ import ZoneFeedPostgres
 
     func batch(runID: Int64, generation: Int, isLast: Bool) -> ChangeBatch {
         let record = Record(recordName: "R1", recordType: "Tag", recordChangeTag: "t1", fields: ["label": .string("x")])
-        return ChangeBatch(zoneID: zone, runID: runID, generation: generation, pageCount: 1, entries: [.record(record)],
-                           token: ChangeToken("fk1-x-0-1"), isLast: isLast, finishesResync: false)
+        return ChangeBatch(
+            zoneID: zone, runID: runID, generation: generation, pageCount: 1, entries: [.record(record)],
+            token: ChangeToken("fk1-x-0-1"), isLast: isLast, finishesResync: false)
     }
 
     @Test func aBatchIsRefusedWhenTheZoneWasResyncedElsewhereMeanwhile() async throws {
         let p = try await FakePipeline(prefix: "fence", fake: FakeSettings(zones: 1))
-        let a = try destination(p), b = try destination(p)
+        let a = try destination(p)
+        let b = try destination(p)
         try await a.prepare()
         try await b.prepare()
         let run = try await a.startRun()
@@ -42,7 +44,8 @@ import ZoneFeedPostgres
 
     @Test func aChangeNoticedWhileTheZoneIsBeingAppliedKeepsItPending() async throws {
         let p = try await FakePipeline(prefix: "notice", fake: FakeSettings(zones: 1))
-        let a = try destination(p), b = try destination(p)
+        let a = try destination(p)
+        let b = try destination(p)
         try await a.prepare()
         try await b.prepare()
         let run = try await a.startRun()
@@ -65,8 +68,9 @@ import ZoneFeedPostgres
         let run = try await a.startRun()
         let first = DatabaseChangePage(modifiedZones: [zone], deletedZones: [], syncToken: ChangeToken("db-1"), moreComing: false)
         #expect(try await a.applyDatabaseChanges(first, after: nil, runID: run) != nil)
-        let replay = DatabaseChangePage(modifiedZones: [], deletedZones: [ZoneDeletion(zoneID: zone, reason: .deleted)],
-                                        syncToken: ChangeToken("db-1b"), moreComing: false)
+        let replay = DatabaseChangePage(
+            modifiedZones: [], deletedZones: [ZoneDeletion(zoneID: zone, reason: .deleted)],
+            syncToken: ChangeToken("db-1b"), moreComing: false)
         #expect(try await a.applyDatabaseChanges(replay, after: nil, runID: run) == nil)
         #expect(try await a.databaseCheckpoint() == ChangeToken("db-1"))
         await a.close()

@@ -1,6 +1,6 @@
 import FakeCloudKit
-import Testing
 import TestSupport
+import Testing
 import ZoneFeed
 
 @Suite struct ConcurrencyTests {

@@ -1,8 +1,8 @@
 import FakeCloudKit
 import Foundation
 import LibPQ
-import Testing
 import TestSupport
+import Testing
 import ZoneFeed
 
 /// Each run makes sure the destination's tables are as the pipeline file says, and changes them
@@ -51,11 +51,15 @@ import ZoneFeed
 
         #expect(again.status == .succeeded)
         let (bodies, syncedAtDefault) = try Connection.withConnection(p.url) { c in
-            (try c.query("SELECT count(*) FROM \(schema).notes_live WHERE body IS NOT NULL").scalar,
-             try c.query("""
-                SELECT column_default FROM information_schema.columns
-                WHERE table_schema = $1 AND table_name = 'notes' AND column_name = 'synced_at'
-                """, [p.schema]).scalar)
+            (
+                try c.query("SELECT count(*) FROM \(schema).notes_live WHERE body IS NOT NULL").scalar,
+                try c.query(
+                    """
+                    SELECT column_default FROM information_schema.columns
+                    WHERE table_schema = $1 AND table_name = 'notes' AND column_name = 'synced_at'
+                    """, [p.schema]
+                ).scalar
+            )
         }
         #expect(bodies != "0", "the column is back, filled, and in the view")
         #expect(syncedAtDefault == "now()")

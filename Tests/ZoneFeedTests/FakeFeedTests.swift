@@ -1,6 +1,6 @@
-import Foundation
 import CloudKitModel
 import FakeCloudKit
+import Foundation
 import Testing
 import ZoneFeed
 
@@ -40,8 +40,13 @@ import ZoneFeed
 
     @Test func theFeedHoldsEveryKindOfChangeAndEveryFieldType() async throws {
         let feed = try await pages(FakeSource(settings: FakeSettings(zones: 1, recordsPerZone: 5_000)), zone: "Zone01")
-        var created = Set<String>(), deleted = Set<String>(), recreated = 0, sameRecordTwiceInOnePage = 0
-        var tags = Set<String>(), extremes = Set<Int64>(), nonASCII = false
+        var created = Set<String>()
+        var deleted = Set<String>()
+        var recreated = 0
+        var sameRecordTwiceInOnePage = 0
+        var tags = Set<String>()
+        var extremes = Set<Int64>()
+        var nonASCII = false
         for page in feed {
             var inPage = Set<String>()
             for entry in page.entries {
@@ -63,9 +68,12 @@ import ZoneFeed
             }
         }
         #expect(!deleted.isEmpty && recreated > 0 && sameRecordTwiceInOnePage > 0)
-        #expect(Set(["STRING", "INT64", "DOUBLE", "TIMESTAMP", "BYTES", "ENCRYPTED_BYTES", "REFERENCE", "ASSETID", "LOCATION",
-                     "STRING_LIST", "INT64_LIST", "DOUBLE_LIST", "TIMESTAMP_LIST", "BYTES_LIST", "REFERENCE_LIST", "LOCATION_LIST"])
-                .isSubset(of: tags))
+        #expect(
+            Set([
+                "STRING", "INT64", "DOUBLE", "TIMESTAMP", "BYTES", "ENCRYPTED_BYTES", "REFERENCE", "ASSETID", "LOCATION",
+                "STRING_LIST", "INT64_LIST", "DOUBLE_LIST", "TIMESTAMP_LIST", "BYTES_LIST", "REFERENCE_LIST", "LOCATION_LIST",
+            ])
+            .isSubset(of: tags))
         #expect(extremes == [.max, .min])
         #expect(nonASCII)
     }
@@ -128,13 +136,20 @@ extension ZoneChangePage: Equatable {
 
 @Suite struct FieldValueDecodingTests {
     @Test func negativeZeroAndInt64ExtremesSurviveTheWireForm() throws {
-        let json = #"{"a":{"type":"DOUBLE","value":-0.0},"b":{"type":"INT64","value":-9223372036854775808},"c":{"type":"DOUBLE_LIST","value":[-0.0,1]},"d":{"type":"INT64","value":"9007199254740993"}}"#
+        let json =
+            #"{"a":{"type":"DOUBLE","value":-0.0},"b":{"type":"INT64","value":-9223372036854775808},"c":{"type":"DOUBLE_LIST","value":[-0.0,1]},"d":{"type":"INT64","value":"9007199254740993"}}"#
         let fields = try JSONDecoder().decode([String: FieldValue].self, from: Data(json.utf8))
-        guard case .double(let a) = fields["a"] else { Issue.record("not a double"); return }
+        guard case .double(let a) = fields["a"] else {
+            Issue.record("not a double")
+            return
+        }
         #expect(a == 0 && a.sign == .minus)
         #expect(fields["b"] == .int64(.min))
         #expect(fields["d"] == .int64(9_007_199_254_740_993), "numbersAsStrings form")
-        guard case .list(_, let items) = fields["c"], case .double(let first) = items.first else { Issue.record("not a list"); return }
+        guard case .list(_, let items) = fields["c"], case .double(let first) = items.first else {
+            Issue.record("not a list")
+            return
+        }
         #expect(first.sign == .minus)
     }
 }

@@ -38,12 +38,13 @@ import Testing
         ]
         var writer = JSONWriter()
         for field in fields { writer.write(field: field) }
-        #expect(String(decoding: writer.bytes, as: UTF8.self) == """
-            {"type":"STRING","value":"s"}{"type":"INT64","value":-1}{"type":"DOUBLE","value":0.5}\
-            {"type":"TIMESTAMP","value":7}{"type":"BYTES","value":"AA=="}{"type":"ENCRYPTED_BYTES","value":"AQ=="}\
-            {"type":"REFERENCE","value":{"action":"NONE","recordName":"r"}}{"type":"LOCATION","value":{"latitude":1.0}}\
-            {"type":"ASSETID","value":{"size":3}}{"type":"STRING_LIST","value":["x"]}{"type":"ODD\\"TAG","value":null}
-            """)
+        #expect(
+            String(decoding: writer.bytes, as: UTF8.self) == """
+                {"type":"STRING","value":"s"}{"type":"INT64","value":-1}{"type":"DOUBLE","value":0.5}\
+                {"type":"TIMESTAMP","value":7}{"type":"BYTES","value":"AA=="}{"type":"ENCRYPTED_BYTES","value":"AQ=="}\
+                {"type":"REFERENCE","value":{"action":"NONE","recordName":"r"}}{"type":"LOCATION","value":{"latitude":1.0}}\
+                {"type":"ASSETID","value":{"size":3}}{"type":"STRING_LIST","value":["x"]}{"type":"ODD\\"TAG","value":null}
+                """)
     }
 
     /// JSON's escaping, byte by byte.

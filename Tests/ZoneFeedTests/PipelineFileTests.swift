@@ -1,10 +1,10 @@
-import Foundation
-import Testing
 import FakeCloudKit
+import Foundation
 import TestSupport
+import Testing
 import ZoneFeed
-import ZoneFeedComponents
 import ZoneFeedCloudKit
+import ZoneFeedComponents
 import ZoneFeedPostgres
 
 // Each YAML literal below starts at line 1, column 1, so the expected `notes.yml:line:column`
@@ -214,11 +214,12 @@ private let fakeHeader = """
 // MARK: - Unknown and missing keys
 
 @Test func unknownKeyIsRefusedWithItsLineAndASuggestion() {
-    let yaml = fakeHeader + """
-        recordTypes:
-          Note:
-            tabel: notes
-        """
+    let yaml =
+        fakeHeader + """
+            recordTypes:
+              Note:
+                tabel: notes
+            """
     #expect(problems(yaml) == ["notes.yml:8:5: unknown key 'tabel' in recordTypes.Note (did you mean 'table'?)"])
 }
 
@@ -338,11 +339,12 @@ private let cloudKitWithToken = """
 }
 
 @Test func doubleDollarIsALiteralDollar() throws {
-    let yaml = fakeHeader + """
-        recordTypes:
-          Note:
-            table: price$$list
-        """
+    let yaml =
+        fakeHeader + """
+            recordTypes:
+              Note:
+                table: price$$list
+            """
     #expect(try parse(yaml).postgresSettings().recordTypes.first?.table == "price$list")
 }
 
@@ -358,14 +360,15 @@ private let cloudKitWithToken = """
 // MARK: - Record types, tables and columns
 
 @Test func unknownColumnTypeIsRefusedWithASuggestion() {
-    let yaml = fakeHeader + """
-        recordTypes:
-          Note:
-            fields:
-              wordCount: bigin
-              body: { column: body_text, type: txt }
-              cover: picture
-        """
+    let yaml =
+        fakeHeader + """
+            recordTypes:
+              Note:
+                fields:
+                  wordCount: bigin
+                  body: { column: body_text, type: txt }
+                  cover: picture
+            """
     #expect(
         problems(yaml) == [
             "notes.yml:9:18: unknown type 'bigin' for field wordCount (did you mean 'bigint'?)",
@@ -376,23 +379,25 @@ private let cloudKitWithToken = """
 }
 
 @Test func fieldMappingWithoutATypeIsMissingItsType() {
-    let yaml = fakeHeader + """
-        recordTypes:
-          Note:
-            fields:
-              body: { column: body_text }
-        """
+    let yaml =
+        fakeHeader + """
+            recordTypes:
+              Note:
+                fields:
+                  body: { column: body_text }
+            """
     #expect(problems(yaml) == ["notes.yml:9:7: missing required key 'type' in recordTypes.Note.fields.body"])
 }
 
 @Test func columnUsedTwiceInATableNamesBothFields() {
-    let yaml = fakeHeader + """
-        recordTypes:
-          Note:
-            fields:
-              wordCount: bigint
-              words: { column: word_count, type: bigint }
-        """
+    let yaml =
+        fakeHeader + """
+            recordTypes:
+              Note:
+                fields:
+                  wordCount: bigint
+                  words: { column: word_count, type: bigint }
+            """
     #expect(
         problems(yaml) == [
             "notes.yml:10:24: column 'word_count' of field words is already used by field wordCount in table note"
@@ -401,13 +406,14 @@ private let cloudKitWithToken = """
 }
 
 @Test func columnClashingWithASystemColumnIsRefused() {
-    let yaml = fakeHeader + """
-        recordTypes:
-          Note:
-            fields:
-              createdAt: timestamptz
-              data: { column: fields, type: jsonb }
-        """
+    let yaml =
+        fakeHeader + """
+            recordTypes:
+              Note:
+                fields:
+                  createdAt: timestamptz
+                  data: { column: fields, type: jsonb }
+            """
     #expect(
         problems(yaml) == [
             "notes.yml:9:7: column 'created_at' of field createdAt clashes with the system column created_at that every record table has: map the field to another column with { column: ..., type: ... }",
@@ -417,24 +423,26 @@ private let cloudKitWithToken = """
 }
 
 @Test func tableUsedByTwoRecordTypesIsRefused() {
-    let yaml = fakeHeader + """
-        recordTypes:
-          Note:
-            table: notes
-          Memo:
-            table: notes
-        """
+    let yaml =
+        fakeHeader + """
+            recordTypes:
+              Note:
+                table: notes
+              Memo:
+                table: notes
+            """
     #expect(problems(yaml) == ["notes.yml:10:12: table 'notes' of record type Memo is already used by record type Note"])
 }
 
 @Test func tablesReservedForMetadataAndViewsAreRefused() {
-    let yaml = fakeHeader + """
-        recordTypes:
-          Run:
-            table: zonefeed_runs
-          Note:
-            table: notes_live
-        """
+    let yaml =
+        fakeHeader + """
+            recordTypes:
+              Run:
+                table: zonefeed_runs
+              Note:
+                table: notes_live
+            """
     #expect(
         problems(yaml) == [
             "notes.yml:8:12: table 'zonefeed_runs' of record type Run starts with 'zonefeed_', which is reserved for zonefeed's own tables",
@@ -445,13 +453,14 @@ private let cloudKitWithToken = """
 
 @Test func identifiersThatPostgreSQLWouldTruncateAreRefused() {
     let long = String(repeating: "a", count: 60)
-    let yaml = fakeHeader + """
-        recordTypes:
-          Note:
-            table: \(long)
-            fields:
-              title: { column: "\(long)abcd", type: text }
-        """
+    let yaml =
+        fakeHeader + """
+            recordTypes:
+              Note:
+                table: \(long)
+                fields:
+                  title: { column: "\(long)abcd", type: text }
+            """
     #expect(
         problems(yaml) == [
             "notes.yml:8:12: table '\(long)' of record type Note is 60 bytes long: at most 58 bytes, so that its view \(long)_live stays within PostgreSQL's 63",
@@ -599,7 +608,8 @@ private let cloudKitWithToken = """
 }
 
 @Test func wrongKindOfValueSaysWhatWasExpected() {
-    let yaml = fakeHeader.replacingOccurrences(of: "url: embedded", with: "url: embedded\n  commitEvery: abc")
+    let yaml =
+        fakeHeader.replacingOccurrences(of: "url: embedded", with: "url: embedded\n  commitEvery: abc")
         + "unmappedFields: [keep]\n"
     #expect(
         problems(yaml) == [
@@ -716,7 +726,9 @@ private let cloudKitWithToken = """
         """
     let environment = ["API": "api-SECRET", "WEB": "web-SECRET", "PG": "pg-SECRET"]
     let found = problems(yaml, environment: environment)
-    #expect(found.contains("notes.yml:10:8: destination.url must be 'embedded', a postgresql:// URI or a key=value connection string such as 'host=localhost dbname=app'"))
+    #expect(
+        found.contains(
+            "notes.yml:10:8: destination.url must be 'embedded', a postgresql:// URI or a key=value connection string such as 'host=localhost dbname=app'"))
     for secret in secrets {
         #expect(!found.joined().contains(secret))
     }

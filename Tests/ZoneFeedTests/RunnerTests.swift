@@ -1,7 +1,7 @@
 import CloudKitModel
 import Logging
-import Testing
 import TestSupport
+import Testing
 import ZoneFeed
 
 /// The engine's behaviours against a scripted source and a destination in memory: no PostgreSQL,

@@ -72,7 +72,6 @@ public final class PipelineFileReader {
         return PipelinePosition(line: line, column: column)
     }
 
-
     // MARK: Mappings
 
     /// The entries of a mapping in file order; `what` describes the mapping expected.
