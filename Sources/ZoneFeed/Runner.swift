@@ -39,10 +39,10 @@ public struct Runner: Sendable {
     public let destination: any Destination
     public let logger: Logger
     public let events: SyncEventHandler
-    /// Whether a zone's next batch is fetched while its last one is written. Zones fetched in
-    /// parallel do without when there are no more of them than connections: the other zones
-    /// keep the source and the destination busy meanwhile, and each zone then holds one batch in
-    /// memory instead of two.
+    /// Whether a zone's next batch is fetched while its last one is written; otherwise a single
+    /// page is. Zones fetched in parallel do without when there are no more of them than
+    /// connections: the other zones keep the source and the destination busy meanwhile, and each
+    /// zone then holds one batch in memory instead of two.
     var fetchesAhead = true
     /// Records per batch of one zone: `commitEvery`, or less when more zones are fetched at once
     /// than the destination writes, so that the batches held in memory add up to about
@@ -307,35 +307,19 @@ public struct Runner: Sendable {
         summary.zonesFailed.append((zone, "\(zoneError)"))
     }
 
-    /// A batch being applied while the next pages are fetched.
-    private struct BatchInFlight {
-        var batch: ChangeBatch
-        var task: Task<BatchOutcome, any Error>
-    }
+    /// How many pages of a zone are fetched ahead of the one being read: a batch's worth when
+    /// the next batch is fetched while the last is written, else one (the next page is asked for
+    /// while this one is read). Pages hold at most 200 entries, CloudKit's largest resultsLimit.
+    var pagesReadAhead: Int { fetchesAhead ? max(1, batchRecords / 200) : 1 }
 
     /// Fetches and applies one claimed zone to the end of its feed; `total` holds what was
-    /// committed even when the zone fails part way.
+    /// committed, also when the zone fails part way.
     ///
-    /// The next pages are fetched while the previous batch is written, one batch ahead at most,
-    /// and batches are applied one after another in feed order, so a token is never committed
-    /// before the rows of the pages it follows.
+    /// The zone's pages come as an async sequence with a bounded read-ahead, so the next pages
+    /// are fetched while a batch is written; batches are applied one after another in feed order,
+    /// so a token is never committed before the rows of the pages it follows.
     private func fetchClaimedZone(_ zone: ZoneID, runID: Int64, total: inout BatchOutcome, logger: Logger) async throws {
         var checkpoint = try await destination.zoneCheckpoint(zone)
-        var inFlight: BatchInFlight?
-        do {
-            try await fetchClaimedZone(zone, runID: runID, checkpoint: &checkpoint, inFlight: &inFlight, total: &total, logger: logger)
-        } catch {
-            // The batch being written ends (committed with its token, or not at all) before the
-            // zone stops, so that `total` says what was committed.
-            try? await settle(&inFlight, zone: zone, checkpoint: &checkpoint, total: &total)
-            throw error
-        }
-    }
-
-    private func fetchClaimedZone(
-        _ zone: ZoneID, runID: Int64, checkpoint: inout ZoneCheckpoint, inFlight: inout BatchInFlight?,
-        total: inout BatchOutcome, logger: Logger
-    ) async throws {
         var resyncedThisRun = false
         await events(.willFetchRecordZoneChanges(zone, resyncing: checkpoint.resyncing))
 
@@ -343,14 +327,16 @@ public struct Runner: Sendable {
         var pendingPages = 0
         var token = checkpoint.token
         var emptyRepeats = 0
+        var pages = source.zonePages(in: zone, since: token, readingAhead: pagesReadAhead).makeAsyncIterator()
 
         while true {
             try Task.checkCancellation()
             let page: ZoneChangePage
             do {
-                page = try await source.fetchZoneChanges(in: zone, since: token)
+                // The feed ends after a page that says no more are coming, and the loop with it.
+                guard let next = try await pages.next() else { throw CancellationError() }
+                page = next
             } catch let error as SyncError where error.code == .changeTokenExpired {
-                try await settle(&inFlight, zone: zone, checkpoint: &checkpoint, total: &total)
                 guard checkpoint.token != nil || token != nil, !resyncedThisRun else {
                     throw SyncError(.failed, message: "the server rejected the zone's token again after a resync: \(error.message)")
                 }
@@ -362,6 +348,7 @@ public struct Runner: Sendable {
                 pending.removeAll()
                 pendingPages = 0
                 token = nil
+                pages = source.zonePages(in: zone, since: nil, readingAhead: pagesReadAhead).makeAsyncIterator()
                 continue
             }
 
@@ -384,43 +371,24 @@ public struct Runner: Sendable {
             token = page.syncToken
 
             if pending.count >= batchRecords || !page.moreComing {
-                try await settle(&inFlight, zone: zone, checkpoint: &checkpoint, total: &total)
                 let batch = ChangeBatch(
                     zoneID: zone, runID: runID, generation: checkpoint.generation, pageCount: pendingPages,
                     entries: pending, token: page.syncToken, isLast: !page.moreComing,
                     finishesResync: checkpoint.resyncing && !page.moreComing)
-                let destination = self.destination
-                inFlight = BatchInFlight(batch: batch, task: Task { try await destination.apply(batch) })
                 pending = []
                 pendingPages = 0
-                if fetchesAhead {
-                    pending.reserveCapacity(batch.entries.count)
-                } else {
-                    try await settle(&inFlight, zone: zone, checkpoint: &checkpoint, total: &total)
-                }
+                let outcome = try await destination.apply(batch)
+                // The batch's records are gone: what they held goes back to the system, so that a
+                // long backfill's resident memory stays flat (see FreedMemory).
+                FreedMemory.releaseInBackground()
+                total += outcome
+                checkpoint.token = batch.token
+                if batch.finishesResync { checkpoint.resyncing = false }
+                await events(.stateUpdate(zone, batch.token))
+                await events(.fetchedRecordZoneChanges(zone, batch: outcome, total: total))
             }
-            if !page.moreComing {
-                try await settle(&inFlight, zone: zone, checkpoint: &checkpoint, total: &total)
-                return
-            }
+            if !page.moreComing { return }
         }
-    }
-
-    /// Waits for the batch in flight, if any, and moves the zone's checkpoint past it.
-    private func settle(
-        _ inFlight: inout BatchInFlight?, zone: ZoneID, checkpoint: inout ZoneCheckpoint, total: inout BatchOutcome
-    ) async throws {
-        guard let applying = inFlight else { return }
-        inFlight = nil
-        let outcome = try await applying.task.value
-        // The batch's records are gone: what they held goes back to the system, so that a long
-        // backfill's resident memory stays flat (see FreedMemory).
-        FreedMemory.releaseInBackground()
-        total += outcome
-        checkpoint.token = applying.batch.token
-        if applying.batch.finishesResync { checkpoint.resyncing = false }
-        await events(.stateUpdate(zone, applying.batch.token))
-        await events(.fetchedRecordZoneChanges(zone, batch: outcome, total: total))
     }
 }
 

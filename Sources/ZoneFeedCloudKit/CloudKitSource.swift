@@ -12,7 +12,6 @@ public struct CloudKitSource: ChangeSource {
     public let client: CloudKitClient
     public let settings: CloudKitSettings
     let logger: Logger
-    let readAhead = PageReadAhead()
 
     /// - Parameters:
     ///   - httpClient: shared with the caller; when nil the client makes its own and
@@ -30,9 +29,8 @@ public struct CloudKitSource: ChangeSource {
         self.logger = logger
     }
 
-    /// Shuts down the HTTP client if the source made it, after the page read ahead, if any.
+    /// Shuts down the HTTP client if the source made it.
     public func shutdown() async throws {
-        await readAhead.cancel()
         try await client.shutdown()
     }
 
@@ -110,52 +108,20 @@ public struct CloudKitSource: ChangeSource {
             moreComing: response.moreComing)
     }
 
-    /// A zone's pages come one after another, so when a page says more are coming the next one
-    /// is requested at once, before this one is decoded: the server prepares it while the page
-    /// is read. Requests stay one at a time and in order; a read-ahead the engine does not ask
-    /// for (it resyncs, fails the zone, or stops) is cancelled.
+    /// One page; the engine reads a zone's pages through `zonePages(in:since:readingAhead:)`,
+    /// which asks for the next ones while it writes.
     public func fetchZoneChanges(in zone: ZoneID, since token: ChangeToken?) async throws -> ZoneChangePage {
         let response: RecordZoneChangesResponse
         do {
-            let undecoded: UndecodedRecordZoneChanges
-            if let ahead = await readAhead.take(zone: zone, token: token?.value) {
-                undecoded = try await withTaskCancellationHandler {
-                    try await ahead.value
-                } onCancel: {
-                    ahead.cancel()
-                }
-            } else {
-                undecoded = try await fetchUndecoded(zone, since: token?.value)
-            }
-            if undecoded.moreComing {
-                let next = undecoded.syncToken
-                await readAhead.start(zone: zone, token: next, Task { try await fetchUndecoded(zone, since: next) })
-            }
-            do {
-                response = try undecoded.decoded()
-            } catch let error as CloudKitError where error.code == .malformedResponse {
-                // Its records were only passed over when its token was read. The page is asked
-                // for again the usual way, which retries a malformed answer as any other fault.
-                await readAhead.drop(zone: zone)
-                logger.warning("a page could not be read; fetching it again", metadata: ["zone": "\(zone.zoneName)", "error": "\(error)"])
-                response = try await client.fetchRecordZoneChanges(
-                    zoneID: zone, syncToken: token?.value, resultsLimit: settings.resultsLimit,
-                    desiredKeys: settings.desiredKeys, logger: logger)
-            }
-            if response.syncToken != undecoded.syncToken || response.moreComing != undecoded.moreComing {
-                await readAhead.drop(zone: zone)  // requested for a token the page does not hold
-            }
+            response = try await client.fetchRecordZoneChanges(
+                zoneID: zone, syncToken: token?.value, resultsLimit: settings.resultsLimit,
+                desiredKeys: settings.desiredKeys, logger: logger)
         } catch let error as CloudKitError {
             throw sourceError(for: error, zone: zone, carriedToken: token != nil)
         }
         return ZoneChangePage(
             zoneID: zone, entries: response.records, syncToken: ChangeToken(response.syncToken),
             moreComing: response.moreComing)
-    }
-
-    private func fetchUndecoded(_ zone: ZoneID, since token: String?) async throws -> UndecodedRecordZoneChanges {
-        try await client.fetchRecordZoneChangesUndecoded(
-            zoneID: zone, syncToken: token, resultsLimit: settings.resultsLimit, desiredKeys: settings.desiredKeys, logger: logger)
     }
 
     /// One zone per request that may be in flight: a zone's pages come one after another. None

@@ -131,43 +131,51 @@ import ZoneFeedCloudKit
         try await withSource { server, source in
             server.enqueue(Self.page("a", next: "t2", moreComing: true))
             server.enqueue(Self.page("b", next: "t3", moreComing: false))
-            let first = try await source.fetchZoneChanges(in: zone, since: ChangeToken("t1"))
+            var pages = source.zonePages(in: zone, since: ChangeToken("t1"), readingAhead: 1).makeAsyncIterator()
+            let first = try #require(try await pages.next())
             #expect(first.entries == [.deleted(recordName: "a")])
             #expect(try await Self.requests(2, on: server), "the second page was requested ahead")
             #expect(server.requests[1].bodyText.contains(#""syncToken":"t2""#))
 
-            let second = try await source.fetchZoneChanges(in: zone, since: first.syncToken)
+            let second = try #require(try await pages.next())
             #expect(second.entries == [.deleted(recordName: "b")])
             #expect(second.syncToken == ChangeToken("t3"))
             #expect(!second.moreComing)
+            #expect(try await pages.next() == nil, "the feed ends with the page that says nothing more is coming")
             try await Task.sleep(for: .milliseconds(100))
             #expect(server.requests.count == 2, "the page read ahead is used, not fetched again, and the last page reads nothing ahead")
         }
     }
 
-    @Test func aPageReadAheadForAnotherTokenIsNotUsed() async throws {
+    @Test func theReadAheadIsBoundedAndStopsWhenTheReaderGoesAway() async throws {
         try await withSource { server, source in
-            server.enqueue(Self.page("a", next: "t2", moreComing: true))
-            server.enqueue(Self.page("ahead", next: "t3", moreComing: false))
-            server.enqueue(Self.page("restart", next: "r2", moreComing: false))
-            _ = try await source.fetchZoneChanges(in: zone, since: ChangeToken("t1"))
-            #expect(try await Self.requests(2, on: server))
-            // The engine went another way (a resync from a nil token).
-            let page = try await source.fetchZoneChanges(in: zone, since: nil)
-            #expect(page.entries == [.deleted(recordName: "restart")])
-            #expect(server.requests.count == 3)
-            #expect(!server.requests[2].bodyText.contains("syncToken"))
+            for n in 1...6 { server.enqueue(Self.page("p\(n)", next: "t\(n + 1)", moreComing: true)) }
+            do {
+                var pages = source.zonePages(in: zone, since: ChangeToken("t1"), readingAhead: 2).makeAsyncIterator()
+                _ = try await pages.next()
+                #expect(try await Self.requests(3, on: server), "two pages are read ahead of the one read")
+                try await Task.sleep(for: .milliseconds(200))
+                #expect(server.requests.count == 3, "and no more")
+            }
+            // The engine went another way (a resync from a nil token): the old feed fetches
+            // nothing more, and the new one starts from no token.
+            try await Task.sleep(for: .milliseconds(100))
+            let fetchedBefore = server.requests.count
+            var restarted = source.zonePages(in: zone, since: nil, readingAhead: 2).makeAsyncIterator()
+            _ = try #require(try await restarted.next())
+            #expect(fetchedBefore <= 4, "a request under way when the reader went away may finish; nothing after it")
+            #expect(!server.requests[fetchedBefore].bodyText.contains("syncToken"))
         }
     }
 
-    @Test func aFailedReadAheadReachesTheEngineAsTheFetchItsTokenNamed() async throws {
+    @Test func aFailedReadAheadReachesTheEngineAfterThePagesBeforeIt() async throws {
         try await withSource { server, source in
             server.enqueue(Self.page("a", next: "t2", moreComing: true))
             server.enqueue(.error(400, code: "BAD_REQUEST", reason: "Unknown sync continuation type"))
-            let first = try await source.fetchZoneChanges(in: zone, since: ChangeToken("t1"))
-            let error = try await #require(throws: SyncError.self) {
-                _ = try await source.fetchZoneChanges(in: zone, since: first.syncToken)
-            }
+            var pages = source.zonePages(in: zone, since: ChangeToken("t1"), readingAhead: 1).makeAsyncIterator()
+            let first = try #require(try await pages.next())
+            #expect(first.entries == [.deleted(recordName: "a")])
+            let error = try await #require(throws: SyncError.self) { _ = try await pages.next() }
             #expect(error.code == .changeTokenExpired)
             #expect(server.requests.count == 2)
         }

@@ -51,7 +51,9 @@ import ZoneFeed
         #expect(summary.zonesFailed.map(\.0.zoneName) == ["A"])
         #expect(summary.zonesFailed.first?.1.contains("same token with no records") == true)
         let fetchesOfA = source.fetches.filter { $0.zone == "A" }.count
-        #expect(fetchesOfA == 5, "the first answer, then repeats until one more than maxEmptyRepeats (3), then it stops")
+        #expect(
+            (5...6).contains(fetchesOfA),
+            "the first answer, then repeats until one more than maxEmptyRepeats (3), then it stops; one more page may have been read ahead")
         #expect(await destination.live(ZoneID(zoneName: "B")).count == 3, "the other zone is applied")
     }
 
