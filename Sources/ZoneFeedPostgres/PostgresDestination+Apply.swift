@@ -65,69 +65,105 @@ extension PostgresDestination {
         var error: String
     }
 
+    /// A batch's entries sorted for writing, in feed order: each table's upserts, the deletions,
+    /// and the rejects found so far. The last change of a record in the batch decides its final
+    /// state; every change is still counted and logged.
+    private struct SortedBatch {
+        /// One table's share of the batch.
+        struct TableRows {
+            /// Positions of the table's records in the batch.
+            var positions: [Int] = []
+            var names: Set<String> = []
+            /// A record comes more than once: the merge keeps its last version.
+            var repeatsARecord = false
+        }
+
+        var tables: [TableRows]
+        var deletions: [Deletion] = []
+        var rejects: [Reject] = []
+        var skipped = 0
+    }
+
     /// Rows are sent to PostgreSQL in pieces of about this size while the rest are encoded, so
     /// that the server ingests while the client encodes.
     static let copyChunkBytes = 256 * 1024
 
+    /// The steps of one batch, in its transaction.
     private func applyBatch(_ batch: ChangeBatch, direct: [Bool], session: Session, on c: Connection) throws -> BatchOutcome {
+        var sorted = sort(batch)
         var outcome = BatchOutcome()
         outcome.pages = batch.pageCount
-        let zone = batch.zoneID
-        let entries = batch.entries
+        outcome.skipped = sorted.skipped
+        outcome.tombstones = sorted.deletions.count
+        let applied = try copyUpserts(of: batch, sorted: &sorted, direct: direct, session: session, outcome: &outcome, on: c)
+        sorted.rejects.sort { $0.seq < $1.seq }
+        outcome.rejects = sorted.rejects.count
+        if !sorted.deletions.isEmpty { try applyDeletions(&sorted.deletions, of: batch, applied: applied, on: c) }
+        try record(sorted.rejects, of: batch, on: c)
+        if batch.finishesResync {
+            outcome.swept = try sweep(batch.zoneID, generation: batch.generation, runID: batch.runID, on: c)
+        }
+        try moveCheckpoint(past: batch, on: c)
+        try addToRun(outcome, on: c)
+        return outcome
+    }
 
-        // Sort the entries by table, in feed order. The last change of a record in the batch
-        // decides its final state; every change is still counted and logged.
-        var deletions: [Deletion] = []
-        var rejects: [Reject] = []
-        var rowsPerTable = [[Int]](repeating: [], count: session.encoders.count)
-        var namesPerTable = [Set<String>](repeating: [], count: session.encoders.count)
-        var deduplicate = [Bool](repeating: false, count: session.encoders.count)
+    /// The entries by table (records of unmapped types skipped or rejected), the deletions, and
+    /// the errors the server reported for records.
+    private func sort(_ batch: ChangeBatch) -> SortedBatch {
+        let entries = batch.entries
+        var sorted = SortedBatch(tables: Array(repeating: SortedBatch.TableRows(), count: schema.tables.count))
         for (i, entry) in entries.enumerated() {
             switch entry {
             case .record(let record):
                 guard let t = schema.table(forRecordType: record.recordType) else {
                     if settings.unknownRecordTypes == .skip {
-                        outcome.skipped += 1
+                        sorted.skipped += 1
                     } else {
-                        rejects.append(
+                        sorted.rejects.append(
                             Reject(
                                 seq: i, entry: entry, recordType: record.recordType,
                                 error: "record type \(record.recordType) is not mapped (unknownRecordTypes: reject)"))
                     }
                     continue
                 }
-                if rowsPerTable[t].isEmpty { namesPerTable[t].reserveCapacity(entries.count) }
-                rowsPerTable[t].append(i)
-                if !namesPerTable[t].insert(record.recordName).inserted { deduplicate[t] = true }
+                if sorted.tables[t].positions.isEmpty { sorted.tables[t].names.reserveCapacity(entries.count) }
+                sorted.tables[t].positions.append(i)
+                if !sorted.tables[t].names.insert(record.recordName).inserted { sorted.tables[t].repeatsARecord = true }
             case .deleted(let name):
-                outcome.tombstones += 1
-                deletions.append(Deletion(seq: Int32(i), recordName: name))
+                sorted.deletions.append(Deletion(seq: Int32(i), recordName: name))
             case .error(let error):
-                rejects.append(
+                sorted.rejects.append(
                     Reject(
                         seq: i, entry: entry, recordType: nil,
                         error: "the server reported \(error.serverErrorCode) for this record: \(error.reason ?? "no reason given")"))
             }
         }
+        return sorted
+    }
 
-        let owner = zone.ownerRecordName
-        let zoneName = zone.zoneName
-        let run = String(batch.runID)
-        let generation = String(batch.generation)
-
-        // Upserts, table by table: encoded (which validates them) while the rows before them
-        // are already on their way, then merged unless they were copied into the table itself.
-        var applied = [Bool](repeating: false, count: deletions.isEmpty ? 0 : entries.count)
-        for (t, table) in schema.tables.enumerated() where !rowsPerTable[t].isEmpty {
+    /// Upserts, table by table: encoded (which validates them) while the rows before them are
+    /// already on their way, then merged unless they were copied into the table itself. Returns,
+    /// when the batch has deletions, which entries were applied; a record that does not fit is a
+    /// reject, or fails the batch with `onBadRecord: fail`.
+    private func copyUpserts(
+        of batch: ChangeBatch, sorted: inout SortedBatch, direct: [Bool], session: Session, outcome: inout BatchOutcome,
+        on c: Connection
+    ) throws -> [Bool] {
+        let zone = batch.zoneID
+        let entries = batch.entries
+        var applied = [Bool](repeating: false, count: sorted.deletions.isEmpty ? 0 : entries.count)
+        for (t, table) in schema.tables.enumerated() where !sorted.tables[t].positions.isEmpty {
+            let rows = sorted.tables[t]
             if direct[t] {
-                if deduplicate[t] { throw DirectCopyConflict(table: t) }
+                if rows.repeatsARecord { throw DirectCopyConflict(table: t) }
                 session.encoders[t].beginDirectRows(zone: zone, runID: batch.runID, generation: batch.generation)
             } else {
                 session.encoders[t].beginStagingRows()
             }
             do {
                 try c.copyIn(direct[t] ? table.copyIntoTable : table.copyIntoStaging) { writer in
-                    for i in rowsPerTable[t] {
+                    for i in rows.positions {
                         guard case .record(let record) = entries[i] else { continue }
                         if let problem = session.encoders[t].append(record, seq: Int32(i)) {
                             if settings.onBadRecord == .fail {
@@ -136,7 +172,7 @@ extension PostgresDestination {
                                     message: "record \(record.recordName) (\(record.recordType)) in zone \(zone.zoneName) cannot be applied: \(problem); "
                                         + "nothing of its batch was applied (set onBadRecord: reject to send such records to zonefeed_rejects instead)")
                             }
-                            rejects.append(Reject(seq: i, entry: entries[i], recordType: record.recordType, error: problem))
+                            sorted.rejects.append(Reject(seq: i, entry: entries[i], recordType: record.recordType, error: problem))
                             continue
                         }
                         outcome.upserts += 1
@@ -150,70 +186,77 @@ extension PostgresDestination {
                 throw DirectCopyConflict(table: t)
             }
             if !direct[t] {
-                try c.query(deduplicate[t] ? table.mergeKeepingLast : table.merge, [owner, zoneName, run, generation])
+                try c.query(
+                    rows.repeatsARecord ? table.mergeKeepingLast : table.merge,
+                    [zone.ownerRecordName, zone.zoneName, String(batch.runID), String(batch.generation)])
             }
         }
-        rejects.sort { $0.seq < $1.seq }
-        outcome.rejects = rejects.count
+        return applied
+    }
 
-        // Deletions: only a record's last change in the batch, if it is a deletion, touches its
-        // row; every deletion is logged.
-        if !deletions.isEmpty {
-            // A record's upserts count only if they were applied (not rejected).
-            var lastIsDelete: [String: Bool] = [:]
-            var upsertedType: [String: String] = [:]
-            for (i, entry) in entries.enumerated() {
-                switch entry {
-                case .record(let record) where applied[i]:
-                    lastIsDelete[record.recordName] = false
-                    upsertedType[record.recordName] = record.recordType
-                case .deleted(let name):
-                    lastIsDelete[name] = true
-                default:
-                    break
-                }
+    /// Deletions: only a record's last change in the batch, if it is a deletion, touches its row;
+    /// every deletion is logged as a tombstone.
+    private func applyDeletions(_ deletions: inout [Deletion], of batch: ChangeBatch, applied: [Bool], on c: Connection) throws {
+        let owner = batch.zoneID.ownerRecordName
+        let zoneName = batch.zoneID.zoneName
+        let run = String(batch.runID)
+        // A record's upserts count only if they were applied (not rejected).
+        var lastIsDelete: [String: Bool] = [:]
+        var upsertedType: [String: String] = [:]
+        for (i, entry) in batch.entries.enumerated() {
+            switch entry {
+            case .record(let record) where applied[i]:
+                lastIsDelete[record.recordName] = false
+                upsertedType[record.recordName] = record.recordType
+            case .deleted(let name):
+                lastIsDelete[name] = true
+            default:
+                break
             }
-            var seen = Set<String>()
-            for i in deletions.indices.reversed() {
-                deletions[i].recordType = upsertedType[deletions[i].recordName]
-                if lastIsDelete[deletions[i].recordName] == true, seen.insert(deletions[i].recordName).inserted {
-                    deletions[i].final = true
-                }
+        }
+        var seen = Set<String>()
+        for i in deletions.indices.reversed() {
+            deletions[i].recordType = upsertedType[deletions[i].recordName]
+            if lastIsDelete[deletions[i].recordName] == true, seen.insert(deletions[i].recordName).inserted {
+                deletions[i].final = true
             }
-            var buffer = BinaryCopyBuffer(capacity: deletions.count * 64)
-            for d in deletions {
-                buffer.beginTuple(fieldCount: 4)
-                buffer.append(integer: d.seq)
-                buffer.append(text: d.recordName)
-                buffer.append(text: d.recordType)
-                buffer.append(boolean: d.final)
-            }
-            buffer.finish()
-            let bytes = buffer.bytes
-            try c.copyIn("COPY zf_deletes (seq, record_name, record_type, final) FROM STDIN (FORMAT binary)") { try $0.write(bytes) }
-            let hard = settings.deletes == .hard
-            for table in schema.tables {
-                let change =
-                    hard
-                    ? "DELETE FROM \(table.qualifiedName) AS t USING zf_deletes AS d"
-                    : "UPDATE \(table.qualifiedName) AS t SET deleted_at = coalesce(t.deleted_at, now()), synced_at = now(), run_id = $3::bigint FROM zf_deletes AS d"
-                try c.query(
-                    """
-                    WITH gone AS (
-                        \(change)
-                        WHERE d.final AND t.zone_owner = $1 AND t.zone_name = $2 AND t.record_name = d.record_name
-                        RETURNING t.record_name, t.record_type)
-                    UPDATE zf_deletes AS d SET record_type = gone.record_type FROM gone
-                    WHERE d.record_name = gone.record_name AND d.record_type IS NULL
-                    """, hard ? [owner, zoneName] : [owner, zoneName, run])
-            }
+        }
+        var buffer = BinaryCopyBuffer(capacity: deletions.count * 64)
+        for d in deletions {
+            buffer.beginTuple(fieldCount: 4)
+            buffer.append(integer: d.seq)
+            buffer.append(text: d.recordName)
+            buffer.append(text: d.recordType)
+            buffer.append(boolean: d.final)
+        }
+        buffer.finish()
+        let bytes = buffer.bytes
+        try c.copyIn("COPY zf_deletes (seq, record_name, record_type, final) FROM STDIN (FORMAT binary)") { try $0.write(bytes) }
+        let hard = settings.deletes == .hard
+        for table in schema.tables {
+            let change =
+                hard
+                ? "DELETE FROM \(table.qualifiedName) AS t USING zf_deletes AS d"
+                : "UPDATE \(table.qualifiedName) AS t SET deleted_at = coalesce(t.deleted_at, now()), synced_at = now(), run_id = $3::bigint FROM zf_deletes AS d"
             try c.query(
                 """
-                INSERT INTO \(schema.tombstones) (pipeline, zone_owner, zone_name, record_name, record_type, reason, run_id)
-                SELECT $4, $1, $2, record_name, record_type, 'deleted', $3::bigint FROM zf_deletes ORDER BY seq
-                """, [owner, zoneName, run, pipelineName])
+                WITH gone AS (
+                    \(change)
+                    WHERE d.final AND t.zone_owner = $1 AND t.zone_name = $2 AND t.record_name = d.record_name
+                    RETURNING t.record_name, t.record_type)
+                UPDATE zf_deletes AS d SET record_type = gone.record_type FROM gone
+                WHERE d.record_name = gone.record_name AND d.record_type IS NULL
+                """, hard ? [owner, zoneName] : [owner, zoneName, run])
         }
+        try c.query(
+            """
+            INSERT INTO \(schema.tombstones) (pipeline, zone_owner, zone_name, record_name, record_type, reason, run_id)
+            SELECT $4, $1, $2, record_name, record_type, 'deleted', $3::bigint FROM zf_deletes ORDER BY seq
+            """, [owner, zoneName, run, pipelineName])
+    }
 
+    /// Each reject, with the entry as the server sent it, to `zonefeed_rejects`.
+    private func record(_ rejects: [Reject], of batch: ChangeBatch, on c: Connection) throws {
         for reject in rejects {
             var json = JSONWriter()
             json.spellsOutNUL = true
@@ -224,15 +267,17 @@ extension PostgresDestination {
                 VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::bigint)
                 """,
                 [
-                    pipelineName, owner, zoneName, reject.entry.recordName.map(Self.withoutNUL), reject.recordType.map(Self.withoutNUL),
-                    String(decoding: json.bytes, as: UTF8.self), reject.error, run,
+                    pipelineName, batch.zoneID.ownerRecordName, batch.zoneID.zoneName, reject.entry.recordName.map(Self.withoutNUL),
+                    reject.recordType.map(Self.withoutNUL), String(decoding: json.bytes, as: UTF8.self), reject.error,
+                    String(batch.runID),
                 ])
         }
+    }
 
-        if batch.finishesResync {
-            outcome.swept = try sweep(zone, generation: batch.generation, runID: batch.runID, on: c)
-        }
-
+    /// The zone's token moves past the batch, in the batch's generation only: that fences it
+    /// against a resync begun elsewhere meanwhile (an encrypted-data reset, a reset), whose
+    /// generation its rows and token would not belong to.
+    private func moveCheckpoint(past batch: ChangeBatch, on c: Connection) throws {
         let updated = try c.query(
             """
             UPDATE \(schema.checkpoints)
@@ -242,21 +287,17 @@ extension PostgresDestination {
             WHERE pipeline = $1 AND scope = 'zone' AND zone_owner = $2 AND zone_name = $3 AND generation = $9::integer
             """,
             [
-                pipelineName, owner, zoneName, batch.token.value, String(batch.entries.count),
+                pipelineName, batch.zoneID.ownerRecordName, batch.zoneID.zoneName, batch.token.value, String(batch.entries.count),
                 batch.isLast ? "true" : "false", batch.finishesResync ? "true" : "false",
-                state(of: zone).seenPendingSeq ?? "0", String(batch.generation),
+                state(of: batch.zoneID).seenPendingSeq ?? "0", String(batch.generation),
             ])
-        // The generation fences a batch against a resync begun elsewhere meanwhile (an
-        // encrypted-data reset, a reset): its rows and token would belong to the old generation.
         guard updated.affectedRows == 1 else {
             throw SyncError(
                 .failed,
                 message:
-                    "the checkpoint of zone \(zoneName) was reset, resynced or deleted while the zone was being applied; nothing of the batch was applied, and the next run starts from the new checkpoint"
+                    "the checkpoint of zone \(batch.zoneID.zoneName) was reset, resynced or deleted while the zone was being applied; nothing of the batch was applied, and the next run starts from the new checkpoint"
             )
         }
-        try addToRun(outcome, on: c)
-        return outcome
     }
 
     /// Mark-and-sweep: after a refetch from a nil token, rows the refetch did not touch (an older

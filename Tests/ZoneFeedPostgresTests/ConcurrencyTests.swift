@@ -37,12 +37,22 @@ actor Meeting {
             waiting = []
             return
         }
-        let timeout = Task { [weak self] in
-            try? await Task.sleep(for: .seconds(10))
-            await self?.giveUp()
+        // Whichever ends first, the other party or ten seconds, ends the wait; both child tasks
+        // are awaited (the sleep is cancelled, then gives up on nobody).
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.waitForTheOther() }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(10))
+                await self.giveUp()
+            }
+            await group.next()
+            group.cancelAll()
         }
+    }
+
+    private func waitForTheOther() async {
+        guard !met else { return }
         await withCheckedContinuation { waiting.append($0) }
-        timeout.cancel()
     }
 
     private func giveUp() {
