@@ -83,13 +83,13 @@ struct WebAuthTokenFile: Sendable {
                 try FileManager.default.createDirectory(
                     atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             } catch {
-                throw TokenFileError(path: path, problem: "its folder cannot be created")
+                throw WebAuthTokenFileError(path: path, problem: "its folder cannot be created")
             }
         }
         let name = path[(path.lastIndex(of: "/").map { path.index(after: $0) } ?? path.startIndex)...]
         let temporary = "\(folder)/.\(name).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw TokenFileError(path: path, problem: String(cString: strerror(errno))) }
+        guard fd >= 0 else { throw WebAuthTokenFileError(path: path, problem: String(cString: strerror(errno))) }
         var renamed = false
         defer {
             if !renamed { unlink(temporary) }
@@ -97,18 +97,18 @@ struct WebAuthTokenFile: Sendable {
         do {
             defer { close(fd) }
             // umask may have removed bits, never added them; make the mode exact anyway.
-            guard fchmod(fd, 0o600) == 0 else { throw TokenFileError(path: path, problem: String(cString: strerror(errno))) }
+            guard fchmod(fd, 0o600) == 0 else { throw WebAuthTokenFileError(path: path, problem: String(cString: strerror(errno))) }
             var bytes = Array(Self.text(of: contents).utf8)[...]
             while !bytes.isEmpty {
                 let written = bytes.withUnsafeBytes { systemWrite(fd, $0.baseAddress, $0.count) }
                 if written < 0 {
                     if errno == EINTR { continue }
-                    throw TokenFileError(path: path, problem: String(cString: strerror(errno)))
+                    throw WebAuthTokenFileError(path: path, problem: String(cString: strerror(errno)))
                 }
                 bytes = bytes.dropFirst(written)
             }
         }
-        guard rename(temporary, path) == 0 else { throw TokenFileError(path: path, problem: String(cString: strerror(errno))) }
+        guard rename(temporary, path) == 0 else { throw WebAuthTokenFileError(path: path, problem: String(cString: strerror(errno))) }
         renamed = true
     }
 
@@ -125,13 +125,5 @@ struct WebAuthTokenFile: Sendable {
     var folder: String {
         guard let slash = path.lastIndex(of: "/") else { return "." }
         return slash == path.startIndex ? "/" : String(path[..<slash])
-    }
-}
-
-struct TokenFileError: Error, CustomStringConvertible {
-    var path: String
-    var problem: String
-    var description: String {
-        "cannot write the web auth token file \(path) (\(problem)): check that its folder exists and is writable"
     }
 }

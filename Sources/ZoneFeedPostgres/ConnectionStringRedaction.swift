@@ -94,9 +94,14 @@ private func redactConninfo(_ s: String) -> String {
     return out + (remainder.lowercased().contains("password") ? "<redacted>" : String(remainder))
 }
 
-/// A parser for libpq's `key = value` connection strings, following `conninfo_parse` in libpq's
+/// A scanner for libpq's `key = value` connection strings, following `conninfo_parse` in libpq's
 /// fe-connect.c: spaces around `=` are allowed, a value is either a run of non-space characters
 /// or single-quoted, and a backslash escapes the next character in both.
+///
+/// Kept beside libpq's own parser, which decides whether a string is valid
+/// (`Connection.canParse`), because libpq gives values but not where they were written: hiding
+/// a password in place, the rest of the string kept as the user wrote it, needs the positions.
+/// It also says which pair is wrong without quoting it, where libpq's message may quote a password.
 struct ConninfoParser {
     struct Pair {
         var key: Substring

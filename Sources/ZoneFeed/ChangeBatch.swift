@@ -1,0 +1,32 @@
+import CloudKitModel
+
+/// The pages of one zone that the destination applies in one transaction, with the token after
+/// the last of them.
+public struct ChangeBatch: Sendable {
+    public var zoneID: ZoneID
+    public var runID: Int64
+    /// The zone's sync generation: every row this batch writes is stamped with it.
+    public var generation: Int
+    public var pageCount: Int
+    /// The pages' entries, in feed order.
+    public var entries: [RecordEntry]
+    public var token: ChangeToken
+    /// The zone's feed is exhausted (`moreComing` false) after this batch.
+    public var isLast: Bool
+    /// This batch ends a resync: rows of older generations are swept in the same transaction.
+    public var finishesResync: Bool
+
+    public init(
+        zoneID: ZoneID, runID: Int64, generation: Int, pageCount: Int, entries: [RecordEntry],
+        token: ChangeToken, isLast: Bool, finishesResync: Bool
+    ) {
+        self.zoneID = zoneID
+        self.runID = runID
+        self.generation = generation
+        self.pageCount = pageCount
+        self.entries = entries
+        self.token = token
+        self.isLast = isLast
+        self.finishesResync = finishesResync
+    }
+}
