@@ -204,6 +204,20 @@ public struct EmbeddedPostgres: Sendable {
         }
     }
 
+    /// Runs `body` with the server started (or reused), and lets go of it (`stop(_:)`) on every
+    /// path: the scope a command that needs the database for a while wants.
+    public func withServer<T>(_ body: (Handle) async throws -> T) async throws -> T {
+        let handle = try await start()
+        do {
+            let value = try await body(handle)
+            await stop(handle)
+            return value
+        } catch {
+            await stop(handle)
+            throw error
+        }
+    }
+
     // MARK: - Stop
 
     /// Lets go of this process's share in the server, and stops the server when this was the last

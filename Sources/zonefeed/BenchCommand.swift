@@ -139,15 +139,7 @@ struct BenchCommand: AsyncParsableCommand {
         if let databaseURL { return try await body(databaseURL) }
         Terminal.shared.writeLine("starting the embedded PostgreSQL server in \(directory)…")
         let embedded = EmbeddedPostgres(EmbeddedPostgres.Configuration(directory: directory, port: port), logger: logger)
-        let handle = try await embedded.start()
-        do {
-            let value = try await body(handle.connectionString)
-            await embedded.stop(handle)
-            return value
-        } catch {
-            await embedded.stop(handle)
-            throw error
-        }
+        return try await embedded.withServer { handle in try await body(handle.connectionString) }
     }
 
     /// Runs blocking work on a dispatch thread, so that it holds none of Swift's cooperative

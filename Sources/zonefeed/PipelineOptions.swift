@@ -42,21 +42,14 @@ struct PipelineOptions: ParsableArguments {
         guard pipeline.postgres.isEmbedded else {
             return try await body(pipeline.postgres.url.value)
         }
-        let embedded = Self.embeddedPostgres(logger: logger)
-        let handle: EmbeddedPostgres.Handle
         do {
-            handle = try await embedded.start()
-        } catch {
+            return try await Self.embeddedPostgres(logger: logger).withServer { handle in
+                try await body(handle.connectionString)
+            }
+        } catch let error as EmbeddedPostgresError {
+            // The server could not be started: the body's own failures are other errors.
             logger.error("\(error)")
             throw Exit.failed
-        }
-        do {
-            let value = try await body(handle.connectionString)
-            await embedded.stop(handle)
-            return value
-        } catch {
-            await embedded.stop(handle)
-            throw error
         }
     }
 
