@@ -11,9 +11,9 @@ import Foundation
 /// A child process of `zonefeed bench` (a `zonefeed run`, the fake server), started with
 /// posix_spawn and reaped with wait4, whose rusage is the child's own peak RSS.
 ///
-/// Not Foundation's `Process`: it does not report a child's rusage, and on Linux it learns that a
-/// child ended only once every inheritor of the child's descriptors has closed them (see
-/// `EmbeddedPostgres.CommandRunner`).
+/// Hand-written because the bench reports each child's peak RSS, and only wait4's rusage has
+/// it: swift-subprocess (which runs every other program zonefeed starts) and Foundation's
+/// `Process` reap their children themselves and do not hand the rusage on.
 public final class ChildProcess {
     /// Where the child's stdout or stderr goes.
     enum Output {
