@@ -106,7 +106,11 @@ let package = Package(
         // The benchmark and PostgreSQL's own COPY ceiling: support, not the flow.
         .target(
             name: "ZoneFeedBench",
-            dependencies: ["ZoneFeed", "ZoneFeedComponents", "ZoneFeedPostgres", "FakeCloudKit", "LibPQ", "CloudKitModel"]
+            dependencies: [
+                "ZoneFeed", "ZoneFeedComponents", "ZoneFeedPostgres", "FakeCloudKit", "LibPQ", "CloudKitModel",
+                .product(name: "Subprocess", package: "swift-subprocess"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
         ),
         .executableTarget(
             name: "zonefeed",

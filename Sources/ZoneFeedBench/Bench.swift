@@ -2,6 +2,8 @@ import CloudKitModel
 import FakeCloudKit
 import Foundation
 import LibPQ
+import Subprocess
+import SystemPackage
 import ZoneFeed
 import ZoneFeedComponents
 import ZoneFeedPostgres
@@ -20,8 +22,9 @@ import ZoneFeedPostgres
 ///
 /// The runs are child processes of this very executable (`zonefeed run`, `zonefeed fake-server`),
 /// so that each is timed as a user would meet it, start-up included, and its peak RSS is its own.
-/// Every phase blocks (libpq, waiting for a child): the command runs `measure()` on a thread of
-/// its own, off Swift's cooperative pool.
+/// The long blocking steps (encoding and copying the ceiling, waiting for a run) go to a dispatch
+/// thread, off Swift's cooperative pool; the fake server runs through swift-subprocess, the timed
+/// runs through `ChildProcess`, for their peak RSS.
 public struct Bench: Sendable {
     /// What the command line asks for.
     public struct Options: Sendable {
@@ -93,7 +96,7 @@ public struct Bench: Sendable {
     }
 
     /// Every phase, one after another; throws when one fails or the bench is interrupted.
-    public func measure() throws -> BenchReport {
+    public func measure() async throws -> BenchReport {
         let version = try Connection.withConnection(conninfo) { c in
             try c.query("SELECT current_setting('server_version')").scalar ?? "?"
         }
@@ -122,16 +125,16 @@ public struct Bench: Sendable {
 
         try dropSchema(inProcess)
         progress("in-process run: zonefeed run on the fake source…")
-        let first = try runPipeline(inProcess, label: "the in-process run", logName: "inprocess-run")
+        let first = try await Self.offThePool { try runPipeline(inProcess, label: "the in-process run", logName: "inprocess-run") }
         try checkLiveRows(inProcess, label: "the in-process run", logName: "inprocess-run")
         report.inProcessSeconds = first.seconds
         report.inProcessPeakRSSBytes = first.peakRSSBytes
 
-        let http = try measureOverHTTP()
+        let http = try await measureOverHTTP()
         report.httpSeconds = http.seconds
         report.httpPeakRSSBytes = http.peakRSSBytes
 
-        let wan = try measureOverWAN()
+        let wan = try await measureOverWAN()
         report.wanRecords = options.wanRecords
         report.wanZones = options.wanZones
         report.wanLatencyMilliseconds = options.wanLatency
@@ -140,7 +143,7 @@ public struct Bench: Sendable {
 
         progress("incremental no-op runs: zonefeed run on the in-process pipeline, \(Self.noOpRuns) times…")
         for i in 1...Self.noOpRuns {
-            let run = try runPipeline(inProcess, label: "no-op run \(i)", logName: "noop-run-\(i)")
+            let run = try await Self.offThePool { try runPipeline(inProcess, label: "no-op run \(i)", logName: "noop-run-\(i)") }
             report.noOpRunSeconds.append(run.seconds)
         }
         try checkNothingReapplied(inProcess)
@@ -209,10 +212,10 @@ public struct Bench: Sendable {
     /// its pages before it listens: on a machine of two cores, rendering them during the run
     /// would take a fifth of the CPU from the client and PostgreSQL, which a real CloudKit
     /// does not, and hold up every request behind the one before.
-    func measureOverHTTP() throws -> ProcessRun {
+    func measureOverHTTP() async throws -> ProcessRun {
         try checkNotInterrupted()
         progress("over HTTP: starting zonefeed fake-server, which renders its pages first…")
-        return try runAgainstFakeServer(
+        return try await runAgainstFakeServer(
             name: "http", label: "the run over HTTP", settings: settings, serverArguments: [], defaults: false)
     }
 
@@ -223,12 +226,12 @@ public struct Bench: Sendable {
     /// what many requests in flight buy over one page per round trip. The server accepts
     /// every token it issued, as one live test found CloudKit does; against one that accepts
     /// only the newest, zonefeed goes one request at a time (README).
-    func measureOverWAN() throws -> ProcessRun {
+    func measureOverWAN() async throws -> ProcessRun {
         try checkNotInterrupted()
         let wanSettings = FakeSettings(
             seed: 43, zones: options.wanZones, recordsPerZone: options.wanRecords / options.wanZones, pageSize: 200, churn: false)
         progress("over a WAN: starting zonefeed fake-server with \(options.wanLatency) ms of latency…")
-        return try runAgainstFakeServer(
+        return try await runAgainstFakeServer(
             name: "wan", label: "the run over a WAN", settings: wanSettings,
             serverArguments: ["--latency", "\(options.wanLatency),\(max(1, options.wanLatency / 5))"], defaults: true)
     }
@@ -239,61 +242,89 @@ public struct Bench: Sendable {
     /// defaults.
     func runAgainstFakeServer(
         name: String, label: String, settings: FakeSettings, serverArguments: [String], defaults: Bool
-    ) throws -> ProcessRun {
-        let server = try ChildProcess(
-            name: "the fake server for \(label)", executable: ChildProcess.currentExecutable,
-            arguments: [
-                "fake-server", "--port", "0", "--zones", "\(settings.zones)", "--records-per-zone", "\(settings.recordsPerZone)",
-                "--seed", "\(settings.seed)", "--page-size", "\(settings.pageSize)", "--no-churn", "--prepare-pages",
-            ] + serverArguments,
-            environment: environment, stdout: .pipe, stderr: .file(path("\(name)-server.stderr")))
-        defer { server.terminate() }
-        let baseURL = try readyURL(of: server, logName: "\(name)-server", records: settings.zones * settings.recordsPerZone)
-
-        let pipeline = try writePipeline(
-            "bench-\(name)", schema: "bench_\(name)", defaults: defaults,
-            source: """
-                  cloudkit:
-                    baseURL: \(yamlString(baseURL))
-                    container: iCloud.com.example.fake
-                    environment: development
-                    database: private
-                    zones: all
-                    auth:
-                      apiToken: fake-api-token
-                      webAuthToken: fake-web-auth-token
-                      webAuthTokenFile: \(yamlString(path("bench-\(name).web-auth-token")))
-                """)
-        try dropSchema(pipeline)
-        let records = settings.zones * settings.recordsPerZone
-        progress("\(label): zonefeed run against \(baseURL), \(records.grouped) records in \(settings.zones) zones…")
-        let run = try runPipeline(pipeline, label: label, logName: "\(name)-run")
-        try checkLiveRows(pipeline, label: label, logName: "\(name)-run", expected: records)
-        return run
+    ) async throws -> ProcessRun {
+        // The server's output goes to files: nobody has to keep reading a pipe it writes to.
+        let stdoutPath = path("\(name)-server.stdout")
+        let stdout = try FileDescriptor.open(
+            FilePath(stdoutPath), .writeOnly, options: [.create, .truncate], permissions: [.ownerReadWrite])
+        defer { try? stdout.close() }
+        let stderr = try FileDescriptor.open(
+            FilePath(path("\(name)-server.stderr")), .writeOnly, options: [.create, .truncate], permissions: [.ownerReadWrite])
+        defer { try? stderr.close() }
+        let executable = ChildProcess.currentExecutable
+        let arguments = [
+            "fake-server", "--port", "0", "--zones", "\(settings.zones)", "--records-per-zone", "\(settings.recordsPerZone)",
+            "--seed", "\(settings.seed)", "--page-size", "\(settings.pageSize)", "--no-churn", "--prepare-pages",
+        ]
+        let result = try await Subprocess.run(
+            .path(FilePath(executable.path)),
+            arguments: Arguments(executablePathOverride: executable.name, remainingValues: arguments + serverArguments),
+            environment: .custom(environment.map { Array("\($0.key)=\($0.value)".utf8) }),
+            input: .none,
+            output: .fileDescriptor(stdout, closeAfterSpawningProcess: false),
+            error: .fileDescriptor(stderr, closeAfterSpawningProcess: false)
+        ) { execution in
+            // The server serves until the phase is over, however it ends.
+            defer { try? execution.send(signal: .terminate) }
+            let records = settings.zones * settings.recordsPerZone
+            let baseURL = try await readyURL(
+                in: stdoutPath, of: execution.processIdentifier.value, logName: "\(name)-server", records: records)
+            let pipeline = try writePipeline(
+                "bench-\(name)", schema: "bench_\(name)", defaults: defaults,
+                source: """
+                      cloudkit:
+                        baseURL: \(yamlString(baseURL))
+                        container: iCloud.com.example.fake
+                        environment: development
+                        database: private
+                        zones: all
+                        auth:
+                          apiToken: fake-api-token
+                          webAuthToken: fake-web-auth-token
+                          webAuthTokenFile: \(yamlString(path("bench-\(name).web-auth-token")))
+                    """)
+            try dropSchema(pipeline)
+            progress("\(label): zonefeed run against \(baseURL), \(records.grouped) records in \(settings.zones) zones…")
+            let run = try await Self.offThePool { try runPipeline(pipeline, label: label, logName: "\(name)-run") }
+            try checkLiveRows(pipeline, label: label, logName: "\(name)-run", expected: records)
+            return run
+        }
+        return result.closureResult
     }
 
     /// The URL in the fake server's ready line,
-    /// `fake CloudKit server listening on http://127.0.0.1:PORT (container …)`.
-    func readyURL(of server: ChildProcess, logName: String, records: Int) throws -> String {
+    /// `fake CloudKit server listening on http://127.0.0.1:PORT (container …)`, read from its
+    /// stdout file as it is written.
+    func readyURL(in stdoutPath: String, of pid: pid_t, logName: String, records: Int) async throws -> String {
         // The server renders its pages before it listens: a few seconds per 100,000 records.
         let timeout = 60 + records / 10_000
         let deadline = ContinuousClock.now + .seconds(timeout)
-        while let line = server.readLine(before: deadline) {
-            if let range = line.range(of: " listening on "), let url = line[range.upperBound...].split(separator: " ").first {
+        while ContinuousClock.now < deadline {
+            try checkNotInterrupted()
+            let output = (try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? ""
+            if let range = output.range(of: " listening on "), let url = output[range.upperBound...].split(separator: " ").first {
                 return String(url)
             }
+            // Gone (reaped by swift-subprocess): it will not listen.
+            if kill(pid, 0) != 0 && errno == ESRCH {
+                throw Failure("the fake server exited before it listened" + stderrTail(logName))
+            }
+            try await Task.sleep(for: .milliseconds(50))
         }
-        try checkNotInterrupted()
-        if ContinuousClock.now >= deadline {
-            throw Failure("the fake server did not say it was listening within \(timeout) s" + stderrTail(logName))
+        throw Failure("the fake server did not say it was listening within \(timeout) s" + stderrTail(logName))
+    }
+
+    /// Runs blocking work (libpq, waiting for a child) on a dispatch thread, so that it holds
+    /// none of Swift's cooperative threads.
+    static func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
         }
-        let status = server.wait().status
-        throw Failure("the fake server exited with status \(status) before it listened" + stderrTail(logName))
     }
 
     // MARK: Runs
 
-    struct ProcessRun {
+    struct ProcessRun: Sendable {
         var seconds: Double
         var peakRSSBytes: Int
     }

@@ -8,7 +8,7 @@ import Foundation
     import Darwin
 #endif
 
-/// A child process of `zonefeed bench` (a `zonefeed run`, the fake server), started with
+/// A timed child process of `zonefeed bench` (a `zonefeed run`), started with
 /// posix_spawn and reaped with wait4, whose rusage is the child's own peak RSS.
 ///
 /// Hand-written because the bench reports each child's peak RSS, and only wait4's rusage has
@@ -19,8 +19,6 @@ public final class ChildProcess {
     enum Output {
         /// A file, created or emptied.
         case file(String)
-        /// A pipe that the parent reads with `readLine(before:)` (stdout only).
-        case pipe
     }
 
     struct Termination {
@@ -37,8 +35,6 @@ public final class ChildProcess {
     /// What the child is, for messages: "the in-process run".
     let name: String
     let pid: pid_t
-    private var outputPipe: Int32 = -1
-    private var unread: [UInt8] = []
     private var termination: Termination?
 
     /// This program's own executable, so that a child runs exactly the build being measured, even
@@ -72,27 +68,12 @@ public final class ChildProcess {
         defer { posix_spawnattr_destroy(&attributes) }
 
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        var pipeReadEnd: Int32 = -1
-        var pipeWriteEnd: Int32 = -1
         for (descriptor, output) in [(Int32(1), stdout), (Int32(2), stderr)] {
             switch output {
             case .file(let path):
                 posix_spawn_file_actions_addopen(&actions, descriptor, path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-            case .pipe:
-                precondition(descriptor == 1 && pipeWriteEnd < 0, "only stdout can be a pipe")
-                var ends: [Int32] = [-1, -1]
-                guard pipe(&ends) == 0 else {
-                    throw Failure(description: "could not create a pipe for \(name) (\(String(cString: strerror(errno))))")
-                }
-                // Close-on-exec, so that no other child inherits them and holds the pipe open;
-                // dup2 clears the flag on the child's own copy.
-                for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
-                pipeReadEnd = ends[0]
-                pipeWriteEnd = ends[1]
-                posix_spawn_file_actions_adddup2(&actions, pipeWriteEnd, descriptor)
             }
         }
-        defer { if pipeWriteEnd >= 0 { _ = close(pipeWriteEnd) } }
 
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var noSignals = sigset_t()
@@ -112,16 +93,10 @@ public final class ChildProcess {
         var pid = pid_t()
         let result = posix_spawn(&pid, executable.path, &actions, &attributes, argv, envp)
         guard result == 0 else {
-            if pipeReadEnd >= 0 { _ = close(pipeReadEnd) }
             throw Failure(description: "could not start \(name) from \(executable.path) (\(String(cString: strerror(result))))")
         }
         self.pid = pid
-        outputPipe = pipeReadEnd
         Self.running.insert(pid)
-    }
-
-    deinit {
-        if outputPipe >= 0 { _ = close(outputPipe) }
     }
 
     /// Lowers this process's peak RSS to its current RSS, because the kernel counts it in the
@@ -139,33 +114,6 @@ public final class ChildProcess {
             _ = write(descriptor, "5", 1)
             _ = close(descriptor)
         #endif
-    }
-
-    // MARK: - Output
-
-    /// The next line the child writes to its stdout pipe, without the newline; nil when the child
-    /// closes its stdout (it ended) or when `deadline` passes first.
-    func readLine(before deadline: ContinuousClock.Instant) -> String? {
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            if let newline = unread.firstIndex(of: UInt8(ascii: "\n")) {
-                let line = String(decoding: unread[..<newline], as: UTF8.self)
-                unread.removeSubrange(...newline)
-                return line
-            }
-            let remaining = deadline - .now
-            guard outputPipe >= 0, remaining > .zero else { return nil }
-            var poller = pollfd(fd: outputPipe, events: Int16(POLLIN), revents: 0)
-            let (seconds, attoseconds) = remaining.components
-            let milliseconds = Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
-            let ready = poll(&poller, 1, milliseconds)
-            if ready < 0 && errno == EINTR { continue }
-            guard ready > 0 else { return nil }
-            let count = buffer.withUnsafeMutableBytes { read(outputPipe, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { return nil }
-            unread.append(contentsOf: buffer[..<count])
-        }
     }
 
     // MARK: - Ending
@@ -195,15 +143,9 @@ public final class ChildProcess {
         return ended
     }
 
-    /// Sends SIGTERM unless the child has been waited for already, then waits for it.
-    @discardableResult
-    func terminate() -> Termination {
-        if termination == nil { kill(pid, SIGTERM) }
-        return wait()
-    }
-
     /// Sends SIGTERM to every child not yet waited for: what the bench does when it is itself
-    /// interrupted, so that no `zonefeed run` or fake server outlives it.
+    /// interrupted, so that no `zonefeed run` outlives it (the fake server, run through
+    /// swift-subprocess, is ended when its phase unwinds).
     public static func terminateAll() {
         running.each { kill($0, SIGTERM) }
     }

@@ -104,7 +104,7 @@ struct BenchCommand: AsyncParsableCommand {
                     let bench = Bench(
                         options: options, conninfo: conninfo, work: work, interruption: interruption,
                         progress: { Terminal.shared.writeLine($0) })
-                    return try await Self.offThePool { try bench.measure() }
+                    return try await bench.measure()
                 }
             }
         } catch {
@@ -140,14 +140,6 @@ struct BenchCommand: AsyncParsableCommand {
         Terminal.shared.writeLine("starting the embedded PostgreSQL server in \(directory)…")
         let embedded = EmbeddedPostgres(EmbeddedPostgres.Configuration(directory: directory, port: port), logger: logger)
         return try await embedded.withServer { handle in try await body(handle.connectionString) }
-    }
-
-    /// Runs blocking work on a dispatch thread, so that it holds none of Swift's cooperative
-    /// threads, which the signal watcher needs.
-    private static func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
-        }
     }
 
     /// A fresh private folder for the pipeline files and the children's output.
