@@ -43,6 +43,14 @@ public final class Connection: @unchecked Sendable {
         return true
     }
 
+    /// The version of the libpq this process runs with, such as `15.18`.
+    public static var libraryVersion: String {
+        // > PQlibVersion: "The result is formed by multiplying the library's major version number
+        // > by 10000 and adding the minor version number." (libpq 10 and later)
+        let number = Int(PQlibVersion())
+        return number >= 100_000 ? "\(number / 10_000).\(number % 10_000)" : "\(number / 10_000).\(number / 100 % 100).\(number % 100)"
+    }
+
     /// The connection parameters this libpq knows (`host`, `dbname`, `sslmode`, …).
     public static let parameterNames: [String] = {
         // > PQconndefaults: "Returns the default connection options. … The return value points

@@ -146,11 +146,11 @@ struct RunCommand: AsyncParsableCommand {
         for (zone, error) in s.zonesFailed { lines.append("  failed      \(zone.zoneName): \(error)") }
         if let table = pipeline.postgres.recordTypes.first {
             let view = "\(sqlName(pipeline.postgres.schema)).\(sqlName(table.table + "_live"))"
-            lines.append("Query it:    zonefeed psql \(pipelineFile) -c 'SELECT count(*) FROM \(view)'")
+            lines.append("Query it:    \(Invocation.command) psql \(Invocation.shellWord(pipelineFile)) -c 'SELECT count(*) FROM \(view)'")
         }
         if t.rejects > 0 {
             lines.append(
-                "Rejects:     zonefeed psql \(pipelineFile) -c 'SELECT record_name, error FROM \(sqlName(pipeline.postgres.schema)).zonefeed_rejects ORDER BY id DESC LIMIT 20'"
+                "Rejects:     \(Invocation.command) psql \(Invocation.shellWord(pipelineFile)) -c 'SELECT record_name, error FROM \(sqlName(pipeline.postgres.schema)).zonefeed_rejects ORDER BY id DESC LIMIT 20'"
             )
         }
         return lines.joined(separator: "\n")

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import LibPQ
 
 @main
 struct ZoneFeedCommand: AsyncParsableCommand {
@@ -10,6 +11,7 @@ struct ZoneFeedCommand: AsyncParsableCommand {
             Exit codes: 0 success (including nothing to do); 1 the run failed; 2 usage or \
             pipeline-file error; 3 authentication needs a person; 130/143 interrupted.
             """,
+        version: BuildInfo.versionText,
         subcommands: [
             RunCommand.self, StatusCommand.self, ResetCommand.self, ValidateCommand.self, PsqlCommand.self, FakeServerCommand.self, BenchCommand.self,
         ]
@@ -43,4 +45,28 @@ enum Exit {
     static let failed = ExitCode(1)
     static let usage = ExitCode(2)
     static let authentication = ExitCode(3)
+}
+
+/// What `zonefeed --version` prints, for a bug report or an image label.
+enum BuildInfo {
+    static let version = "0.1.0"
+
+    /// The compiler that built this program, as far as `#if compiler` tells.
+    static var swiftVersion: String {
+        #if compiler(>=6.4)
+            return "6.4 or later"
+        #elseif compiler(>=6.3)
+            return "6.3"
+        #elseif compiler(>=6.2)
+            return "6.2"
+        #elseif compiler(>=6.1)
+            return "6.1"
+        #else
+            return "6.0"
+        #endif
+    }
+
+    static var versionText: String {
+        "zonefeed \(version)\nlibpq \(Connection.libraryVersion)\nSwift \(swiftVersion)"
+    }
 }

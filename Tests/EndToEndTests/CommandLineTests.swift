@@ -72,6 +72,18 @@ import ZoneFeed
         return (p, zonefeed, file, running.wait())
     }
 
+    @Test func versionNamesZonefeedLibpqAndSwift() throws {
+        let zonefeed = try ZonefeedBinary()
+        defer { zonefeed.remove() }
+        let output = try zonefeed.run(["--version"])
+        #expect(output.status == 0, "\(output.stderr)")
+        let lines = output.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.count == 3, "\(output.stdout)")
+        #expect(lines.first?.hasPrefix("zonefeed ") == true)
+        #expect(lines.contains { $0.hasPrefix("libpq 1") }, "libpq's major version, 10 or later")
+        #expect(lines.contains { $0.hasPrefix("Swift 6") })
+    }
+
     @Test func aBadPipelineFileExitsWith2AndNamesTheLine() async throws {
         let zonefeed = try ZonefeedBinary()
         defer { zonefeed.remove() }

@@ -45,6 +45,13 @@ import ZoneFeed
         #expect(first.status == 0, "\(first.stderr)")
         #expect(first.stdout.contains("succeeded"))
         #expect(first.stdout.contains("zonefeed psql"), "the summary says how to query the result")
+        // The hint runs as printed: here zonefeed was started by its path, which is not on PATH.
+        let hint = try #require(first.stdout.split(separator: "\n").first { $0.hasPrefix("Query it:") })
+        let command = String(hint.dropFirst("Query it:".count)).trimmingCharacters(in: .whitespaces)
+        #expect(command.hasPrefix(ZonefeedBinary.path + " psql "), "\(command)")
+        let queried = try zonefeed.shell(command)
+        #expect(queried.status == 0, "\(queried.stderr)")
+        #expect(queried.stdout.contains("count"))
 
         let second = try zonefeed.run(["run", demo, "--progress", "never"])
         #expect(second.status == 0)

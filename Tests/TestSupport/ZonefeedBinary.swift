@@ -55,14 +55,14 @@ public struct ZonefeedBinary {
         }
     }
 
-    public func start(_ arguments: [String]) throws -> Running {
+    public func start(_ arguments: [String], executable: String = ZonefeedBinary.path) throws -> Running {
         let id = UUID().uuidString.prefix(8)
         let out = directory.appendingPathComponent("out-\(id).txt")
         let err = directory.appendingPathComponent("err-\(id).txt")
         _ = FileManager.default.createFile(atPath: out.path, contents: nil)
         _ = FileManager.default.createFile(atPath: err.path, contents: nil)
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.path)
+        process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         process.currentDirectoryURL = directory
         process.environment = environment
@@ -75,6 +75,11 @@ public struct ZonefeedBinary {
 
     public func run(_ arguments: [String]) throws -> Output {
         try start(arguments).wait()
+    }
+
+    /// A command line run by /bin/sh in the working directory, as a user pastes it.
+    public func shell(_ commandLine: String) throws -> Output {
+        try start(["-c", commandLine], executable: "/bin/sh").wait()
     }
 
     public func remove() { try? FileManager.default.removeItem(at: directory) }
