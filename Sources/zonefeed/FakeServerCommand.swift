@@ -20,7 +20,14 @@ struct FakeServerCommand: AsyncParsableCommand {
             --max-in-flight make it as strict and as far away as the field.
             """)
 
-    @Option(help: "The port on 127.0.0.1 (0 picks a free one; the ready line says which).")
+    @Option(
+        help: """
+            The address to listen on: 127.0.0.1 (the default) keeps the server to this machine; \
+            0.0.0.0 lets other machines or containers reach it (docker compose).
+            """)
+    var host = "127.0.0.1"
+
+    @Option(help: "The port (0 picks a free one; the ready line says which).")
     var port = 8765
 
     @Option(help: "The generator's seed.")
@@ -106,7 +113,7 @@ struct FakeServerCommand: AsyncParsableCommand {
         let level = logLevel
         let logger = Logger(label: "zonefeed.fake-server") { label in ZoneFeedLogHandler(label: label, format: .text, logLevel: level) }
         let configuration = FakeCloudKitServer.Configuration(
-            port: port,
+            host: host, port: port,
             settings: FakeSettings(seed: seed, zones: zones, recordsPerZone: recordsPerZone, pageSize: pageSize, churn: !noChurn),
             scenarioFile: scenario, apiToken: apiToken, webAuthTokens: [webAuthToken], preparesPages: preparePages,
             tokenWindow: tokenWindow, tokenRetirement: tokenRetirement, latency: .milliseconds(latency?.milliseconds ?? 0),

@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import FakeCloudKit
 import Foundation
 import LibPQ
@@ -70,6 +71,23 @@ import ZoneFeed
         _ = try p.waitForProgress(while: running)
         running.signal(signal)
         return (p, zonefeed, file, running.wait())
+    }
+
+    /// `--host 0.0.0.0` (for docker compose) listens on every address; loopback stays the default.
+    @Test func theFakeServerListensBeyondLoopbackWhenAsked() async throws {
+        let zonefeed = try ZonefeedBinary()
+        defer { zonefeed.remove() }
+        let server = try FakeServerProcess(zonefeed, seed: 1, zones: 1, recordsPerZone: 10, options: ["--host", "0.0.0.0"])
+        defer { server.stop() }
+        #expect(server.url.hasPrefix("http://0.0.0.0:"), "\(server.url)")
+        let port = try #require(server.url.split(separator: ":").last.flatMap { Int($0) })
+        // The kernel's list of listening TCP sockets: the port is bound to 0.0.0.0, every address.
+        let sockets = try String(contentsOfFile: "/proc/net/tcp", encoding: .utf8)
+        let listening = sockets.split(separator: "\n").map { $0.split(separator: " ") }.filter { $0.count > 3 && $0[3] == "0A" }
+        #expect(listening.contains { $0[1] == "00000000:" + String(format: "%04X", port) }, "bound to 0.0.0.0:\(port)")
+        let response = try await HTTPClient.shared.execute(
+            HTTPClientRequest(url: "http://127.0.0.1:\(port)/admin/state"), timeout: .seconds(10))
+        #expect(response.status.code == 200)
     }
 
     @Test func versionNamesZonefeedLibpqAndSwift() throws {
