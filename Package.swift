@@ -29,6 +29,8 @@ let package = Package(
         .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
         .package(url: "https://github.com/apple/swift-async-algorithms", from: "1.0.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.1.0"),
     ],
     targets: [
         .systemLibrary(
@@ -44,10 +46,23 @@ let package = Package(
             dependencies: [
                 "CloudKitModel",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // A run's metrics in Prometheus' conventions for batch jobs: a textfile and a Pushgateway.
+        .target(
+            name: "ZoneFeedMetrics",
+            dependencies: [
+                "ZoneFeed",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -101,7 +116,7 @@ let package = Package(
         // The component list of the zonefeed program: what a pipeline file may name.
         .target(
             name: "ZoneFeedComponents",
-            dependencies: ["ZoneFeed", "ZoneFeedCloudKit", "FakeCloudKit", "ZoneFeedPostgres"]
+            dependencies: ["ZoneFeed", "ZoneFeedCloudKit", "CloudKitWebServices", "FakeCloudKit", "ZoneFeedPostgres", "ZoneFeedMetrics"]
         ),
         // The benchmark and PostgreSQL's own COPY ceiling: support, not the flow.
         .target(
@@ -116,7 +131,7 @@ let package = Package(
             name: "zonefeed",
             dependencies: [
                 "ZoneFeed", "ZoneFeedComponents", "ZoneFeedPostgres", "EmbeddedPostgresServer", "FakeCloudKit",
-                "ZoneFeedCloudKit", "FakeCloudKitServer", "ZoneFeedBench", "LibPQ", "CloudKitModel",
+                "ZoneFeedCloudKit", "FakeCloudKitServer", "ZoneFeedBench", "ZoneFeedMetrics", "LibPQ", "CloudKitModel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -139,7 +154,7 @@ let package = Package(
         .testTarget(
             name: "ZoneFeedTests",
             dependencies: [
-                "ZoneFeed", "ZoneFeedCloudKit", "ZoneFeedPostgres", "ZoneFeedComponents", "FakeCloudKit", "CloudKitModel",
+                "ZoneFeed", "ZoneFeedCloudKit", "ZoneFeedPostgres", "ZoneFeedComponents", "ZoneFeedMetrics", "FakeCloudKit", "CloudKitModel",
                 "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -175,6 +190,7 @@ let package = Package(
             dependencies: [
                 "zonefeed", "TestSupport", "FakeCloudKit", "FakeCloudKitServer", "ZoneFeed", "LibPQ", "CloudKitModel",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Yams", package: "Yams"),
             ]
         ),
     ]

@@ -20,6 +20,9 @@ extension CloudKitClient {
         public var webAuthToken: String?
         /// Where the newest web auth token is kept (mode 0600, replaced atomically).
         public var webAuthTokenFile: String?
+        /// Where the newest web auth token is kept when not in a file (a database table, say);
+        /// when set, `webAuthTokenFile` is not used.
+        public var webAuthTokenVault: (any WebAuthTokenVault)?
         /// Server-to-server signing (public database only, per Apple).
         public var serverKey: ServerKey?
         /// How long one HTTP request may take, body included.
@@ -44,7 +47,7 @@ extension CloudKitClient {
         public var description: String {
             "CloudKitClient.Configuration(baseURL: \(baseURL), container: \(container), environment: \(environment.rawValue), "
                 + "database: \(database.rawValue), apiToken: \(apiToken == nil ? "nil" : "<redacted>"), "
-                + "webAuthToken: \(webAuthToken == nil ? "nil" : "<redacted>"), webAuthTokenFile: \(webAuthTokenFile ?? "nil"), "
+                + "webAuthToken: \(webAuthToken == nil ? "nil" : "<redacted>"), webAuthTokens: \(webAuthTokenVault?.location ?? webAuthTokenFile ?? "nil"), "
                 + "serverKey: \(serverKey.map { "\($0)" } ?? "nil"), maxConcurrentRequests: \(maxConcurrentRequests))"
         }
     }

@@ -53,7 +53,9 @@ public final class CloudKitClient: Sendable {
             self.httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: http, backgroundActivityLogger: logger)
             ownsHTTPClient = true
         }
-        tokens = WebAuthTokenStore(configured: configuration.webAuthToken, file: configuration.webAuthTokenFile, logger: logger)
+        tokens = WebAuthTokenStore(
+            configured: configuration.webAuthToken,
+            vault: configuration.webAuthTokenVault ?? configuration.webAuthTokenFile.map(WebAuthTokenFile.init(path:)), logger: logger)
         signer = configuration.serverKey.map { RequestSigner(key: $0) }
         limiter = RequestLimiter(maxConcurrent: configuration.maxConcurrentRequests, oneAtATime: tokens.oneAtATime)
         (origin, pathPrefix) = Self.split(baseURL: configuration.baseURL)
@@ -173,12 +175,14 @@ public final class CloudKitClient: Sendable {
             do {
                 let response = try await attemptOnce(
                     operation: operation, method: method, path: path, body: body, token: token, logger: logger, decode: decode)
+                Metrics.requests(status: "200").increment()
                 let oneAtATime = await limiter.release(ticket, .succeeded)
                 // Only a refused token that a newer one then got past says that the server
                 // wants one request at a time; a revoked session says nothing of the kind.
                 if oneAtATime, tokenRetries > 0 { tokens.learnOneAtATime() }
                 return response
             } catch let failure as CloudKitError {
+                Metrics.requests(status: failure.httpStatus.map(String.init) ?? "none").increment()
                 let throttled = failure.code == .throttled || failure.code == .tryAgainLater
                 _ = await limiter.release(ticket, throttled ? .throttled(retryAfter: failure.retryAfter) : .failed)
                 error = failure
@@ -219,6 +223,7 @@ public final class CloudKitClient: Sendable {
         if let status = error.httpStatus { metadata["status"] = "\(status)" }
         if let retryAfter = error.retryAfter { metadata["retryAfter"] = "\(retryAfter)s" }
         logger.warning("CloudKit request failed; retrying", metadata: metadata)
+        Metrics.retries.increment()
         try await Task.sleep(for: delay)
     }
 
@@ -229,7 +234,9 @@ public final class CloudKitClient: Sendable {
     /// left to try: a person must sign in again.
     private func mayRetryWithAnotherToken(after refused: String, logger: Logger) async -> Bool {
         if await limiter.becomeOneAtATime() {
-            let kept = configuration.webAuthTokenFile == nil ? "" : " (the token file keeps this for later runs once a newer token succeeds)"
+            let kept =
+                configuration.webAuthTokenFile == nil && configuration.webAuthTokenVault == nil
+                ? "" : " (the token file keeps this for later runs once a newer token succeeds)"
             logger.warning(
                 "CloudKit refused a web auth token; it may accept only the newest, so requests go one at a time from now on\(kept)")
         }

@@ -102,6 +102,7 @@ actor RequestLimiter {
         let pausedFrom = max(pausedUntil ?? now, now)
         if until > pausedFrom {
             throttledSeconds += (until - pausedFrom).seconds
+            CloudKitClient.Metrics.throttleWait.increment(by: (until - pausedFrom).seconds)
             pausedUntil = until
         }
     }

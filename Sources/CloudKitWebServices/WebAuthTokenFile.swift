@@ -25,7 +25,7 @@ import Foundation
 /// since (a new configured token then wins over the saved ones). `requests=one-at-a-time` says
 /// the server refused a token that concurrent requests had overtaken, so requests go one at a
 /// time. A file of one line, as older versions wrote, is a token alone.
-struct WebAuthTokenFile: Sendable {
+struct WebAuthTokenFile: WebAuthTokenVault {
     struct Contents: Sendable, Equatable {
         /// Newest first.
         var tokens: [String] = []
@@ -35,9 +35,25 @@ struct WebAuthTokenFile: Sendable {
 
     let path: String
 
+    var location: String { path }
+
+    /// The file's text; nil when it does not exist.
+    func load() throws -> String? {
+        guard FileManager.default.fileExists(atPath: path) else { return nil }
+        do {
+            return try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw WebAuthTokenFileError(path: path, problem: "it cannot be read")
+        }
+    }
+
     /// What the file holds; nil when it does not exist or holds no token.
     func read() -> Contents? {
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+        (try? load()).flatMap(Self.contents(of:))
+    }
+
+    /// The tokens a saved text holds; nil when it holds none.
+    static func contents(of text: String) -> Contents? {
         var contents = Contents()
         for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: true).enumerated() {
             let line = raw.trimmingCharacters(in: .whitespaces)
@@ -77,6 +93,10 @@ struct WebAuthTokenFile: Sendable {
     /// other user can ever read them. The new contents are in the page cache when this returns,
     /// which a killed process cannot lose; `sync()` makes them survive a power loss too.
     func write(_ contents: Contents) throws {
+        try save(Self.text(of: contents))
+    }
+
+    func save(_ text: String) throws {
         let folder = self.folder
         if !FileManager.default.fileExists(atPath: folder) {
             do {
@@ -98,7 +118,7 @@ struct WebAuthTokenFile: Sendable {
             defer { close(fd) }
             // umask may have removed bits, never added them; make the mode exact anyway.
             guard fchmod(fd, 0o600) == 0 else { throw WebAuthTokenFileError(path: path, problem: String(cString: strerror(errno))) }
-            var bytes = Array(Self.text(of: contents).utf8)[...]
+            var bytes = Array(text.utf8)[...]
             while !bytes.isEmpty {
                 let written = bytes.withUnsafeBytes { systemWrite(fd, $0.baseAddress, $0.count) }
                 if written < 0 {

@@ -24,7 +24,8 @@ import NIOConcurrencyHelpers
 /// At start, the file's tokens win over the configured one, unless a person has configured a new
 /// token since the file was written (its fingerprint in the file differs).
 final class WebAuthTokenStore: Sendable {
-    let file: WebAuthTokenFile?
+    /// Where the tokens are kept between runs: a `WebAuthTokenFile`, or another vault.
+    let file: (any WebAuthTokenVault)?
     let syncInterval: Duration
     private let state: NIOLockedValueBox<State>
     /// File writes happen here, one at a time, off the callers' threads...
@@ -47,14 +48,19 @@ final class WebAuthTokenStore: Sendable {
         var syncs = 0
     }
 
-    init(configured: String?, file: String?, syncInterval: Duration = .milliseconds(100), logger: Logger) {
-        self.file = file.map(WebAuthTokenFile.init(path:))
+    convenience init(configured: String?, file: String?, syncInterval: Duration = .milliseconds(100), logger: Logger) {
+        self.init(configured: configured, vault: file.map(WebAuthTokenFile.init(path:)), syncInterval: syncInterval, logger: logger)
+    }
+
+    init(configured: String?, vault: (any WebAuthTokenVault)?, syncInterval: Duration = .milliseconds(100), logger: Logger) {
+        self.file = vault
         self.syncInterval = syncInterval
         let configured = configured.flatMap { $0.isEmpty ? nil : $0 }
         var contents = WebAuthTokenFile.Contents(
             tokens: configured.map { [$0] } ?? [], configuredFingerprint: configured.map(WebAuthTokenFile.fingerprint(of:)))
         var version = 0
-        if let file, let saved = self.file?.read() {
+        if let vault, let saved = Self.load(from: vault, logger: logger) {
+            let file = vault.location
             if configured != nil, let fingerprint = saved.configuredFingerprint, fingerprint != contents.configuredFingerprint {
                 logger.info("the configured web auth token is new since the token file was written; using it", metadata: ["file": "\(file)"])
                 contents.oneAtATime = saved.oneAtATime
@@ -66,10 +72,21 @@ final class WebAuthTokenStore: Sendable {
                 // A file from before fingerprints is brought up to date with the next write.
                 if saved.configuredFingerprint != contents.configuredFingerprint, contents.configuredFingerprint != nil { version = 1 }
             }
-        } else if file != nil, !contents.tokens.isEmpty {
+        } else if vault != nil, !contents.tokens.isEmpty {
             version = 1
         }
         state = NIOLockedValueBox(State(contents: contents, version: version))
+    }
+
+    /// The tokens a vault holds; nil, and said, when it cannot be read: the run goes on with the
+    /// configured token, which a person may have just renewed.
+    private static func load(from vault: any WebAuthTokenVault, logger: Logger) -> WebAuthTokenFile.Contents? {
+        do {
+            return try vault.load().flatMap(WebAuthTokenFile.contents(of:))
+        } catch {
+            logger.error("the saved web auth tokens cannot be read; starting from the configured token", metadata: ["error": "\(error)"])
+            return nil
+        }
     }
 
     /// The newest token known. A secret: never print it.
@@ -144,7 +161,7 @@ final class WebAuthTokenStore: Sendable {
 
     /// On the writer queue: writes the file if it is behind, schedules a sync, and returns the
     /// newest token, which the file now has (unless writing failed: the run goes on with it).
-    private func save(to file: WebAuthTokenFile, logger: Logger) -> String? {
+    private func save(to file: any WebAuthTokenVault, logger: Logger) -> String? {
         // What to write and the token to hand out come from one look at the state: a token that
         // arrives after it is written by the `save` its arrival queued, behind this one.
         let (contents, version, saved) = state.withLockedValue { state -> (WebAuthTokenFile.Contents?, Int, String?) in
@@ -156,7 +173,7 @@ final class WebAuthTokenStore: Sendable {
         }
         guard let contents else { return saved }
         do {
-            try file.write(contents)
+            try file.save(WebAuthTokenFile.text(of: contents))
             let scheduleSync = state.withLockedValue { state -> Bool in
                 state.savedVersion = version
                 state.writes += 1
@@ -181,7 +198,7 @@ final class WebAuthTokenStore: Sendable {
     }
 
     /// On the sync queue: whatever the file holds now reaches the disk.
-    private func sync(_ file: WebAuthTokenFile) {
+    private func sync(_ file: any WebAuthTokenVault) {
         state.withLockedValue { $0.syncScheduled = false }
         file.sync()
         state.withLockedValue { $0.syncs += 1 }

@@ -47,7 +47,7 @@ extension Pipeline {
 
 extension PipelineFileReader {
     /// The top level: `pipeline` and `source` are the engine's; `destination` and the keys the
-    /// destination names are read by the destination.
+    /// destination names are read by the destination, the other sections by their modules.
     func readPipeline(_ root: Node?, components: PipelineComponents) -> Pipeline? {
         guard let root else {
             report(
@@ -56,15 +56,20 @@ extension PipelineFileReader {
             )
             return nil
         }
-        let allowed = ["pipeline", "source", "destination"] + components.destination.topLevelKeys
+        let allowed = ["pipeline", "source", "destination"] + components.destination.topLevelKeys + components.sections.map { $0.key }
         guard let top = section(root, path: "", position: PipelinePosition(root.mark), allowed: allowed)
         else { return nil }
 
         let name = readName(in: top)
         let source = readSource(in: top, pipelineName: name, sources: components.sources)
         let destination = components.destination.read(top, pipelineName: name, from: self)
-        guard let name, let source, let destination else { return nil }
-        return Pipeline(name: name, source: source, destination: destination, filePath: filePath)
+        var sections: [String: any SectionConfiguration] = [:]
+        var sectionsRead = true
+        for type in components.sections where top[type.key] != nil {
+            if let section = type.read(top, pipelineName: name, from: self) { sections[type.key] = section } else { sectionsRead = false }
+        }
+        guard let name, let source, let destination, sectionsRead else { return nil }
+        return Pipeline(name: name, source: source, destination: destination, filePath: filePath, sections: sections)
     }
 
     func readName(in top: PipelineSection) -> String? {

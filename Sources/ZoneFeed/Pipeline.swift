@@ -8,15 +8,23 @@ public struct Pipeline: Sendable {
     public var destination: any DestinationConfiguration
     /// The path the file was read from, as given ("<memory>" when parsed from a string).
     public var filePath: String
+    /// The other sections the file holds (`metrics`), by key.
+    public var sections: [String: any SectionConfiguration]
 
     public init(
         name: String, source: any SourceConfiguration, destination: any DestinationConfiguration,
-        filePath: String = "<memory>"
+        filePath: String = "<memory>", sections: [String: any SectionConfiguration] = [:]
     ) {
         self.name = name
         self.source = source
         self.destination = destination
         self.filePath = filePath
+        self.sections = sections
+    }
+
+    /// The section of that type, when the file has it.
+    public func section<S: SectionConfiguration>(_ type: S.Type) -> S? {
+        sections[S.key] as? S
     }
 
     /// The destination's settings as the type a destination module expects.

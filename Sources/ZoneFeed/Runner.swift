@@ -172,6 +172,7 @@ public struct Runner: Sendable {
                 }
                 summary.totals += outcome
                 summary.zonesDeleted += page.deletedZones
+                await events(.appliedDatabaseChanges(outcome))
                 await events(.stateUpdate(nil, page.syncToken))
                 modified += page.modifiedZones
                 deleted += page.deletedZones

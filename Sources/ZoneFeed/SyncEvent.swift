@@ -5,6 +5,9 @@ import CloudKitModel
 public enum SyncEvent: Sendable {
     case willFetchChanges(runID: Int64)
     case fetchedDatabaseChanges(modified: [ZoneID], deleted: [ZoneDeletion])
+    /// A page of the database change feed was applied with its token: the rows of the zones it
+    /// deleted were tombstoned (the `zoneDeleted` events that follow carry no outcome of their own).
+    case appliedDatabaseChanges(BatchOutcome)
     case zoneClaimedElsewhere(ZoneID)
     case willFetchRecordZoneChanges(ZoneID, resyncing: Bool)
     /// A batch was committed; `total` is what the zone has applied so far in this run.

@@ -69,7 +69,7 @@ extension CloudKitSettings: SourceConfiguration {
         if let maxAttempts { settings.maxAttempts = maxAttempts }
         if let retryBudget { settings.retryBudgetSeconds = retryBudget }
         if let maxConcurrentRequests { settings.maxConcurrentRequests = maxConcurrentRequests }
-        if settings.auth.webAuthTokenFile == nil, let pipelineName {
+        if settings.auth.webAuthTokenFile == nil, settings.auth.webAuthTokenStore == .file, let pipelineName {
             // Tokens rotate with every request: a run that did not keep the newest could not
             // start again after a crash.
             settings.auth.webAuthTokenFile = ".zonefeed/\(pipelineName).web-auth-token"
@@ -109,7 +109,7 @@ extension CloudKitSettings: SourceConfiguration {
     }
 
     static func readAuth(in cloudKit: PipelineSection, from file: PipelineFileReader) -> CloudKitSettings.Auth? {
-        let allowed = ["apiToken", "webAuthToken", "webAuthTokenFile", "serverKeyID", "serverPrivateKeyFile"]
+        let allowed = ["apiToken", "webAuthToken", "webAuthTokenFile", "webAuthTokenStore", "serverKeyID", "serverPrivateKeyFile"]
         guard let section = file.subsection("auth", in: cloudKit, allowed: allowed, required: true) else { return nil }
         let reported = file.diagnostics.count
 
@@ -117,6 +117,7 @@ extension CloudKitSettings: SourceConfiguration {
         // An empty web auth token (`${CLOUDKIT_WEB_AUTH_TOKEN:-}`) leaves it to webAuthTokenFile.
         let webAuthToken = file.secret("webAuthToken", in: section, emptyMeansAbsent: true)
         let webAuthTokenFile = file.nonEmptyText("webAuthTokenFile", in: section, expected: "a file path")
+        let webAuthTokenStore = file.choice(CloudKitSettings.TokenStore.self, "webAuthTokenStore", in: section)
         let serverKeyID = file.nonEmptyText("serverKeyID", in: section, expected: "a key ID from CloudKit Dashboard")
         let serverPrivateKeyFile = file.nonEmptyText("serverPrivateKeyFile", in: section, expected: "the path of a PEM private key file")
 
@@ -134,10 +135,17 @@ extension CloudKitSettings: SourceConfiguration {
         if let keyFile = section["serverPrivateKeyFile"], section["serverKeyID"] == nil {
             file.report("serverPrivateKeyFile needs serverKeyID in \(section.path): the key's ID from CloudKit Dashboard", at: keyFile.keyPosition)
         }
+        if webAuthTokenStore == .database, let tokenFile = section["webAuthTokenFile"] {
+            file.report(
+                "webAuthTokenFile names a file, but webAuthTokenStore is database in \(section.path): the tokens are kept in one place; remove one",
+                at: tokenFile.keyPosition)
+        }
         guard file.diagnostics.count == reported else { return nil }
-        return CloudKitSettings.Auth(
+        var auth = CloudKitSettings.Auth(
             apiToken: apiToken, webAuthToken: webAuthToken, webAuthTokenFile: webAuthTokenFile,
             serverKeyID: serverKeyID, serverPrivateKeyFile: serverPrivateKeyFile
         )
+        if let webAuthTokenStore { auth.webAuthTokenStore = webAuthTokenStore }
+        return auth
     }
 }

@@ -25,6 +25,7 @@ public struct CloudKitSettings: Sendable {
     public var maxConcurrentRequests: Int = 16
 
     public enum Environment: String, Sendable, CaseIterable { case development, production }
+    public enum TokenStore: String, Sendable, CaseIterable { case file, database }
     public enum Database: String, Sendable, CaseIterable { case `private`, shared }
 
     public struct Auth: Sendable {
@@ -35,6 +36,9 @@ public struct CloudKitSettings: Sendable {
         public var webAuthTokenFile: String?
         /// Whether `webAuthTokenFile` is the default rather than the file's.
         public var webAuthTokenFileIsDefault = false
+        /// Where rotated tokens are kept: the file (the default), or the destination database,
+        /// for runs whose disk does not outlive them (a CronJob's pod, a fleet of workers).
+        public var webAuthTokenStore: TokenStore = .file
         /// Server-to-server signing: the key ID from CloudKit Dashboard and a PEM private key file.
         public var serverKeyID: String?
         public var serverPrivateKeyFile: String?

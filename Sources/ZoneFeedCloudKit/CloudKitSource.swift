@@ -16,8 +16,16 @@ public struct CloudKitSource: ChangeSource {
     /// - Parameters:
     ///   - httpClient: shared with the caller; when nil the client makes its own and
     ///     `shutdown()` must be called.
-    public init(settings: CloudKitSettings, httpClient: HTTPClient? = nil, logger: Logger) throws {
-        let configuration = try Self.clientConfiguration(for: settings)
+    ///   - tokenVault: where the web auth tokens are kept when `auth.webAuthTokenStore` is
+    ///     `database` (the destination's table); required then, unused otherwise.
+    public init(settings: CloudKitSettings, tokenVault: (any WebAuthTokenVault)? = nil, httpClient: HTTPClient? = nil, logger: Logger) throws {
+        var configuration = try Self.clientConfiguration(for: settings)
+        if settings.auth.webAuthTokenStore == .database {
+            guard let tokenVault else {
+                throw SyncError(.failed, message: "auth.webAuthTokenStore is database, but no database was given to keep the web auth tokens in")
+            }
+            configuration.webAuthTokenVault = tokenVault
+        }
         self.init(client: CloudKitClient(configuration: configuration, httpClient: httpClient, logger: logger), settings: settings, logger: logger)
     }
 

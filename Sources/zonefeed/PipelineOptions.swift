@@ -75,25 +75,32 @@ struct PipelineOptions: ParsableArguments {
         }
     }
 
-    /// Runs `body` with the pipeline's source, shut down on every path.
-    func withSource<T>(_ pipeline: Pipeline, logger: Logger, _ body: (any ChangeSource) async throws -> T) async throws -> T {
+    /// Runs `body` with the pipeline's source, shut down on every path. `conninfo` is the
+    /// destination's, where `auth.webAuthTokenStore: database` keeps the web auth tokens.
+    func withSource<T>(_ pipeline: Pipeline, conninfo: String, logger: Logger, _ body: (any ChangeSource) async throws -> T) async throws -> T {
         switch pipeline.source {
         case let settings as FakeSettings:
             return try await body(FakeSource(settings: settings))
         case let settings as CloudKitSettings:
             let source: CloudKitSource
+            let tokenTable =
+                settings.auth.webAuthTokenStore == .database
+                ? WebAuthTokenTable(pipelineName: pipeline.name, schema: pipeline.postgres.schema, conninfo: conninfo) : nil
             do {
-                source = try CloudKitSource(settings: settings, logger: logger)
+                source = try CloudKitSource(settings: settings, tokenVault: tokenTable, logger: logger)
             } catch {
                 logger.error("\(error)")
                 throw Exit.usage
             }
+            // The token table is closed after the source, whose shutdown saves the newest token.
             do {
                 let value = try await body(source)
                 try? await source.shutdown()
+                tokenTable?.close()
                 return value
             } catch {
                 try? await source.shutdown()
+                tokenTable?.close()
                 throw error
             }
         default:

@@ -52,6 +52,9 @@ struct PipelinePlan: CustomStringConvertible {
             if let file = auth.webAuthTokenFile {
                 kinds.append("webAuthTokenFile \(file)" + (auth.webAuthTokenFileIsDefault ? " (the default for this pipeline)" : ""))
             }
+            if auth.webAuthTokenStore == .database {
+                kinds.append("webAuthTokenStore database (table \(destination.schema).\(WebAuthTokenTable.tableName))")
+            }
             if auth.serverKeyID != nil { kinds.append("serverKeyID <redacted>") }
             if let file = auth.serverPrivateKeyFile { kinds.append("serverPrivateKeyFile \(file)") }
             row("auth", kinds.joined(separator: ", "))

@@ -5,6 +5,7 @@ import Logging
 import ServiceLifecycle
 import ZoneFeed
 import ZoneFeedComponents
+import ZoneFeedMetrics
 import ZoneFeedPostgres
 
 struct RunCommand: AsyncParsableCommand {
@@ -22,6 +23,14 @@ struct RunCommand: AsyncParsableCommand {
 
     enum ProgressMode: String, ExpressibleByArgument, CaseIterable { case auto, always, never }
 
+    @Option(
+        name: .customLong("metrics-file"),
+        help: "Write the run's metrics here at its end, in Prometheus' text format, for node_exporter's textfile collector (overrides metrics.file).")
+    var metricsFile: String?
+
+    @Option(help: "Push the run's metrics to this Pushgateway at its end, as job=\"zonefeed\", pipeline=\"<name>\" (overrides metrics.pushgateway).")
+    var pushgateway: String?
+
     func run() async throws {
         let pipeline = try options.loadPipeline()
         let logger = {
@@ -29,11 +38,69 @@ struct RunCommand: AsyncParsableCommand {
             logger[metadataKey: "pipeline"] = "\(pipeline.name)"
             return logger
         }()
+        let metrics = try metricsExport(for: pipeline)
+
+        var summary: RunSummary?
+        var failure: RunError?
+        var exitCode: Int32 = 0
+        do {
+            let (ran, failed, signal) = try await execute(pipeline, logger: logger, metrics: metrics)
+            summary = ran
+            failure = failed
+            exitCode = failed.map { Self.exitCode(of: $0, signal: signal) } ?? 0
+        } catch let exit as ExitCode {
+            // The run never started: the destination could not be reached or the source refused.
+            exitCode = exit.rawValue
+        }
+        Terminal.shared.endProgress()
+        if let summary { print(Self.summaryText(summary, pipeline: pipeline, pipelineFile: options.pipelineFile)) }
+        if let metrics {
+            let status: RunStatus? = summary?.status ?? (failure?.kind == .interrupted ? .interrupted : failure == nil ? nil : .failed)
+            metrics.run.finish(status: exitCode == 0 ? .succeeded : status, exitCode: exitCode, runID: summary?.runID)
+            await metrics.export(logger: logger)
+        }
+        if let failure {
+            switch failure.kind {
+            case .interrupted: logger.warning("run interrupted; the next run resumes from the last committed page")
+            case .authentication, .usage: logger.error("\(failure.message)")
+            default: logger.error("run failed: \(failure.message)")
+            }
+        }
+        if exitCode != 0 { throw ExitCode(exitCode) }
+    }
+
+    /// The exit code of a run that ended with `failure` (README, "Exit codes").
+    static func exitCode(of failure: RunError, signal: Int32?) -> Int32 {
+        switch failure.kind {
+        case .interrupted: return signal ?? 130
+        case .authentication: return Exit.authentication.rawValue
+        case .usage: return Exit.usage.rawValue
+        default: return Exit.failed.rawValue
+        }
+    }
+
+    /// The metrics of this run when the pipeline file or the command line asks for them; the
+    /// command line's options win over the file's `metrics:` section.
+    func metricsExport(for pipeline: Pipeline) throws -> MetricsExport? {
+        var settings = pipeline.section(MetricsSettings.self) ?? MetricsSettings()
+        if let metricsFile { settings.file = metricsFile }
+        if let pushgateway {
+            if let problem = MetricsSettings.problem(withPushgateway: pushgateway) {
+                FileHandle.standardError.write(Data("zonefeed: --pushgateway \(problem)\n".utf8))
+                throw Exit.usage
+            }
+            settings.pushgateway = pushgateway
+        }
+        return settings.isEnabled ? MetricsExport.bootstrap(pipeline: pipeline.name, settings: settings) : nil
+    }
+
+    /// Runs the pipeline as a service in a group that shuts down gracefully on SIGINT and SIGTERM;
+    /// returns the summary, the failure and the signal that stopped it.
+    func execute(_ pipeline: Pipeline, logger: Logger, metrics: MetricsExport?) async throws -> (RunSummary?, RunError?, Int32?) {
         let showProgress = progress == .always || (progress == .auto && Terminal.shared.isTTY)
         let progressLine = Progress(enabled: showProgress)
-
-        let (summary, failure, signal) = try await options.withSource(pipeline, logger: logger) { source in
-            try await options.withDestination(pipeline, logger: logger) { conninfo in
+        return try await options.withDestination(pipeline, logger: logger) { conninfo in
+            try await options.withSource(pipeline, conninfo: conninfo, logger: logger) { source in
                 let destination = PostgresDestination(pipelineName: pipeline.name, settings: pipeline.postgres, conninfo: conninfo, logger: logger)
                 let runner = Runner(
                     configuration: .init(
@@ -41,6 +108,7 @@ struct RunCommand: AsyncParsableCommand {
                         parallelZones: pipeline.postgres.parallelZones),
                     source: source, destination: destination, logger: logger,
                     events: { event in
+                        metrics?.run.record(event)
                         await progressLine.handle(event)
                         RunCommand.log(event, logger: logger)
                     })
@@ -65,23 +133,6 @@ struct RunCommand: AsyncParsableCommand {
                 case .failure(let error): return (nil, RunError(.failed, summary: nil, message: "\(error)"), signals.exitCode)
                 }
             }
-        }
-        Terminal.shared.endProgress()
-        if let summary { print(Self.summaryText(summary, pipeline: pipeline, pipelineFile: options.pipelineFile)) }
-        guard let failure else { return }
-        switch failure.kind {
-        case .interrupted:
-            logger.warning("run interrupted; the next run resumes from the last committed page")
-            throw ExitCode(signal ?? 130)
-        case .authentication:
-            logger.error("\(failure.message)")
-            throw Exit.authentication
-        case .usage:
-            logger.error("\(failure.message)")
-            throw Exit.usage
-        default:
-            logger.error("run failed: \(failure.message)")
-            throw Exit.failed
         }
     }
 
@@ -114,7 +165,7 @@ struct RunCommand: AsyncParsableCommand {
                 metadata: ["zone": "\(deletion.zoneID.zoneName)", "reason": "\(deletion.reason.rawValue)"])
         case .didFetchRecordZoneChanges(let zone, let error):
             if let error { logger.error("zone failed", metadata: ["zone": "\(zone.zoneName)", "error": "\(error)"]) }
-        case .fetchedDatabaseChanges, .didFetchChanges, .stateUpdate:
+        case .fetchedDatabaseChanges, .appliedDatabaseChanges, .didFetchChanges, .stateUpdate:
             break
         }
     }

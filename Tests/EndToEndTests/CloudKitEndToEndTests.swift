@@ -250,7 +250,10 @@ import ZoneFeed
     /// two newer ones have been used: no run may ever be locked out. The first kill comes after
     /// progress, the others at any moment, startup included. `ZONEFEED_TEST_KILLS` sets how many (8 unless told), and
     /// the backfill grows with it so that it outlasts them.
-    @Test func killedAtRandomPointsAgainstTheServerThenResumedMatchesTheSource() async throws {
+    /// The tokens are kept in the file, or in the destination database (`webAuthTokenStore:
+    /// database`, for pods whose disk does not outlive the run).
+    @Test(arguments: ["file", "database"])
+    func killedAtRandomPointsAgainstTheServerThenResumedMatchesTheSource(tokenStore: String) async throws {
         let environment = ProcessInfo.processInfo.environment
         let wanted = environment["ZONEFEED_TEST_KILLS"].flatMap(Int.init) ?? 8
         // `issue` measures the harshest reading of token rotation (README, "Web auth tokens").
@@ -258,7 +261,13 @@ import ZoneFeed
         let s = try await Setup(
             "httpcrash", fake: FakeSettings(seed: 67, zones: 4, recordsPerZone: max(6_000, wanted * 800)),
             server: FakeServerProcess.strict + ["--token-retirement", retirement]
-        ) { $0.commitEvery = 400 }
+        ) {
+            $0.commitEvery = 400
+            if tokenStore == "database" {
+                $0.webAuthTokenStore = "database"
+                $0.webAuthTokenFile = nil
+            }
+        }
         defer { s.stop() }
         var kills = 0
         var applied = 0
@@ -280,12 +289,77 @@ import ZoneFeed
         }
         let final = try s.run()
         print(
-            "killed \(kills) of \(wanted) runs at random moments (token retirement on \(retirement)); \(lockedOut.count) locked out; final run exit \(final.status)"
+            "killed \(kills) of \(wanted) runs at random moments (tokens in the \(tokenStore), retired on \(retirement)); \(lockedOut.count) locked out; final run exit \(final.status)"
         )
         #expect(lockedOut == [], "a run was locked out")
         #expect(final.status == 0, "\(final.stderr)")
         #expect(kills >= wanted / 2, "most runs were killed rather than finished")
         #expect(try s.liveDifferences() == [])
+    }
+
+    /// A CronJob's pod keeps nothing on disk: with `webAuthTokenStore: database` the second run,
+    /// in another folder, starts from the token the first one received last, though the server
+    /// accepts only the newest two and the configured one is long retired.
+    @Test func withTheDatabaseStoreTheNextProcessStartsFromTheNewestTokenWithNoFileAnywhere() async throws {
+        let s = try await Setup("dbtoken", fake: FakeSettings(seed: 73, zones: 3, recordsPerZone: 900)) {
+            $0.webAuthTokenStore = "database"
+            $0.webAuthTokenFile = nil
+        }
+        defer { s.stop() }
+        var z = s.zonefeed
+        z.environment.merge(s.p.environment) { _, new in new }
+        let validate = try z.run(["validate", s.file])
+        #expect(validate.stdout.contains("webAuthTokenStore database (table \(s.p.schema).zonefeed_web_auth_tokens)"), "\(validate.stdout)")
+
+        let first = try s.run()
+        #expect(first.status == 0, "\(first.stderr)")
+        let saved = try savedTokens(s)
+        #expect(saved.first != s.p.webAuthToken, "the newest token is a rotated one")
+        #expect(!saved.isEmpty)
+        // The table is the only place: no file in the working folder.
+        let files = try FileManager.default.subpathsOfDirectory(atPath: s.zonefeed.directory.path)
+        #expect(!files.contains { $0.contains("web-auth-token") }, "\(files)")
+        // Whoever can read the table can act as the user: PUBLIC gets nothing on it.
+        let publicCanRead = try Connection.withConnection(s.p.url) { c in
+            try c.query(
+                "SELECT coalesce(bool_or(grantee = 0), false) FROM pg_class, aclexplode(coalesce(relacl, acldefault('r', relowner))) WHERE oid = $1::regclass",
+                ["\(quoteIdentifier(s.p.schema)).zonefeed_web_auth_tokens"]
+            ).scalar(as: Bool.self)
+        }
+        #expect(publicCanRead == false)
+
+        // The next process, as a new pod would: another working folder, the same database.
+        try await s.server.admin("stats/reset")
+        try await s.addTag("NEXT-POD", to: "Zone02")
+        var next = try ZonefeedBinary(environment: s.p.environment)
+        defer { next.remove() }
+        next.environment.merge(s.p.environment) { _, new in new }
+        let nextFile = try s.p.write(to: next.directory)
+        let second = try next.run(["run", nextFile, "--progress", "never"])
+        #expect(second.status == 0, "the second process started from the stored token: \(second.stderr)")
+        #expect(try s.hasRow("NEXT-POD", in: "Zone02"))
+        #expect(try await s.server.traffic()["staleTokenRefusals", default: 0] == 0, "no request carried a retired token")
+        #expect(try savedTokens(s).first != saved.first, "the second run saved its own newest token")
+        #expect(!second.stderr.contains(saved.first ?? "-") && !first.stderr.contains(saved.first ?? "-"), "no token in the logs")
+
+        // What the table spared: a pod that starts from the configured token alone is locked out.
+        try Connection.withConnection(s.p.url) { c in
+            _ = try c.query("DELETE FROM \(quoteIdentifier(s.p.schema)).zonefeed_web_auth_tokens WHERE pipeline = $1", [s.p.name])
+        }
+        let withoutTable = try next.run(["run", nextFile, "--progress", "never"])
+        #expect(withoutTable.status == 3, "the configured token was retired long ago: \(withoutTable.stderr)")
+    }
+
+    /// The tokens a pipeline keeps in its database table, newest first.
+    func savedTokens(_ s: Setup) throws -> [String] {
+        try Connection.withConnection(s.p.url) { c in
+            let text: String = try c.query(
+                "SELECT tokens FROM \(quoteIdentifier(s.p.schema)).zonefeed_web_auth_tokens WHERE pipeline = $1", [s.p.name]
+            ).rows[0].decode(0)
+            // The token file's format: the newest token alone on the first line, then `earlier=` lines.
+            let lines = text.split(separator: "\n").map(String.init)
+            return Array(lines.prefix(1)) + lines.dropFirst().filter { $0.hasPrefix("earlier=") }.map { String($0.dropFirst(8)) }
+        }
     }
 
     @Test func withoutATokenFileTheTokenIsKeptInTheDefaultOneAndTheNextRunStarts() async throws {

@@ -27,6 +27,9 @@ public struct FakePipeline: Sendable {
     /// Where the rotated web auth token is kept (relative to the working directory); nil leaves
     /// it to the default, `.zonefeed/<pipeline>.web-auth-token`.
     public var webAuthTokenFile: String? = "web-auth-token"
+    /// `auth.webAuthTokenStore`: `database` keeps the tokens in the destination (set
+    /// `webAuthTokenFile` to nil with it).
+    public var webAuthTokenStore: String?
     public var retryBudgetSeconds = 30
     /// `source.cloudkit.maxConcurrentRequests`; nil leaves the default.
     public var maxConcurrentRequests: Int?
@@ -76,7 +79,7 @@ public struct FakePipeline: Sendable {
                 \(maxConcurrentRequests.map { "    maxConcurrentRequests: \($0)\n" } ?? "")    auth:
                       apiToken: fake-api-token
                       webAuthToken: ${ZONEFEED_TEST_WEB_AUTH_TOKEN}
-                \(webAuthTokenFile.map { "      webAuthTokenFile: \($0)\n" } ?? "")
+                \(webAuthTokenFile.map { "      webAuthTokenFile: \($0)\n" } ?? "")\(webAuthTokenStore.map { "      webAuthTokenStore: \($0)\n" } ?? "")
                 """
             } ?? """
                   fake:

@@ -5,6 +5,7 @@ import Testing
 import ZoneFeed
 import ZoneFeedCloudKit
 import ZoneFeedComponents
+import ZoneFeedMetrics
 import ZoneFeedPostgres
 
 // Each YAML literal below starts at line 1, column 1, so the expected `notes.yml:line:column`
@@ -242,7 +243,7 @@ private let fakeHeader = """
 @Test func unknownKeyWithNothingCloseListsTheAllowedKeys() {
     #expect(
         problems(fakeHeader + "colour: blue\n") == [
-            "notes.yml:6:1: unknown key 'colour' at the top level (expected pipeline, source, destination, recordTypes, unmappedFields, unknownRecordTypes or onBadRecord)"
+            "notes.yml:6:1: unknown key 'colour' at the top level (expected pipeline, source, destination, recordTypes, unmappedFields, unknownRecordTypes, onBadRecord or metrics)"
         ]
     )
 }
@@ -756,4 +757,42 @@ private let cloudKitWithToken = """
 ])
 func redactConnectionStringHidesPasswords(input: String, expected: String) {
     #expect(redactConnectionString(input) == expected)
+}
+
+// MARK: - Metrics and the token store
+
+@Test func metricsSectionIsReadAndABadPushgatewayIsRefusedWhereItIs() throws {
+    let pipeline = try parse(fakeHeader + "metrics:\n  file: /var/lib/node_exporter/zonefeed.prom\n  pushgateway: http://pushgateway:9091\n")
+    #expect(pipeline.section(MetricsSettings.self) == MetricsSettings(file: "/var/lib/node_exporter/zonefeed.prom", pushgateway: "http://pushgateway:9091"))
+    #expect(try parse(fakeHeader).section(MetricsSettings.self) == nil)
+    #expect(
+        problems(fakeHeader + "metrics:\n  pushgateway: pushgateway:9091\n  fiel: x.prom\n") == [
+            "notes.yml:7:16: metrics.pushgateway must be an http:// or https:// URL such as http://pushgateway:9091",
+            "notes.yml:8:3: unknown key 'fiel' in metrics (did you mean 'file'?)",
+        ])
+}
+
+@Test func theDatabaseTokenStoreIsReadAndCannotBeNamedWithAFile() throws {
+    let cloudKit = """
+        pipeline: notes
+        source:
+          cloudkit:
+            container: iCloud.com.example.notes
+            auth:
+              apiToken: t
+              webAuthTokenStore: database
+
+        """
+    let pipeline = try parse(cloudKit + "destination:\n  url: embedded\n")
+    let settings = try #require(pipeline.source as? CloudKitSettings)
+    #expect(settings.auth.webAuthTokenStore == .database)
+    #expect(settings.auth.webAuthTokenFile == nil, "no default file when the database keeps the tokens")
+    #expect(
+        problems(cloudKit.replacingOccurrences(of: "database\n", with: "database\n      webAuthTokenFile: t.txt\n") + "destination:\n  url: embedded\n") == [
+            "notes.yml:8:7: webAuthTokenFile names a file, but webAuthTokenStore is database in source.cloudkit.auth: the tokens are kept in one place; remove one"
+        ])
+    #expect(
+        problems(cloudKit.replacingOccurrences(of: "database\n", with: "databse\n") + "destination:\n  url: embedded\n") == [
+            "notes.yml:7:26: unknown value 'databse' for webAuthTokenStore (expected file or database; did you mean 'database'?)"
+        ])
 }

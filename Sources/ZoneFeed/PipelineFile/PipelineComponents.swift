@@ -34,15 +34,31 @@ public protocol DestinationConfiguration: Sendable {
     var parallelZones: Int { get }
 }
 
-/// What a pipeline file may name: the sources a program was built with and its destination.
-/// Adding a source is a new module with a `SourceConfiguration` and a line where the program
-/// lists its components; no engine file changes.
+/// A top-level section read by a module that is neither the source nor the destination
+/// (`metrics`): the engine only knows its key.
+public protocol SectionConfiguration: Sendable {
+    /// The top-level key of the section.
+    static var key: String { get }
+
+    /// Reads the section `key` of `top`, which is there, reporting every problem to `file`; nil
+    /// when there were problems.
+    static func read(_ top: PipelineSection, pipelineName: String?, from file: PipelineFileReader) -> Self?
+}
+
+/// What a pipeline file may name: the sources a program was built with, its destination and the
+/// other sections it understands. Adding a source is a new module with a `SourceConfiguration`
+/// and a line where the program lists its components; no engine file changes.
 public struct PipelineComponents: Sendable {
     public var sources: [any SourceConfiguration.Type]
     public var destination: any DestinationConfiguration.Type
+    public var sections: [any SectionConfiguration.Type]
 
-    public init(sources: [any SourceConfiguration.Type], destination: any DestinationConfiguration.Type) {
+    public init(
+        sources: [any SourceConfiguration.Type], destination: any DestinationConfiguration.Type,
+        sections: [any SectionConfiguration.Type] = []
+    ) {
         self.sources = sources
         self.destination = destination
+        self.sections = sections
     }
 }

@@ -1,0 +1,26 @@
+import ZoneFeed
+
+extension MetricsSettings {
+    /// Reads `metrics: { file: PATH, pushgateway: URL, job: NAME }`.
+    public static func read(_ top: PipelineSection, pipelineName: String?, from file: PipelineFileReader) -> MetricsSettings? {
+        guard let section = file.subsection(key, in: top, allowed: ["file", "pushgateway", "job"], required: false) else { return nil }
+        let reported = file.diagnostics.count
+        var settings = MetricsSettings()
+        settings.file = file.nonEmptyText("file", in: section, expected: "a file path (node_exporter's textfile folder)")
+        if let value = file.text("pushgateway", in: section, expected: "a URL such as http://pushgateway:9091") {
+            if let problem = Pushgateway.problem(with: value.text) {
+                file.report("\(section.path(of: "pushgateway")) \(problem)", at: value.position)
+            } else {
+                settings.pushgateway = value.text
+            }
+        }
+        if let job = file.text("job", in: section, expected: "a job name") {
+            if job.text.isEmpty {
+                file.report("\(section.path(of: "job")) is empty", at: job.position)
+            } else {
+                settings.job = job.text
+            }
+        }
+        return file.diagnostics.count == reported ? settings : nil
+    }
+}

@@ -1,0 +1,69 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+
+/// A Prometheus Pushgateway (prometheus/pushgateway's API): a run's metrics are POSTed to
+/// `/metrics/job/<job>/pipeline/<pipeline>`. POST replaces only the metrics of the same names in
+/// that group, so a failed run, which sends no last-success timestamp, leaves the previous one
+/// in place (Prometheus' batch-job pattern, "pushAdd"). swift-prometheus has no Pushgateway
+/// client (swift-server/swift-prometheus#47), so the request is made here, with
+/// AsyncHTTPClient.
+struct Pushgateway {
+    let baseURL: String
+    let job: String
+    let pipeline: String
+
+    /// The group's URL; label values outside `[A-Za-z0-9_.-]` travel base64url-encoded, as the
+    /// gateway's API allows (`label@base64/value`).
+    var groupURL: String {
+        var base = baseURL
+        while base.hasSuffix("/") { base.removeLast() }
+        return base + "/metrics" + Self.pathPart("job", job) + Self.pathPart("pipeline", pipeline)
+    }
+
+    static func pathPart(_ label: String, _ value: String) -> String {
+        let plain =
+            !value.isEmpty && value.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "_.-".unicodeScalars.contains($0)) }
+        if plain { return "/\(label)/\(value)" }
+        let encoded = Data(value.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        return "/\(label)@base64/\(encoded.isEmpty ? "=" : encoded)"
+    }
+
+    func push(_ text: String, httpClient: HTTPClient) async throws {
+        var request = HTTPClientRequest(url: groupURL)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "text/plain; version=0.0.4; charset=utf-8")
+        request.body = .bytes(ByteBuffer(string: text))
+        let response: HTTPClientResponse
+        do {
+            response = try await httpClient.execute(request, timeout: .seconds(15))
+        } catch {
+            throw MetricsExportError("the Pushgateway at \(Self.redacted(baseURL)) cannot be reached: \(error)")
+        }
+        let body = try? await response.body.collect(upTo: 4096)
+        guard (200..<300).contains(Int(response.status.code)) else {
+            let said = body.map { String(buffer: $0).trimmingCharacters(in: .whitespacesAndNewlines) } ?? ""
+            throw MetricsExportError(
+                "the Pushgateway at \(Self.redacted(baseURL)) refused the metrics: HTTP \(response.status.code)" + (said.isEmpty ? "" : ": \(said)"))
+        }
+    }
+
+    /// Why a URL cannot be a Pushgateway's; nil when it can.
+    static func problem(with url: String) -> String? {
+        guard let components = URLComponents(string: url), let scheme = components.scheme, ["http", "https"].contains(scheme.lowercased()),
+            components.host?.isEmpty == false
+        else {
+            return "must be an http:// or https:// URL such as http://pushgateway:9091"
+        }
+        guard components.query == nil, components.fragment == nil else { return "must not have a query or a fragment" }
+        return nil
+    }
+
+    /// The URL without a user or password, for messages.
+    static func redacted(_ url: String) -> String {
+        guard var components = URLComponents(string: url), components.user != nil || components.password != nil else { return url }
+        components.user = nil
+        components.password = nil
+        return components.string ?? "the configured URL"
+    }
+}

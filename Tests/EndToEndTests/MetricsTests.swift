@@ -1,0 +1,111 @@
+import FakeCloudKit
+import Foundation
+import LibPQ
+import TestSupport
+import Testing
+
+/// `zonefeed run --metrics-file` and `--pushgateway`: Prometheus' two ways for batch jobs, seen
+/// as a monitoring system sees them.
+@Suite struct MetricsTests {
+    /// The run's row in zonefeed_runs, as the metrics must repeat it.
+    struct RunRow: Equatable {
+        var runID, pages, upserts, tombstones, rejects, skipped: Int
+        var status: String
+
+        static func last(_ s: CloudKitEndToEndTests.Setup) throws -> RunRow {
+            try Connection.withConnection(s.p.url) { c in
+                let row = try c.query(
+                    "SELECT run_id, pages, upserts, tombstones, rejects, skipped, status FROM \(quoteIdentifier(s.p.schema)).zonefeed_runs WHERE pipeline = $1 ORDER BY run_id DESC LIMIT 1",
+                    [s.p.name]
+                ).rows[0]
+                return RunRow(
+                    runID: try row.decode(0), pages: try row.decode(1), upserts: try row.decode(2), tombstones: try row.decode(3),
+                    rejects: try row.decode(4), skipped: try row.decode(5), status: try row.decode(6))
+            }
+        }
+
+        /// The same numbers, as the metrics say them.
+        static func from(_ metrics: PrometheusText, _ labels: [String: String]) -> RunRow? {
+            func count(_ name: String, _ more: [String: String] = [:]) -> Int? {
+                metrics.value(name, labels.merging(more) { _, new in new }).map { Int($0) }
+            }
+            let statuses = ["succeeded", "failed", "interrupted", "refused"].filter { count("zonefeed_run_status", ["status": $0]) == 1 }
+            guard let runID = count("zonefeed_run_id"), let pages = count("zonefeed_pages_total"),
+                let upserts = count("zonefeed_records_total", ["outcome": "upserted"]),
+                let tombstones = count("zonefeed_records_total", ["outcome": "tombstoned"]),
+                let rejects = count("zonefeed_records_total", ["outcome": "rejected"]),
+                let skipped = count("zonefeed_records_total", ["outcome": "skipped"]), statuses.count == 1
+            else { return nil }
+            return RunRow(runID: runID, pages: pages, upserts: upserts, tombstones: tombstones, rejects: rejects, skipped: skipped, status: statuses[0])
+        }
+    }
+
+    @Test func theMetricsFileIsPrometheusTextThatMatchesTheRunAndAFailureLeavesTheLastSuccess() async throws {
+        let s = try await CloudKitEndToEndTests.Setup("metricsfile", fake: FakeSettings(seed: 81, zones: 3, recordsPerZone: 900))
+        defer { s.stop() }
+        let path = s.zonefeed.directory.appendingPathComponent("textfile/zonefeed.prom").path
+        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+
+        let first = try s.run(["--metrics-file", path])
+        #expect(first.status == 0, "\(first.stderr)")
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        let metrics = try PrometheusText(parsing: text)
+        let labels = ["pipeline": s.p.name]
+        let row = try RunRow.last(s)
+        #expect(row.upserts > 0)
+        #expect(RunRow.from(metrics, labels) == row, "\(text)")
+        // Every metric has its HELP and TYPE; every series carries the pipeline.
+        #expect(Set(metrics.samples.map(\.name)).allSatisfy { metrics.help[$0] != nil && metrics.types[$0] != nil })
+        #expect(metrics.samples.allSatisfy { $0.labels["pipeline"] == s.p.name })
+        #expect((metrics.value("zonefeed_cloudkit_requests_total", ["status": "200"]) ?? 0) >= Double(row.pages))
+        #expect(metrics.value("zonefeed_run_exit_code", labels) == 0)
+        let lastSuccess = try #require(metrics.value("zonefeed_run_last_success_timestamp_seconds", labels))
+        #expect(abs(lastSuccess - Date().timeIntervalSince1970) < 120)
+        #expect(!text.contains(s.p.webAuthToken), "no secret in the metrics")
+        let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+        #expect(mode == 0o644, "the collector, another user, reads it")
+
+        // The account changed: the run fails (exit 1) and the file says so, keeping the last success.
+        try await s.server.admin("user", ["userRecordName": "_someoneElse"])
+        let second = try s.run(["--metrics-file", path])
+        #expect(second.status == 1, "\(second.stderr)")
+        let failed = try PrometheusText(parsing: try String(contentsOfFile: path, encoding: .utf8))
+        #expect(RunRow.from(failed, labels) == (try RunRow.last(s)))
+        #expect(failed.value("zonefeed_run_status", labels.merging(["status": "failed"]) { _, new in new }) == 1)
+        #expect(failed.value("zonefeed_run_exit_code", labels) == 1)
+        #expect(failed.value("zonefeed_run_last_success_timestamp_seconds", labels) == lastSuccess)
+        #expect(failed.value("zonefeed_run_finished_timestamp_seconds", labels)! > lastSuccess)
+    }
+
+    @Test func aPushgatewayShowsEachRunAndOnlyASuccessMovesTheLastSuccess() async throws {
+        let gateway = try await TestPushgateway()
+        defer { gateway.stop() }
+        let s = try await CloudKitEndToEndTests.Setup("metricspush", fake: FakeSettings(seed: 83, zones: 2, recordsPerZone: 700))
+        defer { s.stop() }
+        let group = ["job": "zonefeed", "pipeline": s.p.name]
+
+        let first = try s.run(["--pushgateway", gateway.url])
+        #expect(first.status == 0, "\(first.stderr)")
+        let afterSuccess = try PrometheusText(parsing: try await gateway.metrics())
+        let firstRow = try RunRow.last(s)
+        #expect(RunRow.from(afterSuccess, group) == firstRow)
+        let lastSuccess = try #require(afterSuccess.value("zonefeed_run_last_success_timestamp_seconds", group))
+        #expect(afterSuccess.value("push_failure_time_seconds", group) == 0, "the gateway took the push")
+
+        try await s.server.admin("user", ["userRecordName": "_someoneElse"])
+        let second = try s.run(["--pushgateway", gateway.url])
+        #expect(second.status == 1, "\(second.stderr)")
+        let afterFailure = try PrometheusText(parsing: try await gateway.metrics())
+        let secondRow = try RunRow.last(s)
+        #expect(secondRow.runID == firstRow.runID + 1 && secondRow.status == "failed")
+        #expect(RunRow.from(afterFailure, group) == secondRow, "the gateway shows the failed run's own counters")
+        #expect(afterFailure.value("zonefeed_run_exit_code", group) == 1)
+        #expect(afterFailure.value("zonefeed_run_last_success_timestamp_seconds", group) == lastSuccess, "a failure does not move it")
+
+        // A gateway that is not there is an error in the log, not a different exit code.
+        try await s.server.admin("user", ["userRecordName": "_fakeUser"])
+        let unreachable = try s.run(["--pushgateway", "http://127.0.0.1:9"])
+        #expect(unreachable.status == 0, "\(unreachable.stderr)")
+        #expect(unreachable.stderr.contains("the Pushgateway at http://127.0.0.1:9 cannot be reached"), "\(unreachable.stderr)")
+    }
+}

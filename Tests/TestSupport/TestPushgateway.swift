@@ -1,0 +1,175 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+
+/// A real Prometheus Pushgateway (Debian's `prometheus-pushgateway`, which `.ci/run` installs)
+/// on a free loopback port, without persistence, stopped with the test.
+public final class TestPushgateway: @unchecked Sendable {
+    public let url: String
+    private let process: Process
+    private let log: URL
+
+    public static let binary = "/usr/bin/prometheus-pushgateway"
+
+    public init() async throws {
+        guard FileManager.default.isExecutableFile(atPath: Self.binary) else {
+            throw FakeServerError(message: "\(Self.binary) is missing: apt-get install prometheus-pushgateway (.ci/run does)")
+        }
+        let port = try Self.freeLoopbackPort()
+        url = "http://127.0.0.1:\(port)"
+        log = FileManager.default.temporaryDirectory.appendingPathComponent("zonefeed-pushgateway-\(port)-\(getpid()).log")
+        FileManager.default.createFile(atPath: log.path, contents: nil)
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.binary)
+        process.arguments = ["--web.listen-address=127.0.0.1:\(port)", "--log.level=warn"]
+        let output = try FileHandle(forWritingTo: log)
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        for _ in 0..<200 {
+            if let ready = try? await get("/-/ready"), ready.status == 200 { return }
+            guard process.isRunning else { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        stop()
+        let said = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+        throw FakeServerError(message: "the Pushgateway did not become ready on \(url): \(said)")
+    }
+
+    public func stop() {
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+    }
+
+    /// What the gateway serves to Prometheus: every pushed group's metrics, in text format.
+    public func metrics() async throws -> String {
+        let (status, body) = try await get("/metrics")
+        guard status == 200 else { throw FakeServerError(message: "the Pushgateway answered \(status): \(body)") }
+        return body
+    }
+
+    private func get(_ path: String) async throws -> (status: UInt, body: String) {
+        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url + path), timeout: .seconds(10))
+        let body = try await response.body.collect(upTo: 16 << 20)
+        return (response.status.code, String(buffer: body))
+    }
+
+    /// A port the kernel has just handed out and taken back: free unless someone else grabs it
+    /// in the instant before the gateway does.
+    static func freeLoopbackPort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw FakeServerError(message: "socket: \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        guard bound == 0 else { throw FakeServerError(message: "bind: \(String(cString: strerror(errno)))") }
+        let named = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        guard named == 0 else { throw FakeServerError(message: "getsockname: \(String(cString: strerror(errno)))") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+/// Prometheus' text exposition format, read strictly: every line is a `# HELP`, a `# TYPE` or a
+/// sample of a metric whose TYPE came before it; anything else is an error naming the line.
+public struct PrometheusText: Sendable {
+    public struct Sample: Sendable, Hashable {
+        public var name: String
+        public var labels: [String: String]
+        public var value: Double
+    }
+
+    public var samples: [Sample] = []
+    public var types: [String: String] = [:]
+    public var help: [String: String] = [:]
+
+    public init(parsing text: String) throws {
+        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = String(raw)
+            func fail(_ why: String) -> FakeServerError { FakeServerError(message: "line \(index + 1): \(why): \(line)") }
+            if line.isEmpty { continue }
+            if line.hasPrefix("# HELP ") || line.hasPrefix("# TYPE ") {
+                let parts = line.dropFirst(7).split(separator: " ", maxSplits: 1).map(String.init)
+                guard parts.count == 2, Self.isMetricName(parts[0]) else { throw fail("a comment line without a metric name and text") }
+                if line.hasPrefix("# HELP ") {
+                    help[parts[0]] = parts[1]
+                } else {
+                    guard ["counter", "gauge", "histogram", "summary", "untyped"].contains(parts[1]) else { throw fail("an unknown type") }
+                    types[parts[0]] = parts[1]
+                }
+                continue
+            }
+            guard !line.hasPrefix("#") else { continue }
+            var name = ""
+            var labels: [String: String] = [:]
+            var rest = Substring(line)
+            while let c = rest.first, c != "{" && c != " " {
+                name.append(c)
+                rest = rest.dropFirst()
+            }
+            guard Self.isMetricName(name) else { throw fail("not a metric name") }
+            if rest.first == "{" {
+                rest = rest.dropFirst()
+                while rest.first != "}" {
+                    guard let equals = rest.firstIndex(of: "=") else { throw fail("a label without '='") }
+                    let key = String(rest[..<equals])
+                    guard Self.isMetricName(key), rest[rest.index(after: equals)] == "\"" else { throw fail("a bad label") }
+                    rest = rest[rest.index(equals, offsetBy: 2)...]
+                    var value = ""
+                    while let c = rest.first, c != "\"" {
+                        if c == "\\" {
+                            rest = rest.dropFirst()
+                            guard let escaped = rest.first else { throw fail("an unfinished escape") }
+                            value.append(escaped == "n" ? "\n" : escaped)
+                        } else {
+                            value.append(c)
+                        }
+                        rest = rest.dropFirst()
+                    }
+                    guard !rest.isEmpty else { throw fail("an unterminated label value") }
+                    rest = rest.dropFirst()
+                    labels[key] = value
+                    if rest.first == "," { rest = rest.dropFirst() }
+                    guard !rest.isEmpty else { throw fail("an unterminated label set") }
+                }
+                rest = rest.dropFirst()
+            }
+            let fields = rest.split(separator: " ")
+            guard (1...2).contains(fields.count), let value = Double(fields[0]) ?? Self.special(fields[0]) else { throw fail("no value") }
+            let family = types[name] != nil ? name : Self.family(of: name)
+            guard types[family] != nil else { throw fail("a sample before its TYPE line") }
+            samples.append(Sample(name: name, labels: labels, value: value))
+        }
+    }
+
+    /// The value of the one sample with that name whose labels include `labels`.
+    public func value(_ name: String, _ labels: [String: String] = [:]) -> Double? {
+        let matching = samples.filter { sample in sample.name == name && labels.allSatisfy { sample.labels[$0.key] == $0.value } }
+        return matching.count == 1 ? matching[0].value : nil
+    }
+
+    static func isMetricName(_ name: String) -> Bool {
+        guard let first = name.unicodeScalars.first, !("0"..."9").contains(first) else { return false }
+        return name.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "_" || $0 == ":") }
+    }
+
+    static func special(_ text: Substring) -> Double? {
+        switch text {
+        case "+Inf": return .infinity
+        case "-Inf": return -.infinity
+        case "NaN": return .nan
+        default: return nil
+        }
+    }
+
+    /// `x_bucket`, `x_sum`, `x_count` belong to `x`.
+    static func family(of name: String) -> String {
+        for suffix in ["_bucket", "_sum", "_count"] where name.hasSuffix(suffix) { return String(name.dropLast(suffix.count)) }
+        return name
+    }
+}
