@@ -46,27 +46,3 @@ enum Exit {
     static let usage = ExitCode(2)
     static let authentication = ExitCode(3)
 }
-
-/// What `zonefeed --version` prints, for a bug report or an image label.
-enum BuildInfo {
-    static let version = "0.1.0"
-
-    /// The compiler that built this program, as far as `#if compiler` tells.
-    static var swiftVersion: String {
-        #if compiler(>=6.4)
-            return "6.4 or later"
-        #elseif compiler(>=6.3)
-            return "6.3"
-        #elseif compiler(>=6.2)
-            return "6.2"
-        #elseif compiler(>=6.1)
-            return "6.1"
-        #else
-            return "6.0"
-        #endif
-    }
-
-    static var versionText: String {
-        "zonefeed \(version)\nlibpq \(Connection.libraryVersion)\nSwift \(swiftVersion)"
-    }
-}
