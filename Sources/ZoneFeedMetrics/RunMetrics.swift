@@ -60,10 +60,12 @@ public final class RunMetrics: Sendable {
         records["swept"]?.increment(by: outcome.swept)
     }
 
-    /// Records how the run ended: its status (nil: it never started), exit code and run ID.
+    /// Records how the run ended: its status (nil: it never started), exit code, run ID and how
+    /// long it took (as `zonefeed_runs` and the summary say; since this object was made when the
+    /// run never started).
     /// The last-success timestamp is set only by a success: a backend that keeps metrics across
     /// runs (a Pushgateway, the metrics file) then still shows the previous success.
-    public func finish(status: RunStatus?, exitCode: Int32, runID: Int64?) {
+    public func finish(status: RunStatus?, exitCode: Int32, runID: Int64?, seconds: Double?) {
         let now = Date()
         let name = status?.rawValue ?? "refused"
         for candidate in Self.statuses {
@@ -71,7 +73,7 @@ public final class RunMetrics: Sendable {
         }
         Gauge(label: ZoneFeedMetric.exitCode.name).record(Int64(exitCode))
         Gauge(label: ZoneFeedMetric.runID.name).record(runID ?? 0)
-        Gauge(label: ZoneFeedMetric.duration.name).record(now.timeIntervalSince(started))
+        Gauge(label: ZoneFeedMetric.duration.name).record(seconds ?? now.timeIntervalSince(started))
         Gauge(label: ZoneFeedMetric.finished.name).record(now.timeIntervalSince1970)
         if status == .succeeded {
             Gauge(label: ZoneFeedMetric.lastSuccess.name).record(now.timeIntervalSince1970)

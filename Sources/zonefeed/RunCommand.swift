@@ -56,7 +56,7 @@ struct RunCommand: AsyncParsableCommand {
         if let summary { print(Self.summaryText(summary, pipeline: pipeline, pipelineFile: options.pipelineFile)) }
         if let metrics {
             let status: RunStatus? = summary?.status ?? (failure?.kind == .interrupted ? .interrupted : failure == nil ? nil : .failed)
-            metrics.run.finish(status: exitCode == 0 ? .succeeded : status, exitCode: exitCode, runID: summary?.runID)
+            metrics.run.finish(status: exitCode == 0 ? .succeeded : status, exitCode: exitCode, runID: summary?.runID, seconds: summary?.seconds)
             await metrics.export(logger: logger)
         }
         if let failure {

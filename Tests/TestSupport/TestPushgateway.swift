@@ -21,7 +21,8 @@ public final class TestPushgateway: @unchecked Sendable {
         FileManager.default.createFile(atPath: log.path, contents: nil)
         process = Process()
         process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = ["--web.listen-address=127.0.0.1:\(port)", "--log.level=warn"]
+        // Debian's build persists to /var/lib/prometheus unless told: each test gateway starts empty.
+        process.arguments = ["--web.listen-address=127.0.0.1:\(port)", "--persistence.file=", "--log.level=warn"]
         let output = try FileHandle(forWritingTo: log)
         process.standardOutput = output
         process.standardError = output
