@@ -1,0 +1,100 @@
+import FakeCloudKit
+import Foundation
+import TestSupport
+import Testing
+import Yams
+
+/// docker/compose.yml and docker/kubernetes/ as a user deploys them: they parse, they say what
+/// they mean, and the exit codes they act on are the ones zonefeed really exits with.
+@Suite struct DeploymentFilesTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    static func yaml(_ path: String) throws -> [String: Any] {
+        let text = try String(contentsOf: root.appendingPathComponent(path), encoding: .utf8)
+        return try #require(try Yams.load(yaml: text) as? [String: Any], "\(path) is a YAML mapping")
+    }
+
+    /// A value at a dotted path of nested mappings.
+    static func value(_ object: Any?, _ path: String) -> Any? {
+        path.split(separator: ".").reduce(object) { ($0 as? [String: Any])?[String($1)] }
+    }
+
+    /// `zonefeed validate` of a pipeline file with `environment` and nothing else set.
+    static func validate(_ file: String, environment: [String: String]) throws -> ZonefeedBinary.Output {
+        let zonefeed = try ZonefeedBinary(environment: environment)
+        defer { zonefeed.remove() }
+        return try zonefeed.run(["validate", file])
+    }
+
+    @Test func theCronJobFailsAtOnceExactlyOnTheExitCodesThatNeedAPerson() async throws {
+        let cronJob = try Self.yaml("docker/kubernetes/cronjob.yaml")
+        #expect(cronJob["kind"] as? String == "CronJob" && cronJob["apiVersion"] as? String == "batch/v1")
+        #expect(Self.value(cronJob, "spec.concurrencyPolicy") as? String == "Forbid")
+        let job = try #require(Self.value(cronJob, "spec.jobTemplate.spec") as? [String: Any])
+        #expect((job["backoffLimit"] as? Int ?? 0) > 0, "a failed run (exit 1) is retried")
+        #expect(Self.value(job, "template.spec.restartPolicy") as? String == "Never", "podFailurePolicy needs it")
+        let containers = try #require(Self.value(job, "template.spec.containers") as? [[String: Any]])
+        let rules = try #require(Self.value(job, "podFailurePolicy.rules") as? [[String: Any]])
+        let failJob = try #require(rules.first { $0["action"] as? String == "FailJob" })
+        #expect(Self.value(failJob, "onExitCodes.containerName") as? String == containers.first?["name"] as? String)
+        #expect(Self.value(failJob, "onExitCodes.operator") as? String == "In")
+        let named = Set(try #require(Self.value(failJob, "onExitCodes.values") as? [Int]))
+
+        // The codes zonefeed really exits with: a refused web auth token, a broken pipeline file,
+        // and a run that failed and may succeed later.
+        let s = try await CloudKitEndToEndTests.Setup("exitcodes", fake: FakeSettings(seed: 91, zones: 1, recordsPerZone: 50)) {
+            $0.webAuthToken = "a-token-the-server-never-issued"
+        }
+        defer { s.stop() }
+        let refused = try s.run()
+        let broken = try s.zonefeed.run(["run", try s.p.write(to: s.zonefeed.directory).replacingOccurrences(of: ".yml", with: ".missing.yml")])
+        #expect(refused.status == 3 && broken.status == 2, "\(refused.stderr) \(broken.stderr)")
+        #expect(named == [Int(refused.status), Int(broken.status)], "FailJob on exactly the codes that need a person")
+        #expect(!named.contains(1) && !named.contains(143), "a failed or evicted run is retried")
+    }
+
+    @Test func theConfigMapsPipelineValidatesWithTheSecretsVariablesAndKeepsTokensInTheDatabase() throws {
+        let configMap = try Self.yaml("docker/kubernetes/configmap.yaml")
+        let secret = try Self.yaml("docker/kubernetes/secret.yaml")
+        let cronJob = try Self.yaml("docker/kubernetes/cronjob.yaml")
+        #expect(configMap["kind"] as? String == "ConfigMap" && secret["kind"] as? String == "Secret")
+        let pipeline = try #require((configMap["data"] as? [String: Any])?["pipeline.yml"] as? String)
+        let environment = try #require(Self.value(secret, "stringData") as? [String: String])
+        let container = try #require((Self.value(cronJob, "spec.jobTemplate.spec.template.spec.containers") as? [[String: Any]])?.first)
+        // The CronJob mounts this ConfigMap and reads this Secret.
+        let volumes = Self.value(cronJob, "spec.jobTemplate.spec.template.spec.volumes") as? [[String: Any]] ?? []
+        #expect(volumes.contains { Self.value($0, "configMap.name") as? String == Self.value(configMap, "metadata.name") as? String })
+        #expect(
+            (container["envFrom"] as? [[String: Any]])?.contains {
+                Self.value($0, "secretRef.name") as? String == Self.value(secret, "metadata.name") as? String
+            } == true)
+        #expect((container["args"] as? [String])?.contains("/etc/zonefeed/pipeline.yml") == true)
+
+        let zonefeed = try ZonefeedBinary(environment: environment)
+        defer { zonefeed.remove() }
+        let file = zonefeed.directory.appendingPathComponent("pipeline.yml").path
+        try pipeline.write(toFile: file, atomically: true, encoding: .utf8)
+        let output = try zonefeed.run(["validate", file])
+        #expect(output.status == 0, "\(output.stdout)\(output.stderr)")
+        #expect(output.stdout.contains("webAuthTokenStore database"), "a pod's disk does not outlive it: \(output.stdout)")
+        #expect(!output.stdout.contains(environment["CLOUDKIT_WEB_AUTH_TOKEN"]!), "no secret in the plan")
+    }
+
+    @Test func composeStartsTheRunOnceTheDatabaseIsHealthyAndItsPipelineValidates() throws {
+        let compose = try Self.yaml("docker/compose.yml")
+        let services = try #require(compose["services"] as? [String: Any])
+        let healthcheck = try #require(Self.value(services, "db.healthcheck.test") as? [String])
+        #expect(healthcheck.joined(separator: " ").contains("pg_isready -h 127.0.0.1"), "ready over TCP, not the init scripts' socket")
+        #expect(Self.value(services, "zonefeed.depends_on.db.condition") as? String == "service_healthy")
+        let fakeServer = try #require(Self.value(services, "fake-cloudkit.command") as? [String])
+        #expect(fakeServer.starts(with: ["fake-server", "--host", "0.0.0.0"]), "reachable from the other containers")
+        #expect(Self.value(services, "fake-cloudkit.build.dockerfile") as? String == "docker/Dockerfile")
+
+        let command = try #require(Self.value(services, "zonefeed.command") as? [String])
+        #expect(command.first == "run")
+        let environment = try #require(Self.value(services, "zonefeed.environment") as? [String: String])
+        let output = try Self.validate(Self.root.appendingPathComponent(command[1]).path, environment: environment)
+        #expect(output.status == 0, "\(output.stdout)\(output.stderr)")
+        #expect(output.stdout.contains(environment["FAKE_CLOUDKIT_URL"]!), "the run reads the compose fake server: \(output.stdout)")
+    }
+}
