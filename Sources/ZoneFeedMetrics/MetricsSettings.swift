@@ -24,6 +24,11 @@ public struct MetricsSettings: SectionConfiguration, Equatable {
         Pushgateway.problem(with: url)
     }
 
+    /// A Pushgateway URL without its user or password, for messages and plans.
+    public static func redacted(_ url: String) -> String {
+        Pushgateway.redacted(url)
+    }
+
     /// Whether the run's metrics go anywhere.
     public var isEnabled: Bool { file != nil || pushgateway != nil }
 }

@@ -3,6 +3,7 @@ import Foundation
 import ZoneFeed
 import ZoneFeedCloudKit
 import ZoneFeedComponents
+import ZoneFeedMetrics
 import ZoneFeedPostgres
 
 /// What a run of a pipeline would do, for `zonefeed validate`: the source, the destination, each
@@ -121,6 +122,14 @@ struct PipelinePlan: CustomStringConvertible {
         switch onBadRecord {
         case .reject: row("onBadRecord", "reject (to zonefeed_rejects; the run goes on)")
         case .fail: row("onBadRecord", "fail (the run stops)")
+        }
+        if let metrics = pipeline.section(MetricsSettings.self) {
+            out.append("")
+            out.append("metrics (at the end of each run; run's --metrics-file and --pushgateway win):")
+            if let file = metrics.file { row("file", "\(file) (Prometheus text format, for node_exporter's textfile collector)") }
+            if let gateway = metrics.pushgateway {
+                row("pushgateway", "\(MetricsSettings.redacted(gateway)) as job=\"\(metrics.job)\", pipeline=\"\(pipeline.name)\"")
+            }
         }
         return out.joined(separator: "\n")
     }

@@ -32,4 +32,27 @@ import Testing
             #expect(plan.split(separator: "\n").contains(Substring(line)), "missing line: \(line)\n\(plan)")
         }
     }
+
+    /// The metrics section is part of the plan, with a Pushgateway's password hidden.
+    @Test func validateSaysWhereMetricsGoWithoutAGatewaysPassword() throws {
+        let zonefeed = try ZonefeedBinary()
+        defer { zonefeed.remove() }
+        let file = zonefeed.directory.appendingPathComponent("metrics.yml")
+        try """
+        pipeline: metered
+        source:
+          fake: {}
+        destination:
+          url: embedded
+        metrics:
+          file: /var/lib/node_exporter/textfile/metered.prom
+          pushgateway: https://ops:gateway-SECRET-4@pushgateway.example:9091
+        """.write(to: file, atomically: true, encoding: .utf8)
+        let output = try zonefeed.run(["validate", file.path])
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(!output.stdout.contains("gateway-SECRET-4"))
+        #expect(output.stdout.contains("file:               /var/lib/node_exporter/textfile/metered.prom"), "\(output.stdout)")
+        #expect(
+            output.stdout.contains("pushgateway:        https://pushgateway.example:9091 as job=\"zonefeed\", pipeline=\"metered\""), "\(output.stdout)")
+    }
 }
