@@ -42,10 +42,16 @@ struct FakeCloudKitResponder: HTTPResponder {
             context.logger.debug("admin request", metadata: ["path": "\(path)", "status": "\(reply.status)"])
             return Self.response(reply)
         }
+        if path.hasPrefix("/courier/") {
+            // The web courier: its own URL, the push token in it, no CloudKit authentication.
+            return Self.response(await store.pollCourier(token: String(path.dropFirst("/courier/".count))))
+        }
         let query = Self.formDecode(request.uri.query)
-        let request = FakeCloudKitStore.CloudKitRequest(
+        var cloudKitRequest = FakeCloudKitStore.CloudKitRequest(
             method: request.method.rawValue, path: path, apiToken: query["ckAPIToken"],
             webAuthToken: query["ckWebAuthToken"], body: body)
+        cloudKitRequest.courierBase = "http://" + (request.head.authority ?? "127.0.0.1")
+        let request = cloudKitRequest
         // In flight from its arrival until its response leaves, the latency included.
         let result = await store.handleInFlight(request)
         context.logger.debug(

@@ -23,6 +23,7 @@ import Foundation
 /// | `faults/cut` | `{count: 1, pathSuffix?}` | sends the real response's head with its full `Content-Length`, half the body, then closes the connection |
 /// | `faults/garbage` | `{count: 1, status: 200, pathSuffix?}` | answers with an HTML page instead of JSON |
 /// | `faults/clear` | `{}` | drops every pending fault and delay |
+/// | `notifications` | `{drop?, delayMilliseconds?, refuseCourier?, courierTimeoutMilliseconds?}` | drops the notifications of changes from now on (lost, as pushes may be), delays them, makes the courier answer 401 to every token, or sets how long an empty long poll waits (25 s unless told) |
 /// | `stats/reset` | `{}` | starts the traffic counters of `state` over (the prepared pages stay) |
 /// | `state` (GET or POST) | | counts: requests served, faults served, prepared pages served, zones with their history length and epoch, zone events; and `traffic`: CloudKit requests since `stats/reset`, the peak in flight, how many arrived while another was in flight (`overlapped`), how many were throttled for too many in flight and the peak in flight once the first of those had its `retryAfter` waited out (`peakInFlightAfterThrottle`), and how many carried a web auth token the server no longer accepts (`staleTokenRefusals`) |
 extension FakeCloudKitStore {
@@ -48,6 +49,11 @@ extension FakeCloudKitStore {
         var body: JSONValue?
         var headers: [String: String]?
         var milliseconds: Int?
+        // notifications
+        var drop: Bool?
+        var delayMilliseconds: Int?
+        var refuseCourier: Bool?
+        var courierTimeoutMilliseconds: Int?
     }
 
     func handleAdmin(method: String, path: String, body bytes: [UInt8]) -> Reply {
@@ -71,6 +77,8 @@ extension FakeCloudKitStore {
         guard databases[database] != nil else { return .adminError("unknown database '\(database)' (private or shared)") }
 
         switch operation {
+        case "notifications":
+            return setNotificationSwitches(body)
         case "records/add", "records/delete", "zones/create":
             guard let zoneName = body.zone, !zoneName.isEmpty else { return .adminError("\(operation) needs a zone") }
             let key: ZoneKey
@@ -97,7 +105,7 @@ extension FakeCloudKitStore {
             case "zones/purge": removeZone(key, database: database, kind: .purged)
             case "zones/reset-encrypted-data":
                 databases[database]!.zones[key]!.epoch = newEpoch()
-                databases[database]!.events.append(ZoneEvent(zoneID: databases[database]!.zones[key]!.id, kind: .encryptedDataReset))
+                appendZoneEvent(ZoneEvent(zoneID: databases[database]!.zones[key]!.id, kind: .encryptedDataReset), database: database)
             default:
                 databases[database]!.zones[key]!.epoch = newEpoch()
             }
@@ -236,6 +244,13 @@ extension FakeCloudKitStore {
                 "pendingFaults": .int(Int64(faults.count)),
                 "userRecordName": .string(userRecordName),
                 "databases": .object(dbs),
+                "notifications": .object([
+                    "subscriptions": .int(Int64(subscriptions.count)),
+                    "registeredTokens": .int(Int64(pushTokens.values.filter(\.registered).count)),
+                    "queued": .int(Int64(notificationCounts.queued)),
+                    "delivered": .int(Int64(notificationCounts.delivered)),
+                    "dropped": .int(Int64(notificationCounts.dropped)),
+                ]),
             ]))
     }
 }

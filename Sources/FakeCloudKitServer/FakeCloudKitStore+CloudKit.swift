@@ -28,6 +28,8 @@ extension FakeCloudKitStore {
         var apiToken: String?
         var webAuthToken: String?
         var body: [UInt8]
+        /// `http://host:port` as the client reached this server: the courier URLs point there.
+        var courierBase = ""
     }
 
     /// What the responder sends back.
@@ -60,11 +62,13 @@ extension FakeCloudKitStore {
     func handle(_ request: CloudKitRequest, tooManyInFlight: Bool = false) -> CloudKitResponse {
         requestsServed += 1
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
-        guard parts.count >= 6, parts[0] == "database", parts[1] == "1" else {
+        // `/database/1/{container}/{environment}/{database}/…`, or `/device/1/{container}/{environment}/tokens/…`.
+        let isDevice = parts.first == "device"
+        guard parts.count >= 6, parts[0] == "database" || isDevice, parts[1] == "1" else {
             return CloudKitResponse(reply: .error(404, "NOT_FOUND", "no such endpoint: \(request.path)"))
         }
-        let (container, environment, database) = (parts[2], parts[3], parts[4])
-        let operation = parts[5...].joined(separator: "/")
+        let (container, environment, database) = (parts[2], parts[3], isDevice ? "" : parts[4])
+        let operation = parts[(isDevice ? 4 : 5)...].joined(separator: "/")
 
         let rotated: String
         switch authenticate(apiToken: request.apiToken, webAuthToken: request.webAuthToken) {
@@ -90,9 +94,14 @@ extension FakeCloudKitStore {
         case nil:
             break
         }
-        response.reply = route(
-            method: request.method, container: container, environment: environment, database: database,
-            operation: operation, body: request.body)
+        response.reply =
+            isDevice
+            ? routeDevice(
+                method: request.method, container: container, environment: environment, operation: operation, body: request.body,
+                courierBase: request.courierBase)
+            : route(
+                method: request.method, container: container, environment: environment, database: database,
+                operation: operation, body: request.body)
         return response
     }
 
@@ -107,6 +116,12 @@ extension FakeCloudKitStore {
             return .badRequest("unknown database '\(database)': use public, private or shared")
         }
         switch (operation, method) {
+        case ("tokens/create", _), ("tokens/register", _):
+            // The documented path; the live service serves these only under /device/1/….
+            return .error(405, "BAD_REQUEST", "\(operation) is served under /device/1/{container}/{environment}/\(operation)")
+        case ("subscriptions/list", "GET"), ("subscriptions/list", "POST"), ("subscriptions/modify", "POST"):
+            guard database != "public" else { return .badRequest("zone subscriptions need the private or shared database") }
+            return operation == "subscriptions/list" ? subscriptionsList(database: database) : subscriptionsModify(database: database, body: body)
         case ("users/caller", "GET"), ("users/current", "GET"):
             guard database == "public" else {
                 return .badRequest("\(operation) is served under the public database: …/public/\(operation)")

@@ -128,6 +128,13 @@ actor FakeCloudKitStore {
     var preparedPages: [PreparedPageKey: [UInt8]] = [:]
     var preparedPagesServed = 0
 
+    /// Zone subscriptions by ID, push tokens by token, and the notification switches
+    /// (`FakeCloudKitStore+Notifications`).
+    var subscriptions: [String: Subscription] = [:]
+    var pushTokens: [String: PushToken] = [:]
+    var notificationSwitches = NotificationSwitches()
+    var notificationCounts = NotificationCounts()
+
     // Async, so that the initializer is isolated to the actor once every property is set and
     // may call `createZone` (SE-0327).
     init(configuration: FakeCloudKitServer.Configuration) async throws {
@@ -170,8 +177,14 @@ actor FakeCloudKitStore {
         let zone = Zone(id: id, generatorIndex: generatorIndex, generatedCount: generatedCount, epoch: newEpoch())
         databases[database]!.zones[ZoneKey(id)] = zone
         databases[database]!.order.append(ZoneKey(id))
-        databases[database]!.events.append(ZoneEvent(zoneID: id, kind: .changed))
+        appendZoneEvent(ZoneEvent(zoneID: id, kind: .changed), database: database)
         return zone
+    }
+
+    /// Records a zone event in the database feed and tells the zone's subscribers.
+    func appendZoneEvent(_ event: ZoneEvent, database: String) {
+        databases[database]!.events.append(event)
+        notifySubscribers(of: event.zoneID, database: database)
     }
 
     func newEpoch() -> Int {
@@ -328,14 +341,14 @@ actor FakeCloudKitStore {
             zone.added.append(.record(record))
         }
         databases[database]!.zones[key] = zone
-        databases[database]!.events.append(ZoneEvent(zoneID: zone.id, kind: .changed))
+        appendZoneEvent(ZoneEvent(zoneID: zone.id, kind: .changed), database: database)
     }
 
     /// Removes a zone (deleted or purged) and records the event.
     func removeZone(_ key: ZoneKey, database: String, kind: ZoneEventKind) {
         guard let zone = databases[database]!.zones.removeValue(forKey: key) else { return }
         databases[database]!.order.removeAll { $0 == key }
-        databases[database]!.events.append(ZoneEvent(zoneID: zone.id, kind: kind))
+        appendZoneEvent(ZoneEvent(zoneID: zone.id, kind: kind), database: database)
         snapshotOrder.removeAll { $0.zone == key && $0.database == database }
         snapshots = snapshots.filter { !($0.key.zone == key && $0.key.database == database) }
     }
