@@ -197,7 +197,7 @@ extension FakeCloudKitStore {
                 if delay > .zero {
                     Task {
                         try? await Task.sleep(for: delay)
-                        await self.enqueue(payload, for: token)
+                        self.enqueue(payload, for: token)
                     }
                 } else {
                     enqueue(payload, for: token)

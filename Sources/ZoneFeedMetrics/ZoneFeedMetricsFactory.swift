@@ -19,7 +19,7 @@ struct ZoneFeedMetricsFactory: MetricsFactory {
     }
 
     private func descriptor(_ label: String) -> MetricNameDescriptor {
-        MetricNameDescriptor(metricName: label, helpText: ZoneFeedMetric.helpByName[label])
+        MetricNameDescriptor(metricName: label, unitName: "", helpText: ZoneFeedMetric.helpByName[label] ?? "")
     }
 
     private func labels(_ dimensions: [(String, String)]) -> [(String, String)] {

@@ -18,7 +18,7 @@ public final class TestPushgateway: @unchecked Sendable {
         let port = try Self.freeLoopbackPort()
         url = "http://127.0.0.1:\(port)"
         log = FileManager.default.temporaryDirectory.appendingPathComponent("zonefeed-pushgateway-\(port)-\(getpid()).log")
-        FileManager.default.createFile(atPath: log.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         process = Process()
         process.executableURL = URL(fileURLWithPath: Self.binary)
         // Debian's build persists to /var/lib/prometheus unless told: each test gateway starts empty.
