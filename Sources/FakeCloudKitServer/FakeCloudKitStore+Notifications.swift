@@ -28,7 +28,10 @@ extension FakeCloudKitStore {
     struct PushToken: Sendable {
         var environment: String
         var registered = false
-        var queue: [[UInt8]] = []
+        /// Notifications in the order they were queued, each deliverable from `notBefore` (the
+        /// delay switch): kept here rather than queued later by a timer, so that a poll that runs
+        /// late still finds what was due.
+        var queue: [(payload: [UInt8], notBefore: ContinuousClock.Instant)] = []
     }
 
     /// The notification switches of `POST /admin/notifications`.
@@ -163,9 +166,10 @@ extension FakeCloudKitStore {
         guard let pushToken = pushTokens[token], pushToken.registered else {
             return .error(401, "AUTHENTICATION_FAILED", "unknown or unregistered push token")
         }
-        guard !pushToken.queue.isEmpty else { return nil }
+        let now = ContinuousClock.now
+        guard let due = pushToken.queue.firstIndex(where: { $0.notBefore <= now }) else { return nil }
         notificationCounts.delivered += 1
-        return Reply(status: 200, body: pushTokens[token]!.queue.removeFirst())
+        return Reply(status: 200, body: pushTokens[token]!.queue.remove(at: due).payload)
     }
 
     /// Queues what a change to `zone` tells the subscribers of `database`.
@@ -192,24 +196,10 @@ extension FakeCloudKitStore {
                             ]),
                         ]),
                     ]))
-                let payload = w.bytes
-                let delay = notificationSwitches.delay
-                if delay > .zero {
-                    Task {
-                        try? await Task.sleep(for: delay)
-                        self.enqueue(payload, for: token)
-                    }
-                } else {
-                    enqueue(payload, for: token)
-                }
+                pushTokens[token]!.queue.append((w.bytes, ContinuousClock.now + notificationSwitches.delay))
+                notificationCounts.queued += 1
             }
         }
-    }
-
-    func enqueue(_ payload: [UInt8], for token: String) {
-        guard pushTokens[token] != nil else { return }
-        pushTokens[token]!.queue.append(payload)
-        notificationCounts.queued += 1
     }
 
     /// `POST /admin/notifications`: `{drop?, delayMilliseconds?, refuseCourier?, courierTimeoutMilliseconds?}`.

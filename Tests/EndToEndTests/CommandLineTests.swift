@@ -82,9 +82,19 @@ import ZoneFeed
         #expect(server.url.hasPrefix("http://0.0.0.0:"), "\(server.url)")
         let port = try #require(server.url.split(separator: ":").last.flatMap { Int($0) })
         // The kernel's list of listening TCP sockets: the port is bound to 0.0.0.0, every address.
-        let sockets = try String(contentsOfFile: "/proc/net/tcp", encoding: .utf8)
-        let listening = sockets.split(separator: "\n").map { $0.split(separator: " ") }.filter { $0.count > 3 && $0[3] == "0A" }
-        #expect(listening.contains { $0[1] == "00000000:" + String(format: "%04X", port) }, "bound to 0.0.0.0:\(port)")
+        // /proc/net/tcp is read in pieces and may skip a line while other sockets come and go
+        // (other tests run meanwhile), so it is read again before concluding.
+        func boundToEveryAddress() throws -> Bool {
+            let sockets = try String(contentsOfFile: "/proc/net/tcp", encoding: .utf8)
+            let listening = sockets.split(separator: "\n").map { $0.split(separator: " ") }.filter { $0.count > 3 && $0[3] == "0A" }
+            return listening.contains { $0[1] == "00000000:" + String(format: "%04X", port) }
+        }
+        var bound = false
+        for _ in 0..<20 where !bound {
+            bound = try boundToEveryAddress()
+            if !bound { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(bound, "bound to 0.0.0.0:\(port)")
         let response = try await HTTPClient.shared.execute(
             HTTPClientRequest(url: "http://127.0.0.1:\(port)/admin/state"), timeout: .seconds(10))
         #expect(response.status.code == 200)
