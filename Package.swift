@@ -133,6 +133,7 @@ let package = Package(
                 "ZoneFeed", "ZoneFeedComponents", "ZoneFeedPostgres", "EmbeddedPostgresServer", "FakeCloudKit",
                 "ZoneFeedCloudKit", "FakeCloudKitServer", "ZoneFeedBench", "ZoneFeedMetrics", "LibPQ", "CloudKitModel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Subprocess", package: "swift-subprocess"),

@@ -108,10 +108,16 @@ public final class CloudKitClient: Sendable {
         case database
         /// `/database/1/{container}/{environment}/public/…`, for the `users/…` endpoints.
         case publicDatabase
+        /// `/device/1/{container}/{environment}/…`, where the live service serves `tokens/…`
+        /// (the documented `/database/…` path answers 405).
+        case device
     }
 
     /// The URL path of an operation, as sent and as signed.
     func path(for operation: String, scope: Scope) -> String {
+        if scope == .device {
+            return "\(pathPrefix)/device/1/\(PercentEncoding.encode(configuration.container))/\(configuration.environment.rawValue)/\(operation)"
+        }
         let database = scope == .publicDatabase ? "public" : configuration.database.rawValue
         return "\(pathPrefix)/database/1/\(PercentEncoding.encode(configuration.container))/"
             + "\(configuration.environment.rawValue)/\(database)/\(operation)"

@@ -12,6 +12,9 @@ public struct CloudKitSource: ChangeSource {
     public let client: CloudKitClient
     public let settings: CloudKitSettings
     let logger: Logger
+    /// The start of the IDs of the zone subscriptions this source makes (`zonefeed watch`):
+    /// `zonefeed.<pipeline>.`, so that pipelines sharing an account keep their own.
+    public var subscriptionPrefix = "zonefeed."
 
     /// - Parameters:
     ///   - httpClient: shared with the caller; when nil the client makes its own and

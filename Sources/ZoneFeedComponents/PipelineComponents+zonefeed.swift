@@ -9,7 +9,7 @@ extension PipelineComponents {
     /// tests read files with these. A new source is a module with a `SourceConfiguration`, listed
     /// here and built in the command line's `PipelineOptions.withSource`.
     public static let zonefeed = PipelineComponents(
-        sources: [CloudKitSettings.self, FakeSettings.self], destination: PostgresSettings.self, sections: [MetricsSettings.self])
+        sources: [CloudKitSettings.self, FakeSettings.self], destination: PostgresSettings.self, sections: [MetricsSettings.self, WatchSettings.self])
 }
 
 extension Pipeline {

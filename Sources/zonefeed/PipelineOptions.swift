@@ -82,12 +82,13 @@ struct PipelineOptions: ParsableArguments {
         case let settings as FakeSettings:
             return try await body(FakeSource(settings: settings))
         case let settings as CloudKitSettings:
-            let source: CloudKitSource
+            var source: CloudKitSource
             let tokenTable =
                 settings.auth.webAuthTokenStore == .database
                 ? WebAuthTokenTable(pipelineName: pipeline.name, schema: pipeline.postgres.schema, conninfo: conninfo) : nil
             do {
                 source = try CloudKitSource(settings: settings, tokenVault: tokenTable, logger: logger)
+                source.subscriptionPrefix = "zonefeed.\(pipeline.name)."
             } catch {
                 logger.error("\(error)")
                 throw Exit.usage

@@ -13,7 +13,8 @@ struct ZoneFeedCommand: AsyncParsableCommand {
             """,
         version: BuildInfo.versionText,
         subcommands: [
-            RunCommand.self, StatusCommand.self, ResetCommand.self, ValidateCommand.self, PsqlCommand.self, FakeServerCommand.self, BenchCommand.self,
+            RunCommand.self, WatchCommand.self, StatusCommand.self, ResetCommand.self, ValidateCommand.self, PsqlCommand.self, FakeServerCommand.self,
+            BenchCommand.self,
         ]
     )
 

@@ -97,7 +97,8 @@ import Testing
             #expect(try await server.send(courier, method: "GET").bytes.isEmpty, "a dropped notification never comes")
             #expect(try await server.admin("state")["notifications"]?["dropped"]?.doubleValue == 1)
 
-            try await server.admin("notifications", .object(["drop": .bool(false), "delayMilliseconds": .int(500), "courierTimeoutMilliseconds": .int(15_000)]))
+            try await server.admin(
+                "notifications", .object(["drop": .bool(false), "delayMilliseconds": .int(500), "courierTimeoutMilliseconds": .int(15_000)]))
             let clock = ContinuousClock()
             let start = clock.now
             try await addTag(server, "LATE", to: "Zone01")

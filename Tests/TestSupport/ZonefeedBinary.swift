@@ -44,6 +44,8 @@ public struct ZonefeedBinary {
         public var pid: Int32 { process.processIdentifier }
         public var isRunning: Bool { process.isRunning }
         public func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
+        /// What the process has written to stderr so far.
+        public var stderrSoFar: String { (try? String(contentsOf: err, encoding: .utf8)) ?? "" }
 
         public func wait() -> Output {
             process.waitUntilExit()

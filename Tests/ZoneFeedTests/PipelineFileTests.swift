@@ -243,7 +243,7 @@ private let fakeHeader = """
 @Test func unknownKeyWithNothingCloseListsTheAllowedKeys() {
     #expect(
         problems(fakeHeader + "colour: blue\n") == [
-            "notes.yml:6:1: unknown key 'colour' at the top level (expected pipeline, source, destination, recordTypes, unmappedFields, unknownRecordTypes, onBadRecord or metrics)"
+            "notes.yml:6:1: unknown key 'colour' at the top level (expected pipeline, source, destination, recordTypes, unmappedFields, unknownRecordTypes, onBadRecord, metrics or watch)"
         ]
     )
 }

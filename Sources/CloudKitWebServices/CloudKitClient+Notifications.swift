@@ -1,0 +1,84 @@
+import Logging
+import NIOHTTP1
+
+// Zone subscriptions and push tokens (field-notes §1): what `zonefeed watch` needs to hear of
+// changes as they happen. The web courier is long-polled by `WebCourier`, on a client of its own.
+extension CloudKitClient {
+    /// `GET subscriptions/list`: the subscriptions of the database (of this user).
+    public func listSubscriptions(logger: Logger? = nil) async throws -> [Subscription] {
+        try await send(SubscriptionsResponse.self, operation: "subscriptions/list", method: .GET, body: nil, logger: logger).subscriptions
+    }
+
+    /// `POST subscriptions/modify` with `create` for each subscription; one result per
+    /// subscription, in order: the subscription, or its per-item error (`serverErrorCode`).
+    public func createSubscriptions(_ subscriptions: [Subscription], logger: Logger? = nil) async throws -> [Subscription] {
+        try await modifySubscriptions(subscriptions.map { ("create", $0.json) }, logger: logger)
+    }
+
+    /// `POST subscriptions/modify` with `delete` for each ID.
+    public func deleteSubscriptions(ids: [String], logger: Logger? = nil) async throws -> [Subscription] {
+        try await modifySubscriptions(ids.map { ("delete", .object(["subscriptionID": .string($0)])) }, logger: logger)
+    }
+
+    func modifySubscriptions(_ operations: [(String, JSONValue)], logger: Logger?) async throws -> [Subscription] {
+        let body = JSONValue.object([
+            "operations": .array(operations.map { .object(["operationType": .string($0.0), "subscription": $0.1]) })
+        ])
+        return try await send(SubscriptionsResponse.self, operation: "subscriptions/modify", method: .POST, body: body, logger: logger).subscriptions
+    }
+
+    /// `POST /device/1/…/tokens/create` then `tokens/register`: a push token whose notifications
+    /// the web courier at `courierURL` hands out. A secret: never print either.
+    public func createAndRegisterPushToken(logger: Logger? = nil) async throws -> PushToken {
+        let apnsEnvironment = configuration.environment == .production ? "production" : "development"
+        let created = try await send(
+            PushToken.self, operation: "tokens/create", method: .POST, scope: .device,
+            body: .object(["apnsEnvironment": .string(apnsEnvironment)]), logger: logger)
+        _ = try await send(
+            JSONValue.self, operation: "tokens/register", method: .POST, scope: .device,
+            body: .object(["apnsEnvironment": .string(apnsEnvironment), "apnsToken": .string(created.apnsToken)]), logger: logger)
+        return created
+    }
+}
+
+/// A subscription as CloudKit Web Services sends and answers it. zonefeed makes silent zone
+/// subscriptions (`shouldSendContentAvailable` only: any other key makes the push loud).
+public struct Subscription: Sendable, Hashable, Decodable {
+    public var subscriptionID: String?
+    public var subscriptionType: String?
+    public var zoneID: ZoneID?
+    /// Set when the server refused this item.
+    public var serverErrorCode: String?
+    public var reason: String?
+
+    public init(subscriptionID: String?, subscriptionType: String?, zoneID: ZoneID? = nil) {
+        self.subscriptionID = subscriptionID
+        self.subscriptionType = subscriptionType
+        self.zoneID = zoneID
+    }
+
+    /// A silent zone subscription with a stable ID.
+    public static func zone(_ zoneID: ZoneID, id: String) -> Subscription {
+        Subscription(subscriptionID: id, subscriptionType: "zone", zoneID: zoneID)
+    }
+
+    var json: JSONValue {
+        var members: [String: JSONValue] = ["notificationInfo": .object(["shouldSendContentAvailable": .bool(true)])]
+        if let subscriptionID { members["subscriptionID"] = .string(subscriptionID) }
+        if let subscriptionType { members["subscriptionType"] = .string(subscriptionType) }
+        if let zoneID { members["zoneID"] = CloudKitClient.requestJSON(zoneID) }
+        return .object(members)
+    }
+}
+
+struct SubscriptionsResponse: Decodable {
+    var subscriptions: [Subscription]
+}
+
+/// What `tokens/create` answers: the push token and the courier URL that delivers its
+/// notifications. Both are secrets (whoever has them reads this user's change hints).
+public struct PushToken: Sendable, Decodable {
+    public var apnsToken: String
+    public var apnsEnvironment: String?
+    public var webcourierURL: String
+}

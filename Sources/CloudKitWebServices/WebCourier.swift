@@ -1,0 +1,56 @@
+import AsyncHTTPClient
+import CloudKitModel
+import Foundation
+import NIOCore
+
+/// The web courier of a push token (field-notes §1.2): each long poll answers one notification
+/// and closes, or answers an empty body when nothing came in time (poll again); a notification is
+/// never delivered twice. It has an HTTP client of its own: sharing one connection pool with the
+/// API host gave 421 Misdirected Request (MistKit). The URL holds the push token, a secret: no
+/// message names it.
+public final class WebCourier: Sendable {
+    let url: String
+    let pollTimeout: Duration
+    let httpClient: HTTPClient
+
+    /// - Parameter pollTimeout: how long one poll may stay open; the courier answers sooner
+    ///   (empty) when nothing comes.
+    public init(url: String, pollTimeout: Duration = .seconds(60)) {
+        self.url = url
+        self.pollTimeout = pollTimeout
+        var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow)
+        configuration.timeout = .init(connect: .seconds(10), read: .nanoseconds(Int64(pollTimeout.seconds * 1e9)))
+        httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+
+    /// One long poll: the notification, or nil when the courier answered with an empty body.
+    /// Throws `CloudKitError` for an answer that is not 2xx (a refused or expired push token)
+    /// and for network faults and timeouts.
+    public func poll() async throws -> JSONValue? {
+        let response: HTTPClientResponse
+        do {
+            response = try await httpClient.execute(HTTPClientRequest(url: url), deadline: .now() + .nanoseconds(Int64(pollTimeout.seconds * 1e9)))
+        } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout {
+            throw CloudKitError(code: .timeout, reason: "the web courier did not answer in \(pollTimeout.seconds) s", operation: "courier")
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            throw CloudKitError(code: .network, reason: "the web courier cannot be reached", operation: "courier")
+        }
+        let body = try await response.body.collect(upTo: 1 << 20)
+        let status = Int(response.status.code)
+        guard (200..<300).contains(status) else {
+            throw CloudKitError(
+                code: status == 401 ? .authenticationFailed : .network, httpStatus: status,
+                reason: "the web courier refused the push token (HTTP \(status))", operation: "courier")
+        }
+        guard body.readableBytes > 0 else { return nil }
+        // Whatever the notification says, it says that something changed: a body that is not
+        // JSON still counts.
+        return (try? JSONDecoder().decode(JSONValue.self, from: Data(body.readableBytesView))) ?? .object([:])
+    }
+
+    public func shutdown() async throws {
+        try await httpClient.shutdown()
+    }
+}

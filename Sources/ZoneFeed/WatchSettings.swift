@@ -1,0 +1,39 @@
+/// The pipeline file's `watch:` section, for `zonefeed watch`:
+///
+///     watch:
+///       pollInterval: 300          # seconds between safety polls, whatever the notifications say
+///       listen: 127.0.0.1:9464     # /healthz and /metrics; off unless set
+///       unhealthyAfter: 600        # seconds of failing cycles before /healthz says unhealthy
+public struct WatchSettings: SectionConfiguration, Equatable {
+    public static let key = "watch"
+
+    public var pollIntervalSeconds: Double = 300
+    /// `host:port` for `/healthz` and `/metrics`; nil: no server.
+    public var listen: String?
+    public var unhealthyAfterSeconds: Double = 600
+
+    public init() {}
+
+    public static func read(_ top: PipelineSection, pipelineName: String?, from file: PipelineFileReader) -> WatchSettings? {
+        guard let section = file.subsection(key, in: top, allowed: ["pollInterval", "listen", "unhealthyAfter"], required: false) else { return nil }
+        let reported = file.diagnostics.count
+        var settings = WatchSettings()
+        if let seconds = file.number("pollInterval", in: section, minimum: 1, inclusive: true) { settings.pollIntervalSeconds = seconds }
+        if let seconds = file.number("unhealthyAfter", in: section, minimum: 1, inclusive: true) { settings.unhealthyAfterSeconds = seconds }
+        if let value = file.text("listen", in: section, expected: "host:port such as 127.0.0.1:9464") {
+            if Self.hostAndPort(value.text) == nil {
+                file.report("\(section.path(of: "listen")) must be host:port such as 127.0.0.1:9464, not '\(value.text)'", at: value.position)
+            } else {
+                settings.listen = value.text
+            }
+        }
+        return file.diagnostics.count == reported ? settings : nil
+    }
+
+    /// `host:port` split; nil when it is not that.
+    public static func hostAndPort(_ text: String) -> (host: String, port: Int)? {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else { return nil }
+        let host = String(text[..<colon])
+        return host.isEmpty ? nil : (host, port)
+    }
+}

@@ -1,0 +1,167 @@
+import CloudKitModel
+import Logging
+
+/// `zonefeed watch`: catches up with a run, then keeps the destination within seconds of the
+/// source until cancelled. Every cycle is an ordinary incremental run (recorded in the run
+/// history as any run is), started by
+///
+/// - a change hint from the source (`ChangeNotifying`), after `debounce`, which coalesces a
+///   burst of notifications into one cycle;
+/// - the safety poll, every `pollInterval` whatever the hints say: notifications may be lost,
+///   delayed or coalesced, and a zone created since the last cycle has no subscription yet;
+/// - without notifications (none offered, or they failed), the safety poll alone; push is tried
+///   again every `pushRetryInterval`.
+///
+/// Cancellation (a graceful shutdown) stops the current cycle between batches, as it stops a run.
+public struct Watcher: Sendable {
+    public struct Configuration: Sendable {
+        public var pollInterval: Duration = .seconds(300)
+        public var debounce: Duration = .milliseconds(250)
+        public var pushRetryInterval: Duration = .seconds(30)
+
+        public init(pollInterval: Duration = .seconds(300), debounce: Duration = .milliseconds(250), pushRetryInterval: Duration = .seconds(30)) {
+            self.pollInterval = pollInterval
+            self.debounce = debounce
+            self.pushRetryInterval = pushRetryInterval
+        }
+    }
+
+    /// Why a cycle ran, for logs and tests.
+    public enum Trigger: String, Sendable {
+        case catchUp = "catch-up"
+        case notification, poll
+    }
+
+    public let configuration: Configuration
+    /// Runs one incremental run; returns its summary (failed runs included) or throws when the
+    /// run could not start. The watcher goes on either way: the next trigger tries again.
+    public let cycle: @Sendable (Trigger) async throws -> RunSummary
+    public let notifier: (any ChangeNotifying)?
+    public let health: WatchHealth
+    public let logger: Logger
+
+    public init(
+        configuration: Configuration, notifier: (any ChangeNotifying)?, health: WatchHealth = WatchHealth(), logger: Logger,
+        cycle: @escaping @Sendable (Trigger) async throws -> RunSummary
+    ) {
+        self.configuration = configuration
+        self.notifier = notifier
+        self.health = health
+        self.logger = logger
+        self.cycle = cycle
+    }
+
+    /// Runs until cancelled.
+    public func run() async {
+        await runCycle(.catchUp)
+        let (triggers, trigger) = AsyncStream.makeStream(of: Trigger.self, bufferingPolicy: .bufferingNewest(1))
+        await withDiscardingTaskGroup { group in
+            group.addTask {
+                while !Task.isCancelled {
+                    do { try await Task.sleep(for: configuration.pollInterval) } catch { return }
+                    trigger.yield(.poll)
+                }
+            }
+            if let notifier {
+                group.addTask { await listen(to: notifier, trigger: trigger) }
+            }
+            group.addTask {
+                for await next in triggers {
+                    if Task.isCancelled { break }
+                    if next == .notification {
+                        // Let the burst settle; what arrives meanwhile is taken by this cycle.
+                        do { try await Task.sleep(for: configuration.debounce) } catch { break }
+                    }
+                    await runCycle(next)
+                }
+            }
+            // The three loops end when the watcher is cancelled (an AsyncStream's iteration ends
+            // with its task's cancellation).
+        }
+    }
+
+    func runCycle(_ trigger: Trigger) async {
+        guard !Task.isCancelled else { return }
+        logger.debug("watch cycle", metadata: ["trigger": "\(trigger.rawValue)"])
+        do {
+            let summary = try await cycle(trigger)
+            await health.cycleEnded(succeeded: summary.status == .succeeded, error: summary.error)
+            if !summary.zonesDeleted.isEmpty || !summary.zonesApplied.isEmpty, let notifier {
+                // A zone may have appeared or gone: subscriptions follow the zones.
+                do { try await notifier.follow(logger: logger) } catch { logger.warning("could not update the subscriptions", metadata: ["error": "\(error)"]) }
+            }
+        } catch {
+            await health.cycleEnded(succeeded: false, error: "\(error)")
+            if !Task.isCancelled { logger.error("watch cycle failed", metadata: ["trigger": "\(trigger.rawValue)", "error": "\(error)"]) }
+        }
+    }
+
+    /// Subscribes, then turns every hint into a trigger; when push fails, says so once and tries
+    /// again every `pushRetryInterval` while the safety poll carries on.
+    func listen(to notifier: any ChangeNotifying, trigger: AsyncStream<Trigger>.Continuation) async {
+        var saidUnavailable = false
+        while !Task.isCancelled {
+            do {
+                try await notifier.follow(logger: logger)
+                await health.pushChanged(available: true)
+                if saidUnavailable { logger.notice("change notifications are back") }
+                saidUnavailable = false
+                for try await _ in notifier.changeHints(logger: logger) {
+                    trigger.yield(.notification)
+                }
+                if Task.isCancelled { return }
+                throw WatchError("the change notifications ended")
+            } catch {
+                if Task.isCancelled { return }
+                await health.pushChanged(available: false)
+                if !saidUnavailable {
+                    logger.warning(
+                        "change notifications are unavailable; polling every \(configuration.pollInterval.seconds) s until they are back",
+                        metadata: ["error": "\(error)"])
+                    saidUnavailable = true
+                }
+                do { try await Task.sleep(for: configuration.pushRetryInterval) } catch { return }
+            }
+        }
+    }
+}
+
+/// What `/healthz` reports of a watcher.
+public actor WatchHealth {
+    public private(set) var caughtUp = false
+    public private(set) var pushAvailable = false
+    public private(set) var lastSuccess: ContinuousClock.Instant?
+    /// Since when cycles have been failing (nil while they succeed).
+    public private(set) var failingSince: ContinuousClock.Instant?
+    public private(set) var lastError: String?
+    public private(set) var cycles = 0
+
+    public init() {}
+
+    func cycleEnded(succeeded: Bool, error: String?) {
+        cycles += 1
+        if succeeded {
+            caughtUp = true
+            lastSuccess = .now
+            failingSince = nil
+            lastError = nil
+        } else {
+            if failingSince == nil { failingSince = .now }
+            lastError = error
+        }
+    }
+
+    func pushChanged(available: Bool) { pushAvailable = available }
+
+    /// Ready once caught up; unhealthy when cycles have failed for longer than `threshold`.
+    public func isHealthy(failingFor threshold: Duration) -> Bool {
+        guard caughtUp else { return false }
+        guard let failingSince else { return true }
+        return ContinuousClock.now - failingSince < threshold
+    }
+}
+
+public struct WatchError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}

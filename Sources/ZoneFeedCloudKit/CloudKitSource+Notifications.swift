@@ -1,0 +1,91 @@
+import CloudKitModel
+import CloudKitWebServices
+import Logging
+import ZoneFeed
+
+/// Zone subscriptions and the web courier (field-notes §1.4): silent zone subscriptions with
+/// stable IDs (`<subscriptionPrefix><zoneName>`) for the zones followed, a push token from
+/// `tokens/create` and `tokens/register`, and the courier long-polled on a client of its own.
+extension CloudKitSource: ChangeNotifying {
+    public func follow(logger: Logger) async throws {
+        let zones: [ZoneID]
+        if let named = namedZones { zones = named } else { zones = try await client.listZones(logger: logger).map(\.zoneID) }
+        let prefix = subscriptionPrefix
+        let wanted = Dictionary(zones.map { (prefix + $0.zoneName, $0) }, uniquingKeysWith: { first, _ in first })
+        let ours = try await client.listSubscriptions(logger: logger).compactMap(\.subscriptionID).filter { $0.hasPrefix(prefix) }
+        let missing = wanted.filter { !ours.contains($0.key) }.sorted { $0.key < $1.key }
+        if !missing.isEmpty {
+            let results = try await client.createSubscriptions(missing.map { Subscription.zone($0.value, id: $0.key) }, logger: logger)
+            for result in results {
+                switch result.serverErrorCode {
+                case nil: logger.info("subscribed to the zone's changes", metadata: ["subscription": "\(result.subscriptionID ?? "?")"])
+                // Another watcher made it meanwhile, or the zone went away: both are fine.
+                case "CONFLICT", "EXISTS", "ZONE_NOT_FOUND": break
+                case let code?:
+                    logger.warning(
+                        "CloudKit refused a zone subscription; that zone is polled only",
+                        metadata: ["subscription": "\(result.subscriptionID ?? "?")", "code": "\(code)", "reason": "\(result.reason ?? "")"])
+                }
+            }
+        }
+        let stale = ours.filter { wanted[$0] == nil }
+        if !stale.isEmpty {
+            _ = try await client.deleteSubscriptions(ids: stale, logger: logger)
+            logger.info("removed the subscriptions of zones no longer followed", metadata: ["subscriptions": "\(stale.joined(separator: ", "))"])
+        }
+    }
+
+    public func changeHints(logger: Logger) -> AsyncThrowingStream<ChangeHint, any Error> {
+        let client = self.client
+        return AsyncThrowingStream { continuation in
+            let task = Task {
+                var failures = 0
+                while !Task.isCancelled {
+                    let token: PushToken
+                    do {
+                        token = try await client.createAndRegisterPushToken(logger: logger)
+                    } catch {
+                        continuation.finish(throwing: error)
+                        return
+                    }
+                    let courier = WebCourier(url: token.webcourierURL)
+                    // Listening from now on: a change made before the token was registered was
+                    // notified to nobody, so the watcher looks once more.
+                    continuation.yield(ChangeHint(zone: nil))
+                    do {
+                        while !Task.isCancelled {
+                            guard let notification = try await courier.poll() else { continue }
+                            failures = 0
+                            continuation.yield(ChangeHint(zone: Self.zone(of: notification)))
+                        }
+                    } catch {
+                        failures += 1
+                        if !Task.isCancelled {
+                            guard failures <= 5 else {
+                                try? await courier.shutdown()
+                                continuation.finish(throwing: error)
+                                return
+                            }
+                            logger.info("the web courier failed; getting a new push token", metadata: ["error": "\(error)", "failures": "\(failures)"])
+                            try? await Task.sleep(for: .milliseconds(250 * (1 << min(failures, 7))))
+                        }
+                    }
+                    try? await courier.shutdown()
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    /// The zone a notification names, whatever block it uses (`fet`, `qry`, `met`); nil when it
+    /// names none.
+    static func zone(of notification: JSONValue) -> ZoneID? {
+        for block in ["fet", "qry", "met"] {
+            if let name = notification["ck"]?[block]?["zid"]?.stringValue {
+                return ZoneID(zoneName: name, ownerRecordName: notification["ck"]?[block]?["zoid"]?.stringValue ?? ZoneID.defaultOwner)
+            }
+        }
+        return nil
+    }
+}

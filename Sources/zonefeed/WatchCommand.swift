@@ -1,0 +1,156 @@
+import ArgumentParser
+import Foundation
+import Hummingbird
+import Logging
+import ServiceLifecycle
+import ZoneFeed
+import ZoneFeedComponents
+import ZoneFeedMetrics
+import ZoneFeedPostgres
+
+struct WatchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "watch",
+        abstract: "Catch up, then keep the destination within seconds of the source until SIGTERM or SIGINT.",
+        discussion: """
+            Each cycle is an ordinary incremental run, recorded in zonefeed_runs. With a CloudKit \
+            source, zone subscriptions and the web courier start a cycle within a second of a \
+            change; a safety poll runs every watch.pollInterval seconds whatever the notifications \
+            say, and alone when notifications cannot be had. A requested stop lets the current \
+            batch commit or roll back and exits 0.
+            """)
+
+    @OptionGroup var options: PipelineOptions
+
+    @Option(help: "Serve /healthz and /metrics on host:port (overrides watch.listen).")
+    var listen: String?
+
+    @Option(name: .customLong("poll-interval"), help: "Seconds between safety polls (overrides watch.pollInterval).")
+    var pollInterval: Double?
+
+    func run() async throws {
+        let pipeline = try options.loadPipeline()
+        let logger = {
+            var logger = options.makeLogger()
+            logger[metadataKey: "pipeline"] = "\(pipeline.name)"
+            return logger
+        }()
+        var settings = pipeline.section(WatchSettings.self) ?? WatchSettings()
+        if let pollInterval {
+            guard pollInterval >= 1 else { throw ValidationError("--poll-interval must be at least 1 second") }
+            settings.pollIntervalSeconds = pollInterval
+        }
+        if let listen {
+            guard WatchSettings.hostAndPort(listen) != nil else { throw ValidationError("--listen must be host:port such as 127.0.0.1:9464") }
+            settings.listen = listen
+        }
+        let metrics = MetricsExport.bootstrap(pipeline: pipeline.name, settings: pipeline.section(MetricsSettings.self) ?? MetricsSettings())
+        let health = WatchHealth()
+
+        try await options.withDestination(pipeline, logger: logger) { conninfo in
+            try await options.withSource(pipeline, conninfo: conninfo, logger: logger) { source in
+                let watcher = Watcher(
+                    configuration: .init(pollInterval: .milliseconds(Int64(settings.pollIntervalSeconds * 1000))),
+                    notifier: source as? any ChangeNotifying, health: health, logger: logger
+                ) { trigger in
+                    try await Self.cycle(pipeline, source: source, conninfo: conninfo, trigger: trigger, metrics: metrics, logger: logger)
+                }
+                var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+                    .init(service: WatchService(watcher: watcher), successTerminationBehavior: .gracefullyShutdownGroup)
+                ]
+                if let listen = settings.listen, let (host, port) = WatchSettings.hostAndPort(listen) {
+                    services.append(
+                        .init(
+                            service: Self.healthServer(
+                                host: host, port: port, health: health, metrics: metrics,
+                                unhealthyAfter: .milliseconds(Int64(settings.unhealthyAfterSeconds * 1000)), logger: logger)))
+                }
+                let signals = await ShutdownSignals()
+                logger.info(
+                    "watching",
+                    metadata: [
+                        "pollInterval": "\(settings.pollIntervalSeconds)s", "listen": "\(settings.listen ?? "off")",
+                        "notifications": "\(source is any ChangeNotifying ? "zone subscriptions" : "none (polling)")",
+                    ])
+                try await signals.run(ServiceGroup(configuration: .init(services: services, logger: logger)))
+                logger.notice("watch stopped", metadata: ["signal": "\(signals.received.map { "\($0)" } ?? "none")"])
+            }
+        }
+        Terminal.shared.endProgress()
+    }
+
+    /// One incremental run on a destination of its own: the same work as `zonefeed run`.
+    static func cycle(
+        _ pipeline: Pipeline, source: any ChangeSource, conninfo: String, trigger: Watcher.Trigger, metrics: MetricsExport, logger: Logger
+    ) async throws -> RunSummary {
+        let destination = PostgresDestination(pipelineName: pipeline.name, settings: pipeline.postgres, conninfo: conninfo, logger: logger)
+        let runner = Runner(
+            configuration: .init(pipeline: pipeline.name, commitEvery: pipeline.postgres.commitEvery, parallelZones: pipeline.postgres.parallelZones),
+            source: source, destination: destination, logger: logger,
+            events: { event in
+                metrics.run.record(event)
+                RunCommand.log(event, logger: logger)
+            })
+        let summary: RunSummary
+        do {
+            summary = try await runner.run()
+        } catch let error as RunError {
+            await destination.close()
+            let code = RunCommand.exitCode(of: error, signal: nil)
+            metrics.run.finish(status: error.summary?.status, exitCode: code, runID: error.summary?.runID, seconds: error.summary?.seconds)
+            guard let failed = error.summary else { throw error }
+            return failed
+        } catch {
+            await destination.close()
+            throw error
+        }
+        await destination.close()
+        metrics.run.finish(status: summary.status, exitCode: summary.status == .succeeded ? 0 : 1, runID: summary.runID, seconds: summary.seconds)
+        let t = summary.totals
+        if t.records > 0 || t.swept > 0 || !summary.zonesDeleted.isEmpty || summary.status != .succeeded {
+            logger.info(
+                "cycle \(summary.status.rawValue)",
+                metadata: [
+                    "trigger": "\(trigger.rawValue)", "run": "\(summary.runID)", "upserted": "\(t.upserts)", "tombstoned": "\(t.tombstones)",
+                    "rejected": "\(t.rejects)", "seconds": "\(String(format: "%.3f", summary.seconds))",
+                ])
+        }
+        return summary
+    }
+
+    /// `/healthz` (200 once caught up and while cycles succeed or have failed for less than
+    /// `unhealthyAfter`; 503 otherwise) and `/metrics` (the run metrics, live).
+    static func healthServer(
+        host: String, port: Int, health: WatchHealth, metrics: MetricsExport, unhealthyAfter: Duration, logger: Logger
+    ) -> some Service {
+        let router = Router()
+        router.get("healthz") { _, _ -> Response in
+            let healthy = await health.isHealthy(failingFor: unhealthyAfter)
+            let caughtUp = await health.caughtUp
+            let push = await health.pushAvailable
+            let error = await health.lastError
+            var text = healthy ? "ok" : (caughtUp ? "unhealthy" : "catching up")
+            text += "\nnotifications: \(push ? "on" : "off (polling)")"
+            if let error { text += "\nlast error: \(error)" }
+            return Response(
+                status: healthy ? .ok : .serviceUnavailable, headers: [.contentType: "text/plain; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(string: text + "\n")))
+        }
+        router.get("metrics") { _, _ -> Response in
+            Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(string: metrics.text)))
+        }
+        return Application(router: router, configuration: .init(address: .hostname(host, port: port), serverName: "zonefeed"), logger: logger)
+    }
+}
+
+/// The watcher as a `Service`: a graceful shutdown cancels it, which stops the current cycle
+/// between batches.
+struct WatchService: Service {
+    let watcher: Watcher
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown { await watcher.run() }
+    }
+}
