@@ -1,4 +1,3 @@
-import CloudKitModel
 import CloudKitWebServices
 import Logging
 import ZoneFeed
