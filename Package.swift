@@ -123,6 +123,8 @@ let package = Package(
             name: "ZoneFeedBench",
             dependencies: [
                 "ZoneFeed", "ZoneFeedComponents", "ZoneFeedPostgres", "FakeCloudKit", "LibPQ", "CloudKitModel",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Subprocess", package: "swift-subprocess"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]

@@ -53,6 +53,17 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "Also write the figures to this file, as a JSON object.")
     var json: String?
 
+    @Flag(
+        help:
+            "Measure only zonefeed watch: the time from a change at a fake server to its row in PostgreSQL, with notifications and with them dropped.")
+    var watch = false
+
+    @Option(name: .customLong("watch-changes"), help: "How many changes the watch bench makes with notifications on.")
+    var watchChanges = 200
+
+    @Option(name: .customLong("watch-poll-interval"), help: "The watcher's safety poll, in seconds, for the watch bench.")
+    var watchPollInterval = 5
+
     @Flag(help: "Keep the bench schemas (bench_inprocess, bench_http, bench_wan) and the work folder with the pipelines and logs.")
     var keep = false
 
@@ -87,6 +98,10 @@ struct BenchCommand: AsyncParsableCommand {
             throw Exit.failed
         }
 
+        if watch {
+            try await runWatchBench(work: work, interruption: interruption, signals: signals, logger: logger)
+            return
+        }
         let report: BenchReport
         do {
             let options = Bench.Options(
@@ -131,6 +146,38 @@ struct BenchCommand: AsyncParsableCommand {
         } else {
             try? FileManager.default.removeItem(atPath: work)
         }
+    }
+
+    /// `--watch`: the watch phase alone.
+    private func runWatchBench(work: String, interruption: Bench.Interruption, signals: ShutdownSignals, logger: Logger) async throws {
+        let report: WatchBench.Report
+        do {
+            let options = Bench.Options(
+                records: records, zones: zones, parallelZones: parallelZones, wanRecords: wanRecords, wanZones: wanZones,
+                wanLatency: wanLatency, keep: keep)
+            report = try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask {
+                    await signals.watch {
+                        interruption.interrupt()
+                        ChildProcess.terminateAll()
+                    }
+                }
+                defer { tasks.cancelAll() }
+                return try await withDatabase(logger: logger) { conninfo in
+                    let bench = Bench(
+                        options: options, conninfo: conninfo, work: work, interruption: interruption,
+                        progress: { Terminal.shared.writeLine($0) })
+                    return try await WatchBench(bench: bench, options: .init(changes: watchChanges, pollIntervalSeconds: watchPollInterval)).measure()
+                }
+            }
+        } catch {
+            if let code = signals.exitCode { throw ExitCode(code) }
+            logger.error("\(error)")
+            logger.notice("the bench's pipelines and logs are kept in \(work)")
+            throw Exit.failed
+        }
+        print(report.text)
+        if !keep { try? FileManager.default.removeItem(atPath: work) }
     }
 
     /// Runs `body` with a conninfo for `--database-url`, or for the embedded server, started
