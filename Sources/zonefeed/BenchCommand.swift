@@ -167,7 +167,9 @@ struct BenchCommand: AsyncParsableCommand {
                     let bench = Bench(
                         options: options, conninfo: conninfo, work: work, interruption: interruption,
                         progress: { Terminal.shared.writeLine($0) })
-                    return try await WatchBench(bench: bench, options: .init(changes: watchChanges, pollIntervalSeconds: watchPollInterval)).measure()
+                    // As far away as the WAN phase's CloudKit (--wan-latency, 100 ms unless told).
+                    let watchOptions = WatchBench.Options(changes: watchChanges, pollIntervalSeconds: watchPollInterval, latencyMilliseconds: wanLatency)
+                    return try await WatchBench(bench: bench, options: watchOptions).measure()
                 }
             }
         } catch {

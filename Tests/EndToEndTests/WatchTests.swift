@@ -101,4 +101,77 @@ import Testing
         try await s.addTag("AFTER-REFUSAL", to: "Zone01")
         #expect(await Self.within(.seconds(30)) { try s.hasRow("AFTER-REFUSAL", in: "Zone01") } != nil, "\(watching.stderrSoFar)")
     }
+
+    /// A zone created while watching has no subscription yet: the safety poll finds it through
+    /// the database feed, and from then on it is subscribed to; deleted, its rows are tombstoned
+    /// and its subscription removed.
+    @Test func aZoneCreatedWhileWatchingIsFoundByThePollThenSubscribedAndForgottenWhenDeleted() async throws {
+        let s = try await CloudKitEndToEndTests.Setup("watchzones", fake: FakeSettings(seed: 101, zones: 2, recordsPerZone: 300))
+        defer { s.stop() }
+        let watching = try await startWatching(s, pollInterval: 2)
+        defer {
+            watching.signal(SIGTERM)
+            _ = watching.wait()
+        }
+        #expect(await Self.within(.seconds(90)) { try s.liveDifferences() == [] } != nil)
+        try await Self.waitUntilListening(s)
+        func subscriptions() async throws -> Int? {
+            let state = try JSONSerialization.jsonObject(with: Data(try await s.server.admin("state").utf8)) as? [String: Any]
+            return ((state?["notifications"] as? [String: Any])?["subscriptions"] as? NSNumber)?.intValue
+        }
+        #expect(try await subscriptions() == 2)
+
+        try await s.addTag("IN-NEW-ZONE", to: "ZoneNew")  // creates the zone
+        #expect(await Self.within(.seconds(30)) { try s.hasRow("IN-NEW-ZONE", in: "ZoneNew") } != nil, "\(watching.stderrSoFar)")
+        var subscribed = false
+        for _ in 0..<100 where !subscribed {
+            subscribed = try await subscriptions() == 3
+            if !subscribed { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(subscribed, "the new zone got its subscription: \(watching.stderrSoFar)")
+
+        try await s.server.admin("zones/delete", ["zone": "ZoneNew"])
+        #expect(
+            await Self.within(.seconds(30)) {
+                try DestinationSnapshot.read(s.p).rows[.init(zoneName: "ZoneNew", recordName: "IN-NEW-ZONE")]?.deleted == true
+            } != nil, "the deleted zone's rows are tombstoned")
+        var forgotten = false
+        for _ in 0..<100 where !forgotten {
+            forgotten = try await subscriptions() == 2
+            if !forgotten { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(forgotten, "the deleted zone's subscription was removed: \(watching.stderrSoFar)")
+    }
+
+    /// Two watchers of one pipeline (a Deployment with two replicas): both hear every change,
+    /// zones are claimed with PostgreSQL locks, and each change is applied once.
+    @Test func twoWatchersOnOnePipelineApplyEachChangeOnce() async throws {
+        let s = try await CloudKitEndToEndTests.Setup("watchtwo", fake: FakeSettings(seed: 103, zones: 2, recordsPerZone: 300))
+        defer { s.stop() }
+        let first = try await startWatching(s, pollInterval: 600)
+        let second = try await startWatching(s, pollInterval: 600)
+        defer {
+            for watcher in [first, second] {
+                watcher.signal(SIGTERM)
+                _ = watcher.wait()
+            }
+        }
+        #expect(await Self.within(.seconds(90)) { try s.liveDifferences() == [] } != nil)
+        for _ in 0..<200 {
+            if try await s.server.admin("state").contains("\"registeredTokens\":2") { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        try await Task.sleep(for: .seconds(1))
+        let names = (1...6).map { "BOTH-\($0)" }
+        for (i, name) in names.enumerated() {
+            try await s.addTag(name, to: i % 2 == 0 ? "Zone01" : "Zone02")
+            try await Task.sleep(for: .milliseconds(150))
+        }
+        #expect(
+            await Self.within(.seconds(30)) { try names.enumerated().allSatisfy { try s.hasRow($1, in: $0 % 2 == 0 ? "Zone01" : "Zone02") } } != nil)
+        try await Task.sleep(for: .seconds(2))  // any late duplicate would have landed by now
+        let snapshot = try DestinationSnapshot.read(s.p)
+        #expect(snapshot.runUpserts == s.p.expected().liveCount + names.count, "every record upserted once across both watchers' runs")
+        #expect(first.stderrSoFar.contains("trigger=notification") || second.stderrSoFar.contains("trigger=notification"))
+    }
 }
