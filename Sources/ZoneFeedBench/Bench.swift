@@ -243,32 +243,12 @@ public struct Bench: Sendable {
     func runAgainstFakeServer(
         name: String, label: String, settings: FakeSettings, serverArguments: [String], defaults: Bool
     ) async throws -> ProcessRun {
-        // The server's output goes to files: nobody has to keep reading a pipe it writes to.
-        let stdoutPath = path("\(name)-server.stdout")
-        let stdout = try FileDescriptor.open(
-            FilePath(stdoutPath), .writeOnly, options: [.create, .truncate], permissions: [.ownerReadWrite])
-        defer { try? stdout.close() }
-        let stderr = try FileDescriptor.open(
-            FilePath(path("\(name)-server.stderr")), .writeOnly, options: [.create, .truncate], permissions: [.ownerReadWrite])
-        defer { try? stderr.close() }
-        let executable = ChildProcess.currentExecutable
+        let records = settings.zones * settings.recordsPerZone
         let arguments = [
-            "fake-server", "--port", "0", "--zones", "\(settings.zones)", "--records-per-zone", "\(settings.recordsPerZone)",
+            "--zones", "\(settings.zones)", "--records-per-zone", "\(settings.recordsPerZone)",
             "--seed", "\(settings.seed)", "--page-size", "\(settings.pageSize)", "--no-churn", "--prepare-pages",
         ]
-        let result = try await Subprocess.run(
-            .path(FilePath(executable.path)),
-            arguments: Arguments(executablePathOverride: executable.name, remainingValues: arguments + serverArguments),
-            environment: .custom(environment.map { Array("\($0.key)=\($0.value)".utf8) }),
-            input: .none,
-            output: .fileDescriptor(stdout, closeAfterSpawningProcess: false),
-            error: .fileDescriptor(stderr, closeAfterSpawningProcess: false)
-        ) { execution in
-            // The server serves until the phase is over, however it ends.
-            defer { try? execution.send(signal: .terminate) }
-            let records = settings.zones * settings.recordsPerZone
-            let baseURL = try await readyURL(
-                in: stdoutPath, of: execution.processIdentifier.value, logName: "\(name)-server", records: records)
+        return try await withFakeServer(name: name, arguments: arguments + serverArguments, records: records) { baseURL in
             let pipeline = try writePipeline(
                 "bench-\(name)", schema: "bench_\(name)", defaults: defaults,
                 source: """
@@ -288,6 +268,36 @@ public struct Bench: Sendable {
             let run = try await Self.offThePool { try runPipeline(pipeline, label: label, logName: "\(name)-run") }
             try checkLiveRows(pipeline, label: label, logName: "\(name)-run", expected: records)
             return run
+        }
+    }
+
+    /// Runs `body` with the base URL of a `zonefeed fake-server --port 0 <arguments>` (through
+    /// swift-subprocess; its output in `<name>-server.stdout` and `.stderr`), ended with SIGTERM
+    /// when `body` returns or throws. `records` tells how long it may take to get ready.
+    func withFakeServer<T: Sendable>(
+        name: String, arguments: [String], records: Int, _ body: (String) async throws -> T
+    ) async throws -> T {
+        // The server's output goes to files: nobody has to keep reading a pipe it writes to.
+        let stdoutPath = path("\(name)-server.stdout")
+        let stdout = try FileDescriptor.open(
+            FilePath(stdoutPath), .writeOnly, options: [.create, .truncate], permissions: [.ownerReadWrite])
+        defer { try? stdout.close() }
+        let stderr = try FileDescriptor.open(
+            FilePath(path("\(name)-server.stderr")), .writeOnly, options: [.create, .truncate], permissions: [.ownerReadWrite])
+        defer { try? stderr.close() }
+        let executable = ChildProcess.currentExecutable
+        let result = try await Subprocess.run(
+            .path(FilePath(executable.path)),
+            arguments: Arguments(executablePathOverride: executable.name, remainingValues: ["fake-server", "--port", "0"] + arguments),
+            environment: .custom(environment.map { Array("\($0.key)=\($0.value)".utf8) }),
+            input: .none,
+            output: .fileDescriptor(stdout, closeAfterSpawningProcess: false),
+            error: .fileDescriptor(stderr, closeAfterSpawningProcess: false)
+        ) { execution in
+            // The server serves until the phase is over, however it ends.
+            defer { try? execution.send(signal: .terminate) }
+            let baseURL = try await readyURL(in: stdoutPath, of: execution.processIdentifier.value, logName: "\(name)-server", records: records)
+            return try await body(baseURL)
         }
         return result.closureResult
     }

@@ -4,8 +4,6 @@ import FakeCloudKit
 import Foundation
 import LibPQ
 import NIOCore
-import Subprocess
-import SystemPackage
 import ZoneFeed
 import ZoneFeedPostgres
 
@@ -66,30 +64,13 @@ public struct WatchBench: Sendable {
 
     public func measure() async throws -> Report {
         let settings = FakeSettings(seed: 43, zones: 2, recordsPerZone: 500, pageSize: 200, churn: false)
-        let stdoutPath = bench.path("watch-server.stdout")
-        let stdout = try FileDescriptor.open(FilePath(stdoutPath), .writeOnly, options: [.create, .truncate], permissions: [.ownerReadWrite])
-        defer { try? stdout.close() }
-        let stderr = try FileDescriptor.open(
-            FilePath(bench.path("watch-server.stderr")), .writeOnly, options: [.create, .truncate], permissions: [.ownerReadWrite])
-        defer { try? stderr.close() }
-        let executable = ChildProcess.currentExecutable
         let arguments = [
-            "fake-server", "--port", "0", "--zones", "\(settings.zones)", "--records-per-zone", "\(settings.recordsPerZone)",
-            "--seed", "\(settings.seed)", "--no-churn", "--token-window", "2", "--latency", "\(options.latencyMilliseconds),\(options.latencyMilliseconds / 5)",
+            "--zones", "\(settings.zones)", "--records-per-zone", "\(settings.recordsPerZone)", "--seed", "\(settings.seed)", "--no-churn",
+            "--token-window", "2", "--latency", "\(options.latencyMilliseconds),\(options.latencyMilliseconds / 5)",
         ]
-        let result = try await Subprocess.run(
-            .path(FilePath(executable.path)),
-            arguments: Arguments(executablePathOverride: executable.name, remainingValues: arguments),
-            environment: .custom(bench.environment.map { Array("\($0.key)=\($0.value)".utf8) }),
-            input: .none,
-            output: .fileDescriptor(stdout, closeAfterSpawningProcess: false),
-            error: .fileDescriptor(stderr, closeAfterSpawningProcess: false)
-        ) { execution in
-            defer { try? execution.send(signal: .terminate) }
-            let baseURL = try await bench.readyURL(in: stdoutPath, of: execution.processIdentifier.value, logName: "watch-server", records: 1_000)
-            return try await measure(against: baseURL, initialRecords: settings.zones * settings.recordsPerZone)
+        return try await bench.withFakeServer(name: "watch", arguments: arguments, records: 1_000) { baseURL in
+            try await measure(against: baseURL, initialRecords: settings.zones * settings.recordsPerZone)
         }
-        return result.closureResult
     }
 
     func measure(against baseURL: String, initialRecords: Int) async throws -> Report {

@@ -104,24 +104,7 @@ struct BenchCommand: AsyncParsableCommand {
         }
         let report: BenchReport
         do {
-            let options = Bench.Options(
-                records: records, zones: zones, parallelZones: parallelZones, wanRecords: wanRecords, wanZones: wanZones,
-                wanLatency: wanLatency, keep: keep)
-            report = try await withThrowingTaskGroup(of: Void.self) { tasks in
-                tasks.addTask {
-                    await signals.watch {
-                        interruption.interrupt()
-                        ChildProcess.terminateAll()
-                    }
-                }
-                defer { tasks.cancelAll() }
-                return try await withDatabase(logger: logger) { conninfo in
-                    let bench = Bench(
-                        options: options, conninfo: conninfo, work: work, interruption: interruption,
-                        progress: { Terminal.shared.writeLine($0) })
-                    return try await bench.measure()
-                }
-            }
+            report = try await withBench(work: work, interruption: interruption, signals: signals, logger: logger) { try await $0.measure() }
         } catch {
             if let code = signals.exitCode {
                 logger.warning("bench interrupted; its pipelines and logs are in \(work)")
@@ -152,25 +135,10 @@ struct BenchCommand: AsyncParsableCommand {
     private func runWatchBench(work: String, interruption: Bench.Interruption, signals: ShutdownSignals, logger: Logger) async throws {
         let report: WatchBench.Report
         do {
-            let options = Bench.Options(
-                records: records, zones: zones, parallelZones: parallelZones, wanRecords: wanRecords, wanZones: wanZones,
-                wanLatency: wanLatency, keep: keep)
-            report = try await withThrowingTaskGroup(of: Void.self) { tasks in
-                tasks.addTask {
-                    await signals.watch {
-                        interruption.interrupt()
-                        ChildProcess.terminateAll()
-                    }
-                }
-                defer { tasks.cancelAll() }
-                return try await withDatabase(logger: logger) { conninfo in
-                    let bench = Bench(
-                        options: options, conninfo: conninfo, work: work, interruption: interruption,
-                        progress: { Terminal.shared.writeLine($0) })
-                    // As far away as the WAN phase's CloudKit (--wan-latency, 100 ms unless told).
-                    let watchOptions = WatchBench.Options(changes: watchChanges, pollIntervalSeconds: watchPollInterval, latencyMilliseconds: wanLatency)
-                    return try await WatchBench(bench: bench, options: watchOptions).measure()
-                }
+            // As far away as the WAN phase's CloudKit (--wan-latency, 100 ms unless told).
+            let watchOptions = WatchBench.Options(changes: watchChanges, pollIntervalSeconds: watchPollInterval, latencyMilliseconds: wanLatency)
+            report = try await withBench(work: work, interruption: interruption, signals: signals, logger: logger) { bench in
+                try await WatchBench(bench: bench, options: watchOptions).measure()
             }
         } catch {
             if let code = signals.exitCode { throw ExitCode(code) }
@@ -180,6 +148,31 @@ struct BenchCommand: AsyncParsableCommand {
         }
         print(report.text)
         if !keep { try? FileManager.default.removeItem(atPath: work) }
+    }
+
+    /// Runs `body` with a `Bench` on the database, while SIGINT and SIGTERM interrupt it and end
+    /// its children.
+    private func withBench<T: Sendable>(
+        work: String, interruption: Bench.Interruption, signals: ShutdownSignals, logger: Logger, _ body: @escaping @Sendable (Bench) async throws -> T
+    ) async throws -> T {
+        let options = Bench.Options(
+            records: records, zones: zones, parallelZones: parallelZones, wanRecords: wanRecords, wanZones: wanZones,
+            wanLatency: wanLatency, keep: keep)
+        return try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask {
+                await signals.watch {
+                    interruption.interrupt()
+                    ChildProcess.terminateAll()
+                }
+            }
+            defer { tasks.cancelAll() }
+            return try await withDatabase(logger: logger) { conninfo in
+                try await body(
+                    Bench(
+                        options: options, conninfo: conninfo, work: work, interruption: interruption,
+                        progress: { Terminal.shared.writeLine($0) }))
+            }
+        }
     }
 
     /// Runs `body` with a conninfo for `--database-url`, or for the embedded server, started

@@ -26,6 +26,13 @@ struct PipelineOptions: ParsableArguments {
         return Logger(label: "zonefeed") { label in ZoneFeedLogHandler(label: label, format: format, logLevel: level) }
     }
 
+    /// The logger of a command on one pipeline: every line names it.
+    func makeLogger(for pipeline: Pipeline) -> Logger {
+        var logger = makeLogger()
+        logger[metadataKey: "pipeline"] = "\(pipeline.name)"
+        return logger
+    }
+
     /// The pipeline, or exit 2 with every problem as `file:line:column: message`.
     func loadPipeline() throws -> Pipeline {
         do {

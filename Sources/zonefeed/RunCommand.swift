@@ -33,11 +33,7 @@ struct RunCommand: AsyncParsableCommand {
 
     func run() async throws {
         let pipeline = try options.loadPipeline()
-        let logger = {
-            var logger = options.makeLogger()
-            logger[metadataKey: "pipeline"] = "\(pipeline.name)"
-            return logger
-        }()
+        let logger = options.makeLogger(for: pipeline)
         let metrics = try metricsExport(for: pipeline)
 
         var summary: RunSummary?

@@ -30,11 +30,7 @@ struct WatchCommand: AsyncParsableCommand {
 
     func run() async throws {
         let pipeline = try options.loadPipeline()
-        let logger = {
-            var logger = options.makeLogger()
-            logger[metadataKey: "pipeline"] = "\(pipeline.name)"
-            return logger
-        }()
+        let logger = options.makeLogger(for: pipeline)
         var settings = pipeline.section(WatchSettings.self) ?? WatchSettings()
         if let pollInterval {
             guard pollInterval >= 1 else { throw ValidationError("--poll-interval must be at least 1 second") }
