@@ -23,15 +23,17 @@ public final class WebCourier: Sendable {
         httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 
-    /// One long poll: the notification, or nil when the courier answered with an empty body.
-    /// Throws `CloudKitError` for an answer that is not 2xx (a refused or expired push token)
-    /// and for network faults and timeouts.
+    /// One long poll: the notification, or nil when the courier answered with an empty body or
+    /// held the poll past `pollTimeout`. Throws `CloudKitError` for an answer that is not 2xx (a
+    /// refused or expired push token) and for network faults.
     public func poll() async throws -> JSONValue? {
         let response: HTTPClientResponse
         do {
             response = try await httpClient.execute(HTTPClientRequest(url: url), deadline: .now() + .nanoseconds(Int64(pollTimeout.seconds * 1e9)))
         } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout {
-            throw CloudKitError(code: .timeout, reason: "the web courier did not answer in \(pollTimeout.seconds) s", operation: "courier")
+            // How long the courier holds a poll is not documented: one held longer than ours is
+            // an empty answer, not a failure (it must not cost the push token).
+            return nil
         } catch is CancellationError {
             throw CancellationError()
         } catch {

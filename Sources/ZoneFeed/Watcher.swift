@@ -39,6 +39,7 @@ public struct Watcher: Sendable {
     public let notifier: (any ChangeNotifying)?
     public let health: WatchHealth
     public let logger: Logger
+    let followed = FollowedZones()
 
     public init(
         configuration: Configuration, notifier: (any ChangeNotifying)?, health: WatchHealth = WatchHealth(), logger: Logger,
@@ -86,9 +87,15 @@ public struct Watcher: Sendable {
         do {
             let summary = try await cycle(trigger)
             await health.cycleEnded(succeeded: summary.status == .succeeded, error: summary.error)
-            if !summary.zonesDeleted.isEmpty || !summary.zonesApplied.isEmpty, let notifier {
-                // A zone may have appeared or gone: subscriptions follow the zones.
-                do { try await notifier.follow(logger: logger) } catch { logger.warning("could not update the subscriptions", metadata: ["error": "\(error)"]) }
+            // Subscriptions follow the zones: asked again only when a zone appeared that was not
+            // followed yet or one went away, not after every cycle (two requests each time).
+            if let notifier, await followed.changed(applied: summary.zonesApplied, deleted: summary.zonesDeleted.map(\.zoneID)) {
+                do {
+                    try await notifier.follow(logger: logger)
+                } catch {
+                    await followed.forget()
+                    logger.warning("could not update the subscriptions", metadata: ["error": "\(error)"])
+                }
             }
         } catch {
             await health.cycleEnded(succeeded: false, error: "\(error)")
@@ -124,6 +131,22 @@ public struct Watcher: Sendable {
             }
         }
     }
+}
+
+/// The zones the watcher's subscriptions were last made for.
+actor FollowedZones {
+    private var zones: Set<ZoneID> = []
+
+    /// Takes a cycle's zones in; true when one is new or one went away.
+    func changed(applied: [ZoneID], deleted: [ZoneID]) -> Bool {
+        let before = zones
+        zones.formUnion(applied)
+        zones.subtract(deleted)
+        return zones != before || !deleted.isEmpty
+    }
+
+    /// After a failed update, the next cycle tries again.
+    func forget() { zones = [] }
 }
 
 /// What `/healthz` reports of a watcher.

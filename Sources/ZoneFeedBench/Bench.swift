@@ -250,19 +250,7 @@ public struct Bench: Sendable {
         ]
         return try await withFakeServer(name: name, arguments: arguments + serverArguments, records: records) { baseURL in
             let pipeline = try writePipeline(
-                "bench-\(name)", schema: "bench_\(name)", defaults: defaults,
-                source: """
-                      cloudkit:
-                        baseURL: \(yamlString(baseURL))
-                        container: iCloud.com.example.fake
-                        environment: development
-                        database: private
-                        zones: all
-                        auth:
-                          apiToken: fake-api-token
-                          webAuthToken: fake-web-auth-token
-                          webAuthTokenFile: \(yamlString(path("bench-\(name).web-auth-token")))
-                    """)
+                "bench-\(name)", schema: "bench_\(name)", defaults: defaults, source: fakeServerSource(baseURL: baseURL, name: name))
             try dropSchema(pipeline)
             progress("\(label): zonefeed run against \(baseURL), \(records.grouped) records in \(settings.zones) zones…")
             let run = try await Self.offThePool { try runPipeline(pipeline, label: label, logName: "\(name)-run") }
@@ -445,6 +433,23 @@ public struct Bench: Sendable {
         unknownRecordTypes: skip
         onBadRecord: reject
         """
+
+    /// The `source:` section of a pipeline that reads a bench's fake server, with the tokens the
+    /// server accepts and a token file in the work folder.
+    func fakeServerSource(baseURL: String, name: String) -> String {
+        """
+          cloudkit:
+            baseURL: \(yamlString(baseURL))
+            container: iCloud.com.example.fake
+            environment: development
+            database: private
+            zones: all
+            auth:
+              apiToken: fake-api-token
+              webAuthToken: fake-web-auth-token
+              webAuthTokenFile: \(yamlString(path("bench-\(name).web-auth-token")))
+        """
+    }
 
     /// A YAML double-quoted scalar; JSON's escapes are YAML's.
     func yamlString(_ value: String) -> String {

@@ -76,18 +76,7 @@ public struct WatchBench: Sendable {
     func measure(against baseURL: String, initialRecords: Int) async throws -> Report {
         let pipeline = try bench.writePipeline(
             "bench-watch", schema: "bench_watch",
-            source: """
-                  cloudkit:
-                    baseURL: \(bench.yamlString(baseURL))
-                    container: iCloud.com.example.fake
-                    environment: development
-                    database: private
-                    zones: all
-                    auth:
-                      apiToken: fake-api-token
-                      webAuthToken: fake-web-auth-token
-                      webAuthTokenFile: \(bench.yamlString(bench.path("bench-watch.web-auth-token")))
-                """)
+            source: bench.fakeServerSource(baseURL: baseURL, name: "watch"))
         try bench.dropSchema(pipeline)
         let watcher = try ChildProcess(
             name: "zonefeed watch", executable: ChildProcess.currentExecutable,
