@@ -83,7 +83,6 @@ public struct Watcher: Sendable {
 
     func runCycle(_ trigger: Trigger) async {
         guard !Task.isCancelled else { return }
-        logger.debug("watch cycle", metadata: ["trigger": "\(trigger.rawValue)"])
         do {
             let summary = try await cycle(trigger)
             await health.cycleEnded(succeeded: summary.status == .succeeded, error: summary.error)

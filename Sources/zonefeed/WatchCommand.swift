@@ -85,7 +85,13 @@ struct WatchCommand: AsyncParsableCommand {
             source: source, destination: destination, logger: logger,
             events: { event in
                 metrics.run.record(event)
-                RunCommand.log(event, logger: logger)
+                // A cycle's start is news only when debugging: the cycles that brought something
+                // say so when they end ("cycle succeeded").
+                if case .willFetchChanges(let runID) = event {
+                    logger.debug("cycle started", metadata: ["trigger": "\(trigger.rawValue)", "run": "\(runID)"])
+                } else {
+                    RunCommand.log(event, logger: logger)
+                }
             })
         let summary: RunSummary
         do {
@@ -137,7 +143,13 @@ struct WatchCommand: AsyncParsableCommand {
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                 body: .init(byteBuffer: ByteBuffer(string: metrics.text)))
         }
-        return Application(router: router, configuration: .init(address: .hostname(host, port: port), serverName: "zonefeed"), logger: logger)
+        return Application(
+            router: router, configuration: .init(address: .hostname(host, port: port), serverName: "zonefeed"),
+            onServerRunning: { channel in
+                // The bound address, so that port 0 (any free port) can be found from the log.
+                let address = channel.localAddress.map { "\($0.ipAddress ?? host):\($0.port ?? port)" } ?? "\(host):\(port)"
+                logger.notice("serving /healthz and /metrics", metadata: ["address": "\(address)"])
+            }, logger: logger)
     }
 }
 

@@ -97,4 +97,57 @@ import Yams
         #expect(output.status == 0, "\(output.stdout)\(output.stderr)")
         #expect(output.stdout.contains(environment["FAKE_CLOUDKIT_URL"]!), "the run reads the compose fake server: \(output.stdout)")
     }
+
+    /// The watch Deployment: it reads the CronJob's ConfigMap and Secret, its probes ask the port
+    /// its watcher listens on, and its very arguments start a watcher whose `/healthz` turns 200
+    /// once caught up and which exits 0 on SIGTERM within the grace period.
+    @Test func theWatchDeploymentsProbesAskTheWatcherItsArgumentsStart() async throws {
+        let deployment = try Self.yaml("docker/kubernetes/watch-deployment.yaml")
+        let cronJob = try Self.yaml("docker/kubernetes/cronjob.yaml")
+        #expect(deployment["kind"] as? String == "Deployment" && deployment["apiVersion"] as? String == "apps/v1")
+        #expect((Self.value(deployment, "spec.replicas") as? Int ?? 0) >= 2, "replicas share the zones through PostgreSQL locks")
+        let pod = try #require(Self.value(deployment, "spec.template.spec") as? [String: Any])
+        let podOfJob = try #require(Self.value(cronJob, "spec.jobTemplate.spec.template.spec") as? [String: Any])
+        let container = try #require((pod["containers"] as? [[String: Any]])?.first)
+        let containerOfJob = try #require((podOfJob["containers"] as? [[String: Any]])?.first)
+        #expect(Self.value(container, "envFrom") as? [[String: String]] == Self.value(containerOfJob, "envFrom") as? [[String: String]])
+        let configMaps = { (spec: [String: Any]) in (spec["volumes"] as? [[String: Any]] ?? []).compactMap { Self.value($0, "configMap.name") as? String } }
+        #expect(configMaps(pod) == configMaps(podOfJob) && !configMaps(pod).isEmpty, "the same pipeline file")
+
+        let arguments = try #require(container["args"] as? [String])
+        #expect(arguments.first == "watch" && arguments.dropFirst().first == "/etc/zonefeed/pipeline.yml")
+        let listenIndex = try #require(arguments.firstIndex(of: "--listen")).advanced(by: 1)
+        let port = try #require(arguments[listenIndex].split(separator: ":").last.flatMap { Int($0) })
+        let portName = try #require(
+            (container["ports"] as? [[String: Any]])?.first { $0["containerPort"] as? Int == port }?["name"] as? String, "the port is declared")
+        for probe in ["readinessProbe", "startupProbe", "livenessProbe"] {
+            #expect(Self.value(container, "\(probe).httpGet.path") as? String == "/healthz", "\(probe)")
+            #expect(Self.value(container, "\(probe).httpGet.port") as? String == portName, "\(probe) asks the port zonefeed listens on")
+        }
+        let annotations = Self.value(deployment, "spec.template.metadata.annotations") as? [String: String]
+        #expect(annotations?["prometheus.io/port"] == "\(port)" && annotations?["prometheus.io/path"] == "/metrics")
+        let grace = try #require(pod["terminationGracePeriodSeconds"] as? Int)
+
+        // Those arguments on a watcher of the fake server: the test's pipeline file and any free
+        // loopback port in place of the pod's.
+        let s = try await CloudKitEndToEndTests.Setup("deploywatch", fake: FakeSettings(seed: 111, zones: 1, recordsPerZone: 50))
+        defer { s.stop() }
+        var local = arguments
+        local[1] = s.file
+        local[listenIndex] = "127.0.0.1:0"
+        var zonefeed = s.zonefeed
+        zonefeed.environment.merge(s.p.environment) { _, new in new }
+        let watching = try zonefeed.start(local)
+        let base = try #require(await WatchTests.listeningAddress(of: watching), "\(watching.stderrSoFar)")
+        let health = try await WatchTests.get(base + "/healthz", until: 200)
+        #expect(health.status == 200, "ready once caught up: \(health) \(watching.stderrSoFar)")
+        #expect(try s.liveDifferences() == [])
+        let clock = ContinuousClock()
+        let stopping = clock.now
+        let stopped = watching.stop()
+        let took = clock.now - stopping
+        #expect(stopped.status == 0, "\(stopped.stderr)")
+        #expect(took < .seconds(grace), "stopped in \(took), within the \(grace) s grace period")
+        #expect(stopped.stderr.contains("\"message\":\"watch stopped\""), "JSON logs, as --log-format json says: \(stopped.stderr)")
+    }
 }

@@ -1,3 +1,5 @@
+import AsyncHTTPClient
+import CloudKitModel
 import FakeCloudKit
 import Foundation
 import TestSupport
@@ -31,6 +33,40 @@ import Testing
         try await Task.sleep(for: .seconds(1))
     }
 
+    /// `http://host:port` of the watcher's `/healthz` and `/metrics`, from its log line (text or
+    /// JSON; it may listen on port 0, any free port); nil when it has not said within 30 s.
+    static func listeningAddress(of watching: ZonefeedBinary.Running) async -> String? {
+        var address: String?
+        _ = await within(.seconds(30)) {
+            let line = watching.stderrSoFar.split(separator: "\n").first { $0.contains("serving /healthz and /metrics") }
+            address = line?.components(separatedBy: "address").dropFirst().first
+                .map { "http://" + $0.drop { "=\":".contains($0) }.prefix { $0.isNumber || ".:[]".contains($0) } }
+            return address != nil
+        }
+        return address
+    }
+
+    struct Answer: CustomStringConvertible {
+        var status: UInt
+        var text: String
+        var description: String { "\(status): \(text)" }
+    }
+
+    static func get(_ url: String) async throws -> Answer {
+        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url), timeout: .seconds(10))
+        return Answer(status: response.status.code, text: String(buffer: try await response.body.collect(upTo: 1 << 20)))
+    }
+
+    /// Asks `url` every 100 ms until it answers `status`, for 30 s at most; the last answer.
+    static func get(_ url: String, until status: UInt) async throws -> Answer {
+        var answer = try await get(url)
+        for _ in 0..<300 where answer.status != status {
+            try await Task.sleep(for: .milliseconds(100))
+            answer = try await get(url)
+        }
+        return answer
+    }
+
     func startWatching(_ s: CloudKitEndToEndTests.Setup, pollInterval: Int) async throws -> ZonefeedBinary.Running {
         // An empty long poll ends after a second, so that the server stops at once at the end.
         try await s.server.admin("notifications", ["courierTimeoutMilliseconds": 1000])
@@ -59,8 +95,7 @@ import Testing
             await Self.within(.seconds(30)) { try DestinationSnapshot.read(s.p).rows[.init(zoneName: "Zone02", recordName: "LIVE-1")]?.deleted == true } != nil,
             "the deletion arrived as a tombstone")
 
-        watching.signal(SIGTERM)
-        let output = watching.wait()
+        let output = watching.stop()
         #expect(output.status == 0, "a requested stop: \(output.stderr)")
         let statuses = try DestinationSnapshot.read(s.p).runStatuses
         #expect(statuses.count >= 4 && statuses.allSatisfy { $0 == "succeeded" || $0 == "interrupted" }, "\(statuses)")
@@ -70,10 +105,7 @@ import Testing
         let s = try await CloudKitEndToEndTests.Setup("watchpoll", fake: FakeSettings(seed: 97, zones: 2, recordsPerZone: 300))
         defer { s.stop() }
         let watching = try await startWatching(s, pollInterval: 2)
-        defer {
-            watching.signal(SIGTERM)
-            _ = watching.wait()
-        }
+        defer { watching.stop() }
         #expect(await Self.within(.seconds(90)) { try s.liveDifferences() == [] } != nil)
         try await Self.waitUntilListening(s)
         try await s.server.admin("notifications", ["drop": true])
@@ -87,10 +119,7 @@ import Testing
         let s = try await CloudKitEndToEndTests.Setup("watchcourier", fake: FakeSettings(seed: 99, zones: 2, recordsPerZone: 300))
         defer { s.stop() }
         let watching = try await startWatching(s, pollInterval: 600)
-        defer {
-            watching.signal(SIGTERM)
-            _ = watching.wait()
-        }
+        defer { watching.stop() }
         #expect(await Self.within(.seconds(90)) { try s.liveDifferences() == [] } != nil)
         #expect(await Self.within(.seconds(30)) { watching.stderrSoFar.contains("subscribed to the zone's changes") } != nil)
         try await s.server.admin("notifications", ["refuseCourier": true])
@@ -109,10 +138,7 @@ import Testing
         let s = try await CloudKitEndToEndTests.Setup("watchzones", fake: FakeSettings(seed: 101, zones: 2, recordsPerZone: 300))
         defer { s.stop() }
         let watching = try await startWatching(s, pollInterval: 2)
-        defer {
-            watching.signal(SIGTERM)
-            _ = watching.wait()
-        }
+        defer { watching.stop() }
         #expect(await Self.within(.seconds(90)) { try s.liveDifferences() == [] } != nil)
         try await Self.waitUntilListening(s)
         func subscriptions() async throws -> Int? {
@@ -151,10 +177,8 @@ import Testing
         let first = try await startWatching(s, pollInterval: 600)
         let second = try await startWatching(s, pollInterval: 600)
         defer {
-            for watcher in [first, second] {
-                watcher.signal(SIGTERM)
-                _ = watcher.wait()
-            }
+            first.stop()
+            second.stop()
         }
         #expect(await Self.within(.seconds(90)) { try s.liveDifferences() == [] } != nil)
         for _ in 0..<200 {
@@ -173,5 +197,91 @@ import Testing
         let snapshot = try DestinationSnapshot.read(s.p)
         #expect(snapshot.runUpserts == s.p.expected().liveCount + names.count, "every record upserted once across both watchers' runs")
         #expect(first.stderrSoFar.contains("trigger=notification") || second.stderrSoFar.contains("trigger=notification"))
+    }
+
+    /// SIGTERM while a burst is being applied: the batch in flight commits or rolls back, the
+    /// cycle is recorded `interrupted` and the watcher exits 0; the next watcher resumes from the
+    /// checkpoints, and across both every change is applied once.
+    @Test func sigtermDuringABurstExitsZeroAndTheNextWatcherAppliesEachChangeOnce() async throws {
+        let s = try await CloudKitEndToEndTests.Setup("watchburst", fake: FakeSettings(seed: 107, zones: 2, recordsPerZone: 300)) { p in
+            p.commitEvery = 100
+        }
+        defer { s.stop() }
+        let first = try await startWatching(s, pollInterval: 600)
+        #expect(await Self.within(.seconds(90)) { try s.liveDifferences() == [] } != nil, "caught up: \(first.stderrSoFar)")
+        try await Self.waitUntilListening(s)
+
+        // Each CloudKit request now takes 400 ms more: the burst's cycle (five pages a zone)
+        // lasts seconds, and the stop lands in its middle.
+        try await s.server.admin("faults/delay", ["milliseconds": 400])
+        let burst = (1...2_000).map { "BURST-\($0)" }
+        for (i, names) in stride(from: 0, to: burst.count, by: 250).map({ Array(burst[$0..<min($0 + 250, burst.count)]) }).enumerated() {
+            let records = names.map { Record(recordName: $0, recordType: "Tag", recordChangeTag: "\($0)-1", fields: [:]) }
+            try await s.server.admin("records/add", ["zone": i % 2 == 0 ? "Zone01" : "Zone02", "records": try FakeServerProcess.wire(records)])
+        }
+        func burstRows() throws -> Int { try DestinationSnapshot.read(s.p).rows.keys.filter { $0.recordName.hasPrefix("BURST-") }.count }
+        #expect(await Self.within(.seconds(30)) { try burstRows() > 0 } != nil, "the burst's cycle began: \(first.stderrSoFar)")
+        let stopped = first.stop()
+        #expect(stopped.status == 0, "a requested stop: \(stopped.stderr)")
+        let applied = try burstRows()
+        print("stopped with \(applied) of \(burst.count) burst records applied")
+        #expect(applied > 0 && applied < burst.count, "the stop came in the middle of the burst")
+        #expect(try DestinationSnapshot.read(s.p).runStatuses.last == "interrupted", "the cycle in flight is recorded interrupted")
+
+        try await s.server.admin("faults/clear")
+        let second = try await startWatching(s, pollInterval: 600)
+        #expect(
+            await Self.within(.seconds(90)) { try burstRows() == burst.count && s.liveDifferences(besides: Set(burst)) == [] } != nil,
+            "the next watcher caught up: \(second.stderrSoFar)")
+        #expect(second.stop().status == 0)
+        let snapshot = try DestinationSnapshot.read(s.p)
+        #expect(snapshot.runUpserts == s.p.expected().liveCount + burst.count, "every record upserted once across both watchers' cycles")
+    }
+
+    /// `watch.listen`: `/healthz` answers 503 while catching up, 200 once caught up, 503 when the
+    /// cycles have failed for longer than `unhealthyAfter` (saying why), and 200 again when they
+    /// succeed; `/metrics` serves the run metrics, live.
+    @Test func healthzFollowsTheCyclesAndMetricsAreServedLive() async throws {
+        let s = try await CloudKitEndToEndTests.Setup("watchhealth", fake: FakeSettings(seed: 109, zones: 2, recordsPerZone: 300)) { p in
+            p.retryBudgetSeconds = 2
+            p.moreSections = "watch:\n  listen: 127.0.0.1:0\n  unhealthyAfter: 1\n"
+        }
+        defer { s.stop() }
+        // Every CloudKit request takes 3 s until the test has seen the watcher catching up.
+        try await s.server.admin("faults/delay", ["milliseconds": 3000])
+        let watching = try await startWatching(s, pollInterval: 1)
+        defer { watching.stop() }
+        let base = try #require(await Self.listeningAddress(of: watching), "the address is logged: \(watching.stderrSoFar)")
+        func get(_ path: String) async throws -> Answer { try await Self.get(base + path) }
+        func healthz(until status: UInt) async throws -> Answer { try await Self.get(base + "/healthz", until: status) }
+
+        let early = try await get("/healthz")
+        #expect(early.status == 503 && early.text.hasPrefix("catching up"), "\(early)")
+        try await s.server.admin("faults/clear")
+        #expect(await Self.within(.seconds(60)) { try s.liveDifferences() == [] } != nil)
+        let healthy = try await healthz(until: 200)
+        #expect(healthy.status == 200 && healthy.text.hasPrefix("ok"), "\(healthy)")
+
+        let metrics = try await get("/metrics")
+        #expect(metrics.status == 200)
+        let exposed = try PrometheusText(parsing: metrics.text)
+        let upserted = try DestinationSnapshot.read(s.p).runUpserts
+        #expect(
+            exposed.value("zonefeed_records_total", ["pipeline": s.p.name, "outcome": "upserted"]) == Double(upserted),
+            "the counters add up over the cycles (\(upserted) upserted): \(metrics.text)")
+        #expect(exposed.value("zonefeed_run_status", ["pipeline": s.p.name, "status": "succeeded"]) == 1)
+
+        // The source fails: every database feed request answers 503, past the 2 s retry budget.
+        try await s.server.admin("faults/fail", ["status": 503, "count": 100_000, "pathSuffix": "changes/database"])
+        let unhealthy = try await healthz(until: 503)
+        #expect(unhealthy.status == 503 && unhealthy.text.hasPrefix("unhealthy"), "\(unhealthy)")
+        #expect(unhealthy.text.contains("last error:"), "it says why: \(unhealthy)")
+        #expect(!unhealthy.text.contains(s.p.webAuthToken), "no secret in /healthz")
+        let failing = try PrometheusText(parsing: try await get("/metrics").text)
+        #expect(failing.value("zonefeed_run_status", ["pipeline": s.p.name, "status": "failed"]) == 1, "the failed cycle is live in /metrics")
+
+        try await s.server.admin("faults/clear")
+        let recovered = try await healthz(until: 200)
+        #expect(recovered.status == 200, "healthy again once a cycle succeeds: \(recovered)")
     }
 }

@@ -33,6 +33,8 @@ public struct FakePipeline: Sendable {
     public var retryBudgetSeconds = 30
     /// `source.cloudkit.maxConcurrentRequests`; nil leaves the default.
     public var maxConcurrentRequests: Int?
+    /// More top-level sections, appended to the file as written (such as `watch:`).
+    public var moreSections = ""
 
     public init(prefix: String, fake: FakeSettings) async throws {
         name = TestDatabase.uniqueName(prefix)
@@ -102,6 +104,7 @@ public struct FakePipeline: Sendable {
             \(types)unmappedFields: keep
             unknownRecordTypes: \(unknownRecordTypes)
             onBadRecord: \(onBadRecord)
+            \(moreSections)
             """
     }
 

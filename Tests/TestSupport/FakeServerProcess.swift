@@ -34,16 +34,14 @@ public final class FakeServerProcess: @unchecked Sendable {
             }
         }
         guard let found else {
-            running.signal(SIGTERM)
-            let output = running.wait()
+            let output = running.stop()
             throw FakeServerError(message: "the fake server did not start: \(output.stderr)")
         }
         url = found
     }
 
     public func stop() {
-        running.signal(SIGTERM)
-        _ = running.wait()
+        running.stop()
     }
 
     /// POST /admin/<path> with a JSON body; returns the response body.

@@ -47,6 +47,13 @@ public struct ZonefeedBinary {
         /// What the process has written to stderr so far.
         public var stderrSoFar: String { (try? String(contentsOf: err, encoding: .utf8)) ?? "" }
 
+        /// Sends `sig` (SIGTERM unless told), then waits for the process to end.
+        @discardableResult
+        public func stop(_ sig: Int32 = SIGTERM) -> Output {
+            signal(sig)
+            return wait()
+        }
+
         public func wait() -> Output {
             process.waitUntilExit()
             return Output(
