@@ -86,6 +86,12 @@ public struct Watcher: Sendable {
         do {
             let summary = try await cycle(trigger)
             await health.cycleEnded(succeeded: summary.status == .succeeded, error: summary.error)
+            if trigger == .poll, summary.totals.records > 0, await health.pushAvailable {
+                // What the safety net is for: say it caught something, as it hints at lost pushes.
+                logger.notice(
+                    "the safety poll found changes no notification had announced (lost or late)",
+                    metadata: ["records": "\(summary.totals.records)", "zones": "\(summary.zonesApplied.map(\.zoneName).joined(separator: ","))"])
+            }
             // Subscriptions follow the zones: asked again only when a zone appeared that was not
             // followed yet or one went away, not after every cycle (two requests each time).
             if let notifier, await followed.changed(applied: summary.zonesApplied, deleted: summary.zonesDeleted.map(\.zoneID)) {

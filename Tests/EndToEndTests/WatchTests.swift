@@ -112,6 +112,7 @@ import Testing
         try await s.addTag("POLLED-1", to: "Zone01")
         #expect(await Self.within(.seconds(30)) { try s.hasRow("POLLED-1", in: "Zone01") } != nil, "\(watching.stderrSoFar)")
         #expect(watching.stderrSoFar.contains("trigger=poll"), "it came with the safety poll")
+        #expect(watching.stderrSoFar.contains("the safety poll found changes no notification had announced"), "and the log says so")
         #expect(try await s.server.admin("state").contains("\"dropped\":1"), "the notification was dropped indeed")
     }
 
