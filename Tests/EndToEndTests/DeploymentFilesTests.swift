@@ -138,6 +138,7 @@ import Yams
         var zonefeed = s.zonefeed
         zonefeed.environment.merge(s.p.environment) { _, new in new }
         let watching = try zonefeed.start(local)
+        defer { watching.stop() }
         let base = try #require(await WatchTests.listeningAddress(of: watching), "\(watching.stderrSoFar)")
         let health = try await WatchTests.get(base + "/healthz", until: 200)
         #expect(health.status == 200, "ready once caught up: \(health) \(watching.stderrSoFar)")

@@ -34,10 +34,11 @@ import Testing
     }
 
     /// `http://host:port` of the watcher's `/healthz` and `/metrics`, from its log line (text or
-    /// JSON; it may listen on port 0, any free port); nil when it has not said within 30 s.
+    /// JSON; it may listen on port 0, any free port); nil when it has not said within 90 s (a
+    /// loaded machine may take half a minute to start the process).
     static func listeningAddress(of watching: ZonefeedBinary.Running) async -> String? {
         var address: String?
-        _ = await within(.seconds(30)) {
+        _ = await within(.seconds(90)) {
             let line = watching.stderrSoFar.split(separator: "\n").first { $0.contains("serving /healthz and /metrics") }
             address = line?.components(separatedBy: "address").dropFirst().first
                 .map { "http://" + $0.drop { "=\":".contains($0) }.prefix { $0.isNumber || ".:[]".contains($0) } }

@@ -47,10 +47,10 @@ public struct ZonefeedBinary {
         /// What the process has written to stderr so far.
         public var stderrSoFar: String { (try? String(contentsOf: err, encoding: .utf8)) ?? "" }
 
-        /// Sends `sig` (SIGTERM unless told), then waits for the process to end.
+        /// Sends `sig` (SIGTERM unless told) unless the process has ended, then waits for it.
         @discardableResult
         public func stop(_ sig: Int32 = SIGTERM) -> Output {
-            signal(sig)
+            if process.isRunning { signal(sig) }
             return wait()
         }
 
