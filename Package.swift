@@ -40,6 +40,8 @@ let package = Package(
         ),
         .target(name: "LibPQ", dependencies: ["CLibPQ"]),
         .target(name: "CloudKitModel"),
+        // The CloudKit Schema Language (`.ckdb`, what `cktool export-schema` writes): read alone.
+        .target(name: "CloudKitSchema"),
         // The REST client, usable on its own: it knows CloudKit's endpoints, not the engine.
         .target(
             name: "CloudKitWebServices",
@@ -163,6 +165,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "LibPQTests", dependencies: ["LibPQ", "TestSupport"]),
+        .testTarget(name: "CloudKitSchemaTests", dependencies: ["CloudKitSchema"], exclude: ["Schemas"]),
         .testTarget(
             name: "CloudKitWebServicesTests",
             dependencies: [
