@@ -111,7 +111,7 @@ let package = Package(
         .target(
             name: "ZoneFeedPostgres",
             dependencies: [
-                "LibPQ", "ZoneFeed", "CloudKitModel",
+                "LibPQ", "ZoneFeed", "CloudKitModel", "CloudKitSchema",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -135,7 +135,7 @@ let package = Package(
             name: "zonefeed",
             dependencies: [
                 "ZoneFeed", "ZoneFeedComponents", "ZoneFeedPostgres", "EmbeddedPostgresServer", "FakeCloudKit",
-                "ZoneFeedCloudKit", "FakeCloudKitServer", "ZoneFeedBench", "ZoneFeedMetrics", "LibPQ", "CloudKitModel",
+                "ZoneFeedCloudKit", "FakeCloudKitServer", "ZoneFeedBench", "ZoneFeedMetrics", "LibPQ", "CloudKitModel", "CloudKitSchema",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -72,7 +72,7 @@ public struct PostgresSchema: Sendable {
 
     /// What the schema already holds, as far as `ddl(given:)` needs to know.
     struct Catalog {
-        /// Per table or view name: its columns, and those with a default.
+        /// Per table, view or index name: its columns, and those with a default.
         var columns: [String: Set<String>] = [:]
         var defaults: [String: Set<String>] = [:]
 
@@ -83,7 +83,7 @@ public struct PostgresSchema: Sendable {
                 SELECT cl.relname, a.attname, a.atthasdef FROM pg_catalog.pg_class AS cl
                 JOIN pg_catalog.pg_namespace AS n ON n.oid = cl.relnamespace
                 JOIN pg_catalog.pg_attribute AS a ON a.attrelid = cl.oid AND a.attnum > 0 AND NOT a.attisdropped
-                WHERE n.nspname = $1 AND cl.relkind IN ('r', 'v', 'p')
+                WHERE n.nspname = $1 AND cl.relkind IN ('r', 'v', 'p', 'i')
                 """, [schema]
             ).rows
             for row in rows {
@@ -211,8 +211,21 @@ public struct PostgresSchema: Sendable {
             if added || catalog?.columns[name + "_live"] == nil {
                 statements.append("CREATE OR REPLACE VIEW \(table.liveViewName) AS SELECT * FROM \(table.qualifiedName) WHERE deleted_at IS NULL")
             }
+            // Indexes asked for (a schema file's QUERYABLE and SORTABLE fields), made when missing.
+            for field in table.mapping.fields where field.indexed {
+                let index = Self.indexName(table: name, column: field.column)
+                if catalog?.columns[index] == nil {
+                    statements.append("CREATE INDEX IF NOT EXISTS \(quoteIdentifier(index)) ON \(table.qualifiedName) (\(quoteIdentifier(field.column)))")
+                }
+            }
         }
         return statements
+    }
+
+    /// `<table>_<column>_idx`, or within 63 bytes with a hash suffix (an index's name is unique
+    /// in its schema, so it names its table).
+    static func indexName(table: String, column: String) -> String {
+        IdentifierNames(maxBytes: 63).names(for: ["\(table)_\(column)_idx"]) { $0 }.names.values.first!
     }
 
     /// The session's temporary staging tables, emptied at every commit.

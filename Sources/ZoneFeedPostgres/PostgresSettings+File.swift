@@ -12,7 +12,7 @@ extension PostgresSettings: DestinationConfiguration {
         let unknownRecordTypes = file.choice(UnknownRecordTypes.self, "unknownRecordTypes", in: top)
         let onBadRecord = file.choice(OnBadRecord.self, "onBadRecord", in: top)
         guard var settings = destination, let recordTypes else { return nil }
-        settings.recordTypes = recordTypes
+        (settings.recordTypes, settings.schemaFile) = recordTypes
         if let unmappedFields { settings.unmappedFields = unmappedFields }
         if let unknownRecordTypes { settings.unknownRecordTypes = unknownRecordTypes }
         if let onBadRecord { settings.onBadRecord = onBadRecord }

@@ -13,6 +13,9 @@ public struct PostgresSettings: Sendable {
     public var parallelZones: Int = PostgresSettings.defaultParallelZones
     /// In file order.
     public var recordTypes: [RecordTypeMapping]
+    /// The CloudKit schema file `recordTypes` were derived from, as resolved; nil when they were
+    /// written out.
+    public var schemaFile: String?
     public var unmappedFields: UnmappedFields
     public var unknownRecordTypes: UnknownRecordTypes
     public var onBadRecord: OnBadRecord

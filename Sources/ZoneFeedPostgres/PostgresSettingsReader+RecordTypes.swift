@@ -1,8 +1,16 @@
 import ZoneFeed
 
 extension PostgresSettingsReader {
-    func readRecordTypes(in top: PipelineSection) -> [RecordTypeMapping]? {
-        guard let entry = top["recordTypes"], !file.isNull(entry.value) else { return [] }
+    /// The mappings, and the schema file they come from when they do.
+    func readRecordTypes(in top: PipelineSection) -> (mappings: [RecordTypeMapping], schemaFile: String?)? {
+        guard let entry = top["recordTypes"], !file.isNull(entry.value) else { return ([], nil) }
+        if file.isMapping(entry.value, withKey: "schemaFile") {
+            return readSchemaFileMapping(entry)
+        }
+        return readExplicitRecordTypes(entry).map { ($0, nil) }
+    }
+
+    func readExplicitRecordTypes(_ entry: PipelineEntry) -> [RecordTypeMapping]? {
         guard let pairs = file.entries(of: entry.value, path: "recordTypes", what: "a mapping of record type names to tables")
         else { return nil }
 
@@ -46,17 +54,7 @@ extension PostgresSettingsReader {
             tablePosition = value.position
         }
         if file.diagnostics.count == reported {
-            // The view `<table>_live` must fit in PostgreSQL's 63 bytes too.
-            let limit = 63 - "_live".utf8.count
-            let why = "at most \(limit) bytes, so that its view \(table)_live stays within PostgreSQL's 63"
-            if !checkIdentifier(table, kind: "table", owner: "of record type \(recordType)", at: tablePosition, maxBytes: limit, why: why) {
-                // Reported.
-            } else if table.lowercased().hasPrefix("zonefeed_") {
-                file.report(
-                    "table '\(table)' of record type \(recordType) starts with 'zonefeed_', which is reserved for zonefeed's own tables", at: tablePosition)
-            } else if table.lowercased().hasSuffix("_live") {
-                file.report("table '\(table)' of record type \(recordType) ends with '_live', which is reserved for the views of live rows", at: tablePosition)
-            }
+            _ = checkTable(table, of: recordType, at: tablePosition)
         }
 
         let fields = readFields(in: section, recordType: recordType, table: table)
@@ -108,7 +106,8 @@ extension PostgresSettingsReader {
         return failed ? nil : fields
     }
 
-    /// `title: text`, or `body: { column: body_text, type: text }`.
+    /// `title: text`, or `body: { column: body_text, type: text }` (and `index: true` for a
+    /// b-tree index on the column).
     func readField(_ entry: PipelineEntry, path: String) -> (FieldMapping, columnPosition: PipelinePosition)? {
         let field = entry.key
         let expected = "a column type such as text, or a mapping { column: ..., type: ... }"
@@ -122,15 +121,16 @@ extension PostgresSettingsReader {
             else { return nil }
             return (FieldMapping(field: field, column: field.snakeCased, type: type), entry.keyPosition)
         case .mapping:
-            guard let section = file.section(entry.value, path: path, position: entry.keyPosition, allowed: ["column", "type"])
+            guard let section = file.section(entry.value, path: path, position: entry.keyPosition, allowed: ["column", "type", "index"])
             else { return nil }
             let reported = file.diagnostics.count
             let column = file.text("column", in: section, expected: "a column name")
+            let indexed = file.boolean("index", in: section) ?? false
             guard let typeName = file.text("type", in: section, expected: "a column type such as text", required: true),
                 let type = columnType(typeName, field: field), file.diagnostics.count == reported
             else { return nil }
             return (
-                FieldMapping(field: field, column: column?.text ?? field.snakeCased, type: type),
+                FieldMapping(field: field, column: column?.text ?? field.snakeCased, type: type, indexed: indexed),
                 column?.position ?? entry.keyPosition
             )
         default:
@@ -152,6 +152,23 @@ extension PostgresSettingsReader {
     }
 
     // MARK: Identifiers
+
+    /// A table name of at most 58 bytes (its view `<table>_live` must fit in 63), neither
+    /// `zonefeed_…` nor `…_live`.
+    func checkTable(_ table: String, of recordType: String, at position: PipelinePosition) -> Bool {
+        let limit = 63 - "_live".utf8.count
+        let why = "at most \(limit) bytes, so that its view \(table)_live stays within PostgreSQL's 63"
+        if !checkIdentifier(table, kind: "table", owner: "of record type \(recordType)", at: position, maxBytes: limit, why: why) {
+            return false
+        } else if table.lowercased().hasPrefix("zonefeed_") {
+            file.report("table '\(table)' of record type \(recordType) starts with 'zonefeed_', which is reserved for zonefeed's own tables", at: position)
+            return false
+        } else if table.lowercased().hasSuffix("_live") {
+            file.report("table '\(table)' of record type \(recordType) ends with '_live', which is reserved for the views of live rows", at: position)
+            return false
+        }
+        return true
+    }
 
     /// PostgreSQL truncates longer names silently (NAMEDATALEN is 64), and a NUL cannot cross
     /// libpq's C strings: both would make a table or column other than the one the file names.

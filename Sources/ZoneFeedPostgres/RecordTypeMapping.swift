@@ -3,6 +3,9 @@ public struct RecordTypeMapping: Sendable {
     public var recordType: String
     public var table: String
     public var fields: [FieldMapping]
+    /// The table or columns whose names are not the plain snake_case of their CloudKit names,
+    /// and why (a mapping derived from a schema file; `validate` shows them).
+    public var renamed: [IdentifierNames.Renamed] = []
 
     public init(recordType: String, table: String, fields: [FieldMapping] = []) {
         self.recordType = recordType
@@ -17,10 +20,13 @@ public struct FieldMapping: Sendable, Hashable {
     /// The column name (the field name in snake_case unless given).
     public var column: String
     public var type: ColumnType
+    /// A b-tree index on the column (from a schema file's QUERYABLE or SORTABLE, when asked).
+    public var indexed: Bool
 
-    public init(field: String, column: String, type: ColumnType) {
+    public init(field: String, column: String, type: ColumnType, indexed: Bool = false) {
         self.field = field
         self.column = column
         self.type = type
+        self.indexed = indexed
     }
 }

@@ -90,6 +90,7 @@ struct PipelinePlan: CustomStringConvertible {
             let fate = unknownRecordTypes == .skip ? "every record is skipped" : "every record goes to zonefeed_rejects"
             out.append("record types: none mapped (so \(fate): unknownRecordTypes is \(unknownRecordTypes.rawValue))")
         } else {
+            if let schemaFile = destination.schemaFile { out.append("record types from the schema file \(schemaFile)") }
             out.append("record types (every table also has the columns \(systemColumns.filter { $0 != "fields" }.joined(separator: ", "))):")
         }
         for mapping in recordTypes {
@@ -104,9 +105,15 @@ struct PipelinePlan: CustomStringConvertible {
                 )
             }
             for field in mapping.fields {
-                column(field.column, field.type.rawValue, field.column == field.field ? "" : "(field \(field.field))")
+                var notes: [String] = []
+                if field.column != field.field { notes.append("field \(field.field)") }
+                if field.indexed { notes.append("indexed") }
+                column(field.column, field.type.rawValue, notes.isEmpty ? "" : "(\(notes.joined(separator: ", ")))")
             }
             column("fields", "jsonb", unmappedFields == .keep ? "(the fields not mapped to a column)" : "(null: unmappedFields is drop)")
+            for renamed in mapping.renamed {
+                out.append("    renamed: \(renamed)")
+            }
         }
 
         out.append("")

@@ -33,6 +33,9 @@ public struct FakePipeline: Sendable {
     public var retryBudgetSeconds = 30
     /// `source.cloudkit.maxConcurrentRequests`; nil leaves the default.
     public var maxConcurrentRequests: Int?
+    /// The whole `recordTypes:` section, written out (a schema file's, say); nil makes it from
+    /// `mappedTypes`.
+    public var recordTypesSection: String?
     /// More top-level sections, appended to the file as written (such as `watch:`).
     public var moreSections = ""
 
@@ -100,8 +103,7 @@ public struct FakePipeline: Sendable {
               deletes: \(deletes)
               commitEvery: \(commitEvery)
               parallelZones: \(parallelZones)
-            recordTypes:
-            \(types)unmappedFields: keep
+            \(recordTypesSection ?? "recordTypes:\n" + types)unmappedFields: keep
             unknownRecordTypes: \(unknownRecordTypes)
             onBadRecord: \(onBadRecord)
             \(moreSections)

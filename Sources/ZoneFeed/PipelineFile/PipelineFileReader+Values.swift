@@ -8,6 +8,12 @@ extension PipelineFileReader {
         return ["", "~", "null", "Null", "NULL"].contains(scalar.string)
     }
 
+    /// Whether `node` is a mapping with `key` among its keys.
+    public func isMapping(_ node: Node, withKey key: String) -> Bool {
+        guard case .mapping(let mapping) = node else { return false }
+        return mapping.keys.contains { $0.string == key }
+    }
+
     public func kindName(_ node: Node) -> String {
         switch node {
         case .scalar: return "a single value"

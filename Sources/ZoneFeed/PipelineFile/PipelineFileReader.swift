@@ -29,6 +29,11 @@ public final class PipelineFileReader {
         )
     }
 
+    /// A problem in another file the pipeline file names (a schema file, say).
+    public func report(_ diagnostic: PipelineDiagnostic) {
+        diagnostics.append(diagnostic)
+    }
+
     // MARK: YAML syntax
 
     public func reportYAMLError(_ error: any Error) {

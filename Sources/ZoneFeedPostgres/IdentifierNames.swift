@@ -1,0 +1,100 @@
+/// PostgreSQL names for CloudKit names, deterministic and without collisions.
+///
+/// CloudKit names are camelCase and unbounded; PostgreSQL names are at most 63 bytes (longer ones
+/// are cut silently) and users query them folded to lower case. A name is the CloudKit name in
+/// snake_case. When it would be longer than the limit, clash with a reserved name (the system
+/// columns), or land on the same name as another one (`fooBar` and `foo_bar`), it gets a suffix:
+/// `_` and 8 hex digits of a hash of the CloudKit name, after the snake_case name cut to fit.
+/// Of names that land together, one keeps the plain name: the CloudKit name that already is its
+/// snake_case (`foo_bar`), else the first in byte order. The same names in always give the same
+/// names out.
+public struct IdentifierNames: Sendable {
+    /// A name that is not the plain snake_case of its CloudKit name, and why.
+    public struct Renamed: Sendable, Hashable, CustomStringConvertible {
+        public var cloudKitName: String
+        public var name: String
+        public var reason: String
+        public var description: String { "\(cloudKitName) → \(name) (\(reason))" }
+    }
+
+    public let maxBytes: Int
+    /// Lower-case names nothing may take (the system columns, for columns).
+    public let reserved: Set<String>
+    /// Endings no name may have (`_live`, for tables: their views' names end so).
+    public let reservedEndings: [String]
+
+    public init(maxBytes: Int = 63, reserved: Set<String> = [], reservedEndings: [String] = []) {
+        self.maxBytes = maxBytes
+        self.reserved = reserved
+        self.reservedEndings = reservedEndings
+    }
+
+    func isReserved(_ folded: String) -> Bool { reserved.contains(folded) || reservedEndings.contains { folded.hasSuffix($0) } }
+
+    /// Names for `cloudKitNames` (whose plain forms are `plain`, the snake_case unless told)
+    /// beside `taken` (names already given, by the user or earlier), and the renamed ones.
+    public func names(
+        for cloudKitNames: [String], taken: Set<String> = [], plain: (String) -> String = { $0.snakeCased }
+    ) -> (names: [String: String], renamed: [Renamed]) {
+        var used = Set(taken.map { $0.lowercased() })
+        var names: [String: String] = [:]
+        var renamed: [Renamed] = []
+        // Who keeps a plain name that several want: the one already in snake_case, then byte order.
+        let ordered = cloudKitNames.sorted { a, b in
+            let (pa, pb) = (plain(a), plain(b))
+            if (pa == a) != (pb == b) { return pa == a }
+            return Array(a.utf8).lexicographicallyPrecedes(Array(b.utf8))
+        }
+        for cloudKitName in ordered {
+            let base = plain(cloudKitName)
+            let folded = base.lowercased()
+            var reason: String?
+            if base.utf8.count > maxBytes {
+                reason = "longer than \(maxBytes) bytes"
+            } else if isReserved(folded) {
+                reason = "\(folded) is reserved"
+            } else if used.contains(folded) {
+                let owner = names.first { $0.value.lowercased() == folded }?.key
+                reason = owner.map { "\(folded) is taken by \($0)" } ?? "\(folded) is taken"
+            }
+            guard let reason else {
+                names[cloudKitName] = base
+                used.insert(folded)
+                continue
+            }
+            var salt = 0
+            var name = suffixed(base, hashing: cloudKitName)
+            while used.contains(name.lowercased()) || isReserved(name.lowercased()) {
+                salt += 1
+                name = suffixed(base, hashing: "\(cloudKitName)#\(salt)")
+            }
+            names[cloudKitName] = name
+            used.insert(name.lowercased())
+            renamed.append(Renamed(cloudKitName: cloudKitName, name: name, reason: reason))
+        }
+        return (names, renamed.sorted { $0.cloudKitName < $1.cloudKitName })
+    }
+
+    /// `base` cut to leave room for `_` and 8 hex digits of `key`'s hash, then those.
+    func suffixed(_ base: String, hashing key: String) -> String {
+        let suffix = "_" + Self.hash(key)
+        var cut = ""
+        for character in base {
+            guard cut.utf8.count + String(character).utf8.count + suffix.utf8.count <= maxBytes else { break }
+            cut.append(character)
+        }
+        return cut + suffix
+    }
+
+    /// FNV-1a, 32 bits, as 8 hex digits: stable across processes and platforms (Swift's
+    /// `Hasher` is seeded per process).
+    static func hash(_ text: String) -> String {
+        var h: UInt32 = 2_166_136_261
+        for byte in text.utf8 {
+            h ^= UInt32(byte)
+            h = h &* 16_777_619
+        }
+        let hex = String(h, radix: 16)
+        return String(repeating: "0", count: 8 - hex.count) + hex
+    }
+}

@@ -1,0 +1,130 @@
+import CloudKitSchema
+import Foundation
+import ZoneFeed
+
+extension PostgresSettingsReader {
+    /// `recordTypes: { schemaFile: …, stripCoreDataPrefix, indexes, skip, override }` (see
+    /// `SchemaFileMapping`). A schema file that does not parse is reported at its own line and
+    /// column; an override that names a record type or field the file lacks, at the override.
+    func readSchemaFileMapping(_ entry: PipelineEntry) -> (mappings: [RecordTypeMapping], schemaFile: String?)? {
+        let allowed = ["schemaFile", "stripCoreDataPrefix", "indexes", "skip", "override"]
+        guard let section = file.section(entry.value, path: "recordTypes", position: entry.keyPosition, allowed: allowed) else { return nil }
+        let reported = file.diagnostics.count
+        var options = SchemaFileMapping()
+        if let strip = file.boolean("stripCoreDataPrefix", in: section) { options.stripCoreDataPrefix = strip }
+        if let indexes = file.choice(SchemaFileMapping.Indexes.self, "indexes", in: section) { options.indexes = indexes }
+        if let skip = file.stringList("skip", in: section, expected: "a list of record type names") { options.skip = Set(skip) }
+        guard let path = file.text("schemaFile", in: section, expected: "the path of a .ckdb file", required: true),
+            let (schema, resolved) = readSchemaFile(path)
+        else { return nil }
+
+        for name in options.skip.sorted() where schema[recordType: name] == nil {
+            file.report(
+                "recordTypes.skip names record type \(name), which \(path.text) does not define\(suggestion(name, schema.recordTypes.map(\.name)))",
+                at: section["skip"]!.valuePosition)
+        }
+        if let overrides = section["override"], !file.isNull(overrides.value) {
+            options.overrides = readOverrides(overrides, schema: schema, schemaPath: path.text, options: options)
+        }
+        guard file.diagnostics.count == reported else { return nil }
+        return (options.mappings(from: schema), resolved)
+    }
+
+    /// The schema file, relative to the pipeline file's folder unless absolute.
+    func readSchemaFile(_ path: PipelineValue) -> (CloudKitSchema, resolved: String)? {
+        let resolved =
+            path.text.hasPrefix("/")
+            ? path.text : URL(fileURLWithPath: file.filePath).deletingLastPathComponent().appendingPathComponent(path.text).relativePath
+        let text: String
+        do {
+            text = try String(contentsOfFile: resolved, encoding: .utf8)
+        } catch {
+            let reason = FileManager.default.fileExists(atPath: resolved) ? "it is not readable UTF-8 text" : "there is no such file"
+            file.report("recordTypes.schemaFile: cannot read \(resolved): \(reason)", at: path.position)
+            return nil
+        }
+        do {
+            return (try CloudKitSchema(parsing: text), resolved)
+        } catch {
+            file.report(PipelineDiagnostic(file: resolved, line: error.position.line, column: error.position.column, message: error.message))
+            return nil
+        }
+    }
+
+    func readOverrides(_ entry: PipelineEntry, schema: CloudKitSchema, schemaPath: String, options: SchemaFileMapping) -> [String: SchemaFileMapping.Override] {
+        guard let pairs = file.entries(of: entry.value, path: "recordTypes.override", what: "a mapping of record type names to their overrides") else {
+            return [:]
+        }
+        var overrides: [String: SchemaFileMapping.Override] = [:]
+        var tableOwners: [String: String] = [:]
+        for pair in pairs {
+            let path = "recordTypes.override.\(pair.key)"
+            guard let recordType = schema[recordType: pair.key] else {
+                file.report(
+                    "\(path): \(schemaPath) defines no record type \(pair.key)\(suggestion(pair.key, schema.recordTypes.map(\.name)))", at: pair.keyPosition)
+                continue
+            }
+            guard let section = file.section(pair.value, path: path, position: pair.keyPosition, allowed: ["table", "fields"]) else { continue }
+            var override = SchemaFileMapping.Override()
+            if let table = file.text("table", in: section, expected: "a table name"), checkTable(table.text, of: pair.key, at: table.position) {
+                if let owner = tableOwners[table.text.lowercased()] {
+                    file.report("table '\(table.text)' of record type \(pair.key) is already used by record type \(owner)", at: table.position)
+                }
+                tableOwners[table.text.lowercased()] = pair.key
+                override.table = table.text
+            }
+            if let fields = section["fields"], !file.isNull(fields.value) {
+                override.fields = readFieldOverrides(fields, path: "\(path).fields", recordType: recordType, schemaPath: schemaPath)
+            }
+            overrides[pair.key] = override
+        }
+        return overrides
+    }
+
+    /// `field: omit`, or `field: { column: …, type: … }` (either or both).
+    func readFieldOverrides(
+        _ entry: PipelineEntry, path: String, recordType: RecordTypeDefinition, schemaPath: String
+    ) -> [String: SchemaFileMapping.FieldOverride] {
+        guard let pairs = file.entries(of: entry.value, path: path, what: "a mapping of field names to 'omit' or { column: ..., type: ... }") else {
+            return [:]
+        }
+        var fields: [String: SchemaFileMapping.FieldOverride] = [:]
+        var columnOwners: [String: String] = [:]
+        let system = Set(systemColumns)
+        for pair in pairs {
+            guard recordType[field: pair.key] != nil else {
+                file.report(
+                    "\(path): record type \(recordType.name) in \(schemaPath) has no field \(pair.key)\(suggestion(pair.key, recordType.fields.map(\.name)))",
+                    at: pair.keyPosition)
+                continue
+            }
+            if case .scalar = pair.value, file.scalarValue(pair.value, path: "\(path).\(pair.key)", expected: "omit")?.text == "omit" {
+                fields[pair.key] = .omit
+                continue
+            }
+            guard let section = file.section(pair.value, path: "\(path).\(pair.key)", position: pair.keyPosition, allowed: ["column", "type"]) else {
+                continue
+            }
+            let type = file.text("type", in: section, expected: "a column type such as text").flatMap { columnType($0, field: pair.key) }
+            let column = file.text("column", in: section, expected: "a column name")
+            if let column {
+                guard checkIdentifier(column.text, kind: "column", owner: "of field \(pair.key)", at: column.position) else { continue }
+                if system.contains(column.text.lowercased()) {
+                    file.report("column '\(column.text)' of field \(pair.key) clashes with the system column \(column.text.lowercased())", at: column.position)
+                    continue
+                }
+                if let owner = columnOwners[column.text.lowercased()] {
+                    file.report("column '\(column.text)' of field \(pair.key) is already used by field \(owner)", at: column.position)
+                    continue
+                }
+                columnOwners[column.text.lowercased()] = pair.key
+            }
+            fields[pair.key] = .column(name: column?.text, type: type)
+        }
+        return fields
+    }
+
+    func suggestion(_ name: String, _ candidates: [String]) -> String {
+        NameSuggestion.closest(to: name, among: candidates).map { " (did you mean \($0)?)" } ?? ""
+    }
+}

@@ -1,0 +1,100 @@
+import FakeCloudKit
+import Foundation
+import LibPQ
+import TestSupport
+import Testing
+
+/// Tables from a CloudKit schema file, as a user meets them: `zonefeed validate` on a real
+/// export, `zonefeed schema mapping`, and a backfill over HTTP from the fake server into the
+/// columns the schema file yields.
+@Suite struct SchemaFileTests {
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let fakeSchema = repository.appendingPathComponent("pipelines/cloudkit/fake.ckdb").path
+    static let realExport = repository.appendingPathComponent("Tests/CloudKitSchemaTests/Schemas/dispatch.ckdb").path
+
+    /// The fake feed's schema file, with the tables the test support reads.
+    static let recordTypes = """
+        recordTypes:
+          schemaFile: \(fakeSchema)
+          indexes: queryable
+          skip: [Users]
+          override:
+            Note:
+              table: notes
+              fields:
+                related: { column: related_notes }
+            Folder: { table: folders }
+            Tag: { table: tags }
+
+        """
+
+    @Test func aPipelineOnASchemaFileIsBackfilledIntoTypedColumnsEqualToTheSource() async throws {
+        let s = try await CloudKitEndToEndTests.Setup("schemafile", fake: FakeSettings(seed: 113, zones: 2, recordsPerZone: 800)) {
+            $0.recordTypesSection = Self.recordTypes
+        }
+        defer { s.stop() }
+        let run = try s.run()
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(try s.liveDifferences() == [])
+        #expect(try NoteColumns.differences(s.p, expected: s.p.expected()) == [], "every Note field in its typed column")
+        try Connection.withConnection(s.p.url) { c in
+            let schema = s.p.schema
+            // Folders and tags: their fields in typed columns too, nothing left in `fields`.
+            let folders = try c.query(
+                "SELECT count(*), count(name), count(color), count(*) FILTER (WHERE fields <> '{}'::jsonb) FROM \(quoteIdentifier(schema)).folders_live"
+            ).rows[0]
+            #expect(folders[0] != "0" && folders[0] == folders[1] && folders[0] == folders[2] && folders[3] == "0", "\(folders)")
+            let tags = try c.query("SELECT count(*), count(label), count(uses) FROM \(quoteIdentifier(schema)).tags_live").rows[0]
+            #expect(tags[0] != "0" && tags[0] == tags[1] && tags[0] == tags[2], "\(tags)")
+            let types = try c.query(
+                "SELECT column_name || ' ' || data_type FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'notes' AND column_name IN ('word_count', 'edited_at', 'tags', 'place') ORDER BY 1",
+                [schema]
+            ).rows.map { $0[0]! }
+            #expect(types == ["edited_at timestamp with time zone", "place jsonb", "tags ARRAY", "word_count bigint"])
+            let indexes = try c.query("SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND indexname LIKE '%\\_idx' ORDER BY 1", [schema]).rows.map {
+                $0[0]!
+            }
+            #expect(
+                indexes == [
+                    "folders_name_idx", "folders_parent_idx", "notes_edited_at_idx", "notes_folder_idx", "notes_title_idx", "notes_word_count_idx",
+                    "tags_label_idx",
+                ])
+        }
+    }
+
+    /// `zonefeed schema mapping` writes the section out; pasted into a pipeline, it yields the
+    /// very tables, columns and types the schema file does.
+    @Test func theWrittenOutMappingIsTheSameAsTheSchemaFiles() throws {
+        let zonefeed = try ZonefeedBinary(environment: [:])
+        defer { zonefeed.remove() }
+        let written = try zonefeed.run(["schema", "mapping", Self.realExport, "--strip-core-data-prefix", "--index-queryable"])
+        #expect(written.status == 0, "\(written.stderr)")
+        #expect(
+            written.stdout.contains("  CD_Report:\n    table: report\n    fields:\n      CD_date: { column: date, type: timestamptz, index: true }"),
+            "\(written.stdout)")
+        let header = "pipeline: dispatch\nsource:\n  fake: {}\ndestination:\n  url: embedded\n  schema: dispatch\n"
+        let explicit = zonefeed.directory.appendingPathComponent("explicit.yml").path
+        let derived = zonefeed.directory.appendingPathComponent("derived.yml").path
+        try (header + written.stdout).write(toFile: explicit, atomically: true, encoding: .utf8)
+        try (header + "recordTypes:\n  schemaFile: \(Self.realExport)\n  stripCoreDataPrefix: true\n  indexes: queryable\n")
+            .write(toFile: derived, atomically: true, encoding: .utf8)
+        func ddl(_ file: String) throws -> String {
+            let output = try zonefeed.run(["validate", file])
+            #expect(output.status == 0, "\(output.stdout)\(output.stderr)")
+            return String(output.stdout[output.stdout.range(of: "-- DDL")!.lowerBound...])
+        }
+        let fromExplicit = try ddl(explicit)
+        #expect(fromExplicit == (try ddl(derived)))
+        #expect(fromExplicit.contains("\"location\" bytea") && fromExplicit.contains("\"tags\" text[]"))
+    }
+
+    @Test func aSchemaFileThatDoesNotParseExitsTwoWithItsLineAndColumn() throws {
+        let zonefeed = try ZonefeedBinary(environment: [:])
+        defer { zonefeed.remove() }
+        let file = zonefeed.directory.appendingPathComponent("bad.ckdb").path
+        try "DEFINE SCHEMA\n  RECORD TYPE Note (\n    title STRING\n    body STRING\n  );\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let output = try zonefeed.run(["schema", "mapping", file])
+        #expect(output.status == 2)
+        #expect(output.stderr == "\(file):4:5: expected ',' after field title, before field body\n")
+    }
+}

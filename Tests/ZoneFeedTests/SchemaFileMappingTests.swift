@@ -1,0 +1,146 @@
+import Foundation
+import Testing
+import ZoneFeed
+import ZoneFeedComponents
+import ZoneFeedPostgres
+
+/// `recordTypes: { schemaFile: … }`: the tables and columns a CloudKit schema file yields, the
+/// overrides, and the errors that point into either file.
+@Suite struct SchemaFileMappingTests {
+    /// A folder with `pipeline.yml` (the header below, then `recordTypes`) and `schema.ckdb`.
+    struct Files {
+        let folder: URL
+        var pipeline: String { folder.appendingPathComponent("pipeline.yml").path }
+
+        init(recordTypes: String, schema: String) throws {
+            folder = FileManager.default.temporaryDirectory.appendingPathComponent("zonefeed-schemafile-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: folder.appendingPathComponent("cloudkit"), withIntermediateDirectories: true)
+            let header = "pipeline: notes\nsource:\n  fake: {}\ndestination:\n  url: embedded\n"
+            try (header + recordTypes).write(toFile: pipeline, atomically: true, encoding: .utf8)
+            try schema.write(to: folder.appendingPathComponent("cloudkit/schema.ckdb"), atomically: true, encoding: .utf8)
+        }
+
+        func load() throws -> Pipeline { try Pipeline.load(path: pipeline, components: .zonefeed) }
+
+        /// The diagnostics, as printed, with the folder left out.
+        func problems() -> [String] {
+            do {
+                _ = try load()
+                return []
+            } catch let error as PipelineFileError {
+                return error.diagnostics.map { $0.description.replacingOccurrences(of: folder.path + "/", with: "") }
+            } catch {
+                return ["unexpected \(error)"]
+            }
+        }
+
+        func remove() { try? FileManager.default.removeItem(at: folder) }
+    }
+
+    static let schema = """
+        DEFINE SCHEMA
+            RECORD TYPE CD_Note (
+                "___createTime" TIMESTAMP,
+                "___recordID"   REFERENCE QUERYABLE,
+                CD_title        STRING QUERYABLE SEARCHABLE SORTABLE,
+                CD_wordCount    INT64 SORTABLE,
+                CD_body         STRING,
+                CD_thumbnail    BYTES,
+                CD_tags         LIST<STRING>,
+                CD_place        LOCATION,
+                CD_views        NUMBER PREFERRED AS INT64,
+                CD_entityName   STRING QUERYABLE,
+                GRANT READ TO "_world"
+            );
+            RECORD TYPE Users ( roles LIST<INT64> );
+        """
+
+    @Test func everyFieldGetsATypedColumnWithTheOverridesApplied() throws {
+        let files = try Files(
+            recordTypes: """
+                recordTypes:
+                  schemaFile: cloudkit/schema.ckdb
+                  stripCoreDataPrefix: true
+                  indexes: queryable
+                  skip: [Users]
+                  override:
+                    CD_Note:
+                      table: notes
+                      fields:
+                        CD_body: { column: body_text }
+                        CD_views: { type: double precision }
+                        CD_thumbnail: omit
+                """, schema: Self.schema)
+        defer { files.remove() }
+        let settings = try files.load().postgres
+        #expect(settings.schemaFile == files.folder.appendingPathComponent("cloudkit/schema.ckdb").path)
+        #expect(settings.recordTypes.map(\.recordType) == ["CD_Note"], "Users is skipped")
+        let note = try #require(settings.recordTypes.first)
+        #expect(note.table == "notes")
+        #expect(
+            note.fields == [
+                FieldMapping(field: "CD_title", column: "title", type: .text, indexed: true),
+                FieldMapping(field: "CD_wordCount", column: "word_count", type: .bigint, indexed: true),
+                FieldMapping(field: "CD_body", column: "body_text", type: .text),
+                FieldMapping(field: "CD_tags", column: "tags", type: .textArray),
+                FieldMapping(field: "CD_place", column: "place", type: .jsonb),
+                FieldMapping(field: "CD_views", column: "views", type: .doublePrecision),
+                FieldMapping(field: "CD_entityName", column: "entity_name", type: .text, indexed: true),
+            ], "no column for the system fields; the thumbnail left to the fields column")
+    }
+
+    @Test func withoutOptionsTablesAndColumnsAreTheSnakeCaseOfTheirNames() throws {
+        let files = try Files(recordTypes: "recordTypes:\n  schemaFile: cloudkit/schema.ckdb\n", schema: Self.schema)
+        defer { files.remove() }
+        let settings = try files.load().postgres
+        #expect(settings.recordTypes.map(\.table) == ["cd_note", "users"])
+        #expect(
+            settings.recordTypes[0].fields.map(\.column) == [
+                "cd_title", "cd_word_count", "cd_body", "cd_thumbnail", "cd_tags", "cd_place", "cd_views", "cd_entity_name",
+            ])
+        #expect(settings.recordTypes[0].fields.allSatisfy { !$0.indexed }, "indexes are off unless asked for")
+        #expect(settings.recordTypes[1].fields == [FieldMapping(field: "roles", column: "roles", type: .bigintArray)])
+    }
+
+    @Test func aSchemaFileThatDoesNotParseIsReportedAtItsOwnLineAndColumn() throws {
+        let files = try Files(
+            recordTypes: "recordTypes:\n  schemaFile: cloudkit/schema.ckdb\n",
+            schema: "DEFINE SCHEMA\n    RECORD TYPE Note (\n        title STIRNG\n    );\n")
+        defer { files.remove() }
+        #expect(
+            files.problems() == [
+                "cloudkit/schema.ckdb:3:15: field title has unknown type 'STIRNG' (expected one of ASSET, BYTES, DOUBLE, INT64, LOCATION, NUMBER, REFERENCE, STRING, TIMESTAMP, or LIST<…>)"
+            ])
+    }
+
+    @Test func overridesOfWhatTheSchemaLacksAreRefusedWithASuggestion() throws {
+        let files = try Files(
+            recordTypes: """
+                recordTypes:
+                  schemaFile: cloudkit/schema.ckdb
+                  skip: [User]
+                  override:
+                    CD_Notes:
+                      table: notes
+                    CD_Note:
+                      fields:
+                        CD_titel: omit
+                        CD_body: { column: record_name }
+                """, schema: Self.schema)
+        defer { files.remove() }
+        #expect(
+            files.problems() == [
+                "pipeline.yml:8:9: recordTypes.skip names record type User, which cloudkit/schema.ckdb does not define (did you mean Users?)",
+                "pipeline.yml:10:5: recordTypes.override.CD_Notes: cloudkit/schema.ckdb defines no record type CD_Notes (did you mean CD_Note?)",
+                "pipeline.yml:14:9: recordTypes.override.CD_Note.fields: record type CD_Note in cloudkit/schema.ckdb has no field CD_titel (did you mean CD_title?)",
+                "pipeline.yml:15:28: column 'record_name' of field CD_body clashes with the system column record_name",
+            ])
+    }
+
+    @Test func aMissingSchemaFileIsNamedWhereThePipelineNamesIt() throws {
+        let files = try Files(recordTypes: "recordTypes:\n  schemaFile: cloudkit/missing.ckdb\n", schema: Self.schema)
+        defer { files.remove() }
+        #expect(files.problems().first?.hasPrefix("pipeline.yml:7:15: recordTypes.schemaFile: cannot read ") == true, "\(files.problems())")
+        #expect(files.problems().first?.hasSuffix("missing.ckdb: there is no such file") == true)
+    }
+}
