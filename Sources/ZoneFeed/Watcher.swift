@@ -54,6 +54,7 @@ public struct Watcher: Sendable {
 
     /// Runs until cancelled.
     public func run() async {
+        if notifier == nil { await health.pushChanged(.off) }
         await runCycle(.catchUp)
         let (triggers, trigger) = AsyncStream.makeStream(of: Trigger.self, bufferingPolicy: .bufferingNewest(1))
         await withDiscardingTaskGroup { group in
@@ -86,7 +87,7 @@ public struct Watcher: Sendable {
         do {
             let summary = try await cycle(trigger)
             await health.cycleEnded(succeeded: summary.status == .succeeded, error: summary.error)
-            if trigger == .poll, summary.totals.records > 0, await health.pushAvailable {
+            if trigger == .poll, summary.totals.records > 0, await health.push == .on {
                 // What the safety net is for: say it caught something, as it hints at lost pushes.
                 logger.notice(
                     "the safety poll found changes no notification had announced (lost or late)",
@@ -115,26 +116,39 @@ public struct Watcher: Sendable {
         while !Task.isCancelled {
             do {
                 try await notifier.follow(logger: logger)
-                await health.pushChanged(available: true)
-                if saidUnavailable { logger.notice("change notifications are back") }
-                saidUnavailable = false
-                for try await _ in notifier.changeHints(logger: logger) {
-                    trigger.yield(.notification)
+                for try await hint in notifier.changeHints(logger: logger) {
+                    switch hint.kind {
+                    case .change, .listening:
+                        trigger.yield(.notification)
+                    case .confirmed:
+                        guard await health.push != .on else { continue }
+                        await health.pushChanged(.on)
+                        if saidUnavailable { logger.notice("change notifications are back") }
+                        saidUnavailable = false
+                    }
                 }
                 if Task.isCancelled { return }
                 throw WatchError("the change notifications ended")
             } catch {
                 if Task.isCancelled { return }
-                await health.pushChanged(available: false)
+                await health.pushChanged(.off)
                 if !saidUnavailable {
                     logger.warning(
-                        "change notifications are unavailable; polling every \(configuration.pollInterval.seconds) s until they are back",
+                        "change notifications are unavailable; polling every \(Self.text(configuration.pollInterval)) until they are back",
                         metadata: ["error": "\(error)"])
                     saidUnavailable = true
                 }
                 do { try await Task.sleep(for: configuration.pushRetryInterval) } catch { return }
             }
         }
+    }
+}
+
+extension Watcher {
+    /// `2 s`, `2.5 s`.
+    static func text(_ duration: Duration) -> String {
+        let seconds = duration.seconds
+        return seconds == seconds.rounded() && abs(seconds) < 1e15 ? "\(Int(seconds)) s" : "\(seconds) s"
     }
 }
 
@@ -156,8 +170,11 @@ actor FollowedZones {
 
 /// What `/healthz` reports of a watcher.
 public actor WatchHealth {
+    /// Whether change notifications work: `starting` until the web courier first answers.
+    public enum Push: String, Sendable { case starting, on, off }
+
     public private(set) var caughtUp = false
-    public private(set) var pushAvailable = false
+    public private(set) var push = Push.starting
     public private(set) var lastSuccess: ContinuousClock.Instant?
     /// Since when cycles have been failing (nil while they succeed).
     public private(set) var failingSince: ContinuousClock.Instant?
@@ -179,7 +196,7 @@ public actor WatchHealth {
         }
     }
 
-    func pushChanged(available: Bool) { pushAvailable = available }
+    func pushChanged(_ state: Push) { push = state }
 
     /// Ready once caught up; unhealthy when cycles have failed for longer than `threshold`.
     public func isHealthy(failingFor threshold: Duration) -> Bool {

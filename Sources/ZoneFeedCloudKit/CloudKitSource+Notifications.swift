@@ -50,11 +50,17 @@ extension CloudKitSource: ChangeNotifying {
                     let courier = WebCourier(url: token.webcourierURL)
                     // Listening from now on: a change made before the token was registered was
                     // notified to nobody, so the watcher looks once more.
-                    continuation.yield(ChangeHint(zone: nil))
+                    continuation.yield(ChangeHint(zone: nil, kind: .listening))
                     do {
+                        var answered = false
                         while !Task.isCancelled {
-                            guard let notification = try await courier.poll() else { continue }
-                            failures = 0
+                            let notification = try await courier.poll()
+                            if !answered {
+                                answered = true
+                                failures = 0
+                                continuation.yield(ChangeHint(zone: nil, kind: .confirmed))
+                            }
+                            guard let notification else { continue }
                             continuation.yield(ChangeHint(zone: Self.zone(of: notification)))
                         }
                     } catch {

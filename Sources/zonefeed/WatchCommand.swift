@@ -129,10 +129,13 @@ struct WatchCommand: AsyncParsableCommand {
         router.get("healthz") { _, _ -> Response in
             let healthy = await health.isHealthy(failingFor: unhealthyAfter)
             let caughtUp = await health.caughtUp
-            let push = await health.pushAvailable
             let error = await health.lastError
             var text = healthy ? "ok" : (caughtUp ? "unhealthy" : "catching up")
-            text += "\nnotifications: \(push ? "on" : "off (polling)")"
+            switch await health.push {
+            case .on: text += "\nnotifications: on"
+            case .starting: text += "\nnotifications: starting (waiting for the web courier's first answer; polling meanwhile)"
+            case .off: text += "\nnotifications: off (polling)"
+            }
             if let error { text += "\nlast error: \(error)" }
             return Response(
                 status: healthy ? .ok : .serviceUnavailable, headers: [.contentType: "text/plain; charset=utf-8"],

@@ -30,7 +30,12 @@ import Testing
             if try await s.server.admin("state").contains("\"registeredTokens\":1") { break }
             try await Task.sleep(for: .milliseconds(50))
         }
-        try await Task.sleep(for: .seconds(1))
+        // The cycle the registration starts (a run, like every cycle) has been and gone: on a
+        // loaded machine it may come seconds later, and would bring a change made meanwhile.
+        _ = await within(.seconds(60)) {
+            let statuses = try DestinationSnapshot.read(s.p).runStatuses
+            return statuses.count >= 2 && !statuses.contains("running")
+        }
     }
 
     /// `http://host:port` of the watcher's `/healthz` and `/metrics`, from its log line (text or
@@ -133,6 +138,35 @@ import Testing
         #expect(await Self.within(.seconds(30)) { try s.hasRow("AFTER-REFUSAL", in: "Zone01") } != nil, "\(watching.stderrSoFar)")
     }
 
+    /// Push that cannot be had (the courier refuses every token): after its retries, with
+    /// backoff, the watcher says once that it polls, `/healthz` says notifications are off, and
+    /// changes arrive with the safety poll; once the courier answers again, push is back.
+    @Test func whenPushCannotBeHadTheWatcherPollsAndSaysSoOnceThenGetsPushBack() async throws {
+        let s = try await CloudKitEndToEndTests.Setup("watchnopush", fake: FakeSettings(seed: 115, zones: 2, recordsPerZone: 200)) { p in
+            p.moreSections = "watch:\n  listen: 127.0.0.1:0\n"
+        }
+        defer { s.stop() }
+        try await s.server.admin("notifications", ["refuseCourier": true])
+        let watching = try await startWatching(s, pollInterval: 2)
+        defer { watching.stop() }
+        let base = try #require(await Self.listeningAddress(of: watching), "\(watching.stderrSoFar)")
+        let unavailable = "change notifications are unavailable; polling every 2 s until they are back"
+        #expect(await Self.within(.seconds(90)) { watching.stderrSoFar.contains(unavailable) } != nil, "\(watching.stderrSoFar)")
+        let log = watching.stderrSoFar
+        #expect(log.components(separatedBy: "the web courier failed; getting a new push token").count - 1 == 5, "five new tokens first: \(log)")
+        let health = try await Self.get(base + "/healthz")
+        #expect(health.status == 200 && health.text.contains("notifications: off (polling)"), "\(health)")
+
+        try await s.addTag("WITHOUT-PUSH", to: "Zone01")
+        #expect(await Self.within(.seconds(30)) { try s.hasRow("WITHOUT-PUSH", in: "Zone01") } != nil, "\(watching.stderrSoFar)")
+
+        // Push is tried again every 30 s; with the courier answering, it is back.
+        try await s.server.admin("notifications", ["refuseCourier": false])
+        #expect(await Self.within(.seconds(90)) { watching.stderrSoFar.contains("change notifications are back") } != nil, "\(watching.stderrSoFar)")
+        #expect(try await Self.get(base + "/healthz", until: 200).text.contains("notifications: on"))
+        #expect(watching.stderrSoFar.components(separatedBy: unavailable).count - 1 == 1, "said once")
+    }
+
     /// A zone created while watching has no subscription yet: the safety poll finds it through
     /// the database feed, and from then on it is subscribed to; deleted, its rows are tombstoned
     /// and its subscription removed.
@@ -213,13 +247,13 @@ import Testing
         #expect(await Self.within(.seconds(90)) { try s.liveDifferences() == [] } != nil, "caught up: \(first.stderrSoFar)")
         try await Self.waitUntilListening(s)
 
-        // Each CloudKit request now takes 400 ms more: the burst's cycle (five pages a zone)
-        // lasts seconds, and the stop lands in its middle.
-        try await s.server.admin("faults/delay", ["milliseconds": 400])
+        // Each CloudKit request now takes 800 ms more: the burst's cycle (five pages a zone, both
+        // zones added within the 250 ms debounce) lasts seconds, and the stop lands in its middle.
+        try await s.server.admin("faults/delay", ["milliseconds": 800])
         let burst = (1...2_000).map { "BURST-\($0)" }
-        for (i, names) in stride(from: 0, to: burst.count, by: 250).map({ Array(burst[$0..<min($0 + 250, burst.count)]) }).enumerated() {
+        for (zone, names) in [("Zone01", burst[..<1_000]), ("Zone02", burst[1_000...])] {
             let records = names.map { Record(recordName: $0, recordType: "Tag", recordChangeTag: "\($0)-1", fields: [:]) }
-            try await s.server.admin("records/add", ["zone": i % 2 == 0 ? "Zone01" : "Zone02", "records": try FakeServerProcess.wire(records)])
+            try await s.server.admin("records/add", ["zone": zone, "records": try FakeServerProcess.wire(records)])
         }
         func burstRows() throws -> Int { try DestinationSnapshot.read(s.p).rows.keys.filter { $0.recordName.hasPrefix("BURST-") }.count }
         #expect(await Self.within(.seconds(30)) { try burstRows() > 0 } != nil, "the burst's cycle began: \(first.stderrSoFar)")
