@@ -169,6 +169,9 @@ struct SchemaReader {
         }
         let known = FieldType.Primitive.allCases.map(\.rawValue).joined(separator: ", ")
         guard case .name(let word, quoted: false) = current.kind, let primitive = FieldType.Primitive(rawValue: word.uppercased()) else {
+            if current.isKeyword("LIST") {
+                throw SchemaSyntaxError("field \(fieldName) has a LIST inside a LIST, which CloudKit has no type for", at: current.position)
+            }
             let what = current.kind == .end || current.isPunctuation(",") || current.isPunctuation(")") ? "no type" : "unknown type \(current.quoted)"
             throw SchemaSyntaxError("field \(fieldName) has \(what) (expected one of \(known), or LIST<…>)", at: current.position)
         }

@@ -15,6 +15,14 @@ public enum ColumnType: String, Sendable, CaseIterable, Hashable {
     case timestamptzArray = "timestamptz[]"
     case byteaArray = "bytea[]"
 
+    /// Whether an index on such a column can hold every value: a b-tree on the fixed-size
+    /// scalars, a hash on text (a b-tree refuses entries over about 2.7 kB, and would fail every
+    /// batch that brings a long one); none on bytea, jsonb or arrays.
+    public var isIndexable: Bool { [.text, .bigint, .doublePrecision, .timestamptz, .boolean].contains(self) }
+
+    /// `USING …` for an index on such a column.
+    var indexMethod: String { self == .text ? "hash" : "btree" }
+
     /// Other spellings PostgreSQL users write for the same types.
     public static let aliases: [String: ColumnType] = [
         "int8": .bigint, "float8": .doublePrecision, "double": .doublePrecision,
@@ -40,11 +48,14 @@ public enum ColumnType: String, Sendable, CaseIterable, Hashable {
         case "INT64_LIST": return .bigintArray
         case "DOUBLE_LIST": return .doublePrecisionArray
         case "TIMESTAMP_LIST": return .timestamptzArray
-        case "BYTES_LIST": return .byteaArray
+        case "BYTES_LIST", "ENCRYPTED_BYTES_LIST": return .byteaArray
         default: return .jsonb
         }
     }
 }
+
+/// The staging tables' column that keeps a batch's order; no mapped field may use it either.
+public let stagingSequenceColumn = "seq"
 
 /// The columns every record table has; a mapped field may not use these names.
 public let systemColumns: [String] = [

@@ -212,20 +212,22 @@ public struct PostgresSchema: Sendable {
                 statements.append("CREATE OR REPLACE VIEW \(table.liveViewName) AS SELECT * FROM \(table.qualifiedName) WHERE deleted_at IS NULL")
             }
             // Indexes asked for (a schema file's QUERYABLE and SORTABLE fields), made when missing.
-            for field in table.mapping.fields where field.indexed {
+            for field in table.mapping.fields where field.indexed && field.type.isIndexable {
                 let index = Self.indexName(table: name, column: field.column)
                 if catalog?.columns[index] == nil {
-                    statements.append("CREATE INDEX IF NOT EXISTS \(quoteIdentifier(index)) ON \(table.qualifiedName) (\(quoteIdentifier(field.column)))")
+                    statements.append(
+                        "CREATE INDEX IF NOT EXISTS \(quoteIdentifier(index)) ON \(table.qualifiedName) USING \(field.type.indexMethod) (\(quoteIdentifier(field.column)))"
+                    )
                 }
             }
         }
         return statements
     }
 
-    /// `<table>_<column>_idx`, or within 63 bytes with a hash suffix (an index's name is unique
-    /// in its schema, so it names its table).
+    /// `<table>_<column>_<hash of both>`, within 63 bytes: an index's name is unique in its
+    /// schema, and `note`.`body_text` and `note_body`.`text` must not share one.
     static func indexName(table: String, column: String) -> String {
-        IdentifierNames(maxBytes: 63).names(for: ["\(table)_\(column)_idx"]) { $0 }.names.values.first!
+        IdentifierNames(maxBytes: 63).suffixed("\(table)_\(column)", hashing: "\(table)\u{0}\(column)")
     }
 
     /// The session's temporary staging tables, emptied at every commit.

@@ -95,6 +95,20 @@ extension PostgresSettingsReader {
                 failed = true
                 continue
             }
+            if column.lowercased() == stagingSequenceColumn {
+                file.report(
+                    "column '\(column)' of field \(field.key) is the name zonefeed's staging tables keep for the batch order: map the field to another column with { column: ..., type: ... }",
+                    at: columnPosition)
+                failed = true
+                continue
+            }
+            if mapping.indexed && !mapping.type.isIndexable {
+                file.report(
+                    "field \(field.key) asks for an index on a \(mapping.type.rawValue) column; zonefeed indexes text, bigint, double precision, timestamptz and boolean columns only",
+                    at: columnPosition)
+                failed = true
+                continue
+            }
             if let owner = columnOwners[column.lowercased()] {
                 file.report("column '\(column)' of field \(field.key) is already used by field \(owner) in table \(table)", at: columnPosition)
                 failed = true
@@ -165,6 +179,10 @@ extension PostgresSettingsReader {
             return false
         } else if table.lowercased().hasSuffix("_live") {
             file.report("table '\(table)' of record type \(recordType) ends with '_live', which is reserved for the views of live rows", at: position)
+            return false
+        } else if table.lowercased().hasSuffix("_pkey") {
+            file.report(
+                "table '\(table)' of record type \(recordType) ends with '_pkey', which PostgreSQL gives the index of a table's primary key", at: position)
             return false
         }
         return true

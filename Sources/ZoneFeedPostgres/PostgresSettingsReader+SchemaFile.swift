@@ -98,8 +98,12 @@ extension PostgresSettingsReader {
                     at: pair.keyPosition)
                 continue
             }
-            if case .scalar = pair.value, file.scalarValue(pair.value, path: "\(path).\(pair.key)", expected: "omit")?.text == "omit" {
-                fields[pair.key] = .omit
+            if case .scalar = pair.value, let value = file.scalarValue(pair.value, path: "\(path).\(pair.key)", expected: "omit") {
+                if value.text == "omit" {
+                    fields[pair.key] = .omit
+                } else {
+                    file.report("\(path).\(pair.key) must be 'omit' or { column: ..., type: ... }, not '\(value.text)'", at: value.position)
+                }
                 continue
             }
             guard let section = file.section(pair.value, path: "\(path).\(pair.key)", position: pair.keyPosition, allowed: ["column", "type"]) else {
@@ -109,7 +113,7 @@ extension PostgresSettingsReader {
             let column = file.text("column", in: section, expected: "a column name")
             if let column {
                 guard checkIdentifier(column.text, kind: "column", owner: "of field \(pair.key)", at: column.position) else { continue }
-                if system.contains(column.text.lowercased()) {
+                if system.contains(column.text.lowercased()) || column.text.lowercased() == stagingSequenceColumn {
                     file.report("column '\(column.text)' of field \(pair.key) clashes with the system column \(column.text.lowercased())", at: column.position)
                     continue
                 }

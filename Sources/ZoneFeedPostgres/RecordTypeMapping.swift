@@ -3,8 +3,10 @@ public struct RecordTypeMapping: Sendable {
     public var recordType: String
     public var table: String
     public var fields: [FieldMapping]
-    /// The table or columns whose names are not the plain snake_case of their CloudKit names,
-    /// and why (a mapping derived from a schema file; `validate` shows them).
+    /// The table, when its name is not the plain snake_case of the record type, and why (a
+    /// mapping derived from a schema file; `validate` shows it).
+    public var renamedTable: IdentifierNames.Renamed?
+    /// The columns whose names are not the plain snake_case of their fields, and why.
     public var renamed: [IdentifierNames.Renamed] = []
 
     public init(recordType: String, table: String, fields: [FieldMapping] = []) {

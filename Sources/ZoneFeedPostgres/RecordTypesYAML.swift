@@ -9,14 +9,12 @@ public enum RecordTypesYAML {
         lines.append("recordTypes:")
         for mapping in mappings {
             lines.append("  \(scalar(mapping.recordType)):")
-            for renamed in mapping.renamed where renamed.cloudKitName == mapping.recordType {
-                lines.append("    # table \(renamed)")
-            }
+            if let renamed = mapping.renamedTable { lines.append("    # table \(renamed)") }
             lines.append("    table: \(scalar(mapping.table))")
             guard !mapping.fields.isEmpty else { continue }
             lines.append("    fields:")
             for field in mapping.fields {
-                for renamed in mapping.renamed where renamed.cloudKitName == field.field && renamed.name == field.column {
+                for renamed in mapping.renamed where renamed.cloudKitName == field.field {
                     lines.append("      # \(renamed)")
                 }
                 let type = scalar(field.type.rawValue)

@@ -8,6 +8,7 @@ import CloudKitSchema
 ///       schemaFile: cloudkit/schema.ckdb   # relative to the pipeline file
 ///       stripCoreDataPrefix: true          # CD_Note → table note, CD_title → column title
 ///       indexes: queryable                 # none (default) | queryable: QUERYABLE or SORTABLE fields
+///                                          #   (b-tree; hash for text; none for bytea, jsonb, arrays)
 ///       skip: [Users]                      # record types left out
 ///       override:
 ///         Note:
@@ -49,9 +50,11 @@ public struct SchemaFileMapping: Sendable {
     public static let coreDataPrefix = "CD_"
 
     /// The table names zonefeed keeps for itself are avoided: `ck_` goes in front of a record
-    /// type that would start with `zonefeed_`, and a suffix after one that would end in `_live`.
-    static let tableNames = IdentifierNames(maxBytes: 63 - "_live".utf8.count, reservedEndings: ["_live"])
-    static let columnNames = IdentifierNames(maxBytes: 63, reserved: Set(systemColumns))
+    /// type that would start with `zonefeed_`, and a suffix after one that would end in `_live`
+    /// (the views) or `_pkey` (PostgreSQL's name for a table's primary key index).
+    static let tableNames = IdentifierNames(maxBytes: 63 - "_live".utf8.count, reservedEndings: ["_live", "_pkey"])
+    /// `seq` is the staging tables' own column (see `PostgresSchema.stagingDDL`).
+    static let columnNames = IdentifierNames(maxBytes: 63, reserved: Set(systemColumns + [stagingSequenceColumn]))
 
     func stripped(_ name: String) -> String {
         stripCoreDataPrefix && name.hasPrefix(Self.coreDataPrefix) && name.count > Self.coreDataPrefix.count
@@ -82,11 +85,12 @@ public struct SchemaFileMapping: Sendable {
             let mapped = fields.map { field in
                 var type = ColumnType.default(forTypeTag: field.type.typeTag)
                 if case .column(_, let given?) = override.fields[field.name] { type = given }
-                let indexed = indexes == .queryable && !field.options.isDisjoint(with: [.queryable, .sortable])
+                let indexed = indexes == .queryable && !field.options.isDisjoint(with: [.queryable, .sortable]) && type.isIndexable
                 return FieldMapping(field: field.name, column: explicitColumns[field.name] ?? columns[field.name]!, type: type, indexed: indexed)
             }
             var mapping = RecordTypeMapping(recordType: recordType.name, table: override.table ?? tables[recordType.name]!, fields: mapped)
-            mapping.renamed = renamedTables.filter { $0.cloudKitName == recordType.name } + renamed
+            mapping.renamedTable = renamedTables.first { $0.cloudKitName == recordType.name }
+            mapping.renamed = renamed
             return mapping
         }
     }

@@ -111,8 +111,9 @@ struct PipelinePlan: CustomStringConvertible {
                 column(field.column, field.type.rawValue, notes.isEmpty ? "" : "(\(notes.joined(separator: ", ")))")
             }
             column("fields", "jsonb", unmappedFields == .keep ? "(the fields not mapped to a column)" : "(null: unmappedFields is drop)")
+            if let renamed = mapping.renamedTable { out.append("    table renamed: \(renamed)") }
             for renamed in mapping.renamed {
-                out.append("    renamed: \(renamed)")
+                out.append("    column renamed: \(renamed)")
             }
         }
 

@@ -112,6 +112,7 @@ import Testing
             ("DEFINE SCHEMA\n  RECORD TYPE Note (\n    title STRING,\n  );", "4:3: expected a field (or GRANT) name in record type Note, found ')'"),
             ("DEFINE SCHEMA\n  RECORD TYPE Note (title STRING);\n  CREATE TABLE notes;", "3:10: CREATE must be followed by ROLE, found 'TABLE'"),
             ("DEFINE SCHEMA\n  RECORD TYPE Note (title STRING) ;\n  @", "3:3: unexpected character '@'"),
+            ("DEFINE SCHEMA\n  RECORD TYPE Note (\n    grid LIST<LIST<INT64>>\n  );", "3:15: field grid has a LIST inside a LIST"),
         ])
     func aMalformedFileIsRefusedAtItsLineAndColumn(text: String, expected: String) {
         do {

@@ -51,14 +51,18 @@ import Testing
                 [schema]
             ).rows.map { $0[0]! }
             #expect(types == ["edited_at timestamp with time zone", "place jsonb", "tags ARRAY", "word_count bigint"])
-            let indexes = try c.query("SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND indexname LIKE '%\\_idx' ORDER BY 1", [schema]).rows.map {
-                $0[0]!
-            }
+            // Each QUERYABLE or SORTABLE field indexed: a hash on text, a b-tree on the others.
+            let indexes = try c.query(
+                """
+                SELECT tablename || ' ' || substring(indexdef FROM 'USING (.*)$') FROM pg_indexes
+                WHERE schemaname = $1 AND tablename NOT LIKE 'zonefeed%' AND indexname NOT LIKE '%pkey' ORDER BY 1
+                """, [schema]
+            ).rows.map { $0[0]! }
             #expect(
                 indexes == [
-                    "folders_name_idx", "folders_parent_idx", "notes_edited_at_idx", "notes_folder_idx", "notes_title_idx", "notes_word_count_idx",
-                    "tags_label_idx",
-                ])
+                    "folders hash (name)", "folders hash (parent)", "notes btree (edited_at)", "notes btree (word_count)", "notes hash (folder)",
+                    "notes hash (title)", "tags hash (label)",
+                ], "\(indexes)")
         }
     }
 

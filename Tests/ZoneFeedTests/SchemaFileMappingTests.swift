@@ -143,4 +143,28 @@ import ZoneFeedPostgres
         #expect(files.problems().first?.hasPrefix("pipeline.yml:7:15: recordTypes.schemaFile: cannot read ") == true, "\(files.problems())")
         #expect(files.problems().first?.hasSuffix("missing.ckdb: there is no such file") == true)
     }
+
+    /// What a run could not survive is avoided when the mapping is derived: a column named like
+    /// the staging tables' `seq`, an index on bytes (a b-tree refuses large entries), a table
+    /// named like another's primary key index.
+    @Test func derivedNamesAndIndexesAvoidWhatPostgreSQLWouldRefuse() throws {
+        let files = try Files(
+            recordTypes: "recordTypes:\n  schemaFile: cloudkit/schema.ckdb\n  indexes: queryable\n",
+            schema: "DEFINE SCHEMA\n  RECORD TYPE Note ( seq INT64, data BYTES QUERYABLE, title STRING QUERYABLE );\n  RECORD TYPE NotePkey ( a STRING );")
+        defer { files.remove() }
+        let mappings = try files.load().postgres.recordTypes
+        let note = try #require(mappings.first)
+        #expect(note.fields.map(\.column).first != "seq" && note.fields.map(\.column).first?.hasPrefix("seq_") == true)
+        #expect(note.fields.map(\.indexed) == [false, false, true], "no index on bytea")
+        #expect(mappings[1].table.hasPrefix("note_pkey_") && mappings[1].renamedTable?.reason == "note_pkey is reserved")
+    }
+
+    @Test func anOverrideOfAFieldIsOmitOrAMapping() throws {
+        let files = try Files(
+            recordTypes: "recordTypes:\n  schemaFile: cloudkit/schema.ckdb\n  override:\n    CD_Note:\n      fields:\n        CD_body: omitt\n",
+            schema: Self.schema)
+        defer { files.remove() }
+        #expect(
+            files.problems() == ["pipeline.yml:11:18: recordTypes.override.CD_Note.fields.CD_body must be 'omit' or { column: ..., type: ... }, not 'omitt'"])
+    }
 }
