@@ -146,7 +146,7 @@ public struct Watcher: Sendable {
 
 extension Watcher {
     /// `2 s`, `2.5 s`.
-    static func text(_ duration: Duration) -> String {
+    public static func text(_ duration: Duration) -> String {
         let seconds = duration.seconds
         return seconds == seconds.rounded() && abs(seconds) < 1e15 ? "\(Int(seconds)) s" : "\(seconds) s"
     }

@@ -65,7 +65,7 @@ struct WatchCommand: AsyncParsableCommand {
                 logger.info(
                     "watching",
                     metadata: [
-                        "pollInterval": "\(settings.pollIntervalSeconds)s", "listen": "\(settings.listen ?? "off")",
+                        "pollInterval": "\(Watcher.text(.milliseconds(Int64(settings.pollIntervalSeconds * 1000))))", "listen": "\(settings.listen ?? "off")",
                         "notifications": "\(source is any ChangeNotifying ? "zone subscriptions" : "none (polling)")",
                     ])
                 try await signals.run(ServiceGroup(configuration: .init(services: services, logger: logger)))
