@@ -35,18 +35,14 @@ extension PostgresSettingsReader {
         let resolved =
             path.text.hasPrefix("/")
             ? path.text : URL(fileURLWithPath: file.filePath).deletingLastPathComponent().appendingPathComponent(path.text).relativePath
-        let text: String
         do {
-            text = try String(contentsOfFile: resolved, encoding: .utf8)
+            return (try CloudKitSchema(contentsOfFile: resolved), resolved)
         } catch {
-            let reason = FileManager.default.fileExists(atPath: resolved) ? "it is not readable UTF-8 text" : "there is no such file"
-            file.report("recordTypes.schemaFile: cannot read \(resolved): \(reason)", at: path.position)
-            return nil
-        }
-        do {
-            return (try CloudKitSchema(parsing: text), resolved)
-        } catch {
-            file.report(PipelineDiagnostic(file: resolved, line: error.position.line, column: error.position.column, message: error.message))
+            if let syntax = error.syntax {
+                file.report(PipelineDiagnostic(file: resolved, line: syntax.position.line, column: syntax.position.column, message: syntax.message))
+            } else {
+                file.report("recordTypes.schemaFile: cannot read \(resolved): \(error.reason)", at: path.position)
+            }
             return nil
         }
     }

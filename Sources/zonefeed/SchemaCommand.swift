@@ -1,6 +1,7 @@
 import ArgumentParser
 import CloudKitSchema
 import Foundation
+import ZoneFeed
 import ZoneFeedPostgres
 
 /// `zonefeed schema …`: what a CloudKit schema file (`.ckdb`) yields.
@@ -33,22 +34,16 @@ struct SchemaCommand: ParsableCommand {
         var skip: [String] = []
 
         func run() throws {
-            let text: String
-            do {
-                text = try String(contentsOfFile: schemaFile, encoding: .utf8)
-            } catch {
-                FileHandle.standardError.write(Data("\(schemaFile): cannot read the file: \(error.localizedDescription)\n".utf8))
-                throw Exit.usage
-            }
             let schema: CloudKitSchema
             do {
-                schema = try CloudKitSchema(parsing: text)
+                schema = try CloudKitSchema(contentsOfFile: schemaFile)
             } catch {
-                FileHandle.standardError.write(Data("\(schemaFile):\(error.description)\n".utf8))
+                FileHandle.standardError.write(Data("\(error)\n".utf8))
                 throw Exit.usage
             }
             for name in skip where schema[recordType: name] == nil {
-                FileHandle.standardError.write(Data("\(schemaFile) defines no record type \(name) (--skip)\n".utf8))
+                let suggestion = NameSuggestion.closest(to: name, among: schema.recordTypes.map(\.name)).map { " (did you mean \($0)?)" } ?? ""
+                FileHandle.standardError.write(Data("--skip \(name): \(schemaFile) defines no record type \(name)\(suggestion)\n".utf8))
                 throw Exit.usage
             }
             let options = SchemaFileMapping(stripCoreDataPrefix: stripCoreDataPrefix, indexes: indexQueryable ? .queryable : .none, skip: Set(skip))

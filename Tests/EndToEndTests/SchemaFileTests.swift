@@ -92,7 +92,7 @@ import Testing
         #expect(fromExplicit.contains("\"location\" bytea") && fromExplicit.contains("\"tags\" text[]"))
     }
 
-    @Test func aSchemaFileThatDoesNotParseExitsTwoWithItsLineAndColumn() throws {
+    @Test func aSchemaFileThatCannotBeReadOrParsedExitsTwoSayingWhy() throws {
         let zonefeed = try ZonefeedBinary(environment: [:])
         defer { zonefeed.remove() }
         let file = zonefeed.directory.appendingPathComponent("bad.ckdb").path
@@ -100,5 +100,9 @@ import Testing
         let output = try zonefeed.run(["schema", "mapping", file])
         #expect(output.status == 2)
         #expect(output.stderr == "\(file):4:5: expected ',' after field title, before field body\n")
+        let folder = try zonefeed.run(["schema", "mapping", zonefeed.directory.path])
+        #expect(folder.status == 2 && folder.stderr == "\(zonefeed.directory.path): cannot read the schema file: it is a folder\n", "\(folder.stderr)")
+        let skip = try zonefeed.run(["schema", "mapping", Self.realExport, "--skip", "CD_Reprot"])
+        #expect(skip.status == 2 && skip.stderr.hasSuffix("defines no record type CD_Reprot (did you mean CD_Report?)\n"), "\(skip.stderr)")
     }
 }
