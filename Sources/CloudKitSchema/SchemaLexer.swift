@@ -81,6 +81,11 @@ struct SchemaLexer {
         var name = ""
         while true {
             guard let c = peek(), c != "\n" else { throw SchemaSyntaxError("this quoted name is not closed on its line", at: start) }
+            // A name becomes a PostgreSQL identifier, which cannot hold a NUL; no export writes
+            // control characters in a name.
+            if c.value < 0x20 && c != "\t" || c.value == 0x7F {
+                throw SchemaSyntaxError("a quoted name holds a control character (U+\(String(c.value, radix: 16, uppercase: true)))", at: position)
+            }
             advance()
             if c == "\"" {
                 guard peek() == "\"" else { break }

@@ -60,6 +60,10 @@ extension PostgresSettingsReader {
                     "\(path): \(schemaPath) defines no record type \(pair.key)\(suggestion(pair.key, schema.recordTypes.map(\.name)))", at: pair.keyPosition)
                 continue
             }
+            if options.skip.contains(pair.key) {
+                file.report("\(path): record type \(pair.key) is also in recordTypes.skip, so it gets no table to override", at: pair.keyPosition)
+                continue
+            }
             guard let section = file.section(pair.value, path: path, position: pair.keyPosition, allowed: ["table", "fields"]) else { continue }
             var override = SchemaFileMapping.Override()
             if let table = file.text("table", in: section, expected: "a table name"), checkTable(table.text, of: pair.key, at: table.position) {

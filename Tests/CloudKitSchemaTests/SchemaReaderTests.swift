@@ -113,6 +113,7 @@ import Testing
             ("DEFINE SCHEMA\n  RECORD TYPE Note (title STRING);\n  CREATE TABLE notes;", "3:10: CREATE must be followed by ROLE, found 'TABLE'"),
             ("DEFINE SCHEMA\n  RECORD TYPE Note (title STRING) ;\n  @", "3:3: unexpected character '@'"),
             ("DEFINE SCHEMA\n  RECORD TYPE Note (\n    grid LIST<LIST<INT64>>\n  );", "3:15: field grid has a LIST inside a LIST"),
+            ("DEFINE SCHEMA\n  RECORD TYPE \"No\u{1}te\" ();", "2:18: a quoted name holds a control character (U+1)"),
         ])
     func aMalformedFileIsRefusedAtItsLineAndColumn(text: String, expected: String) {
         do {

@@ -167,4 +167,15 @@ import ZoneFeedPostgres
         #expect(
             files.problems() == ["pipeline.yml:11:18: recordTypes.override.CD_Note.fields.CD_body must be 'omit' or { column: ..., type: ... }, not 'omitt'"])
     }
+
+    @Test func anOverrideOfASkippedRecordTypeIsRefused() throws {
+        let files = try Files(
+            recordTypes: "recordTypes:\n  schemaFile: cloudkit/schema.ckdb\n  skip: [Users]\n  override:\n    Users:\n      table: people\n",
+            schema: Self.schema)
+        defer { files.remove() }
+        #expect(
+            files.problems() == [
+                "pipeline.yml:10:5: recordTypes.override.Users: record type Users is also in recordTypes.skip, so it gets no table to override"
+            ])
+    }
 }

@@ -32,9 +32,20 @@ public struct PipelineFileError: Error, Sendable, CustomStringConvertible {
 
     /// The diagnostics in file order, one a line.
     public var description: String {
-        diagnostics.enumerated()
-            .sorted { ($0.element.line, $0.element.column, $0.offset) < ($1.element.line, $1.element.column, $1.offset) }
-            .map(\.element.description)
+        Self.sorted(diagnostics).map(\.description)
             .joined(separator: "\n")
+    }
+
+    /// File by file (in the order the files were first named: the pipeline file, then a
+    /// schema file it names), each file's in line order.
+    static func sorted(_ diagnostics: [PipelineDiagnostic]) -> [PipelineDiagnostic] {
+        var fileOrder: [String: Int] = [:]
+        for diagnostic in diagnostics where fileOrder[diagnostic.file] == nil { fileOrder[diagnostic.file] = fileOrder.count }
+        return diagnostics.enumerated()
+            .sorted {
+                (fileOrder[$0.element.file]!, $0.element.line, $0.element.column, $0.offset)
+                    < (fileOrder[$1.element.file]!, $1.element.line, $1.element.column, $1.offset)
+            }
+            .map(\.element)
     }
 }

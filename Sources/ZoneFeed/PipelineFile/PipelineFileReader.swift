@@ -17,11 +17,7 @@ public final class PipelineFileReader {
         self.lines = yaml.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false).map(Array.init)
     }
 
-    public var sortedDiagnostics: [PipelineDiagnostic] {
-        diagnostics.enumerated()
-            .sorted { ($0.element.line, $0.element.column, $0.offset) < ($1.element.line, $1.element.column, $1.offset) }
-            .map(\.element)
-    }
+    public var sortedDiagnostics: [PipelineDiagnostic] { PipelineFileError.sorted(diagnostics) }
 
     public func report(_ message: String, at position: PipelinePosition) {
         diagnostics.append(
