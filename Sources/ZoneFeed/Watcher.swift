@@ -134,21 +134,13 @@ public struct Watcher: Sendable {
                 await health.pushChanged(.off)
                 if !saidUnavailable {
                     logger.warning(
-                        "change notifications are unavailable; polling every \(Self.text(configuration.pollInterval)) until they are back",
+                        "change notifications are unavailable; polling every \(configuration.pollInterval.secondsText) until they are back",
                         metadata: ["error": "\(error)"])
                     saidUnavailable = true
                 }
                 do { try await Task.sleep(for: configuration.pushRetryInterval) } catch { return }
             }
         }
-    }
-}
-
-extension Watcher {
-    /// `2 s`, `2.5 s`.
-    public static func text(_ duration: Duration) -> String {
-        let seconds = duration.seconds
-        return seconds == seconds.rounded() && abs(seconds) < 1e15 ? "\(Int(seconds)) s" : "\(seconds) s"
     }
 }
 

@@ -143,6 +143,4 @@ struct PipelinePlan: CustomStringConvertible {
     }
 }
 
-private func seconds(_ value: Double) -> String {
-    value == value.rounded() && abs(value) < 1e15 ? "\(Int(value)) s" : "\(value) s"
-}
+private func seconds(_ value: Double) -> String { Duration.secondsText(value) }

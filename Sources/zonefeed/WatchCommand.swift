@@ -65,7 +65,7 @@ struct WatchCommand: AsyncParsableCommand {
                 logger.info(
                     "watching",
                     metadata: [
-                        "pollInterval": "\(Watcher.text(.milliseconds(Int64(settings.pollIntervalSeconds * 1000))))", "listen": "\(settings.listen ?? "off")",
+                        "pollInterval": "\(Duration.secondsText(settings.pollIntervalSeconds))", "listen": "\(settings.listen ?? "off")",
                         "notifications": "\(source is any ChangeNotifying ? "zone subscriptions" : "none (polling)")",
                     ])
                 try await signals.run(ServiceGroup(configuration: .init(services: services, logger: logger)))
