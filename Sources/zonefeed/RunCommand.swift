@@ -124,6 +124,10 @@ struct RunCommand: AsyncParsableCommand {
                 }
                 await destination.close()
                 switch outcome {
+                case .success(let summary) where summary.status == .failed:
+                    // Zones failed after their retries, the others applied: exit 1 all the same.
+                    let message = summary.error ?? "\(summary.zonesFailed.count) zones failed"
+                    return (summary as RunSummary?, RunError(.failed, summary: summary, message: message), signals.exitCode)
                 case .success(let summary): return (summary as RunSummary?, nil as RunError?, signals.exitCode)
                 case .failure(let error as RunError): return (error.summary, error, signals.exitCode)
                 case .failure(let error): return (nil, RunError(.failed, summary: nil, message: "\(error)"), signals.exitCode)
@@ -159,9 +163,8 @@ struct RunCommand: AsyncParsableCommand {
             logger.notice(
                 "zone deleted at the source; its rows were tombstoned",
                 metadata: ["zone": "\(deletion.zoneID.zoneName)", "reason": "\(deletion.reason.rawValue)"])
-        case .didFetchRecordZoneChanges(let zone, let error):
-            if let error { logger.error("zone failed", metadata: ["zone": "\(zone.zoneName)", "error": "\(error)"]) }
-        case .fetchedDatabaseChanges, .appliedDatabaseChanges, .didFetchChanges, .stateUpdate:
+        // A zone's failure is logged by the runner, with the run and the zone.
+        case .fetchedDatabaseChanges, .didFetchRecordZoneChanges, .appliedDatabaseChanges, .didFetchChanges, .stateUpdate:
             break
         }
     }
