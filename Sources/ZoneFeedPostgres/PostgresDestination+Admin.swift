@@ -33,22 +33,47 @@ public struct PipelineStatus: Sendable {
         public var error: String?
     }
 
+    /// A change of shape, for the table of the last ones.
+    public struct ShapeChange: Sendable {
+        public var changedAt: String
+        public var runID: Int64
+        public var change: SchemaChange
+    }
+
     public var zones: [Zone] = []
     public var runs: [Run] = []
+    /// The last changes of shape, newest first.
+    public var shapeChanges: [ShapeChange] = []
     public var tablesExist = true
 }
 
 extension PostgresDestination {
-    /// Checkpoints, row counts and the last runs.
-    public func status(lastRuns: Int = 10) async throws -> PipelineStatus {
-        let schema = self.schema
+    /// Checkpoints, row counts, the last runs and the last changes of shape.
+    public func status(lastRuns: Int = 10, lastShapeChanges: Int = 20) async throws -> PipelineStatus {
         let name = pipelineName
         return try await onConnection { c in
+            var schema = self.mappedSchema
             var status = PipelineStatus()
             let exists = try c.query("SELECT to_regclass($1) IS NOT NULL", [schema.checkpoints]).scalar(as: Bool.self)
             guard exists else {
                 status.tablesExist = false
                 return status
+            }
+            // Tables made before the table of changes was have no changes to show.
+            if try c.query("SELECT to_regclass($1) IS NOT NULL", [schema.schemaChanges]).scalar(as: Bool.self) {
+                let changes = try self.recordedChanges(on: c)
+                schema = schema.applying(changes)
+                let times = try c.query(
+                    """
+                    SELECT id, run_id, to_char(changed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS"Z"')
+                    FROM \(schema.schemaChanges) WHERE pipeline = $1 ORDER BY id DESC LIMIT $2
+                    """, [name, String(lastShapeChanges)]
+                ).rows
+                for row in times {
+                    let id: Int64 = try row.decode(0)
+                    guard let change = changes.first(where: { $0.id == id }) else { continue }
+                    status.shapeChanges.append(PipelineStatus.ShapeChange(changedAt: try row.decode(2), runID: try row.decode(1), change: change))
+                }
             }
             var counts: [String: (Int64, Int64)] = [:]
             for table in schema.tables {

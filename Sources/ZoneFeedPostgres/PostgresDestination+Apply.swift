@@ -6,24 +6,48 @@ import ZoneFeed
 extension PostgresDestination {
     /// Applies a batch and its token in one transaction: upserts (COPY into staging, one merge per
     /// table), deletions, rejects, the resync sweep when the batch ends one, the checkpoint and
-    /// the run's counters. Either all of it commits or none of it.
+    /// the run's counters, and, when the schema evolves, the tables and columns the batch needs.
+    /// Either all of it commits or none of it.
     public func apply(_ batch: ChangeBatch) async throws -> BatchOutcome {
         try await onConnection(of: batch.zoneID) { c, session in
-            do {
-                var direct = try self.directTables(for: batch.zoneID, on: c)
-                while true {
-                    do {
-                        return try c.transaction { try self.applyBatch(batch, direct: direct, session: session, on: c) }
-                    } catch let conflict as DirectCopyConflict {
-                        // The batch meets rows already in a table: it is applied again, whole,
-                        // merging into that table, and so is every later batch of the zone.
-                        // Each retry turns one table over, so this ends.
-                        direct[conflict.table] = false
-                        self.updateState(of: batch.zoneID) { [direct] in $0.copiesDirectly = direct }
+            var growth: SchemaGrowth?
+            var deadlocks = 0
+            while true {
+                do {
+                    defer { if session.remadeInTransaction { session.schemaVersion = nil } }
+                    let (outcome, schema, changes) = try c.transaction { [growth] in
+                        try self.applyBatch(batch, growing: growth, session: session, on: c)
                     }
+                    session.remadeInTransaction = false
+                    self.publish(schema)
+                    self.log(changes, runID: batch.runID)
+                    return outcome
+                } catch let conflict as DirectCopyConflict {
+                    // The batch meets rows already in a table: it is applied again, whole,
+                    // merging into that table, and so is every later batch of the zone.
+                    // Each retry turns one table over, so this ends.
+                    self.updateState(of: batch.zoneID) { $0.copiesDirectly[conflict.table] = false }
+                } catch let more as SchemaGrowth {
+                    // The batch brought record types or fields the tables lack: it is applied
+                    // again, whole, after the changes, in the same transaction. Each retry
+                    // adds what the last one met, so this ends; one that met nothing new
+                    // would go round for ever, and stops.
+                    var all = growth ?? SchemaGrowth(zoneName: more.zoneName)
+                    guard all.merge(more) else {
+                        throw SyncError(
+                            .failed,
+                            message: "the tables could not be grown for what a batch of zone \(batch.zoneID.zoneName) brought "
+                                + "(\(more.summary)); nothing of the batch was applied")
+                    }
+                    growth = all
+                } catch let error as PostgresError where error.sqlState == "40P01" && deadlocks < 3 {
+                    // > deadlock_detected: 40P01. A batch that alters a table while another
+                    // writes to it can meet it the other way round; one of the two is rolled
+                    // back, and applied again.
+                    deadlocks += 1
+                } catch let error as PostgresError {
+                    throw error.withContext("applying a batch of zone \(batch.zoneID.zoneName)")
                 }
-            } catch let error as PostgresError {
-                throw error.withContext("applying a batch of zone \(batch.zoneID.zoneName)")
             }
         }
     }
@@ -31,24 +55,25 @@ extension PostgresDestination {
     /// A copy straight into a table met a row that is already there (or the batch holds a
     /// record twice); the transaction is rolled back and the batch applied by merging.
     private struct DirectCopyConflict: Error {
-        var table: Int
+        var table: String
     }
 
     /// Copying rows straight into a table costs PostgreSQL about half of what a staging table and
     /// a merge cost, and gives the same rows when none of them is there yet: the case of a
     /// backfill. Whether a zone's table is empty of the zone is asked once per session; a copy
     /// that meets an existing row fails as a whole, and the batch is merged instead.
-    func directTables(for zone: ZoneID, on c: Connection) throws -> [Bool] {
-        if let known = state(of: zone).copiesDirectly { return known }
-        var direct: [Bool] = []
-        for table in schema.tables {
+    func directTables(for zone: ZoneID, in schema: PostgresSchema, on c: Connection) throws -> [Bool] {
+        var known = state(of: zone).copiesDirectly
+        var asked = false
+        for table in schema.tables where known[table.mapping.table] == nil {
             let any = try c.query(
                 "SELECT EXISTS (SELECT 1 FROM \(table.qualifiedName) WHERE zone_owner = $1 AND zone_name = $2)",
                 [zone.ownerRecordName, zone.zoneName])
-            direct.append(!(try any.scalar(as: Bool.self)))
+            known[table.mapping.table] = !(try any.scalar(as: Bool.self))
+            asked = true
         }
-        updateState(of: zone) { [direct] in $0.copiesDirectly = direct }
-        return direct
+        if asked { updateState(of: zone) { [known] in $0.copiesDirectly = known } }
+        return schema.tables.map { known[$0.mapping.table]! }
     }
 
     private struct Deletion {
@@ -88,36 +113,55 @@ extension PostgresDestination {
     /// that the server ingests while the client encodes.
     static let copyChunkBytes = 256 * 1024
 
-    /// The steps of one batch, in its transaction.
-    private func applyBatch(_ batch: ChangeBatch, direct: [Bool], session: Session, on c: Connection) throws -> BatchOutcome {
-        var sorted = sort(batch)
+    /// The steps of one batch, in its transaction, on the tables as they are (grown first by
+    /// `growth` when a try before found it), which are returned with the changes made.
+    private func applyBatch(
+        _ batch: ChangeBatch, growing growth: SchemaGrowth?, session: Session, on c: Connection
+    ) throws -> (BatchOutcome, PostgresSchema, [SchemaChange]) {
+        var schema = self.schema
+        var changes: [SchemaChange] = []
+        if let growth {
+            (schema, changes) = try evolve(by: growth, runID: batch.runID, on: c)
+        } else {
+            schema = try refreshed(schema, on: c)
+        }
+        try ready(session, for: schema, on: c)
+        let direct = try directTables(for: batch.zoneID, in: schema, on: c)
+        var sorted = try sort(batch, in: schema)
         var outcome = BatchOutcome()
         outcome.pages = batch.pageCount
         outcome.skipped = sorted.skipped
         outcome.tombstones = sorted.deletions.count
-        let applied = try copyUpserts(of: batch, sorted: &sorted, direct: direct, session: session, outcome: &outcome, on: c)
+        let applied = try copyUpserts(
+            of: batch, sorted: &sorted, schema: schema, direct: direct, session: session, outcome: &outcome, on: c)
         sorted.rejects.sort { $0.seq < $1.seq }
         outcome.rejects = sorted.rejects.count
-        if !sorted.deletions.isEmpty { try applyDeletions(&sorted.deletions, of: batch, applied: applied, on: c) }
+        if !sorted.deletions.isEmpty { try applyDeletions(&sorted.deletions, of: batch, schema: schema, applied: applied, on: c) }
         try record(sorted.rejects, of: batch, on: c)
         if batch.finishesResync {
-            outcome.swept = try sweep(batch.zoneID, generation: batch.generation, runID: batch.runID, on: c)
+            outcome.swept = try sweep(batch.zoneID, schema: schema, generation: batch.generation, runID: batch.runID, on: c)
         }
         try moveCheckpoint(past: batch, on: c)
         try addToRun(outcome, on: c)
-        return outcome
+        return (outcome, schema, changes)
     }
 
     /// The entries by table (records of unmapped types skipped or rejected), the deletions, and
-    /// the errors the server reported for records.
-    private func sort(_ batch: ChangeBatch) -> SortedBatch {
+    /// the errors the server reported for records. When the schema evolves, a record type
+    /// without a table is thrown as growth instead.
+    private func sort(_ batch: ChangeBatch, in schema: PostgresSchema) throws -> SortedBatch {
         let entries = batch.entries
         var sorted = SortedBatch(tables: Array(repeating: SortedBatch.TableRows(), count: schema.tables.count))
+        var growth = SchemaGrowth(zoneName: batch.zoneID.zoneName)
         for (i, entry) in entries.enumerated() {
             switch entry {
             case .record(let record):
                 guard let t = schema.table(forRecordType: record.recordType) else {
-                    if settings.unknownRecordTypes == .skip {
+                    if settings.skippedRecordTypes.contains(record.recordType) {
+                        sorted.skipped += 1
+                    } else if settings.evolves && !record.recordType.isEmpty && !record.recordType.containsNUL {
+                        growth.add(record)
+                    } else if settings.unknownRecordTypes == .skip {
                         sorted.skipped += 1
                     } else {
                         sorted.rejects.append(
@@ -139,6 +183,7 @@ extension PostgresDestination {
                         error: "the server reported \(error.serverErrorCode) for this record: \(error.reason ?? "no reason given")"))
             }
         }
+        if !growth.isEmpty { throw growth }
         return sorted
     }
 
@@ -147,8 +192,8 @@ extension PostgresDestination {
     /// when the batch has deletions, which entries were applied; a record that does not fit is a
     /// reject, or fails the batch with `onBadRecord: fail`.
     private func copyUpserts(
-        of batch: ChangeBatch, sorted: inout SortedBatch, direct: [Bool], session: Session, outcome: inout BatchOutcome,
-        on c: Connection
+        of batch: ChangeBatch, sorted: inout SortedBatch, schema: PostgresSchema, direct: [Bool], session: Session,
+        outcome: inout BatchOutcome, on c: Connection
     ) throws -> [Bool] {
         let zone = batch.zoneID
         let entries = batch.entries
@@ -156,7 +201,7 @@ extension PostgresDestination {
         for (t, table) in schema.tables.enumerated() where !sorted.tables[t].positions.isEmpty {
             let rows = sorted.tables[t]
             if direct[t] {
-                if rows.repeatsARecord { throw DirectCopyConflict(table: t) }
+                if rows.repeatsARecord { throw DirectCopyConflict(table: table.mapping.table) }
                 session.encoders[t].beginDirectRows(zone: zone, runID: batch.runID, generation: batch.generation)
             } else {
                 session.encoders[t].beginStagingRows()
@@ -183,7 +228,16 @@ extension PostgresDestination {
                 }
             } catch let error as PostgresError where direct[t] && error.sqlState == "23505" {
                 // > unique_violation: 23505
-                throw DirectCopyConflict(table: t)
+                throw DirectCopyConflict(table: table.mapping.table)
+            }
+            // Fields without a column, met while encoding: the batch is applied again once
+            // they have columns (and nothing of this try is kept).
+            if !session.encoders[t].newFields.isEmpty {
+                var growth = SchemaGrowth(zoneName: zone.zoneName)
+                for field in session.encoders[t].newFields {
+                    growth.add(field: field.name, typeTag: field.typeTag, of: table.mapping.recordType)
+                }
+                throw growth
             }
             if !direct[t] {
                 try c.query(
@@ -196,7 +250,9 @@ extension PostgresDestination {
 
     /// Deletions: only a record's last change in the batch, if it is a deletion, touches its row;
     /// every deletion is logged as a tombstone.
-    private func applyDeletions(_ deletions: inout [Deletion], of batch: ChangeBatch, applied: [Bool], on c: Connection) throws {
+    private func applyDeletions(
+        _ deletions: inout [Deletion], of batch: ChangeBatch, schema: PostgresSchema, applied: [Bool], on c: Connection
+    ) throws {
         let owner = batch.zoneID.ownerRecordName
         let zoneName = batch.zoneID.zoneName
         let run = String(batch.runID)
@@ -302,7 +358,7 @@ extension PostgresDestination {
 
     /// Mark-and-sweep: after a refetch from a nil token, rows the refetch did not touch (an older
     /// generation) are gone from the source.
-    private func sweep(_ zone: ZoneID, generation: Int, runID: Int64, on c: Connection) throws -> Int {
+    private func sweep(_ zone: ZoneID, schema: PostgresSchema, generation: Int, runID: Int64, on c: Connection) throws -> Int {
         var swept = 0
         for table in schema.tables {
             let change =

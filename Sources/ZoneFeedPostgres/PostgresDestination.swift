@@ -11,7 +11,11 @@ import ZoneFeed
 /// (its session holds the zone's advisory lock), one of up to `parallelZones`, opened when first
 /// needed; a session may hold several zones. The session locks vanish if the process dies.
 public final class PostgresDestination: Destination, @unchecked Sendable {
-    public let schema: PostgresSchema
+    /// The tables as this process last knew them: the pipeline's mapping, grown by the
+    /// recorded schema changes when the schema evolves.
+    public var schema: PostgresSchema { lock.withLock { _schema } }
+    /// The pipeline's own mapping, before any change.
+    let mappedSchema: PostgresSchema
     let pipelineName: String
     let settings: PostgresSettings
     let conninfo: String
@@ -22,6 +26,13 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
         let queue: DispatchQueue
         var connection: Connection?
         var encoders: [RowEncoder] = []
+        /// The version of the schema its staging tables and encoders were made for; nil when
+        /// unknown (a transaction that remade them was rolled back).
+        var schemaVersion: Int64?
+        /// How many staging tables it may have made, to drop when they are made again.
+        var stagingTableCount = 0
+        /// Its staging tables were remade in the transaction still open.
+        var remadeInTransaction = false
 
         init(index: Int) {
             queue = DispatchQueue(label: "zonefeed.postgres.\(index)")
@@ -35,16 +46,17 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
     private var sessionOfZone: [ZoneID: Int] = [:]
     private var zoneState: [ZoneID: ZoneState] = [:]
     private var _runID: Int64 = 0
+    private var _schema: PostgresSchema
 
     /// What this run knows of a zone it applies.
     struct ZoneState {
         /// The `pending_seq` this run read with the checkpoint: the zone's last batch clears
         /// `pending` only if no database-feed notice came in since.
         var seenPendingSeq: String?
-        /// Per table: whether batches are copied straight into the table. True while the zone
-        /// had no rows in the table when this run first applied it and no copy has met a row
-        /// already there; a merge through the staging table otherwise.
-        var copiesDirectly: [Bool]?
+        /// Per table name: whether batches are copied straight into the table. True while the
+        /// zone had no rows in the table when this run first applied it and no copy has met a
+        /// row already there; a merge through the staging table otherwise.
+        var copiesDirectly: [String: Bool] = [:]
     }
 
     /// The destination of a pipeline whose destination is PostgreSQL; throws when it is another.
@@ -55,7 +67,8 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
     public init(pipelineName: String, settings: PostgresSettings, conninfo: String, logger: Logger) {
         self.pipelineName = pipelineName
         self.settings = settings
-        self.schema = PostgresSchema(pipelineName: pipelineName, settings: settings)
+        mappedSchema = PostgresSchema(pipelineName: pipelineName, settings: settings)
+        _schema = mappedSchema
         self.conninfo = conninfo
         self.logger = logger
         sessions = (0..<max(1, settings.parallelZones)).map(Session.init)
@@ -148,15 +161,32 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
 
     /// A session's own staging tables and encoders, for applying batches.
     private func prepareForBatches(_ session: Session) throws {
-        guard let c = session.connection, session.encoders.isEmpty else { return }
+        guard let c = session.connection, session.schemaVersion == nil else { return }
+        try ready(session, for: schema, on: c)
+        session.remadeInTransaction = false
+    }
+
+    /// Makes `session`'s staging tables and encoders fit `schema`, unless they do. Inside a
+    /// transaction, the tables made come and go with it (`remadeInTransaction` says so).
+    func ready(_ session: Session, for schema: PostgresSchema, on c: Connection) throws {
+        guard session.schemaVersion != schema.version || session.encoders.count != schema.tables.count else { return }
+        for i in 0..<session.stagingTableCount { try c.execute("DROP TABLE IF EXISTS zf_stage_\(i)") }
         for statement in schema.stagingDDL { try c.execute(statement) }
         session.encoders = schema.tables.map {
-            RowEncoder(mapping: $0.mapping, keepUnmapped: self.settings.unmappedFields == .keep)
+            RowEncoder(mapping: $0.mapping, keepUnmapped: self.settings.unmappedFields == .keep, evolving: self.settings.evolves)
         }
+        session.schemaVersion = schema.version
+        session.stagingTableCount = max(session.stagingTableCount, schema.tables.count)
+        session.remadeInTransaction = true
+    }
+
+    /// Makes `schema` the one later batches start from, unless a newer one is known already.
+    func publish(_ schema: PostgresSchema) {
+        lock.withLock { if schema.version > _schema.version { _schema = schema } }
     }
 
     public func prepare() async throws {
-        let schema = self.schema
+        let schema = mappedSchema
         let session = sessions[0]
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             session.queue.async {
@@ -176,6 +206,8 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
                                     throw error.withContext("creating the destination tables in schema \(schema.schema)")
                                 }
                             }
+                            // The tables as earlier runs grew them.
+                            if self.settings.evolves { self.publish(try self.loadSchema(on: c)) }
                         }
                         try self.prepareForBatches(session)
                     })
@@ -426,7 +458,7 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
         let purge = deletion.reason == .purged
         let reason = purge ? "zone_purged" : "zone_deleted"
         var outcome = BatchOutcome()
-        for table in schema.tables {
+        for table in try refreshed(schema, on: c).tables {
             // Only rows that were live are logged: a tombstoned row's deletion was logged already.
             let change =
                 purge || settings.deletes == .hard

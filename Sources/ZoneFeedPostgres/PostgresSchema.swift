@@ -9,6 +9,8 @@ public struct PostgresSchema: Sendable {
     public let settings: PostgresSettings
     public let schema: String
     public let tables: [Table]
+    /// The id of the last `SchemaChange` replayed into it; 0 for the pipeline's own mapping.
+    public internal(set) var version: Int64 = 0
 
     public struct Table: Sendable {
         public let mapping: RecordTypeMapping
@@ -69,6 +71,7 @@ public struct PostgresSchema: Sendable {
     var runs: String { meta("zonefeed_runs") }
     var tombstones: String { meta("zonefeed_tombstones") }
     var rejects: String { meta("zonefeed_rejects") }
+    var schemaChanges: String { meta("zonefeed_schema_changes") }
 
     /// What the schema already holds, as far as `ddl(given:)` needs to know.
     struct Catalog {
@@ -176,49 +179,73 @@ public struct PostgresSchema: Sendable {
                 run_id bigint NOT NULL
             )
             """)
+        statements.append(
+            """
+            CREATE TABLE IF NOT EXISTS \(schemaChanges) (
+                id bigserial PRIMARY KEY,
+                pipeline text NOT NULL,
+                changed_at timestamptz NOT NULL DEFAULT now(),
+                run_id bigint NOT NULL,
+                change text NOT NULL CHECK (change IN ('table_created', 'column_added')),
+                record_type text NOT NULL,
+                table_name text NOT NULL,
+                field text,
+                column_name text,
+                column_type text,
+                why text NOT NULL
+            )
+            """)
         for table in tables {
-            var columns = [
-                "zone_owner text NOT NULL", "zone_name text NOT NULL", "record_name text NOT NULL",
-                "record_type text NOT NULL", "change_tag text", "created_at timestamptz", "modified_at timestamptz",
-                "created_by text", "modified_by text", "deleted_at timestamptz", "synced_at timestamptz NOT NULL DEFAULT now()",
-                "run_id bigint NOT NULL", "generation integer NOT NULL",
-            ]
-            columns += table.mapping.fields.map { "\(quoteIdentifier($0.column)) \($0.type.rawValue)" }
-            columns.append("fields jsonb")
-            columns.append("PRIMARY KEY (zone_owner, zone_name, record_name)")
-            statements.append("CREATE TABLE IF NOT EXISTS \(table.qualifiedName) (\n    " + columns.joined(separator: ",\n    ") + "\n)")
-            // What the table already has: unknown without a catalog (every statement is then
-            // listed); everything when the statement above has just made it.
-            let name = table.mapping.table
-            var known: (columns: Set<String>, syncedAtDefault: Bool)?
-            if let catalog {
-                known =
-                    catalog.columns[name].map { ($0, catalog.defaults[name]?.contains("synced_at") == true) }
-                    ?? (Set(table.mapping.fields.map(\.column)), true)
-            }
-            // Rows copied straight into the table take synced_at from its default (tables made
-            // before it had one get it here).
-            if known?.syncedAtDefault != true {
-                statements.append("ALTER TABLE \(table.qualifiedName) ALTER COLUMN synced_at SET DEFAULT now()")
-            }
-            // A mapping that gained a field since the table was made gets its column added, and
-            // the view (whose * was expanded when it was made) is made again to show it.
-            var added = false
-            for field in table.mapping.fields where known?.columns.contains(field.column) != true {
-                statements.append("ALTER TABLE \(table.qualifiedName) ADD COLUMN IF NOT EXISTS \(quoteIdentifier(field.column)) \(field.type.rawValue)")
-                added = true
-            }
-            if added || catalog?.columns[name + "_live"] == nil {
-                statements.append("CREATE OR REPLACE VIEW \(table.liveViewName) AS SELECT * FROM \(table.qualifiedName) WHERE deleted_at IS NULL")
-            }
-            // Indexes asked for (a schema file's QUERYABLE and SORTABLE fields), made when missing.
-            for field in table.mapping.fields where field.indexed && field.type.isIndexable {
-                let index = Self.indexName(table: name, column: field.column)
-                if catalog?.columns[index] == nil {
-                    statements.append(
-                        "CREATE INDEX IF NOT EXISTS \(quoteIdentifier(index)) ON \(table.qualifiedName) USING \(field.type.indexMethod) (\(quoteIdentifier(field.column)))"
-                    )
-                }
+            statements += tableDDL(table, given: catalog)
+        }
+        return statements
+    }
+
+    /// A record type's table, its view and its indexes: what `catalog` lacks of them (everything
+    /// without a catalog).
+    func tableDDL(_ table: Table, given catalog: Catalog?) -> [String] {
+        var statements: [String] = []
+        var columns = [
+            "zone_owner text NOT NULL", "zone_name text NOT NULL", "record_name text NOT NULL",
+            "record_type text NOT NULL", "change_tag text", "created_at timestamptz", "modified_at timestamptz",
+            "created_by text", "modified_by text", "deleted_at timestamptz", "synced_at timestamptz NOT NULL DEFAULT now()",
+            "run_id bigint NOT NULL", "generation integer NOT NULL",
+        ]
+        columns += table.mapping.fields.map { "\(quoteIdentifier($0.column)) \($0.type.rawValue)" }
+        columns.append("fields jsonb")
+        columns.append("PRIMARY KEY (zone_owner, zone_name, record_name)")
+        statements.append("CREATE TABLE IF NOT EXISTS \(table.qualifiedName) (\n    " + columns.joined(separator: ",\n    ") + "\n)")
+        // What the table already has: unknown without a catalog (every statement is then
+        // listed); everything when the statement above has just made it.
+        let name = table.mapping.table
+        var known: (columns: Set<String>, syncedAtDefault: Bool)?
+        if let catalog {
+            known =
+                catalog.columns[name].map { ($0, catalog.defaults[name]?.contains("synced_at") == true) }
+                ?? (Set(table.mapping.fields.map(\.column)), true)
+        }
+        // Rows copied straight into the table take synced_at from its default (tables made
+        // before it had one get it here).
+        if known?.syncedAtDefault != true {
+            statements.append("ALTER TABLE \(table.qualifiedName) ALTER COLUMN synced_at SET DEFAULT now()")
+        }
+        // A mapping that gained a field since the table was made gets its column added, and
+        // the view (whose * was expanded when it was made) is made again to show it.
+        var added = false
+        for field in table.mapping.fields where known?.columns.contains(field.column) != true {
+            statements.append("ALTER TABLE \(table.qualifiedName) ADD COLUMN IF NOT EXISTS \(quoteIdentifier(field.column)) \(field.type.rawValue)")
+            added = true
+        }
+        if added || catalog?.columns[name + "_live"] == nil {
+            statements.append("CREATE OR REPLACE VIEW \(table.liveViewName) AS SELECT * FROM \(table.qualifiedName) WHERE deleted_at IS NULL")
+        }
+        // Indexes asked for (a schema file's QUERYABLE and SORTABLE fields), made when missing.
+        for field in table.mapping.fields where field.indexed && field.type.isIndexable {
+            let index = Self.indexName(table: name, column: field.column)
+            if catalog?.columns[index] == nil {
+                statements.append(
+                    "CREATE INDEX IF NOT EXISTS \(quoteIdentifier(index)) ON \(table.qualifiedName) USING \(field.type.indexMethod) (\(quoteIdentifier(field.column)))"
+                )
             }
         }
         return statements

@@ -2,7 +2,7 @@ import LibPQ
 import ZoneFeed
 
 extension PostgresSettings: DestinationConfiguration {
-    public static let topLevelKeys = ["recordTypes", "unmappedFields", "unknownRecordTypes", "onBadRecord"]
+    public static let topLevelKeys = ["recordTypes", "schemaEvolution", "unmappedFields", "unknownRecordTypes", "onBadRecord"]
 
     public static func read(_ top: PipelineSection, pipelineName: String?, from file: PipelineFileReader) -> PostgresSettings? {
         let reader = PostgresSettingsReader(file: file)
@@ -11,8 +11,20 @@ extension PostgresSettings: DestinationConfiguration {
         let unmappedFields = file.choice(UnmappedFields.self, "unmappedFields", in: top)
         let unknownRecordTypes = file.choice(UnknownRecordTypes.self, "unknownRecordTypes", in: top)
         let onBadRecord = file.choice(OnBadRecord.self, "onBadRecord", in: top)
+        let evolution = file.choice(SchemaEvolution.self, "schemaEvolution", in: top)
         guard var settings = destination, let recordTypes else { return nil }
-        (settings.recordTypes, settings.schemaFile) = recordTypes
+        if recordTypes.auto && evolution == .freeze {
+            file.report(
+                "recordTypes: auto makes a table for each record type as it appears, which schemaEvolution: freeze forbids: "
+                    + "remove schemaEvolution, or map the record types", at: top["schemaEvolution"]!.valuePosition)
+            return nil
+        }
+        settings.recordTypes = recordTypes.mappings
+        settings.schemaFile = recordTypes.schemaFile
+        settings.autoRecordTypes = recordTypes.auto
+        settings.stripsCoreDataPrefix = recordTypes.stripsCoreDataPrefix
+        settings.skippedRecordTypes = recordTypes.skipped
+        settings.schemaEvolution = evolution ?? defaultSchemaEvolution(schemaFile: recordTypes.schemaFile, auto: recordTypes.auto)
         if let unmappedFields { settings.unmappedFields = unmappedFields }
         if let unknownRecordTypes { settings.unknownRecordTypes = unknownRecordTypes }
         if let onBadRecord { settings.onBadRecord = onBadRecord }

@@ -16,6 +16,15 @@ public struct PostgresSettings: Sendable {
     /// The CloudKit schema file `recordTypes` were derived from, as resolved; nil when they were
     /// written out.
     public var schemaFile: String?
+    /// `recordTypes: auto`: no mapping; a table per record type as it first appears.
+    public var autoRecordTypes = false
+    /// Whether fields and record types the mapping lacks become columns and tables as they
+    /// appear (`evolve`) or go to the `fields` column and `unknownRecordTypes` (`freeze`).
+    public var schemaEvolution: SchemaEvolution = .freeze
+    /// How names are made for what evolution adds: a schema file's `stripCoreDataPrefix`.
+    public var stripsCoreDataPrefix = false
+    /// Record types that never get a table, even when evolving (a schema file's `skip`).
+    public var skippedRecordTypes: Set<String> = []
     public var unmappedFields: UnmappedFields
     public var unknownRecordTypes: UnknownRecordTypes
     public var onBadRecord: OnBadRecord
@@ -28,6 +37,15 @@ public struct PostgresSettings: Sendable {
     public enum UnmappedFields: String, Sendable, CaseIterable { case keep, drop }
     public enum UnknownRecordTypes: String, Sendable, CaseIterable { case skip, reject }
     public enum OnBadRecord: String, Sendable, CaseIterable { case reject, fail }
+    public enum SchemaEvolution: String, Sendable, CaseIterable { case evolve, freeze }
+
+    /// `evolve` when the tables come from a schema file or from the records themselves (such
+    /// schemas only grow, and so must their tables); `freeze` when every column is written out.
+    public static func defaultSchemaEvolution(schemaFile: String?, auto: Bool) -> SchemaEvolution {
+        schemaFile != nil || auto ? .evolve : .freeze
+    }
+
+    public var evolves: Bool { schemaEvolution == .evolve }
 
     public var isEmbedded: Bool { url.value == "embedded" }
 

@@ -1,13 +1,30 @@
 import ZoneFeed
 
+/// What `recordTypes` says: written-out mappings, a schema file's, or `auto`.
+struct RecordTypesSetting {
+    var mappings: [RecordTypeMapping] = []
+    var schemaFile: String?
+    var auto = false
+    var stripsCoreDataPrefix = false
+    var skipped: Set<String> = []
+}
+
 extension PostgresSettingsReader {
-    /// The mappings, and the schema file they come from when they do.
-    func readRecordTypes(in top: PipelineSection) -> (mappings: [RecordTypeMapping], schemaFile: String?)? {
-        guard let entry = top["recordTypes"], !file.isNull(entry.value) else { return ([], nil) }
+    func readRecordTypes(in top: PipelineSection) -> RecordTypesSetting? {
+        guard let entry = top["recordTypes"], !file.isNull(entry.value) else { return RecordTypesSetting() }
         if file.isMapping(entry.value, withKey: "schemaFile") {
             return readSchemaFileMapping(entry)
         }
-        return readExplicitRecordTypes(entry).map { ($0, nil) }
+        if case .scalar = entry.value {
+            let expected = "auto, a mapping of record type names to tables, or { schemaFile: ... }"
+            guard let value = file.scalarValue(entry.value, path: "recordTypes", expected: expected) else { return nil }
+            guard value.text == "auto" else {
+                file.report("recordTypes must be \(expected), not '\(value.text)'", at: value.position)
+                return nil
+            }
+            return RecordTypesSetting(auto: true)
+        }
+        return readExplicitRecordTypes(entry).map { RecordTypesSetting(mappings: $0) }
     }
 
     func readExplicitRecordTypes(_ entry: PipelineEntry) -> [RecordTypeMapping]? {

@@ -6,7 +6,7 @@ extension PostgresSettingsReader {
     /// `recordTypes: { schemaFile: …, stripCoreDataPrefix, indexes, skip, override }` (see
     /// `SchemaFileMapping`). A schema file that does not parse is reported at its own line and
     /// column; an override that names a record type or field the file lacks, at the override.
-    func readSchemaFileMapping(_ entry: PipelineEntry) -> (mappings: [RecordTypeMapping], schemaFile: String?)? {
+    func readSchemaFileMapping(_ entry: PipelineEntry) -> RecordTypesSetting? {
         let allowed = ["schemaFile", "stripCoreDataPrefix", "indexes", "skip", "override"]
         guard let section = file.section(entry.value, path: "recordTypes", position: entry.keyPosition, allowed: allowed) else { return nil }
         let reported = file.diagnostics.count
@@ -27,7 +27,8 @@ extension PostgresSettingsReader {
             options.overrides = readOverrides(overrides, schema: schema, schemaPath: path.text, options: options)
         }
         guard file.diagnostics.count == reported else { return nil }
-        return (options.mappings(from: schema), resolved)
+        return RecordTypesSetting(
+            mappings: options.mappings(from: schema), schemaFile: resolved, stripsCoreDataPrefix: options.stripCoreDataPrefix, skipped: options.skip)
     }
 
     /// The schema file, relative to the pipeline file's folder unless absolute.

@@ -8,6 +8,8 @@ public struct RecordTypeMapping: Sendable {
     public var renamedTable: IdentifierNames.Renamed?
     /// The columns whose names are not the plain snake_case of their fields, and why.
     public var renamed: [IdentifierNames.Renamed] = []
+    /// Fields kept out of columns even when the schema evolves (a schema file's `omit`).
+    public var omittedFields: Set<String> = []
 
     public init(recordType: String, table: String, fields: [FieldMapping] = []) {
         self.recordType = recordType

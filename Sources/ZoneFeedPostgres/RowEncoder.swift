@@ -15,6 +15,11 @@ public struct RowEncoder {
     /// The mapping's index of each mapped field.
     let columnOf: [String: Int]
     let keepUnmapped: Bool
+    /// Whether fields without a column are noted in `newFields` (`schemaEvolution: evolve`).
+    let evolving: Bool
+    /// The fields met since the rows were begun that have no column and are not left out
+    /// on purpose, with their first values' type tags, when evolving.
+    public private(set) var newFields: [(name: String, typeTag: String)] = []
     /// Per row, reused: the mapped fields' values in column order, and the unmapped fields.
     private var columnValues: [FieldValue?]
     private var unmapped: [(String, FieldValue)] = []
@@ -25,9 +30,10 @@ public struct RowEncoder {
     private var directPrefix: [UInt8]?
     private var fieldCount: Int
 
-    public init(mapping: RecordTypeMapping, keepUnmapped: Bool) {
+    public init(mapping: RecordTypeMapping, keepUnmapped: Bool, evolving: Bool = false) {
         self.mapping = mapping
         self.keepUnmapped = keepUnmapped
+        self.evolving = evolving
         var columnOf: [String: Int] = [:]
         for (i, field) in mapping.fields.enumerated() { columnOf[field.field] = i }
         self.columnOf = columnOf
@@ -62,6 +68,7 @@ public struct RowEncoder {
     mutating func reset() {
         buffer.reset()
         rowCount = 0
+        newFields.removeAll()
     }
 
     /// The bytes encoded and not yet sent.
@@ -120,8 +127,11 @@ public struct RowEncoder {
         for (name, value) in record.fields {
             if let column = columnOf[name] {
                 columnValues[column] = value
-            } else if keepUnmapped {
-                unmapped.append((name, value))
+            } else {
+                if evolving, !mapping.omittedFields.contains(name), !newFields.contains(where: { $0.name == name }) {
+                    newFields.append((name, value.typeTag))
+                }
+                if keepUnmapped { unmapped.append((name, value)) }
             }
         }
         for (i, field) in mapping.fields.enumerated() {

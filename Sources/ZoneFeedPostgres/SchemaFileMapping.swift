@@ -91,6 +91,7 @@ public struct SchemaFileMapping: Sendable {
             var mapping = RecordTypeMapping(recordType: recordType.name, table: override.table ?? tables[recordType.name]!, fields: mapped)
             mapping.renamedTable = renamedTables.first { $0.cloudKitName == recordType.name }
             mapping.renamed = renamed
+            mapping.omittedFields = Set(override.fields.filter { $0.value == .omit }.keys)
             return mapping
         }
     }

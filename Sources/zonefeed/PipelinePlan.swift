@@ -86,7 +86,10 @@ struct PipelinePlan: CustomStringConvertible {
             destination.parallelZones == 1 ? "1 zone at a time" : "up to \(destination.parallelZones) zones at once, each on its own connection")
 
         out.append("")
-        if recordTypes.isEmpty {
+        if destination.autoRecordTypes {
+            out.append("record types: auto (a table for each record type as it first appears, a column for each field as it first appears,")
+            out.append("  typed by its first value's CloudKit type; the names given are recorded in \(destination.schema).zonefeed_schema_changes)")
+        } else if recordTypes.isEmpty {
             let fate = unknownRecordTypes == .skip ? "every record is skipped" : "every record goes to zonefeed_rejects"
             out.append("record types: none mapped (so \(fate): unknownRecordTypes is \(unknownRecordTypes.rawValue))")
         } else {
@@ -119,11 +122,24 @@ struct PipelinePlan: CustomStringConvertible {
 
         out.append("")
         out.append("policies:")
+        switch destination.schemaEvolution {
+        case .evolve:
+            row("schemaEvolution", "evolve (a new field becomes a column, a new record type a table, in the batch that brings it)")
+            if !destination.skippedRecordTypes.isEmpty {
+                row("", "never a table: \(destination.skippedRecordTypes.sorted().joined(separator: ", ")) (skipped)")
+            }
+            let omitted = recordTypes.filter { !$0.omittedFields.isEmpty }
+            for mapping in omitted {
+                row("", "never a column: \(mapping.omittedFields.sorted().map { "\(mapping.recordType).\($0)" }.joined(separator: ", ")) (omitted)")
+            }
+        case .freeze: row("schemaEvolution", "freeze (the tables keep their columns; other fields go to the fields column)")
+        }
         switch unmappedFields {
-        case .keep: row("unmappedFields", "keep (in the fields jsonb column)")
+        case .keep: row("unmappedFields", destination.evolves ? "keep (omitted fields in the fields jsonb column)" : "keep (in the fields jsonb column)")
         case .drop: row("unmappedFields", "drop")
         }
         switch unknownRecordTypes {
+        case _ where destination.evolves: row("unknownRecordTypes", "\(unknownRecordTypes.rawValue) (unused: every record type gets a table)")
         case .skip: row("unknownRecordTypes", "skip (records of other types are not written)")
         case .reject: row("unknownRecordTypes", "reject (records of other types go to zonefeed_rejects)")
         }

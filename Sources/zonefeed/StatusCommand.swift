@@ -8,7 +8,7 @@ import ZoneFeedPostgres
 struct StatusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
-        abstract: "Show the checkpoints (zone, token, generation, counts) and the last runs.")
+        abstract: "Show the checkpoints (zone, token, generation, counts), the last runs and the last changes of shape.")
 
     @OptionGroup var options: PipelineOptions
 
@@ -48,6 +48,18 @@ struct StatusCommand: AsyncParsableCommand {
             ])
         }
         print(Self.table(runs))
+        guard !status.shapeChanges.isEmpty else { return }
+        print("")
+        print("changes of shape (schemaEvolution: evolve), the last \(status.shapeChanges.count), newest first:")
+        var changes = [["changed", "run", "change", "table", "column", "type", "why"]]
+        for s in status.shapeChanges {
+            let c = s.change
+            changes.append([
+                s.changedAt, String(s.runID), c.kind == .tableCreated ? "table created" : "column added", c.table, c.column ?? "",
+                c.columnType?.rawValue ?? "", c.why,
+            ])
+        }
+        print(Self.table(changes))
     }
 
     static func table(_ rows: [[String]]) -> String {

@@ -20,14 +20,12 @@ public struct DestinationSnapshot {
     public var rejects: [(recordName: String?, error: String, raw: String?)] = []
     public var runStatuses: [String] = []
 
-    public static let tables = ["Note": "notes", "Folder": "folders", "Tag": "tags"]
-
     public static func read(_ p: FakePipeline) throws -> DestinationSnapshot {
         try Connection.withConnection(p.url) { c in
             var snapshot = DestinationSnapshot()
             let schema = quoteIdentifier(p.schema)
             for type in p.mappedTypes {
-                let table = tables[type]!
+                let table = p.tables[type]!
                 for r in try c.query("SELECT zone_name, record_name, record_type, change_tag, deleted_at IS NOT NULL FROM \(schema).\(table)").rows {
                     snapshot.rows[ExpectedState.Key(zoneName: r[0]!, recordName: r[1]!)] = Row(recordType: r[2]!, changeTag: r[3], deleted: r[4] == "t")
                 }
@@ -67,7 +65,11 @@ public struct DestinationSnapshot {
 
 /// Compares every mapped column of the Note table with the values the generator produced.
 public enum NoteColumns {
-    public static func differences(_ p: FakePipeline, expected: ExpectedState, limit: Int = 10) throws -> [String] {
+    /// `everyField`: every field has a column of its own (`recordTypes: auto`), so `fields`
+    /// holds nothing and `secret` and `trail` have columns too.
+    public static func differences(
+        _ p: FakePipeline, expected: ExpectedState, related: String = "related_notes", everyField: Bool = false, limit: Int = 10
+    ) throws -> [String] {
         try Connection.withConnection(p.url) { c in
             let rows = try c.query(
                 """
@@ -77,10 +79,10 @@ public enum NoteColumns {
                        array_to_json(tags)::text, array_to_json(counts)::text, array_to_json(scores)::text,
                        (SELECT json_agg((extract(epoch FROM x) * 1000)::bigint ORDER BY o) FROM unnest(reminders) WITH ORDINALITY AS u(x, o))::text,
                        (SELECT json_agg(replace(encode(x, 'base64'), E'\\n', '') ORDER BY o) FROM unnest(chunks) WITH ORDINALITY AS u(x, o))::text,
-                       array_to_json(related_notes)::text, fields::text,
+                       array_to_json(\(related))::text, fields::text,
                        (extract(epoch FROM created_at) * 1000)::bigint::text, (extract(epoch FROM modified_at) * 1000)::bigint::text,
-                       created_by, modified_by
-                FROM \(quoteIdentifier(p.schema)).notes
+                       created_by, modified_by\(everyField ? ", replace(encode(secret, 'base64'), E'\\n', ''), trail::text" : "")
+                FROM \(quoteIdentifier(p.schema)).\(quoteIdentifier(p.tables["Note"]!))
                 """
             ).rows
             var out: [String] = []
@@ -112,10 +114,15 @@ public enum NoteColumns {
                             guard case .list(_, let items) = v else { return .null }
                             return .array(items.map { .string(referenceName($0) ?? "") })
                         }))
-                let mapped: Set = [
+                var mapped: Set = [
                     "title", "body", "wordCount", "rating", "editedAt", "thumbnail", "folder", "attachment", "place",
                     "tags", "counts", "scores", "reminders", "chunks", "related",
                 ]
+                if everyField {
+                    mapped.formUnion(["secret", "trail"])
+                    check("secret", r[22] == f["secret"].flatMap(encryptedBytes))
+                    check("trail", sameJSON(r[23], f["trail"]?.json))
+                }
                 let unmapped = JSONValue.object(f.filter { !mapped.contains($0.key) }.mapValues { .object(["type": .string($0.typeTag), "value": $0.json]) })
                 check("fields", sameJSON(r[17], unmapped))
                 check("created_at", r[18].flatMap { Int64($0) } == record.created?.timestamp)
@@ -124,7 +131,7 @@ public enum NoteColumns {
                 check("modified_by", r[21] == record.modified?.userRecordName)
                 if !problems.isEmpty { out.append("\(key.recordName): \(problems.joined(separator: ", ")) differ") }
             }
-            if rows.isEmpty { out.append("the notes table is empty") }
+            if rows.isEmpty { out.append("the \(p.tables["Note"]!) table is empty") }
             return Array(out.prefix(limit))
         }
     }
@@ -139,6 +146,10 @@ public enum NoteColumns {
     }
     static func timestamp(_ v: FieldValue) -> Int64? {
         if case .timestamp(let i) = v { return i }
+        return nil
+    }
+    static func encryptedBytes(_ v: FieldValue) -> String? {
+        if case .encryptedBytes(let b) = v { return b }
         return nil
     }
     static func bytes(_ v: FieldValue) -> String? {

@@ -36,6 +36,8 @@ public struct FakePipeline: Sendable {
     /// The whole `recordTypes:` section, written out (a schema file's, say); nil makes it from
     /// `mappedTypes`.
     public var recordTypesSection: String?
+    /// Each record type's table, as the tests read them back.
+    public var tables = ["Note": "notes", "Folder": "folders", "Tag": "tags"]
     /// More top-level sections, appended to the file as written (such as `watch:`).
     public var moreSections = ""
 

@@ -135,6 +135,27 @@ private let fakeHeader = """
     #expect(try parse(fakeHeader + "recordTypes: {}\n").postgresSettings().recordTypes.isEmpty)
 }
 
+@Test func schemaEvolutionDefaultsToEvolveForAutoAndFreezeForAWrittenOutMapping() throws {
+    let auto = try parse(fakeHeader + "recordTypes: auto\n").postgresSettings()
+    #expect(auto.autoRecordTypes && auto.schemaEvolution == .evolve && auto.recordTypes.isEmpty)
+    let written = try parse(fakeHeader + "recordTypes:\n  Note: { table: notes }\n").postgresSettings()
+    #expect(!written.autoRecordTypes && written.schemaEvolution == .freeze)
+    let evolving = try parse(fakeHeader + "recordTypes:\n  Note: { table: notes }\nschemaEvolution: evolve\n").postgresSettings()
+    #expect(evolving.schemaEvolution == .evolve && evolving.recordTypes.map(\.table) == ["notes"])
+    #expect(
+        problems(fakeHeader + "recordTypes: auto\nschemaEvolution: freeze\n") == [
+            "notes.yml:7:18: recordTypes: auto makes a table for each record type as it appears, which schemaEvolution: freeze forbids: remove schemaEvolution, or map the record types"
+        ])
+    #expect(
+        problems(fakeHeader + "recordTypes: automatic\n") == [
+            "notes.yml:6:14: recordTypes must be auto, a mapping of record type names to tables, or { schemaFile: ... }, not 'automatic'"
+        ])
+    #expect(
+        problems(fakeHeader + "recordTypes: auto\nschemaEvolution: grow\n") == [
+            "notes.yml:7:18: unknown value 'grow' for schemaEvolution (expected evolve or freeze)"
+        ])
+}
+
 @Test func explicitZoneListAndRequestSettingsAreRead() throws {
     let pipeline = try parse(
         """
@@ -243,7 +264,7 @@ private let fakeHeader = """
 @Test func unknownKeyWithNothingCloseListsTheAllowedKeys() {
     #expect(
         problems(fakeHeader + "colour: blue\n") == [
-            "notes.yml:6:1: unknown key 'colour' at the top level (expected pipeline, source, destination, recordTypes, unmappedFields, unknownRecordTypes, onBadRecord, metrics or watch)"
+            "notes.yml:6:1: unknown key 'colour' at the top level (expected pipeline, source, destination, recordTypes, schemaEvolution, unmappedFields, unknownRecordTypes, onBadRecord, metrics or watch)"
         ]
     )
 }

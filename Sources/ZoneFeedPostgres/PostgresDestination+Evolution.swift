@@ -1,0 +1,106 @@
+import LibPQ
+import Logging
+import ZoneFeed
+
+/// `schemaEvolution: evolve`: the tables grow as records bring record types and fields the
+/// mapping lacks, in the transaction of the batch that brought them, and every change is
+/// recorded in `zonefeed_schema_changes`, which is also where its names are read back from.
+extension PostgresDestination {
+    /// The pipeline's recorded changes, oldest first.
+    func recordedChanges(on c: Connection) throws -> [SchemaChange] {
+        try c.query(
+            """
+            SELECT id, change, record_type, table_name, field, column_name, column_type, why
+            FROM \(mappedSchema.schemaChanges) WHERE pipeline = $1 ORDER BY id
+            """, [pipelineName]
+        ).rows.compactMap { row in
+            guard let kind = SchemaChange.Kind(rawValue: try row.decode(1)) else { return nil }
+            var change = SchemaChange(
+                kind: kind, recordType: try row.decode(2), table: try row.decode(3), field: try row.decode(4), column: try row.decode(5),
+                columnType: try row.decode(6, as: String?.self).flatMap(ColumnType.init(name:)), why: try row.decode(7))
+            change.id = try row.decode(0)
+            return change
+        }
+    }
+
+    /// The tables as they are: the pipeline's mapping with every recorded change.
+    func loadSchema(on c: Connection) throws -> PostgresSchema {
+        mappedSchema.applying(try recordedChanges(on: c))
+    }
+
+    /// `schema`, or the tables as they are now when another process has grown them since (one
+    /// small query per batch, only when the schema evolves).
+    func refreshed(_ schema: PostgresSchema, on c: Connection) throws -> PostgresSchema {
+        guard settings.evolves else { return schema }
+        let last = try c.query("SELECT coalesce(max(id), 0) FROM \(schema.schemaChanges) WHERE pipeline = $1", [pipelineName])
+            .scalar(as: Int64.self)
+        guard last != schema.version else { return schema }
+        let loaded = try loadSchema(on: c)
+        publish(loaded)
+        return loaded
+    }
+
+    /// Makes the tables and columns `growth` needs, in the open transaction, and records each
+    /// change. Processes of the pipeline that meet the same new field take turns here; the one
+    /// that comes second finds the column made and its name recorded, and uses both. The lock
+    /// is taken before anything else in the transaction, so that it never waits holding a
+    /// table another waits for.
+    func evolve(by growth: SchemaGrowth, runID: Int64, on c: Connection) throws -> (PostgresSchema, [SchemaChange]) {
+        try c.query("SELECT pg_advisory_xact_lock(hashtext($1), hashtext('schema evolution'))", [key])
+        // Tables are also made by other pipelines' `prepare` in this database.
+        try c.query("SELECT pg_advisory_xact_lock(hashtext('zonefeed ddl'))")
+        let current = try loadSchema(on: c)
+        let catalog = try PostgresSchema.Catalog.read(schema: current.schema, on: c)
+        var changes = growth.changes(to: current, catalog: catalog)
+        guard !changes.isEmpty else { return (current, []) }
+        for i in changes.indices {
+            let change = changes[i]
+            changes[i].id = try c.query(
+                """
+                INSERT INTO \(current.schemaChanges) (pipeline, run_id, change, record_type, table_name, field, column_name, column_type, why)
+                VALUES ($1, $2::bigint, $3, $4, $5, $6, $7, $8, $9) RETURNING id
+                """,
+                [
+                    pipelineName, String(runID), change.kind.rawValue, change.recordType, change.table, change.field, change.column,
+                    change.columnType?.rawValue, change.why,
+                ]
+            ).scalar(as: Int64.self)
+        }
+        let evolved = current.applying(changes)
+        let touched = Set(changes.map(\.table))
+        for table in evolved.tables where touched.contains(table.mapping.table) {
+            for statement in evolved.tableDDL(table, given: catalog) {
+                do {
+                    try c.execute(statement)
+                } catch let error as PostgresError {
+                    throw error.withContext("growing table \(table.mapping.table) for record type \(table.mapping.recordType)")
+                }
+            }
+        }
+        return (evolved, changes)
+    }
+
+    /// One line per table made (with its columns) and per column added to a table there was
+    /// already, once they are committed.
+    func log(_ changes: [SchemaChange], runID: Int64) {
+        let made = Set(changes.filter { $0.kind == .tableCreated }.map(\.table))
+        for change in changes {
+            let metadata: Logger.Metadata = ["run": "\(runID)", "recordType": "\(change.recordType)", "table": "\(change.table)"]
+            switch change.kind {
+            case .tableCreated:
+                let columns = changes.filter { $0.kind == .columnAdded && $0.table == change.table }
+                    .map { "\($0.column ?? "") \($0.columnType?.rawValue ?? "")" }
+                logger.notice(
+                    "made a table for a new record type", metadata: metadata.merging(["columns": "\(columns.joined(separator: ", "))"]) { $1 })
+            case .columnAdded where !made.contains(change.table):
+                logger.notice(
+                    "added a column for a new field",
+                    metadata: metadata.merging([
+                        "field": "\(change.field ?? "")", "column": "\(change.column ?? "")", "type": "\(change.columnType?.rawValue ?? "")",
+                    ]) { $1 })
+            case .columnAdded:
+                break
+            }
+        }
+    }
+}

@@ -1,0 +1,96 @@
+import CloudKitModel
+
+/// What a batch brought that the tables lack: record types without a table and fields without
+/// a column, each field with the CloudKit type of its first value, in the order they were met.
+/// Thrown when found; the batch is then applied again, with the changes, in one transaction.
+struct SchemaGrowth: Error {
+    /// The zone whose batch brought it (for the changes' `why`).
+    var zoneName: String
+    private(set) var recordTypes: [String] = []
+    /// Per record type, its new fields and their first values' type tags.
+    private(set) var fields: [String: [(name: String, typeTag: String)]] = [:]
+
+    init(zoneName: String) {
+        self.zoneName = zoneName
+    }
+
+    var isEmpty: Bool { recordTypes.isEmpty && fields.isEmpty }
+
+    /// Names PostgreSQL cannot take are left out: their records are rejected, or their values
+    /// kept in `fields`, as without evolution.
+    mutating func add(recordType: String) {
+        guard !recordType.isEmpty, !recordType.containsNUL, !recordTypes.contains(recordType) else { return }
+        recordTypes.append(recordType)
+    }
+
+    mutating func add(field: String, typeTag: String, of recordType: String) {
+        guard !field.isEmpty, !field.containsNUL, fields[recordType]?.contains(where: { $0.name == field }) != true else { return }
+        fields[recordType, default: []].append((field, typeTag))
+    }
+
+    /// A record of a record type that has no table: the type and its fields.
+    mutating func add(_ record: Record) {
+        add(recordType: record.recordType)
+        for (name, value) in record.fields.sorted(by: { $0.key < $1.key }) { add(field: name, typeTag: value.typeTag, of: record.recordType) }
+    }
+
+    /// Adds what `other` met; returns whether any of it was new.
+    mutating func merge(_ other: SchemaGrowth) -> Bool {
+        let before = (recordTypes.count, fields.values.map(\.count).reduce(0, +))
+        for type in other.recordTypes { add(recordType: type) }
+        for (type, fields) in other.fields.sorted(by: { $0.key < $1.key }) {
+            for field in fields { add(field: field.name, typeTag: field.typeTag, of: type) }
+        }
+        return before != (recordTypes.count, fields.values.map(\.count).reduce(0, +))
+    }
+
+    /// The record types and fields, for an error.
+    var summary: String {
+        (recordTypes.map { "record type \($0)" } + fields.sorted { $0.key < $1.key }.flatMap { type, fields in fields.map { "field \($0.name) of \(type)" } })
+            .joined(separator: ", ")
+    }
+
+    /// The changes that give `schema` what this growth needs, named beside what `catalog` holds
+    /// (another pipeline's tables, columns made by hand): nothing for what `schema` has already
+    /// (another process made it first).
+    func changes(to schema: PostgresSchema, catalog: PostgresSchema.Catalog) -> [SchemaChange] {
+        let settings = schema.settings
+        let naming = SchemaFileMapping(stripCoreDataPrefix: settings.stripsCoreDataPrefix)
+        let reason = "first seen in zone \(zoneName)"
+        var changes: [SchemaChange] = []
+        var tables: [String: String] = [:]
+        for mapping in settings.recordTypes { tables[mapping.recordType] = mapping.table }
+        for table in schema.tables { tables[table.mapping.recordType] = table.mapping.table }
+
+        let newTypes = recordTypes.filter { tables[$0] == nil && !settings.skippedRecordTypes.contains($0) }
+        if !newTypes.isEmpty {
+            let taken = Set(catalog.columns.keys).union(tables.values)
+            let (names, renamed) = SchemaFileMapping.tableNames.names(for: newTypes, taken: taken, plain: naming.plainTable)
+            for type in newTypes {
+                tables[type] = names[type]!
+                let renaming = renamed.first { $0.cloudKitName == type }.map { "; named \($0.name): \($0.reason)" } ?? ""
+                changes.append(SchemaChange(kind: .tableCreated, recordType: type, table: names[type]!, why: "record type \(type) \(reason)\(renaming)"))
+            }
+        }
+
+        for (recordType, met) in fields.sorted(by: { $0.key < $1.key }) {
+            guard let table = tables[recordType] else { continue }
+            let mapping = schema.table(forRecordType: recordType).map { schema.tables[$0].mapping }
+            let mapped = Set(mapping?.fields.map(\.field) ?? [])
+            let omitted = mapping?.omittedFields ?? []
+            let new = met.filter { !mapped.contains($0.name) && !omitted.contains($0.name) }.sorted { $0.name < $1.name }
+            guard !new.isEmpty else { continue }
+            let taken = Set(mapping?.fields.map(\.column) ?? []).union(catalog.columns[table] ?? [])
+            let (names, renamed) = SchemaFileMapping.columnNames.names(for: new.map(\.name), taken: taken) { naming.stripped($0).snakeCased }
+            for field in new {
+                let type = ColumnType.default(forTypeTag: field.typeTag)
+                let renaming = renamed.first { $0.cloudKitName == field.name }.map { "; named \($0.name): \($0.reason)" } ?? ""
+                changes.append(
+                    SchemaChange(
+                        kind: .columnAdded, recordType: recordType, table: table, field: field.name, column: names[field.name]!, columnType: type,
+                        why: "field \(field.name) of record type \(recordType) \(reason), as \(field.typeTag)\(renaming)"))
+            }
+        }
+        return changes
+    }
+}
