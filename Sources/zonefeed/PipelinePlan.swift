@@ -113,7 +113,11 @@ struct PipelinePlan: CustomStringConvertible {
                 if field.indexed { notes.append("indexed") }
                 column(field.column, field.type.rawValue, notes.isEmpty ? "" : "(\(notes.joined(separator: ", ")))")
             }
-            column("fields", "jsonb", unmappedFields == .keep ? "(the fields not mapped to a column)" : "(null: unmappedFields is drop)")
+            switch (unmappedFields, destination.evolves) {
+            case (.keep, false): column("fields", "jsonb", "(the fields not mapped to a column)")
+            case (.keep, true): column("fields", "jsonb", "(fields left out by omit; any other new field gets a column)")
+            case (.drop, _): column("fields", "jsonb", "(null: unmappedFields is drop)")
+            }
             if let renamed = mapping.renamedTable { out.append("    table renamed: \(renamed)") }
             for renamed in mapping.renamed {
                 out.append("    column renamed: \(renamed)")
