@@ -23,8 +23,10 @@ struct PipelinePlan: CustomStringConvertible {
         let unknownRecordTypes = destination.unknownRecordTypes
         let onBadRecord = destination.onBadRecord
         var out: [String] = ["pipeline \(pipeline.name) (\(pipeline.filePath))", ""]
+        // A label longer than the column (maxConcurrentRequests) keeps a space after its colon.
         func row(_ label: String, _ value: String) {
-            out.append("  " + (label + ":").padding(toLength: 20, withPad: " ", startingAt: 0) + value)
+            let head = label.isEmpty ? "" : label + ":"
+            out.append("  " + head.padding(toLength: max(20, head.count + 1), withPad: " ", startingAt: 0) + value)
         }
 
         switch pipeline.source {
