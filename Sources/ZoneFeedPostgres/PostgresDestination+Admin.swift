@@ -59,7 +59,7 @@ extension PostgresDestination {
                 status.tablesExist = false
                 return status
             }
-            // Tables made before the table of changes was have no changes to show.
+            // A database from before zonefeed_schema_changes has no changes to show.
             if try c.query("SELECT to_regclass($1) IS NOT NULL", [schema.schemaChanges]).scalar(as: Bool.self) {
                 let changes = try self.recordedChanges(on: c)
                 schema = schema.applying(changes)

@@ -12,6 +12,7 @@ extension PostgresDestination {
         try await onConnection(of: batch.zoneID) { c, session in
             var growth: SchemaGrowth?
             var deadlocks = 0
+            var lockWaits = 0
             while true {
                 do {
                     defer { if session.remadeInTransaction { session.schemaVersion = nil } }
@@ -20,7 +21,7 @@ extension PostgresDestination {
                     }
                     session.remadeInTransaction = false
                     self.publish(schema)
-                    self.log(changes, runID: batch.runID)
+                    self.logShapeChanges(changes, runID: batch.runID)
                     return outcome
                 } catch let conflict as DirectCopyConflict {
                     // The batch meets rows already in a table: it is applied again, whole,
@@ -37,7 +38,8 @@ extension PostgresDestination {
                         throw SyncError(
                             .failed,
                             message: "the tables could not be grown for what a batch of zone \(batch.zoneID.zoneName) brought "
-                                + "(\(more.summary)); nothing of the batch was applied")
+                                + "(\(more.summary)); nothing of the batch was applied (set schemaEvolution: freeze to keep such fields "
+                                + "in the fields column, and report this)")
                     }
                     growth = all
                 } catch let error as PostgresError where error.sqlState == "40P01" && deadlocks < 3 {
@@ -45,6 +47,18 @@ extension PostgresDestination {
                     // writes to it can meet it the other way round; one of the two is rolled
                     // back, and applied again.
                     deadlocks += 1
+                } catch let error as PostgresError where error.sqlState == "55P03" && growth != nil && lockWaits < 3 {
+                    // > lock_not_available: 55P03. A change of shape waited its lock_timeout for
+                    // the table's readers (a long query); it is tried again, then left to the
+                    // next run, which resumes from this batch.
+                    lockWaits += 1
+                } catch let error as PostgresError where error.sqlState == "55P03" && growth != nil {
+                    // The zone fails; the others go on, and the next run tries again.
+                    throw SyncError(
+                        .failed,
+                        message: "a batch of zone \(batch.zoneID.zoneName) needs a new column or table (\(growth?.summary ?? "")), but the table "
+                            + "stayed busy: waited \(Self.evolutionLockTimeout) for the table \(lockWaits + 1) times: a long query holds it; "
+                            + "nothing of the batch was applied, and the next run tries again")
                 } catch let error as PostgresError {
                     throw error.withContext("applying a batch of zone \(batch.zoneID.zoneName)")
                 }
@@ -60,8 +74,9 @@ extension PostgresDestination {
 
     /// Copying rows straight into a table costs PostgreSQL about half of what a staging table and
     /// a merge cost, and gives the same rows when none of them is there yet: the case of a
-    /// backfill. Whether a zone's table is empty of the zone is asked once per session; a copy
-    /// that meets an existing row fails as a whole, and the batch is merged instead.
+    /// backfill. Whether a zone's table is empty of the zone is asked once per zone and table
+    /// in a run; a copy that meets an existing row fails as a whole, and the batch is merged
+    /// instead.
     func directTables(for zone: ZoneID, in schema: PostgresSchema, on c: Connection) throws -> [Bool] {
         var known = state(of: zone).copiesDirectly
         var asked = false
@@ -198,6 +213,7 @@ extension PostgresDestination {
         let zone = batch.zoneID
         let entries = batch.entries
         var applied = [Bool](repeating: false, count: sorted.deletions.isEmpty ? 0 : entries.count)
+        var growth = SchemaGrowth(zoneName: zone.zoneName)
         for (t, table) in schema.tables.enumerated() where !sorted.tables[t].positions.isEmpty {
             let rows = sorted.tables[t]
             if direct[t] {
@@ -230,14 +246,10 @@ extension PostgresDestination {
                 // > unique_violation: 23505
                 throw DirectCopyConflict(table: table.mapping.table)
             }
-            // Fields without a column, met while encoding: the batch is applied again once
-            // they have columns (and nothing of this try is kept).
-            if !session.encoders[t].newFields.isEmpty {
-                var growth = SchemaGrowth(zoneName: zone.zoneName)
-                for field in session.encoders[t].newFields {
-                    growth.add(field: field.name, typeTag: field.typeTag, of: table.mapping.recordType)
-                }
-                throw growth
+            // Fields without a column, met while encoding: once every table's are known, the
+            // batch is applied again with their columns (and nothing of this try is kept).
+            for field in session.encoders[t].newFields {
+                growth.add(field: field.name, typeTag: field.typeTag, of: table.mapping.recordType)
             }
             if !direct[t] {
                 try c.query(
@@ -245,6 +257,7 @@ extension PostgresDestination {
                     [zone.ownerRecordName, zone.zoneName, String(batch.runID), String(batch.generation)])
             }
         }
+        if !growth.isEmpty { throw growth }
         return applied
     }
 

@@ -10,18 +10,22 @@ extension PostgresDestination {
     func recordedChanges(on c: Connection) throws -> [SchemaChange] {
         try c.query(
             """
-            SELECT id, change, record_type, table_name, field, column_name, column_type, why
+            SELECT id, change, record_type, table_name, field, column_name, column_type, cloudkit_type, why
             FROM \(mappedSchema.schemaChanges) WHERE pipeline = $1 ORDER BY id
             """, [pipelineName]
         ).rows.compactMap { row in
             guard let kind = SchemaChange.Kind(rawValue: try row.decode(1)) else { return nil }
             var change = SchemaChange(
                 kind: kind, recordType: try row.decode(2), table: try row.decode(3), field: try row.decode(4), column: try row.decode(5),
-                columnType: try row.decode(6, as: String?.self).flatMap(ColumnType.init(name:)), why: try row.decode(7))
+                columnType: try row.decode(6, as: String?.self).flatMap(ColumnType.init(name:)), cloudKitType: try row.decode(7),
+                why: try row.decode(8))
             change.id = try row.decode(0)
             return change
         }
     }
+
+    /// How long a change of shape waits for a table's readers and writers, each try.
+    static let evolutionLockTimeout = "5s"
 
     /// The tables as they are: the pipeline's mapping with every recorded change.
     func loadSchema(on c: Connection) throws -> PostgresSchema {
@@ -29,7 +33,8 @@ extension PostgresDestination {
     }
 
     /// `schema`, or the tables as they are now when another process has grown them since (one
-    /// small query per batch, only when the schema evolves).
+    /// small query per batch, only when the schema evolves; `prepare` reads the changes made
+    /// before the run either way).
     func refreshed(_ schema: PostgresSchema, on c: Connection) throws -> PostgresSchema {
         guard settings.evolves else { return schema }
         let last = try c.query("SELECT coalesce(max(id), 0) FROM \(schema.schemaChanges) WHERE pipeline = $1", [pipelineName])
@@ -47,8 +52,10 @@ extension PostgresDestination {
     /// table another waits for.
     func evolve(by growth: SchemaGrowth, runID: Int64, on c: Connection) throws -> (PostgresSchema, [SchemaChange]) {
         try c.query("SELECT pg_advisory_xact_lock(hashtext($1), hashtext('schema evolution'))", [key])
-        // Tables are also made by other pipelines' `prepare` in this database.
-        try c.query("SELECT pg_advisory_xact_lock(hashtext('zonefeed ddl'))")
+        // Tables are also made by other pipelines' `prepare` in this database, which must not
+        // pick the same new name at once. A column added to this pipeline's own table does not
+        // make them wait (its ALTER may wait for a long query).
+        if !growth.recordTypes.isEmpty { try c.query("SELECT pg_advisory_xact_lock(hashtext('zonefeed ddl'))") }
         let current = try loadSchema(on: c)
         let catalog = try PostgresSchema.Catalog.read(schema: current.schema, on: c)
         var changes = growth.changes(to: current, catalog: catalog)
@@ -57,17 +64,22 @@ extension PostgresDestination {
             let change = changes[i]
             changes[i].id = try c.query(
                 """
-                INSERT INTO \(current.schemaChanges) (pipeline, run_id, change, record_type, table_name, field, column_name, column_type, why)
-                VALUES ($1, $2::bigint, $3, $4, $5, $6, $7, $8, $9) RETURNING id
+                INSERT INTO \(current.schemaChanges)
+                    (pipeline, run_id, change, record_type, table_name, field, column_name, column_type, cloudkit_type, why)
+                VALUES ($1, $2::bigint, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id
                 """,
                 [
                     pipelineName, String(runID), change.kind.rawValue, change.recordType, change.table, change.field, change.column,
-                    change.columnType?.rawValue, change.why,
+                    change.columnType?.rawValue, change.cloudKitType, change.why,
                 ]
             ).scalar(as: Int64.self)
         }
         let evolved = current.applying(changes)
         let touched = Set(changes.map(\.table))
+        // ALTER TABLE waits for every reader of the table, and every reader after it waits for
+        // it: a long query would stall the table for all. It waits this long at most; the
+        // batch is then tried again (see `apply`).
+        try c.execute("SET LOCAL lock_timeout = '\(Self.evolutionLockTimeout)'")
         for table in evolved.tables where touched.contains(table.mapping.table) {
             for statement in evolved.tableDDL(table, given: catalog) {
                 do {
@@ -77,12 +89,14 @@ extension PostgresDestination {
                 }
             }
         }
+        // The batch's own statements wait as they always do.
+        try c.execute("SET LOCAL lock_timeout TO DEFAULT")
         return (evolved, changes)
     }
 
     /// One line per table made (with its columns) and per column added to a table there was
     /// already, once they are committed.
-    func log(_ changes: [SchemaChange], runID: Int64) {
+    func logShapeChanges(_ changes: [SchemaChange], runID: Int64) {
         let made = Set(changes.filter { $0.kind == .tableCreated }.map(\.table))
         for change in changes {
             let metadata: Logger.Metadata = ["run": "\(runID)", "recordType": "\(change.recordType)", "table": "\(change.table)"]

@@ -170,7 +170,8 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
     /// transaction, the tables made come and go with it (`remadeInTransaction` says so).
     func ready(_ session: Session, for schema: PostgresSchema, on c: Connection) throws {
         guard session.schemaVersion != schema.version || session.encoders.count != schema.tables.count else { return }
-        for i in 0..<session.stagingTableCount { try c.execute("DROP TABLE IF EXISTS zf_stage_\(i)") }
+        // pg_temp: never a table of the same name elsewhere on the search path.
+        for i in 0..<session.stagingTableCount { try c.execute("DROP TABLE IF EXISTS pg_temp.zf_stage_\(i)") }
         for statement in schema.stagingDDL { try c.execute(statement) }
         session.encoders = schema.tables.map {
             RowEncoder(mapping: $0.mapping, keepUnmapped: self.settings.unmappedFields == .keep, evolving: self.settings.evolves)
@@ -206,8 +207,9 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
                                     throw error.withContext("creating the destination tables in schema \(schema.schema)")
                                 }
                             }
-                            // The tables as earlier runs grew them.
-                            if self.settings.evolves { self.publish(try self.loadSchema(on: c)) }
+                            // The tables as earlier runs grew them, whether or not this one may
+                            // grow them further: their rows are deleted, swept and merged whole.
+                            self.publish(try self.loadSchema(on: c))
                         }
                         try self.prepareForBatches(session)
                     })

@@ -75,7 +75,8 @@ public struct PostgresSchema: Sendable {
 
     /// What the schema already holds, as far as `ddl(given:)` needs to know.
     struct Catalog {
-        /// Per table, view or index name: its columns, and those with a default.
+        /// Per relation name (table, view, index, sequence, …): its columns, and those with a
+        /// default.
         var columns: [String: Set<String>] = [:]
         var defaults: [String: Set<String>] = [:]
 
@@ -86,7 +87,7 @@ public struct PostgresSchema: Sendable {
                 SELECT cl.relname, a.attname, a.atthasdef FROM pg_catalog.pg_class AS cl
                 JOIN pg_catalog.pg_namespace AS n ON n.oid = cl.relnamespace
                 JOIN pg_catalog.pg_attribute AS a ON a.attrelid = cl.oid AND a.attnum > 0 AND NOT a.attisdropped
-                WHERE n.nspname = $1 AND cl.relkind IN ('r', 'v', 'p', 'i')
+                WHERE n.nspname = $1
                 """, [schema]
             ).rows
             for row in rows {
@@ -192,9 +193,11 @@ public struct PostgresSchema: Sendable {
                 field text,
                 column_name text,
                 column_type text,
+                cloudkit_type text,
                 why text NOT NULL
             )
             """)
+        statements.append("CREATE INDEX IF NOT EXISTS zonefeed_schema_changes_pipeline ON \(schemaChanges) (pipeline, id)")
         for table in tables {
             statements += tableDDL(table, given: catalog)
         }

@@ -1,14 +1,5 @@
 import ZoneFeed
 
-/// What `recordTypes` says: written-out mappings, a schema file's, or `auto`.
-struct RecordTypesSetting {
-    var mappings: [RecordTypeMapping] = []
-    var schemaFile: String?
-    var auto = false
-    var stripsCoreDataPrefix = false
-    var skipped: Set<String> = []
-}
-
 extension PostgresSettingsReader {
     func readRecordTypes(in top: PipelineSection) -> RecordTypesSetting? {
         guard let entry = top["recordTypes"], !file.isNull(entry.value) else { return RecordTypesSetting() }

@@ -26,6 +26,9 @@ public struct FieldMapping: Sendable, Hashable {
     public var type: ColumnType
     /// A b-tree index on the column (from a schema file's QUERYABLE or SORTABLE, when asked).
     public var indexed: Bool
+    /// For a column made by schema evolution: the CloudKit type it was made for, the only one
+    /// it takes (a column of a written-out mapping or a schema file takes what fits its type).
+    public var cloudKitType: String?
 
     public init(field: String, column: String, type: ColumnType, indexed: Bool = false) {
         self.field = field

@@ -128,7 +128,9 @@ public struct RowEncoder {
             if let column = columnOf[name] {
                 columnValues[column] = value
             } else {
-                if evolving, !mapping.omittedFields.contains(name), !newFields.contains(where: { $0.name == name }) {
+                if evolving, SchemaGrowth.canBeAColumn(name), !mapping.omittedFields.contains(name),
+                    !newFields.contains(where: { $0.name == name })
+                {
                     newFields.append((name, value.typeTag))
                 }
                 if keepUnmapped { unmapped.append((name, value)) }
@@ -138,6 +140,12 @@ public struct RowEncoder {
             guard let value = columnValues[i] else {
                 buffer.appendNull()
                 continue
+            }
+            // A column made by evolution takes only the CloudKit type it was made for: a LOCATION
+            // column (jsonb) would take a STRING, a DOUBLE one an INT64, without a word.
+            if let made = field.cloudKitType, value.typeTag != made {
+                return
+                    "field \(field.field): \(Self.aValue(of: value.typeTag)) cannot go into this column (column \(field.column), \(field.type.rawValue), made for \(made) values)"
             }
             if let problem = append(value, as: field.type) {
                 return "field \(field.field): \(problem) (column \(field.column), \(field.type.rawValue))"
@@ -273,9 +281,14 @@ public struct RowEncoder {
         case (_, .unknown(let tag, _)):
             return "the value is not a valid \(tag)"
         default:
-            return "a \(value.typeTag) value cannot go into this column"
+            return "\(Self.aValue(of: value.typeTag)) cannot go into this column"
         }
         return nil
+    }
+
+    /// "a STRING value", "an INT64 value".
+    static func aValue(of typeTag: String) -> String {
+        ("AEIOU".contains(typeTag.first ?? "X") ? "an " : "a ") + typeTag + " value"
     }
 
     private mutating func appendArray(

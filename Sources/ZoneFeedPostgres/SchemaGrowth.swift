@@ -14,6 +14,9 @@ struct SchemaGrowth: Error {
         self.zoneName = zoneName
     }
 
+    /// Whether PostgreSQL can take the field's name as a column's (an identifier holds no NUL).
+    static func canBeAColumn(_ field: String) -> Bool { !field.isEmpty && !field.containsNUL }
+
     var isEmpty: Bool { recordTypes.isEmpty && fields.isEmpty }
 
     /// Names PostgreSQL cannot take are left out: their records are rejected, or their values
@@ -24,7 +27,7 @@ struct SchemaGrowth: Error {
     }
 
     mutating func add(field: String, typeTag: String, of recordType: String) {
-        guard !field.isEmpty, !field.containsNUL, fields[recordType]?.contains(where: { $0.name == field }) != true else { return }
+        guard Self.canBeAColumn(field), fields[recordType]?.contains(where: { $0.name == field }) != true else { return }
         fields[recordType, default: []].append((field, typeTag))
     }
 
@@ -64,7 +67,9 @@ struct SchemaGrowth: Error {
 
         let newTypes = recordTypes.filter { tables[$0] == nil && !settings.skippedRecordTypes.contains($0) }
         if !newTypes.isEmpty {
-            let taken = Set(catalog.columns.keys).union(tables.values)
+            // A relation of that name, or of its view's name, takes it.
+            let relations = Set(catalog.columns.keys)
+            let taken = relations.union(tables.values).union(relations.filter { $0.hasSuffix("_live") }.map { String($0.dropLast(5)) })
             let (names, renamed) = SchemaFileMapping.tableNames.names(for: newTypes, taken: taken, plain: naming.plainTable)
             for type in newTypes {
                 tables[type] = names[type]!
@@ -88,7 +93,7 @@ struct SchemaGrowth: Error {
                 changes.append(
                     SchemaChange(
                         kind: .columnAdded, recordType: recordType, table: table, field: field.name, column: names[field.name]!, columnType: type,
-                        why: "field \(field.name) of record type \(recordType) \(reason), as \(field.typeTag)\(renaming)"))
+                        cloudKitType: field.typeTag, why: "field \(field.name) of record type \(recordType) \(reason), as \(field.typeTag)\(renaming)"))
             }
         }
         return changes

@@ -50,7 +50,7 @@ struct StatusCommand: AsyncParsableCommand {
         print(Self.table(runs))
         guard !status.shapeChanges.isEmpty else { return }
         print("")
-        print("changes of shape (schemaEvolution: evolve), the last \(status.shapeChanges.count), newest first:")
+        print("changes of shape, the last \(status.shapeChanges.count), newest first:")
         var changes = [["changed", "run", "change", "table", "column", "type", "why"]]
         for s in status.shapeChanges {
             let c = s.change

@@ -96,9 +96,11 @@ import Testing
                         ]),
                     Record(recordName: "MOOD-2", recordType: "Note", recordChangeTag: "m-2", fields: ["mood": .string("tense"), "wordCount": .int64(12)]),
                     Record(recordName: "CONFLICT-1", recordType: "Note", recordChangeTag: "c-1", fields: ["wordCount": .string("many")]),
+                    Record(recordName: "CONFLICT-2", recordType: "Note", recordChangeTag: "c-2", fields: ["mood": .int64(3)]),
                     Record(
                         recordName: "COMMENT-1", recordType: "Comment", recordChangeTag: "k-1",
                         fields: ["text": .string("first!"), "likes": .int64(3), "note": .reference(Reference(recordName: "MOOD-1"))]),
+                    Record(recordName: "COMMENT-2", recordType: "Comment", recordChangeTag: "k-2", fields: ["likes": .double(3.5)]),
                 ]),
             ])
         let second = try s.run()
@@ -140,13 +142,19 @@ import Testing
             #expect(stillNull == older && older != "0")
             let comment = try c.query("SELECT text, likes::text, note FROM \(schema).comment_live").rows.map { Array($0) }
             #expect(comment == [["first!", "3", "MOOD-1"]])
+            // The view was made again with the table's new columns.
+            #expect(try c.query("SELECT mood FROM \(schema).notes_live WHERE record_name = 'MOOD-1'").scalar == "calm")
         }
-        // The conflict: rejected with the field and both types named; nothing dropped.
+        // The conflicts: rejected with the field and both types named, on a column of the schema
+        // file and on columns evolution made (in the batch that made them); nothing dropped.
         let snapshot = try DestinationSnapshot.read(s.p)
-        #expect(snapshot.rejects.count == 1)
-        let reject = snapshot.rejects.first
-        #expect(reject?.recordName == "CONFLICT-1")
-        #expect(reject?.error == "field wordCount: a STRING value cannot go into this column (column word_count, bigint)", "\(reject?.error ?? "")")
+        let rejects = snapshot.rejects.map { "\($0.recordName ?? "-"): \($0.error)" }
+        #expect(
+            rejects == [
+                "CONFLICT-1: field wordCount: a STRING value cannot go into this column (column word_count, bigint)",
+                "CONFLICT-2: field mood: an INT64 value cannot go into this column (column mood, text, made for STRING values)",
+                "COMMENT-2: field likes: a DOUBLE value cannot go into this column (column likes, bigint, made for INT64 values)",
+            ], "\(rejects)")
         #expect(try s.liveDifferences(besides: ["MOOD-1", "MOOD-2"]) == [])
 
         // `status` shows the changes.
@@ -154,6 +162,33 @@ import Testing
         #expect(status.stdout.contains("changes of shape"), "\(status.stdout)")
         #expect(status.stdout.contains("table created  comment"), "\(status.stdout)")
         #expect(status.stdout.range(of: #"column added\s+notes\s+mood\s+text"#, options: .regularExpression) != nil, "\(status.stdout)")
+
+        // Frozen afterwards, the pipeline keeps using what evolution made: a deletion reaches the
+        // table made for Comment, an update the column made for mood; a newer field goes to
+        // `fields`, and nothing changes shape.
+        var frozen = s.p
+        frozen.moreSections += "schemaEvolution: freeze\n"
+        _ = try frozen.write(to: s.zonefeed.directory)
+        try await s.server.admin("records/delete", ["zone": "Zone01", "recordNames": ["COMMENT-1"]])
+        try await s.server.admin(
+            "records/add",
+            [
+                "zone": "Zone01",
+                "records": try FakeServerProcess.wire([
+                    Record(recordName: "MOOD-1", recordType: "Note", recordChangeTag: "m-1b", fields: ["mood": .string("serene"), "weather": .string("rain")])
+                ]),
+            ])
+        let third = try s.run()
+        #expect(third.status == 0, "\(third.stderr)")
+        #expect(try Self.changes(s.p).count == changes.count, "nothing changed shape")
+        try Connection.withConnection(s.p.url) { c in
+            let schema = quoteIdentifier(s.p.schema)
+            #expect(try c.query("SELECT count(*) FROM \(schema).comment_live").scalar == "0")
+            #expect(
+                try c.query("SELECT record_type FROM \(schema).zonefeed_tombstones WHERE record_name = 'COMMENT-1'").rows.map { $0[0] } == ["Comment"])
+            let mood = try c.query("SELECT mood, fields -> 'weather' ->> 'value', foo_bar::text FROM \(schema).notes WHERE record_name = 'MOOD-1'").rows
+            #expect(mood.map { Array($0) } == [["serene", "rain", nil]], "the whole row replaced, the evolved columns too")
+        }
     }
 
     /// A new field whose values come in two types: the first value types the column, and
@@ -180,10 +215,46 @@ import Testing
             ])
         let second = try s.run()
         #expect(second.status == 1, "\(second.stderr)")
-        #expect(second.stderr.contains("field weight: a INT64 value cannot go into this column (column weight, text)"), "\(second.stderr)")
+        #expect(
+            second.stderr.contains("field weight: an INT64 value cannot go into this column (column weight, text, made for STRING values)"),
+            "\(second.stderr)")
         #expect(try Self.changes(s.p).count == changesBefore.count, "the column was not kept")
         #expect(try Self.columns(s.p, of: "tag")["weight"] == nil)
         #expect(try !s.hasRow("MIXED-1", in: "Zone01"), "nothing of the batch was applied")
+    }
+
+    /// An analyst's long transaction reads the table a new field must be added to: the change
+    /// waits its lock_timeout, three times, then the zone fails saying why (exit 1) with nothing
+    /// applied; readers were held up a few seconds at a time, not for the whole query. Once the
+    /// reader is done, the next run adds the column and applies the batch.
+    @Test func aLongQueryOnTheTableMakesTheChangeWaitThenFailTheZoneUntilTheNextRun() async throws {
+        let s = try await Setup("longquery", fake: FakeSettings(seed: 151, zones: 1, recordsPerZone: 200)) {
+            $0.recordTypesSection = SchemaFileTests.recordTypes
+        }
+        defer { s.stop() }
+        #expect(try s.run().status == 0)
+        try await s.server.admin(
+            "records/add",
+            [
+                "zone": "Zone01",
+                "records": try FakeServerProcess.wire([
+                    Record(recordName: "LATE-1", recordType: "Tag", recordChangeTag: "l-1", fields: ["colour": .string("teal")])
+                ]),
+            ])
+        let analyst = try Connection(s.p.url)
+        defer { analyst.close() }
+        try analyst.execute("BEGIN")
+        _ = try analyst.query("SELECT count(*) FROM \(quoteIdentifier(s.p.schema)).tags")
+        let blocked = try s.run()
+        #expect(blocked.status == 1, "\(blocked.stderr)")
+        #expect(blocked.stderr.contains("waited 5s for the table 4 times: a long query holds it"), "\(blocked.stderr)")
+        #expect(try !s.hasRow("LATE-1", in: "Zone01"))
+        try analyst.execute("COMMIT")
+
+        let next = try s.run()
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(try s.hasRow("LATE-1", in: "Zone01"))
+        #expect(try Self.columns(s.p, of: "tags")["colour"] == "text")
     }
 
     /// The pipeline's evolution lock is held by the test until both processes wait on it (seen

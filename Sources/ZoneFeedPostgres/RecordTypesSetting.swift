@@ -1,0 +1,8 @@
+/// What `recordTypes` says: written-out mappings, a schema file's, or `auto`.
+struct RecordTypesSetting {
+    var mappings: [RecordTypeMapping] = []
+    var schemaFile: String?
+    var auto = false
+    var stripsCoreDataPrefix = false
+    var skipped: Set<String> = []
+}
