@@ -6,12 +6,13 @@ import ZoneFeed
 /// mapping lacks, in the transaction of the batch that brought them, and every change is
 /// recorded in `zonefeed_schema_changes`, which is also where its names are read back from.
 extension PostgresDestination {
-    /// The pipeline's recorded changes, oldest first.
+    /// The pipeline's recorded changes, oldest first. (`cloudkit_type` through jsonb: `status`
+    /// reads tables that `prepare` has not brought up to date.)
     func recordedChanges(on c: Connection) throws -> [SchemaChange] {
         try c.query(
             """
-            SELECT id, change, record_type, table_name, field, column_name, column_type, cloudkit_type, why
-            FROM \(mappedSchema.schemaChanges) WHERE pipeline = $1 ORDER BY id
+            SELECT id, change, record_type, table_name, field, column_name, column_type, to_jsonb(c) ->> 'cloudkit_type', why
+            FROM \(mappedSchema.schemaChanges) AS c WHERE pipeline = $1 ORDER BY id
             """, [pipelineName]
         ).rows.compactMap { row in
             guard let kind = SchemaChange.Kind(rawValue: try row.decode(1)) else { return nil }

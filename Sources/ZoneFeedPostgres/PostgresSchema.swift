@@ -197,6 +197,10 @@ public struct PostgresSchema: Sendable {
                 why text NOT NULL
             )
             """)
+        // Added after the table was first made (on main for a day): tables made before get it here.
+        if catalog?.columns["zonefeed_schema_changes"].map({ !$0.contains("cloudkit_type") }) ?? (catalog == nil) {
+            statements.append("ALTER TABLE \(schemaChanges) ADD COLUMN IF NOT EXISTS cloudkit_type text")
+        }
         statements.append("CREATE INDEX IF NOT EXISTS zonefeed_schema_changes_pipeline ON \(schemaChanges) (pipeline, id)")
         for table in tables {
             statements += tableDDL(table, given: catalog)
