@@ -16,6 +16,10 @@ public struct JSONReader {
     public private(set) var position = 0
     /// Nesting depth, bounded so that hostile input cannot exhaust the stack.
     private var depth = 0
+    /// How many strings so far were not valid text: bytes that are not UTF-8, or an escape of
+    /// half a surrogate pair. Each is read with U+FFFD in place of what could not be read; a
+    /// caller that must not change a name (an identity) compares this before and after.
+    public private(set) var repairedStrings = 0
     private static let maxDepth = 512
 
     /// What went wrong and at which byte; never the data itself.
@@ -199,7 +203,7 @@ public struct JSONReader {
         // Most strings have no escapes: one scan, one copy.
         skipPlainStringBytes()
         if position < bytes.count, bytes[position] == UInt8(ascii: "\"") {
-            let s = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
+            let s = text(UnsafeBufferPointer(rebasing: bytes[start..<position]))
             position += 1
             return s
         }
@@ -209,7 +213,7 @@ public struct JSONReader {
             position += 1
             switch b {
             case UInt8(ascii: "\""):
-                return String(decoding: out, as: UTF8.self)
+                return out.withUnsafeBufferPointer { text($0) }
             case UInt8(ascii: "\\"):
                 try readEscape(into: &out)
                 let run = position
@@ -220,6 +224,14 @@ public struct JSONReader {
             }
         }
         throw failure("the string is not closed")
+    }
+
+    /// The bytes as a String. Validating costs what decoding does (decoding validates first),
+    /// and only text that fails is repaired, and counted.
+    @inline(__always) private mutating func text(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+        if let valid = String(validating: bytes, as: UTF8.self) { return valid }
+        repairedStrings += 1
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     private mutating func readEscape(into out: inout [UInt8]) throws {
@@ -247,12 +259,15 @@ public struct JSONReader {
                     } else {
                         position = saved
                         scalar = 0xFFFD
+                        repairedStrings += 1
                     }
                 } else {
                     scalar = 0xFFFD
+                    repairedStrings += 1
                 }
             } else if (0xDC00..<0xE000).contains(scalar) {
                 scalar = 0xFFFD
+                repairedStrings += 1
             }
             out.append(contentsOf: Array(String(Character(Unicode.Scalar(scalar)!)).utf8))
         default:

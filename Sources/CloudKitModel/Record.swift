@@ -54,18 +54,42 @@ public struct RecordError: Sendable, Hashable, Codable, Error {
     }
 }
 
+/// An entry that cannot be taken as the server sent it: text that is not UTF-8 (invalid bytes,
+/// an unpaired surrogate escape), which would have to be changed to be stored, and might then
+/// land on another record's name; or a timestamp no clock holds. It is never applied: it goes to
+/// the rejects with `problem`.
+public struct UnreadableEntry: Sendable, Hashable {
+    /// As read, with unreadable text replaced by U+FFFD: for the reject, never as an identity.
+    public var recordName: String?
+    public var recordType: String?
+    /// What is wrong, naming the member or field, never quoting the value.
+    public var problem: String
+    /// The entry as read (unreadable text replaced), for the rejects' `raw`.
+    public var json: JSONValue
+
+    public init(recordName: String?, recordType: String?, problem: String, json: JSONValue) {
+        self.recordName = recordName
+        self.recordType = recordType
+        self.problem = problem
+        self.json = json
+    }
+}
+
 /// One entry of a zone change page, classified in the order the reference gives: an error entry
-/// (has `serverErrorCode`), a deletion (`deleted: true`, no type), or a live record.
+/// (has `serverErrorCode`), a deletion (`deleted: true`, no type), or a live record; or one
+/// zonefeed cannot take as sent (`UnreadableEntry`).
 public enum RecordEntry: Sendable, Hashable {
     case record(Record)
     case deleted(recordName: String)
     case error(RecordError)
+    case unreadable(UnreadableEntry)
 
     public var recordName: String? {
         switch self {
         case .record(let r): return r.recordName
         case .deleted(let name): return name
         case .error(let e): return e.recordName
+        case .unreadable(let u): return u.recordName
         }
     }
 }
@@ -88,6 +112,7 @@ extension RecordEntry: Codable {
         switch self {
         case .record(let r): try r.encode(to: encoder)
         case .error(let e): try e.encode(to: encoder)
+        case .unreadable(let u): try u.json.encode(to: encoder)
         case .deleted(let name):
             var c = encoder.container(keyedBy: CodingKeys.self)
             try c.encode(name, forKey: .recordName)
@@ -120,6 +145,7 @@ extension RecordEntry {
     public var json: JSONValue {
         switch self {
         case .record(let r): return r.json
+        case .unreadable(let u): return u.json
         case .deleted(let name): return .object(["recordName": .string(name), "deleted": .bool(true)])
         case .error(let e):
             var o: [String: JSONValue] = ["serverErrorCode": .string(e.serverErrorCode)]

@@ -3,7 +3,9 @@
 
 extension RecordEntry {
     /// One entry of a `records` array: an error entry (has `serverErrorCode`), a deletion
-    /// (`deleted: true`), or a live record, as in `init(from:)`.
+    /// (`deleted: true`), or a live record, as in `init(from:)`; or, when a name, a field or a
+    /// stamp cannot be taken as sent (text that is not UTF-8, a timestamp past Int64's
+    /// milliseconds), an unreadable entry that says which.
     public init(reading json: inout JSONReader) throws {
         var recordName: String?
         var recordType: String?
@@ -17,16 +19,24 @@ extension RecordEntry {
         var reason: String?
         var retryAfter: Double?
         var uuid: String?
+        var problems: [String] = []
+        var badStamps: [String: JSONValue] = [:]
         try json.beginObject()
         while let key = try json.nextKey() {
             if try json.readNullIfPresent() { continue }
+            let repairs = json.repairedStrings
             switch key {
             case "recordName": recordName = try json.readString()
             case "recordType": recordType = try json.readString()
             case "recordChangeTag": changeTag = try json.readString()
-            case "fields": fields = try Self.readFields(&json)
-            case "created": created = try RecordStamp(reading: &json)
-            case "modified": modified = try RecordStamp(reading: &json)
+            case "fields": fields = try Self.readFields(&json, problems: &problems)
+            case "created", "modified":
+                switch try RecordStamp.read(&json) {
+                case .success(let stamp): if key == "created" { created = stamp } else { modified = stamp }
+                case .failure(let bad):
+                    problems.append("\(key).timestamp is \(bad.what), which no timestamp holds")
+                    badStamps[key] = bad.json
+                }
             case "zoneID": zoneID = try ZoneID(reading: &json)
             case "deleted": deleted = try json.readBool()
             case "serverErrorCode": serverErrorCode = try json.readString()
@@ -35,29 +45,55 @@ extension RecordEntry {
             case "uuid": uuid = try json.readString()
             default: try json.skipValue()
             }
+            if json.repairedStrings != repairs, key != "fields" { problems.append("\(key) is not valid UTF-8 text") }
         }
         if let serverErrorCode {
+            // The server's own complaint about the record: a reject whatever its text.
             self = .error(RecordError(recordName: recordName, reason: reason, serverErrorCode: serverErrorCode, retryAfter: retryAfter, uuid: uuid))
         } else if deleted {
             guard let recordName else { throw json.failure("a deleted record without a recordName") }
+            guard problems.isEmpty else {
+                self = .unreadable(
+                    UnreadableEntry(
+                        recordName: recordName, recordType: nil, problem: problems.joined(separator: "; "),
+                        json: .object(["recordName": .string(recordName), "deleted": .bool(true)])))
+                return
+            }
             self = .deleted(recordName: recordName)
         } else {
             guard let recordName else { throw json.failure("a record without a recordName") }
             guard let recordType else { throw json.failure("a record without a recordType") }
-            self = .record(
-                Record(
-                    recordName: recordName, recordType: recordType, recordChangeTag: changeTag, fields: fields,
-                    created: created, modified: modified, zoneID: zoneID))
+            let record = Record(
+                recordName: recordName, recordType: recordType, recordChangeTag: changeTag, fields: fields,
+                created: created, modified: modified, zoneID: zoneID)
+            guard problems.isEmpty else {
+                var raw = record.json
+                if case .object(var members) = raw {
+                    for (key, value) in badStamps { members[key] = .object(["timestamp": value]) }
+                    raw = .object(members)
+                }
+                self = .unreadable(UnreadableEntry(recordName: recordName, recordType: recordType, problem: problems.joined(separator: "; "), json: raw))
+                return
+            }
+            self = .record(record)
         }
     }
 
-    private static func readFields(_ json: inout JSONReader) throws -> [String: FieldValue] {
+    private static func readFields(_ json: inout JSONReader, problems: inout [String]) throws -> [String: FieldValue] {
         // Gathered first so that the dictionary is made once at its size, not grown field by field.
         var read: [(String, FieldValue)] = []
         read.reserveCapacity(16)
         try json.beginObject()
-        while let name = try json.nextKey() {
+        while true {
+            let repairs = json.repairedStrings
+            guard let name = try json.nextKey() else { break }
+            let nameRepaired = json.repairedStrings != repairs
             read.append((name, try FieldValue(reading: &json)))
+            if nameRepaired {
+                problems.append("a field name is not valid UTF-8 text")
+            } else if json.repairedStrings != repairs {
+                problems.append("field \(name) holds text that is not valid UTF-8")
+            }
         }
         var fields = [String: FieldValue](minimumCapacity: read.count)
         for (name, value) in read { fields[name] = value }  // a repeated name: the last one wins
@@ -218,7 +254,24 @@ extension FieldValue {
 
 extension RecordStamp {
     public init(reading json: inout JSONReader) throws {
+        switch try Self.read(&json) {
+        case .success(let stamp): self = stamp
+        case .failure(let bad): throw json.failure("a timestamp out of range (\(bad.what))")
+        }
+    }
+
+    /// A stamp whose timestamp no Int64 of milliseconds holds (1e19, 1e300, -1e30): what it
+    /// was, for the entry's reject.
+    struct OutOfRange: Error {
+        var what: String
+        var json: JSONValue
+    }
+
+    /// The stamp, or, when its timestamp is out of range, what it was: a record is then
+    /// rejected, not the page it came in.
+    static func read(_ json: inout JSONReader) throws -> Result<RecordStamp, OutOfRange> {
         var timestamp: Int64?
+        var outOfRange: OutOfRange?
         var user: String?
         var device: String?
         try json.beginObject()
@@ -230,16 +283,20 @@ extension RecordStamp {
                 case .int(let i): timestamp = i
                 case .negativeZero: timestamp = 0
                 case .double(let d):
-                    guard d.isFinite, abs(d) < 9e18 else { throw json.failure("a timestamp out of range") }
-                    timestamp = Int64(d.rounded())
+                    if d.isFinite, abs(d) < 9e18 {
+                        timestamp = Int64(d.rounded())
+                    } else {
+                        outOfRange = OutOfRange(what: d.isFinite ? "\(d) ms" : "a number past any range", json: d.isFinite ? .double(d) : .null)
+                    }
                 }
             case "userRecordName": user = try json.readString()
             case "deviceID": device = try json.readString()
             default: try json.skipValue()
             }
         }
+        if let outOfRange { return .failure(outOfRange) }
         guard let timestamp else { throw json.failure("a created or modified stamp without a timestamp") }
-        self.init(timestamp: timestamp, userRecordName: user, deviceID: device)
+        return .success(RecordStamp(timestamp: timestamp, userRecordName: user, deviceID: device))
     }
 }
 

@@ -1,3 +1,5 @@
+import NIOCore
+
 extension CloudKitClient {
     /// Where requests go and how they authenticate, as a value with defaults:
     ///
@@ -25,14 +27,24 @@ extension CloudKitClient {
         public var webAuthTokenVault: (any WebAuthTokenVault)?
         /// Server-to-server signing (public database only, per Apple).
         public var serverKey: ServerKey?
-        /// How long one HTTP request may take, body included.
+        /// How long one HTTP request may take, from sending it to the last byte of its answer.
         public var timeout: Duration = .seconds(60)
+        /// How long the answer may go without a byte arriving, head or body (a stalled
+        /// connection is given up on before `timeout` when this is shorter).
+        public var idleTimeout: Duration = .seconds(30)
+        /// The longest wait a server's `retryAfter` (or `Retry-After`) is honoured for: a longer
+        /// one counts as this. A wait that does not fit in what is left of the retry budget is
+        /// not waited at all: the request fails at once and pauses no other.
+        public var maxRetryAfter: Duration = .seconds(300)
         public var retry: RetryPolicy = RetryPolicy()
         /// The most requests in flight at once; throttling lowers it for a while, and a server
         /// that accepts only the newest web auth token brings it down to one.
         public var maxConcurrentRequests: Int = 16
         /// The largest response body read; a larger one fails with `responseTooLarge`.
         public var maxResponseBytes: Int = 32 * 1024 * 1024
+        /// How `maxResponseBytes` is set where this client is configured from a file, for the
+        /// sentence that says how to raise it (`source.cloudkit.maxResponseBytes`).
+        public var maxResponseBytesSetting = "maxResponseBytes"
 
         public init(
             container: String, environment: Environment = .production, database: Database = .private,
@@ -87,8 +99,7 @@ public struct RetryPolicy: Sendable, Hashable {
         let exponent = min(max(attempt - 1, 0), 30)
         let ceiling = min(maxDelay.seconds, baseDelay.seconds * Double(1 << exponent))
         let backoff = jitter ? Double.random(in: 0...max(ceiling, 0)) : ceiling
-        let wait = max(backoff, retryAfter ?? 0)
-        return .milliseconds(Int64((wait * 1000).rounded(.up)))
+        return .bounded(seconds: max(backoff, retryAfter ?? 0), atMost: .seconds(86_400))
     }
 }
 
@@ -96,5 +107,19 @@ extension Duration {
     var seconds: Double {
         let (s, attoseconds) = components
         return Double(s) + Double(attoseconds) / 1e18
+    }
+
+    /// `seconds` as a Duration, rounded up to the millisecond, within `0...atMost`: a number
+    /// from a server (or anywhere else outside) never traps a conversion, whatever it is
+    /// (NaN and negatives count as zero, infinity as `atMost`).
+    static func bounded(seconds: Double, atMost: Duration) -> Duration {
+        guard seconds > 0 else { return .zero }
+        guard seconds < atMost.seconds else { return atMost }
+        return .milliseconds(Int64((seconds * 1000).rounded(.up)))
+    }
+
+    /// As NIO's `TimeAmount`, for AsyncHTTPClient; at most a day.
+    var timeAmount: TimeAmount {
+        .milliseconds(Int64(Duration.bounded(seconds: seconds, atMost: .seconds(86_400)).seconds * 1000))
     }
 }

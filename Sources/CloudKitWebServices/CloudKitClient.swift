@@ -43,9 +43,12 @@ public final class CloudKitClient: Sendable {
             self.httpClient = httpClient
             ownsHTTPClient = false
         } else {
-            let timeout = TimeAmount.nanoseconds(Int64(configuration.timeout.seconds * 1e9))
+            // `read` is AsyncHTTPClient's idle timeout: the longest it waits for the next bytes,
+            // of the head or the body. The whole answer's deadline is the request's (`timeout`).
+            let timeout = configuration.timeout.timeAmount
             var http = HTTPClient.Configuration(
-                redirectConfiguration: .disallow, timeout: .init(connect: min(timeout, .seconds(30)), read: timeout))
+                redirectConfiguration: .disallow,
+                timeout: .init(connect: min(timeout, .seconds(30)), read: min(timeout, configuration.idleTimeout.timeAmount)))
             // Over HTTP/1.1 a connection carries one request at a time, and the pool keeps 8 per
             // host unless told: as many as may be in flight (measured: 8 in flight at most, and
             // half the WAN phase's throughput, before).
@@ -64,7 +67,12 @@ public final class CloudKitClient: Sendable {
     /// Waits until the newest web auth token is saved, then shuts down the HTTP client if this
     /// client made it; a caller's client is left alone.
     public func shutdown() async throws {
-        await tokens.flush(logger: logger)
+        do {
+            try await tokens.flush(logger: logger)
+        } catch {
+            if ownsHTTPClient { try? await httpClient.shutdown() }
+            throw error
+        }
         if ownsHTTPClient { try await httpClient.shutdown() }
     }
 
@@ -168,16 +176,22 @@ public final class CloudKitClient: Sendable {
         operation: String, method: HTTPMethod, path: String, body: [UInt8]?, logger: Logger, decode: (Data) throws -> Response
     ) async throws -> Response {
         let policy = configuration.retry
-        let clock = ContinuousClock()
-        let start = clock.now
+        let start = ContinuousClock.now
         var attempt = 0
         var tokenRetries = 0
         while true {
             attempt += 1
             try Task.checkCancellation()
             let ticket = try await limiter.acquire()
-            let token = await tokens.tokenForRequest(logger: logger)
-            let error: CloudKitError
+            let token: String?
+            do {
+                token = try await tokens.tokenForRequest(logger: logger)
+            } catch {
+                _ = await limiter.release(ticket, .failed)
+                throw error
+            }
+            var error: CloudKitError
+            let retryAfter: Duration?
             do {
                 let response = try await attemptOnce(
                     operation: operation, method: method, path: path, body: body, token: token, logger: logger, decode: decode)
@@ -189,9 +203,13 @@ public final class CloudKitClient: Sendable {
                 return response
             } catch let failure as CloudKitError {
                 Metrics.requests(status: failure.httpStatus.map(String.init) ?? "none").increment()
-                let throttled = failure.code == .throttled || failure.code == .tryAgainLater
-                _ = await limiter.release(ticket, throttled ? .throttled(retryAfter: failure.retryAfter) : .failed)
                 error = failure
+                error.attempts = attempt
+                retryAfter = retryDelay(for: error, attempt: attempt, since: start, policy: policy)
+                let throttled = error.code == .throttled || error.code == .tryAgainLater
+                // A wait this request will not make (it gives up) holds no other request back.
+                let pause = retryAfter == nil ? nil : error.retryAfter
+                _ = await limiter.release(ticket, throttled ? .throttled(pause: pause) : .failed)
             } catch {
                 _ = await limiter.release(ticket, .failed)
                 throw error
@@ -203,34 +221,36 @@ public final class CloudKitClient: Sendable {
                 attempt -= 1
                 continue
             }
-            try await waitToRetry(after: error, attempt: attempt, since: start, policy: policy, logger: logger)
+            guard let retryAfter else {
+                if error.isRetryable, attempt < max(policy.maxAttempts, 1) {
+                    logger.warning(
+                        "giving up: the next attempt would exceed the retry budget",
+                        metadata: ["attempt": "\(attempt)", "code": "\(error.code)", "budget": "\(policy.budget.seconds)s"])
+                    error.budgetExceeded = true
+                }
+                throw error
+            }
+            var metadata: Logger.Metadata = [
+                "attempt": "\(attempt)", "maxAttempts": "\(policy.maxAttempts)",
+                "delay": "\(String(format: "%.3f", retryAfter.seconds))s", "code": "\(error.code)",
+            ]
+            if let status = error.httpStatus { metadata["status"] = "\(status)" }
+            if let asked = error.retryAfter { metadata["retryAfter"] = "\(asked)s" }
+            logger.warning("CloudKit request failed; retrying", metadata: metadata)
+            Metrics.retries.increment()
+            try await Task.sleep(for: retryAfter)
         }
     }
 
-    /// After a retryable failure, waits as the policy says; throws the failure when it is not
-    /// retryable or the attempts or the budget are spent.
-    private func waitToRetry(
-        after failure: CloudKitError, attempt: Int, since start: ContinuousClock.Instant, policy: RetryPolicy, logger: Logger
-    ) async throws {
-        var error = failure
-        error.attempts = attempt
-        guard error.isRetryable, attempt < max(policy.maxAttempts, 1) else { throw error }
+    /// How long to wait before trying a failed request again; nil when it is not to be tried
+    /// again: the failure is final, the attempts are spent, or the wait would not end within
+    /// the retry budget (a server asking for an hour is not waited for when the budget is five
+    /// minutes: the request fails at once).
+    private func retryDelay(for error: CloudKitError, attempt: Int, since start: ContinuousClock.Instant, policy: RetryPolicy) -> Duration? {
+        guard error.isRetryable, attempt < max(policy.maxAttempts, 1) else { return nil }
         let delay = policy.delay(afterAttempt: attempt, retryAfter: error.retryAfter)
-        guard ContinuousClock.now - start + delay <= policy.budget else {
-            logger.warning(
-                "giving up: the next attempt would exceed the retry budget",
-                metadata: ["attempt": "\(attempt)", "code": "\(error.code)", "budget": "\(policy.budget.seconds)s"])
-            throw error
-        }
-        var metadata: Logger.Metadata = [
-            "attempt": "\(attempt)", "maxAttempts": "\(policy.maxAttempts)",
-            "delay": "\(String(format: "%.3f", delay.seconds))s", "code": "\(error.code)",
-        ]
-        if let status = error.httpStatus { metadata["status"] = "\(status)" }
-        if let retryAfter = error.retryAfter { metadata["retryAfter"] = "\(retryAfter)s" }
-        logger.warning("CloudKit request failed; retrying", metadata: metadata)
-        Metrics.retries.increment()
-        try await Task.sleep(for: delay)
+        guard ContinuousClock.now - start + delay <= policy.budget else { return nil }
+        return delay
     }
 
     /// A request was refused with `AUTHENTICATION_FAILED`. With requests in flight together, its
@@ -283,20 +303,17 @@ public final class CloudKitClient: Sendable {
             request.headers.add(name: "X-Apple-CloudKit-Request-SignatureV1", value: signature.signature)
         }
 
-        func fault(_ code: CloudKitError.Code, _ reason: String, status: Int? = nil) -> CloudKitError {
-            var error = CloudKitError(code: code, httpStatus: status, reason: Self.scrub(reason, secrets: secrets), operation: operation, path: path)
-            if code == .timeout { error.limit = "\(configuration.timeout.seconds) s" }
-            if code == .responseTooLarge { error.limit = "maxResponseBytes is \(configuration.maxResponseBytes)" }
-            return error
-        }
+        var fault = faults(operation: operation, path: path, secrets: secrets)
 
-        let timeout = TimeAmount.nanoseconds(Int64(configuration.timeout.seconds * 1e9))
+        // One deadline for the whole answer, head and body: a server that sends its head at
+        // once and then trickles the body is given up on when it passes, not never.
+        let deadline = ContinuousClock.now + configuration.timeout
         let response: HTTPClientResponse
         do {
             // AsyncHTTPClient gets no logger: its trace lines could show the request, tokens and all.
-            response = try await httpClient.execute(request, deadline: .now() + timeout)
+            response = try await httpClient.execute(request, deadline: .now() + configuration.timeout.timeAmount)
         } catch {
-            throw try transportFault(error, fault: fault)
+            throw try Self.transportFault(error, fault: fault)
         }
         let status = Int(response.status.code)
 
@@ -304,53 +321,97 @@ public final class CloudKitClient: Sendable {
         if let rotated = response.headers.first(name: "X-Apple-CloudKit-Web-Auth-Token") {
             tokens.received(rotated, logger: logger)
             secrets.append(rotated)
+            fault = faults(operation: operation, path: path, secrets: secrets)
         }
 
         let limit = configuration.maxResponseBytes
         let announced = response.headers.first(name: "Content-Length").flatMap(Int.init)
         if let announced, announced > limit {
-            throw fault(.responseTooLarge, "the server announced \(announced) bytes", status: status)
+            throw fault(.responseTooLarge, "the server announced \(announced) bytes", status)
         }
-        // A page is a few hundred kilobytes: made room for once rather than grown chunk by chunk,
-        // and gathered where it is decoded, with no copy in between.
-        var bytes = Data()
-        if let announced, announced > 0 { bytes.reserveCapacity(announced) }
+        let bytes = try await Self.readBody(of: response, announced: announced, limit: limit, until: deadline, status: status, fault: fault)
+        logger.debug("CloudKit answered", metadata: ["status": "\(status)", "bytes": "\(bytes.count)"])
+
+        guard (200..<300).contains(status) else {
+            let errorBody = ServerErrorBody(bytes)
+            let code =
+                errorBody.serverErrorCode.map { CloudKitError.Code(serverErrorCode: $0) }
+                ?? CloudKitError.Code(httpStatus: status) ?? CloudKitError.Code(serverErrorCode: "HTTP_\(status)")
+            var error = CloudKitError(
+                code: code, httpStatus: status, reason: errorBody.reason.map { Self.scrub($0, secrets: secrets) },
+                uuid: errorBody.uuid, redirectURL: errorBody.redirectURL, operation: operation, path: path)
+            let headerDelay = response.headers.first(name: "Retry-After").flatMap(Self.parseRetryAfter)
+            // The server's number is taken at most as `maxRetryAfter`, whatever it is (1e300, a
+            // date years away): the rest of the client only ever sees a bounded wait.
+            if let asked = [errorBody.retryAfter, headerDelay].compactMap({ $0 }).filter({ !$0.isNaN && $0 >= 0 }).max() {
+                let most = configuration.maxRetryAfter.seconds
+                error.retryAfter = min(asked, most)
+                if asked > most { error.retryAfterAsked = asked }
+            }
+            throw error
+        }
         do {
-            for try await chunk in response.body {
+            return try decode(bytes)
+        } catch {
+            throw fault(.malformedResponse, Self.summary(of: error, byteCount: bytes.count), status)
+        }
+    }
+
+    /// How a failure of the transport or of the answer becomes a `CloudKitError`, with every
+    /// secret scrubbed out of its reason.
+    private func faults(operation: String, path: String, secrets: [String]) -> @Sendable (CloudKitError.Code, String, Int?) -> CloudKitError {
+        let timeout = configuration.timeout
+        let (maxResponseBytes, setting) = (configuration.maxResponseBytes, configuration.maxResponseBytesSetting)
+        return { code, reason, status in
+            var error = CloudKitError(code: code, httpStatus: status, reason: Self.scrub(reason, secrets: secrets), operation: operation, path: path)
+            if code == .timeout { error.limit = "\(String(format: "%g", timeout.seconds)) s for the whole answer" }
+            if code == .responseTooLarge { error.limit = "more than \(maxResponseBytes) bytes; the limit is \(setting)" }
+            return error
+        }
+    }
+
+    /// The body, read until `deadline` and up to `limit` bytes. A page is a few hundred
+    /// kilobytes: made room for once rather than grown chunk by chunk, and gathered where it is
+    /// decoded, with no copy in between.
+    private static func readBody(
+        of response: HTTPClientResponse, announced: Int?, limit: Int, until deadline: ContinuousClock.Instant, status: Int,
+        fault: @escaping @Sendable (CloudKitError.Code, String, Int?) -> CloudKitError
+    ) async throws -> Data {
+        let body = response.body
+        let read: @Sendable () async throws -> Data = {
+            var bytes = Data()
+            if let announced, announced > 0 { bytes.reserveCapacity(announced) }
+            for try await chunk in body {
                 guard bytes.count + chunk.readableBytes <= limit else {
-                    throw fault(.responseTooLarge, "the body passed \(limit) bytes", status: status)
+                    throw fault(.responseTooLarge, "the body passed \(limit) bytes", status)
                 }
                 chunk.withUnsafeReadableBytes { bytes.append(contentsOf: $0) }
+            }
+            return bytes
+        }
+        do {
+            return try await withThrowingTaskGroup(of: Data?.self) { group in
+                group.addTask { try await read() }
+                // Cancelling the reader cancels the request, which closes its connection.
+                group.addTask {
+                    try await Task.sleep(until: deadline)
+                    return nil
+                }
+                defer { group.cancelAll() }
+                guard let bytes = try await group.next() ?? nil else {
+                    throw fault(.timeout, "the body had not arrived whole by the deadline", status)
+                }
+                return bytes
             }
         } catch let error as CloudKitError {
             throw error
         } catch {
             throw try transportFault(error, fault: fault)
         }
-        logger.debug("CloudKit answered", metadata: ["status": "\(status)", "bytes": "\(bytes.count)"])
-
-        guard (200..<300).contains(status) else {
-            let errorBody = try? JSONDecoder().decode(ServerErrorBody.self, from: bytes)
-            let code =
-                errorBody?.serverErrorCode.map { CloudKitError.Code(serverErrorCode: $0) }
-                ?? CloudKitError.Code(httpStatus: status) ?? CloudKitError.Code(serverErrorCode: "HTTP_\(status)")
-            var error = CloudKitError(
-                code: code, httpStatus: status, reason: errorBody?.reason.map { Self.scrub($0, secrets: secrets) },
-                uuid: errorBody?.uuid, redirectURL: errorBody?.redirectURL, operation: operation, path: path)
-            let headerDelay = response.headers.first(name: "Retry-After").flatMap(Self.parseRetryAfter)
-            let delays = [errorBody?.retryAfter, headerDelay].compactMap { $0 }
-            error.retryAfter = delays.max()
-            throw error
-        }
-        do {
-            return try decode(bytes)
-        } catch {
-            throw fault(.malformedResponse, Self.summary(of: error, byteCount: bytes.count), status: status)
-        }
     }
 
     /// A transport error as a `CloudKitError`; cancellation stays a `CancellationError`.
-    private func transportFault(_ error: any Error, fault: (CloudKitError.Code, String, Int?) -> CloudKitError) throws -> CloudKitError {
+    private static func transportFault(_ error: any Error, fault: (CloudKitError.Code, String, Int?) -> CloudKitError) throws -> CloudKitError {
         if error is CancellationError || Task.isCancelled { throw CancellationError() }
         if let error = error as? HTTPClientError {
             switch error {

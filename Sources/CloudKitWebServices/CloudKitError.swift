@@ -1,3 +1,5 @@
+import Foundation
+
 /// A failed CloudKit Web Services call: the server's error body (`{uuid, serverErrorCode, reason,
 /// retryAfter?, redirectURL?}`) or a transport fault, with the operation it concerns.
 ///
@@ -78,8 +80,13 @@ public struct CloudKitError: Error, Sendable, CustomStringConvertible {
     public var httpStatus: Int?
     /// The server's `reason`, or what went wrong with the transport (secrets scrubbed).
     public var reason: String?
-    /// Seconds the server asked to wait (`retryAfter` in the body, or a `Retry-After` header).
+    /// Seconds the server asked to wait (`retryAfter` in the body, or a `Retry-After` header),
+    /// at most the client's `maxRetryAfter`.
     public var retryAfter: Double?
+    /// What the server asked for, when it was more than `maxRetryAfter`.
+    public var retryAfterAsked: Double?
+    /// The retries ended because the next wait would not end within the retry budget.
+    public var budgetExceeded = false
     /// The server's request UUID, for Apple support.
     public var uuid: String?
     /// With AUTHENTICATION_REQUIRED: where a person signs in. Not printed by `description`.
@@ -136,7 +143,15 @@ public struct CloudKitError: Error, Sendable, CustomStringConvertible {
         if let reason, !reason.isEmpty { details.append("server said: \(reason)") }
         if let httpStatus { details.append("HTTP \(httpStatus)") }
         if let path { details.append(path) }
-        if attempts > 1 { details.append("gave up after \(attempts) attempts") }
+        if let retryAfter {
+            let asked = retryAfterAsked.map { "asked to wait \(Self.seconds($0)), taken as \(Self.seconds(retryAfter))" }
+            details.append(asked ?? "asked to wait \(Self.seconds(retryAfter))")
+        }
+        if budgetExceeded {
+            details.append("gave up after \(attempts) attempt\(attempts == 1 ? "" : "s"): the next wait would not end within the retry budget")
+        } else if attempts > 1 {
+            details.append("gave up after \(attempts) attempts")
+        }
         if let uuid { details.append("request \(uuid)") }
         if !details.isEmpty { text += " [" + details.joined(separator: "; ") + "]" }
         return text
@@ -163,7 +178,8 @@ public struct CloudKitError: Error, Sendable, CustomStringConvertible {
         case .notFound:
             return "not found \(tag): check the container identifier, the environment and baseURL"
         case .throttled, .tryAgainLater:
-            return "CloudKit asked to slow down \(tag) and did not recover within the retry limits: run again later, or raise the retry budget"
+            return
+                "CloudKit asked to slow down \(tag) and did not recover within the retry limits: run again later, or raise retryBudgetSeconds (and maxRetryAfterSeconds for longer waits)"
         case .internalError:
             return "CloudKit failed on its side \(tag): run again later"
         case .quotaExceeded:
@@ -173,9 +189,9 @@ public struct CloudKitError: Error, Sendable, CustomStringConvertible {
         case .network:
             return "could not get an answer from CloudKit \(tag): check the network and baseURL, then run again"
         case .timeout:
-            return "CloudKit did not answer in time \(tag): check the network, or raise the timeout\(limit.map { " (now \($0))" } ?? "")"
+            return "CloudKit did not answer in time \(tag): check the network, or raise timeoutSeconds\(limit.map { " (now \($0))" } ?? "")"
         case .responseTooLarge:
-            return "the response was larger than the client accepts \(tag)\(limit.map { ", \($0)" } ?? ""): lower resultsLimit or raise maxResponseBytes"
+            return "the response was larger than the client accepts \(tag)\(limit.map { ": \($0)" } ?? ""): lower resultsLimit, or raise that limit"
         case .malformedResponse:
             return "the answer was not the JSON CloudKit sends \(tag): run again; if it persists, check that baseURL points at CloudKit Web Services"
         case .signingFailed:
@@ -186,11 +202,41 @@ public struct CloudKitError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// The JSON error body of a failed request.
+/// The JSON error body of a failed request, read leniently: each member is taken when it has
+/// the expected type, so that one odd member (a `retryAfter` of "soon", a number too large for a
+/// Double) does not lose the others; a body that is not JSON at all gives nothing.
 struct ServerErrorBody: Decodable {
     var uuid: String?
     var serverErrorCode: String?
     var reason: String?
     var retryAfter: Double?
     var redirectURL: String?
+
+    init(_ bytes: Data) {
+        bytes.withUnsafeBytes { raw in
+            var json = JSONReader(raw.bindMemory(to: UInt8.self))
+            guard (try? json.beginObject()) != nil else { return }
+            while let key = try? json.nextKey() {
+                let value = try? json.readValue()
+                switch (key, value) {
+                case ("uuid", .string(let text)?): uuid = text
+                case ("serverErrorCode", .string(let text)?): serverErrorCode = text
+                case ("reason", .string(let text)?): reason = text
+                case ("redirectURL", .string(let text)?): redirectURL = text
+                case ("retryAfter", .int(let n)?): retryAfter = Double(n)
+                case ("retryAfter", .double(let n)?) where n.isFinite: retryAfter = n
+                case ("retryAfter", .double(_)?): retryAfter = .infinity  // a number past Double's range
+                case (_, nil): return
+                default: continue
+                }
+            }
+        }
+    }
+}
+
+extension CloudKitError {
+    /// `12 s`, `0.25 s`, `1e+09 s`.
+    static func seconds(_ value: Double) -> String {
+        value.isFinite && value < 1e7 ? String(format: "%g s", value) : String(format: "%.3g s", value)
+    }
 }

@@ -32,6 +32,9 @@ public struct ZoneChange: Sendable, Hashable, Decodable {
     /// Set when the entry is an error rather than a change.
     public var serverErrorCode: String?
     public var reason: String?
+    /// The zone's name or owner is not valid UTF-8 text: `zoneID` holds it with U+FFFD in place
+    /// of what could not be read, which may be another zone's name; it must not be followed.
+    public var unreadableName = false
 
     public init(
         zoneID: ZoneID, deleted: Bool = false, purged: Bool = false, encryptedDataReset: Bool = false,
@@ -55,5 +58,58 @@ public struct ZoneChange: Sendable, Hashable, Decodable {
         encryptedDataReset = try c.decodeIfPresent(Bool.self, forKey: .encryptedDataReset) ?? false
         serverErrorCode = try c.decodeIfPresent(String.self, forKey: .serverErrorCode)
         reason = try c.decodeIfPresent(String.self, forKey: .reason)
+    }
+}
+
+extension DatabaseChangesResponse: JSONReadable {
+    /// The page straight from its bytes, with the meaning of `init(from:)`, noting zones whose
+    /// names are not valid text.
+    public init(reading json: inout JSONReader) throws {
+        var zones: [ZoneChange] = []
+        var syncToken: String?
+        var moreComing = false
+        try json.beginObject()
+        while let key = try json.nextKey() {
+            if try json.readNullIfPresent() { continue }
+            switch key {
+            case "zones":
+                try json.beginArray()
+                while try json.nextElement() { zones.append(try ZoneChange(reading: &json)) }
+            case "syncToken": syncToken = try json.readString()
+            case "moreComing": moreComing = try json.readBool()
+            default: try json.skipValue()
+            }
+        }
+        try json.end()
+        guard let syncToken else { throw json.failure("a page without a syncToken") }
+        self.init(zones: zones, syncToken: syncToken, moreComing: moreComing)
+    }
+}
+
+extension ZoneChange {
+    init(reading json: inout JSONReader) throws {
+        var zoneID: ZoneID?
+        var unreadable = false
+        var change = ZoneChange(zoneID: ZoneID(zoneName: ""))
+        try json.beginObject()
+        while let key = try json.nextKey() {
+            if try json.readNullIfPresent() { continue }
+            switch key {
+            case "zoneID":
+                let repairs = json.repairedStrings
+                zoneID = try ZoneID(reading: &json)
+                unreadable = json.repairedStrings != repairs
+            case "deleted": change.deleted = try json.readBool()
+            case "purged": change.purged = try json.readBool()
+            case "encryptedDataReset": change.encryptedDataReset = try json.readBool()
+            case "serverErrorCode": change.serverErrorCode = try json.readString()
+            case "reason": change.reason = try json.readString()
+            default: try json.skipValue()
+            }
+        }
+        guard let zoneID else { throw json.failure("a zone entry without a zoneID") }
+        change.zoneID = zoneID
+        change.unreadableName = unreadable
+        self = change
     }
 }

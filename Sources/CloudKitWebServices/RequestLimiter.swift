@@ -2,10 +2,19 @@
 ///
 /// - The limit starts at `maxConcurrent` and adapts (additive increase, multiplicative decrease,
 ///   as TCP does): each success adds `1 / limit`, so a full round of successes adds one; a
-///   throttle halves it, once per episode (the requests that were in flight with it are answered
-///   by the same overload and do not halve it again).
-/// - A throttle with `retryAfter` pauses every request of the client until then, not only the
-///   one that got it; `throttledSeconds` adds up the time paused.
+///   throttle brings it down, once per episode (the requests that were in flight with it are
+///   answered by the same overload and do not lower it again): to half of what was in flight,
+///   which may be less than the limit.
+/// - A server that refuses more than a fixed number of requests in flight is found out: the
+///   in-flight count of the lowest throttled request is a *ceiling* the limit stays under. It
+///   probes the ceiling again only after a number of successes that doubles with every probe
+///   the server throttles, and a throttled probe costs only its own wait, not a pause of every
+///   request, so a run converges to the server's cap instead of paying a pause each time the
+///   limit creeps above it. A request that succeeds at the ceiling lifts it.
+/// - A throttle whose `retryAfter` the request will wait out pauses every request of the client
+///   until then, not only the one that got it; one the request will not wait (it gives up: the
+///   wait exceeds its retry budget) pauses nobody. `throttledSeconds` is the time paused so far,
+///   never more than has passed.
 /// - `oneAtATime` is for servers that accept only the newest web auth token or two: once set,
 ///   the limit is one for good.
 actor RequestLimiter {
@@ -14,22 +23,38 @@ actor RequestLimiter {
     private(set) var oneAtATime: Bool
     private(set) var inFlight = 0
     private(set) var peakInFlight = 0
-    private(set) var throttledSeconds = 0.0
+    /// The most in flight since the limit last came down.
+    private var highWater = 0
+    /// The fewest requests in flight that the server throttled; nil when none was or a request
+    /// succeeded at that level since.
+    private(set) var ceiling: Int?
+    /// Successes at or under the ceiling before the next probe above it.
+    private(set) var successesBeforeProbe = RequestLimiter.firstProbeAfter
     private var pausedUntil: ContinuousClock.Instant?
+    private var pause = PauseClock()
     /// Bumped by every decrease: a ticket from an earlier episode does not decrease again.
     private var episode = 0
     /// Requests waiting for the others to finish (`drain`); no new request starts meanwhile.
     private var draining = 0
     private var waiting: [CheckedContinuation<Void, Never>] = []
 
+    static let firstProbeAfter = 16
+    static let lastProbeAfter = 4_096
+    /// No pause, whatever a server asks, is longer than this: the caller caps `retryAfter` well
+    /// below it (`maxRetryAfter`); this only keeps the arithmetic from ever trapping.
+    static let longestPause = Duration.seconds(86_400)
+
     struct Ticket: Sendable {
         let episode: Int
+        /// Requests in flight when this one started, itself included.
+        let inFlight: Int
     }
 
     enum Outcome: Sendable {
         case succeeded
-        /// Throttled, with the server's `retryAfter` in seconds, if it gave one.
-        case throttled(retryAfter: Double?)
+        /// Throttled. `pause`: the server's `retryAfter` in seconds when the request will wait it
+        /// out (every request then waits with it); nil when it gave none, or the request gives up.
+        case throttled(pause: Double?)
         case failed
     }
 
@@ -42,6 +67,10 @@ actor RequestLimiter {
     /// How many requests may be in flight now.
     var currentLimit: Int { oneAtATime ? 1 : max(1, Int(limit)) }
 
+    /// Seconds every request was paused because the server throttled: the pauses so far, and of
+    /// one under way the part that has passed.
+    var throttledSeconds: Double { pause.seconds(at: .now) }
+
     /// Waits for a slot: no pause, nobody draining, fewer than the limit in flight.
     func acquire() async throws -> Ticket {
         while true {
@@ -53,7 +82,8 @@ actor RequestLimiter {
             if draining == 0, inFlight < currentLimit {
                 inFlight += 1
                 peakInFlight = max(peakInFlight, inFlight)
-                return Ticket(episode: episode)
+                highWater = max(highWater, inFlight)
+                return Ticket(episode: episode, inFlight: inFlight)
             }
             await withCheckedContinuation { waiting.append($0) }
         }
@@ -66,18 +96,59 @@ actor RequestLimiter {
         inFlight -= 1
         switch outcome {
         case .succeeded:
-            limit = min(Double(maxConcurrent), limit + 1 / limit)
-        case .throttled(let retryAfter):
-            if ticket.episode == episode {
-                limit = max(1, limit / 2)
-                episode += 1
-            }
-            if let retryAfter, retryAfter > 0 { pause(for: retryAfter) }
+            succeeded(ticket)
+        case .throttled(let seconds):
+            if throttled(ticket), let seconds, seconds > 0 { pauseAll(for: seconds) }
         case .failed:
             break
         }
         wakeAll()
         return oneAtATime
+    }
+
+    private func succeeded(_ ticket: Ticket) {
+        guard let ceiling else {
+            limit = min(Double(maxConcurrent), limit + 1 / limit)
+            return
+        }
+        if ticket.inFlight >= ceiling {
+            // The server took as many as it once refused: what refused them has passed.
+            self.ceiling = nil
+            successesBeforeProbe = Self.firstProbeAfter
+            limit = min(Double(maxConcurrent), limit + 1 / limit)
+            return
+        }
+        // Under the ceiling the limit grows up to just below it; one over it, a probe, only
+        // once enough requests went well since the last throttle.
+        successesBeforeProbe -= 1
+        let top = Double(successesBeforeProbe <= 0 ? ceiling : ceiling - 1)
+        limit = min(Double(maxConcurrent), top, limit + 1 / limit)
+    }
+
+    /// Lowers the limit after a throttle. Returns whether the throttle concerns every request:
+    /// false for a request sent before the limit last came down (an answer to the same overload)
+    /// and for a probe above a known ceiling (refused as expected).
+    private func throttled(_ ticket: Ticket) -> Bool {
+        guard ticket.episode == episode else { return false }
+        if let ceiling, ticket.inFlight >= ceiling {
+            limit = min(limit, Double(max(1, ceiling - 1)))
+            successesBeforeProbe = min(Self.lastProbeAfter, max(Self.firstProbeAfter, successesBeforeProbe) * 2)
+            return false
+        }
+        // Half of what was in flight: with four zones fetched, a limit of 16 halved is 8, still
+        // more than the four that overloaded the server.
+        limit = max(1, min(limit, Double(highWater)) / 2)
+        episode += 1
+        highWater = inFlight
+        // A request refused while it had company: the server takes fewer than that at once.
+        // (One refused alone says nothing of how many it takes.)
+        if ticket.inFlight >= 2 {
+            let refusedAt = min(ceiling ?? ticket.inFlight, ticket.inFlight)
+            ceiling = refusedAt
+            limit = min(limit, Double(refusedAt - 1))
+        }
+        successesBeforeProbe = Self.firstProbeAfter
+        return true
     }
 
     /// From now on, one request at a time. Returns whether that is new.
@@ -96,15 +167,17 @@ actor RequestLimiter {
 
     /// No request starts before `seconds` from now; the time counts once however many requests
     /// were told to wait.
-    private func pause(for seconds: Double) {
+    private func pauseAll(for seconds: Double) {
         let now = ContinuousClock.now
-        let until = now + .milliseconds(Int64((seconds * 1000).rounded(.up)))
-        let pausedFrom = max(pausedUntil ?? now, now)
-        if until > pausedFrom {
-            throttledSeconds += (until - pausedFrom).seconds
-            CloudKitClient.Metrics.throttleWait.increment(by: (until - pausedFrom).seconds)
-            pausedUntil = until
-        }
+        let until = now + Duration.bounded(seconds: seconds, atMost: Self.longestPause)
+        guard until > pausedUntil ?? now else { return }
+        // Every pause announced before ends before `until`: counted whole either side.
+        let announced = pause.seconds(at: until)
+        pause.add(from: now, until: until)
+        pausedUntil = until
+        // The metric counts a pause as it is announced (a counter cannot be taken back later);
+        // a pause is announced only when the request that met it waits it out.
+        CloudKitClient.Metrics.throttleWait.increment(by: pause.seconds(at: until) - announced)
     }
 
     /// Every waiter looks again; those that still cannot go wait again. Few requests wait at a
@@ -114,5 +187,36 @@ actor RequestLimiter {
         let woken = waiting
         waiting.removeAll()
         for waiter in woken { waiter.resume() }
+    }
+}
+
+/// The time covered by pauses that may overlap, counted once, and never beyond the moment asked
+/// about: a pause cut short (the run ended, or failed) counts only what passed of it.
+struct PauseClock: Sendable {
+    /// The length of the pauses that ended before `openFrom`.
+    private var closed: Duration = .zero
+    /// The pause under way or last: from `openFrom` until `openUntil`.
+    private var openFrom: ContinuousClock.Instant?
+    private var openUntil: ContinuousClock.Instant?
+
+    mutating func add(from start: ContinuousClock.Instant, until end: ContinuousClock.Instant) {
+        guard end > start else { return }
+        if let from = openFrom, let until = openUntil {
+            if start <= until {
+                // Overlaps or follows on: one pause, longer.
+                openUntil = max(until, end)
+                openFrom = min(from, start)
+                return
+            }
+            closed += until - from
+        }
+        openFrom = start
+        openUntil = end
+    }
+
+    func seconds(at now: ContinuousClock.Instant) -> Double {
+        var total = closed
+        if let from = openFrom, let until = openUntil, now > from { total += min(until, now) - from }
+        return total.seconds
     }
 }

@@ -37,14 +37,26 @@ struct WebAuthTokenFile: WebAuthTokenVault {
 
     var location: String { path }
 
-    /// The file's text; nil when it does not exist.
+    /// The most a token file holds: twenty tokens of a few hundred bytes and a few lines more.
+    static let maxBytes = 256 * 1024
+    /// The longest line taken as a token; a web auth token is a few hundred bytes.
+    static let maxTokenBytes = 16 * 1024
+
+    /// The file's text; nil when it does not exist. The file holds secrets: it is read as
+    /// `SecretFile` reads (no symbolic link, the user's own, mode 0600 or stricter, bounded).
     func load() throws -> String? {
-        guard FileManager.default.fileExists(atPath: path) else { return nil }
+        let text: String?
         do {
-            return try String(contentsOfFile: path, encoding: .utf8)
+            text = try SecretFile.read(path, what: "web auth token file", maxBytes: Self.maxBytes)
         } catch {
-            throw WebAuthTokenFileError(path: path, problem: "it cannot be read")
+            throw WebAuthTokenFileError(path: path, problem: error.problem, reading: true)
         }
+        if let text, let long = text.split(whereSeparator: \.isNewline).first(where: { $0.utf8.count > Self.maxTokenBytes }) {
+            throw WebAuthTokenFileError(
+                path: path, problem: "it holds a line of \(long.utf8.count) bytes, and a web auth token is a few hundred; it is not a token file",
+                reading: true)
+        }
+        return text
     }
 
     /// What the file holds; nil when it does not exist or holds no token.
@@ -55,8 +67,9 @@ struct WebAuthTokenFile: WebAuthTokenVault {
     /// The tokens a saved text holds; nil when it holds none.
     static func contents(of text: String) -> Contents? {
         var contents = Contents()
-        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: true).enumerated() {
-            let line = raw.trimmingCharacters(in: .whitespaces)
+        // Lines may end with CRLF (a file edited on Windows, or pasted): the CR is not the token's.
+        for (index, raw) in text.split(whereSeparator: \.isNewline).enumerated() {
+            let line = raw.trimmingCharacters(in: .whitespacesAndNewlines)
             if index == 0 {
                 if !line.isEmpty { contents.tokens.append(line) }
                 continue

@@ -1,8 +1,13 @@
-/// The web auth token file could not be written; the sentence never holds the token.
+/// The web auth token file could not be read or written; the sentence never holds the token.
 struct WebAuthTokenFileError: Error, CustomStringConvertible {
     var path: String
     var problem: String
+    /// Whether reading failed (else writing).
+    var reading = false
+
     var description: String {
-        "cannot write the web auth token file \(path) (\(problem)): check that its folder exists and is writable"
+        reading
+            ? "cannot read the web auth token file \(path): \(problem)"
+            : "cannot write the web auth token file \(path) (\(problem)): check that its folder exists and is writable"
     }
 }

@@ -43,6 +43,9 @@ final class WebAuthTokenStore: Sendable {
         var savedVersion = 0
         var syncScheduled = false
         var failureLogged = false
+        /// Why the saved tokens could not be read, or the newest not saved: no request is sent
+        /// while it stands (one sent with a token the file lacks could lock the next run out).
+        var failure: WebAuthTokenFileFailure?
         /// How many times the file was written and synced, for tests.
         var writes = 0
         var syncs = 0
@@ -59,7 +62,16 @@ final class WebAuthTokenStore: Sendable {
         var contents = WebAuthTokenFile.Contents(
             tokens: configured.map { [$0] } ?? [], configuredFingerprint: configured.map(WebAuthTokenFile.fingerprint(of:)))
         var version = 0
-        if let vault, let saved = Self.load(from: vault, logger: logger) {
+        var failure: WebAuthTokenFileFailure?
+        var saved: WebAuthTokenFile.Contents?
+        if let vault {
+            do {
+                saved = try vault.load().flatMap(WebAuthTokenFile.contents(of:))
+            } catch {
+                failure = WebAuthTokenFileFailure(error: error, reading: true)
+            }
+        }
+        if let vault, let saved {
             let file = vault.location
             if configured != nil, let fingerprint = saved.configuredFingerprint, fingerprint != contents.configuredFingerprint {
                 logger.info("the configured web auth token is new since the token file was written; using it", metadata: ["file": "\(file)"])
@@ -75,18 +87,9 @@ final class WebAuthTokenStore: Sendable {
         } else if vault != nil, !contents.tokens.isEmpty {
             version = 1
         }
-        state = NIOLockedValueBox(State(contents: contents, version: version))
-    }
-
-    /// The tokens a vault holds; nil, and said, when it cannot be read: the run goes on with the
-    /// configured token, which a person may have just renewed.
-    private static func load(from vault: any WebAuthTokenVault, logger: Logger) -> WebAuthTokenFile.Contents? {
-        do {
-            return try vault.load().flatMap(WebAuthTokenFile.contents(of:))
-        } catch {
-            logger.error("the saved web auth tokens cannot be read; starting from the configured token", metadata: ["error": "\(error)"])
-            return nil
-        }
+        var state = State(contents: contents, version: version)
+        state.failure = failure
+        self.state = NIOLockedValueBox(state)
     }
 
     /// The newest token known. A secret: never print it.
@@ -95,12 +98,15 @@ final class WebAuthTokenStore: Sendable {
     /// Whether requests must go one at a time, as learned from this server.
     var oneAtATime: Bool { state.withLockedValue { $0.contents.oneAtATime } }
 
-    /// The token for a request about to be sent: the newest known, once the file has it.
-    func tokenForRequest(logger: Logger) async -> String? {
+    /// The token for a request about to be sent: the newest known, once the file has it. Throws
+    /// when the saved tokens could not be read or the newest cannot be saved: a request sent
+    /// with a token the file lacks moves the server past what a later run can start from.
+    func tokenForRequest(logger: Logger) async throws(WebAuthTokenFileFailure) -> String? {
         guard let file else { return current }
-        return await withCheckedContinuation { (done: CheckedContinuation<String?, Never>) in
+        let result = await withCheckedContinuation { (done: CheckedContinuation<Result<String?, WebAuthTokenFileFailure>, Never>) in
             writer.async { done.resume(returning: self.save(to: file, logger: logger)) }
         }
+        return try result.get()
     }
 
     /// Takes a token from a response header.
@@ -141,18 +147,20 @@ final class WebAuthTokenStore: Sendable {
         }
     }
 
-    /// Returns once the file has the newest token and is synced to the disk.
-    func flush(logger: Logger) async {
+    /// Returns once the file has the newest token and is synced to the disk; throws when the
+    /// newest token could not be saved.
+    func flush(logger: Logger) async throws(WebAuthTokenFileFailure) {
         guard let file else { return }
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+        let saved = await withCheckedContinuation { (done: CheckedContinuation<Result<String?, WebAuthTokenFileFailure>, Never>) in
             writer.async {
-                _ = self.save(to: file, logger: logger)
+                let saved = self.save(to: file, logger: logger)
                 self.syncer.async {
                     self.sync(file)
-                    done.resume()
+                    done.resume(returning: saved)
                 }
             }
         }
+        _ = try saved.get()
     }
 
     /// How many times the file has been written and synced.
@@ -160,41 +168,47 @@ final class WebAuthTokenStore: Sendable {
     var fileSyncs: Int { state.withLockedValue { $0.syncs } }
 
     /// On the writer queue: writes the file if it is behind, schedules a sync, and returns the
-    /// newest token, which the file now has (unless writing failed: the run goes on with it).
-    private func save(to file: any WebAuthTokenVault, logger: Logger) -> String? {
+    /// newest token, which the file now has; or why it cannot have it.
+    private func save(to file: any WebAuthTokenVault, logger: Logger) -> Result<String?, WebAuthTokenFileFailure> {
         // What to write and the token to hand out come from one look at the state: a token that
         // arrives after it is written by the `save` its arrival queued, behind this one.
-        let (contents, version, saved) = state.withLockedValue { state -> (WebAuthTokenFile.Contents?, Int, String?) in
+        let (contents, version, saved, failure) = state.withLockedValue { state in
             // With no token left, the file keeps the last ones: a person must sign in anyway.
             guard state.version != state.savedVersion, !state.contents.tokens.isEmpty else {
-                return (nil, state.version, state.contents.tokens.first)
+                return (WebAuthTokenFile.Contents?.none, state.version, state.contents.tokens.first, state.failure)
             }
-            return (state.contents, state.version, state.contents.tokens.first)
+            return (state.contents, state.version, state.contents.tokens.first, state.failure)
         }
-        guard let contents else { return saved }
+        // Unreadable saved tokens stop everything: which token the server expects is unknown.
+        if let failure, failure.reading { return .failure(failure) }
+        guard let contents else { return .success(saved) }
         do {
             try file.save(WebAuthTokenFile.text(of: contents))
             let scheduleSync = state.withLockedValue { state -> Bool in
                 state.savedVersion = version
                 state.writes += 1
+                state.failure = nil
                 defer { state.syncScheduled = true }
                 return !state.syncScheduled
             }
             if scheduleSync {
-                syncer.asyncAfter(deadline: .now() + .nanoseconds(Int(syncInterval.seconds * 1e9))) { self.sync(file) }
+                syncer.asyncAfter(deadline: .now() + .milliseconds(Int(syncInterval.seconds * 1000))) { self.sync(file) }
             }
         } catch {
+            let failure = WebAuthTokenFileFailure(error: error, reading: false)
             let first = state.withLockedValue { state -> Bool in
+                state.failure = failure
                 defer { state.failureLogged = true }
                 return !state.failureLogged
             }
             if first {
                 logger.error(
-                    "could not save the rotated web auth token; a run after a crash may need a new one",
+                    "could not save the rotated web auth token; no request is sent with a token the file lacks",
                     metadata: ["error": "\(error)"])
             }
+            return .failure(failure)
         }
-        return contents.tokens.first
+        return .success(contents.tokens.first)
     }
 
     /// On the sync queue: whatever the file holds now reaches the disk.
@@ -202,5 +216,19 @@ final class WebAuthTokenStore: Sendable {
         state.withLockedValue { $0.syncScheduled = false }
         file.sync()
         state.withLockedValue { $0.syncs += 1 }
+    }
+}
+
+/// The saved web auth tokens cannot be read, or the newest cannot be saved: the run stops, as a
+/// request sent regardless could leave the next run with a token the server no longer accepts.
+public struct WebAuthTokenFileFailure: Error, Sendable, CustomStringConvertible {
+    /// What the vault said (a path or a table, never a token).
+    public let description: String
+    /// Whether reading the saved tokens failed (else saving a new one).
+    public let reading: Bool
+
+    init(error: any Error, reading: Bool) {
+        description = "\(error)"
+        self.reading = reading
     }
 }

@@ -67,7 +67,7 @@ public struct ExpectedState: Sendable {
                         } else {
                             rows[key]?.deleted = true
                         }
-                    case .error:
+                    case .error, .unreadable:
                         rejects += 1
                     }
                 }

@@ -237,7 +237,7 @@ actor FakeCloudKitStore {
             switch zone.added[position - zone.generatedCount] {
             case .record(let record): body(position, RecordNameKey(record.recordName), false)
             case .deleted(let name): body(position, RecordNameKey(name), true)
-            case .error: break
+            case .error, .unreadable: break
             }
         }
     }

@@ -90,6 +90,11 @@ extension JSONWriter {
             literal(",\"deleted\":true,\"zoneID\":")
             write(zoneID: zoneID)
             literal("}")
+        case .unreadable(let entry):
+            // Never in the fake's history (only a client reads one); written as it was read.
+            var writer = JSONWriter()
+            writer.write(entry.json)
+            bytes.append(contentsOf: writer.bytes)
         case .error(let error):
             literal("{")
             if let name = error.recordName {

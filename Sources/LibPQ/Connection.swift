@@ -122,8 +122,16 @@ public final class Connection: @unchecked Sendable {
     /// Runs one statement with `$1…$n` parameters, each sent as text (nil is SQL NULL). Values
     /// never become part of the SQL text.
     @discardableResult
+    ///
+    /// A parameter holding a NUL character is refused: libpq reads a parameter as a C string, so
+    /// it would silently end at the NUL, and two values alike up to it would be stored as one.
     public func query(_ sql: String, _ parameters: [String?] = []) throws -> QueryResult {
         let conn = try self.conn
+        if let index = parameters.firstIndex(where: { $0?.utf8.contains(0) == true }) {
+            throw PostgresError(
+                kind: .query,
+                message: "parameter $\(index + 1) holds a NUL character, which PostgreSQL text cannot hold; nothing was sent")
+        }
         let cStrings: [UnsafeMutablePointer<CChar>?] = parameters.map { $0.map { strdup($0) } ?? nil }
         defer { for pointer in cStrings { free(pointer) } }
         let result = cStrings.withUnsafeBufferPointer { buffer in

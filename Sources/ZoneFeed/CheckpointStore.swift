@@ -17,4 +17,13 @@ public protocol CheckpointStore: Sendable {
     /// Starts a resync: nil token, next generation, `resyncing` set.
     func beginResync(_ zone: ZoneID, reason: String) async throws -> ZoneCheckpoint
     func recordZoneError(_ zone: ZoneID, message: String?) async throws
+
+    /// Why a zone cannot be kept under its name (its name holds what the store cannot hold);
+    /// nil when it can. Such a zone is never followed: it fails in every run that meets it, and
+    /// is never stored under a name that could be another zone's.
+    func refusal(of zone: ZoneID) -> String?
+}
+
+extension CheckpointStore {
+    public func refusal(of zone: ZoneID) -> String? { nil }
 }

@@ -16,20 +16,20 @@ public struct Runner: Sendable {
         public var commitEvery: Int
         /// Only these zone names, when not empty (`--zone`).
         public var zoneFilter: [String]
-        /// How many times a page may repeat its token with nothing in it before it is an error.
-        public var maxEmptyRepeats: Int
+        /// How long a zone's feed may fail to advance before the zone fails (`FeedProgress`).
+        public var stall: FeedProgress.Limits
         /// How many zones the destination applies at once (its connections); it takes more zones
         /// than that, sharing its connections among them.
         public var parallelZones: Int
 
         public init(
-            pipeline: String, commitEvery: Int = 5_000, zoneFilter: [String] = [], maxEmptyRepeats: Int = 3,
+            pipeline: String, commitEvery: Int = 5_000, zoneFilter: [String] = [], stall: FeedProgress.Limits = .init(),
             parallelZones: Int = 1
         ) {
             self.pipeline = pipeline
             self.commitEvery = commitEvery
             self.zoneFilter = zoneFilter
-            self.maxEmptyRepeats = maxEmptyRepeats
+            self.stall = stall
             self.parallelZones = parallelZones
         }
     }
@@ -145,8 +145,13 @@ public struct Runner: Sendable {
 
     private func zonesToFetch(runID: Int64, summary: inout RunSummary, logger: Logger) async throws -> [ZoneID] {
         var zones: [ZoneID]
+        var refused: [RefusedZone] = []
         if let named = source.namedZones {
-            zones = named
+            zones = named.filter { zone in
+                guard let reason = destination.refusal(of: zone) else { return true }
+                refused.append(RefusedZone(zoneID: zone, reason: reason))
+                return false
+            }
         } else {
             var token = try await destination.databaseCheckpoint()
             var fetchToken = token
@@ -154,7 +159,7 @@ public struct Runner: Sendable {
             var deleted: [ZoneDeletion] = []
             while true {
                 try Task.checkCancellation()
-                let page: DatabaseChangePage
+                var page: DatabaseChangePage
                 do {
                     page = try await source.fetchDatabaseChanges(since: fetchToken)
                 } catch let error as SyncError where error.code == .changeTokenExpired && fetchToken != nil {
@@ -164,6 +169,15 @@ public struct Runner: Sendable {
                     fetchToken = nil
                     continue
                 }
+                // A zone the destination cannot keep under its name is not followed (and was
+                // never stored, so its deletion changes nothing): it fails, loudly, instead of
+                // landing on another zone's rows.
+                refused += page.refusedZones
+                for zone in page.modifiedZones {
+                    if let reason = destination.refusal(of: zone) { refused.append(RefusedZone(zoneID: zone, reason: reason)) }
+                }
+                page.modifiedZones.removeAll { destination.refusal(of: $0) != nil }
+                page.deletedZones.removeAll { destination.refusal(of: $0.zoneID) != nil }
                 // Deletions are applied in the transaction that stores the database token, so a
                 // crash can never advance the token past a deletion that was not applied.
                 guard let outcome = try await destination.applyDatabaseChanges(page, after: token, runID: runID) else {
@@ -190,6 +204,10 @@ public struct Runner: Sendable {
             }
             // Pending zones include those a crashed run left unfinished.
             zones = try await destination.pendingZones()
+        }
+        for zone in refused {
+            logger.error("zone not exported", metadata: ["zone": "\(zone.zoneID.zoneName)", "error": "\(zone.reason)"])
+            summary.zonesFailed.append((zone.zoneID, zone.reason))
         }
         if !configuration.zoneFilter.isEmpty {
             let unknown = configuration.zoneFilter.filter { name in !zones.contains { $0.zoneName == name } }
@@ -327,7 +345,7 @@ public struct Runner: Sendable {
         var pending: [RecordEntry] = []
         var pendingPages = 0
         var token = checkpoint.token
-        var emptyRepeats = 0
+        var progress = FeedProgress(limits: configuration.stall)
         var pages = source.zonePages(in: zone, since: token, readingAhead: pagesReadAhead).makeAsyncIterator()
 
         while true {
@@ -349,22 +367,12 @@ public struct Runner: Sendable {
                 pending.removeAll()
                 pendingPages = 0
                 token = nil
+                progress = FeedProgress(limits: configuration.stall)
                 pages = source.zonePages(in: zone, since: nil, readingAhead: pagesReadAhead).makeAsyncIterator()
                 continue
             }
 
-            if page.moreComing && page.entries.isEmpty && page.syncToken == token {
-                emptyRepeats += 1
-                if emptyRepeats > configuration.maxEmptyRepeats {
-                    throw SyncError(
-                        .failed,
-                        message:
-                            "the server returned the same token with no records \(emptyRepeats) times while saying more was coming; stopping instead of looping"
-                    )
-                }
-            } else {
-                emptyRepeats = 0
-            }
+            if let stuck = progress.note(page, fetchedFrom: token) { throw SyncError(.failed, zoneID: zone, message: stuck) }
 
             pending += page.entries
             // An empty page (the feed is current) is fetched but applies nothing.

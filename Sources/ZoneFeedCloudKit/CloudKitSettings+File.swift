@@ -11,7 +11,8 @@ extension CloudKitSettings: SourceConfiguration {
     public static func read(_ source: PipelineSection, pipelineName: String?, from file: PipelineFileReader) -> CloudKitSettings? {
         let allowed = [
             "baseURL", "container", "environment", "database", "zones", "resultsLimit", "desiredKeys",
-            "timeoutSeconds", "maxAttempts", "retryBudgetSeconds", "maxConcurrentRequests", "auth",
+            "timeoutSeconds", "idleTimeoutSeconds", "maxAttempts", "retryBudgetSeconds", "maxRetryAfterSeconds", "maxConcurrentRequests",
+            "maxResponseBytes", "auth",
         ]
         guard let section = file.subsection("cloudkit", in: source, allowed: allowed, required: true) else { return nil }
         let reported = file.diagnostics.count
@@ -55,6 +56,9 @@ extension CloudKitSettings: SourceConfiguration {
         let maxAttempts = file.integer("maxAttempts", in: section, range: 1...Int.max)
         let retryBudget = file.number("retryBudgetSeconds", in: section, minimum: 0, inclusive: true)
         let maxConcurrentRequests = file.integer("maxConcurrentRequests", in: section, range: 1...256)
+        let idleTimeout = file.number("idleTimeoutSeconds", in: section, range: 0.1...3_600)
+        let maxRetryAfter = file.number("maxRetryAfterSeconds", in: section, range: 0...86_400)
+        let maxResponseBytes = file.integer("maxResponseBytes", in: section, range: 65_536...1_073_741_824)
         let auth = readAuth(in: section, from: file)
         guard file.diagnostics.count == reported, let container, let auth else { return nil }
 
@@ -69,6 +73,9 @@ extension CloudKitSettings: SourceConfiguration {
         if let maxAttempts { settings.maxAttempts = maxAttempts }
         if let retryBudget { settings.retryBudgetSeconds = retryBudget }
         if let maxConcurrentRequests { settings.maxConcurrentRequests = maxConcurrentRequests }
+        if let idleTimeout { settings.idleTimeoutSeconds = idleTimeout }
+        if let maxRetryAfter { settings.maxRetryAfterSeconds = maxRetryAfter }
+        if let maxResponseBytes { settings.maxResponseBytes = maxResponseBytes }
         if settings.auth.webAuthTokenFile == nil, settings.auth.webAuthTokenStore == .file, let pipelineName {
             // Tokens rotate with every request: a run that did not keep the newest could not
             // start again after a crash.

@@ -13,8 +13,15 @@ public struct CloudKitSettings: Sendable {
     /// Only these fields are fetched; nil fetches every field.
     public var desiredKeys: [String]?
     public var auth: Auth
-    /// Seconds one HTTP request may take.
+    /// Seconds one HTTP request may take, from sending it to the last byte of its answer.
     public var timeoutSeconds: Double = 60
+    /// Seconds an answer may go without a byte arriving.
+    public var idleTimeoutSeconds: Double = 30
+    /// The longest a server's `retryAfter` is waited for (a longer one counts as this); a wait
+    /// beyond what is left of `retryBudgetSeconds` fails the request at once instead.
+    public var maxRetryAfterSeconds: Double = 300
+    /// The largest answer read, in bytes; a page of 200 records is a few hundred kilobytes.
+    public var maxResponseBytes: Int = 32 * 1024 * 1024
     /// Retries of throttled or failed requests: at most this many attempts per request...
     public var maxAttempts: Int = 8
     /// ...and no new attempt more than this many seconds after the first one, per request.

@@ -67,6 +67,10 @@ public struct CloudKitSource: ChangeSource {
         configuration.retry.maxAttempts = settings.maxAttempts
         configuration.retry.budget = .milliseconds(Int64((settings.retryBudgetSeconds * 1000).rounded()))
         configuration.maxConcurrentRequests = settings.maxConcurrentRequests
+        configuration.idleTimeout = .milliseconds(Int64((settings.idleTimeoutSeconds * 1000).rounded()))
+        configuration.maxRetryAfter = .milliseconds(Int64((settings.maxRetryAfterSeconds * 1000).rounded()))
+        configuration.maxResponseBytes = settings.maxResponseBytes
+        configuration.maxResponseBytesSetting = "source.cloudkit.maxResponseBytes"
         return configuration
     }
 
@@ -97,8 +101,15 @@ public struct CloudKitSource: ChangeSource {
         }
         var modified: [ZoneID] = []
         var deleted: [ZoneDeletion] = []
+        var refused: [RefusedZone] = []
         for zone in response.zones {
-            if zone.purged {
+            if zone.unreadableName {
+                refused.append(
+                    RefusedZone(
+                        zoneID: zone.zoneID,
+                        reason: "the database feed named a zone whose name is not valid UTF-8 text; "
+                            + "it cannot be followed under a name that may be another zone's, and is not exported"))
+            } else if zone.purged {
                 deleted.append(ZoneDeletion(zoneID: zone.zoneID, reason: .purged))
             } else if zone.encryptedDataReset {
                 deleted.append(ZoneDeletion(zoneID: zone.zoneID, reason: .encryptedDataReset))
@@ -116,7 +127,7 @@ public struct CloudKitSource: ChangeSource {
         }
         return DatabaseChangePage(
             modifiedZones: modified, deletedZones: deleted, syncToken: ChangeToken(response.syncToken),
-            moreComing: response.moreComing)
+            moreComing: response.moreComing, refusedZones: refused)
     }
 
     /// One page; the engine reads a zone's pages through `zonePages(in:since:readingAhead:)`,

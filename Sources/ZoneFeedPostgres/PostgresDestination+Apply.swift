@@ -189,8 +189,24 @@ extension PostgresDestination {
                 if sorted.tables[t].positions.isEmpty { sorted.tables[t].names.reserveCapacity(entries.count) }
                 sorted.tables[t].positions.append(i)
                 if !sorted.tables[t].names.insert(record.recordName).inserted { sorted.tables[t].repeatsARecord = true }
+            case .deleted(let name) where name.containsNUL:
+                // No row can have such a name (the record was refused when it came), so there is
+                // nothing to delete; said in the rejects rather than lost.
+                sorted.rejects.append(
+                    Reject(
+                        seq: i, entry: entry, recordType: nil,
+                        error: "the deleted record's name contains a NUL byte, which PostgreSQL text cannot hold; no row has it"))
             case .deleted(let name):
                 sorted.deletions.append(Deletion(seq: Int32(i), recordName: name))
+            case .unreadable(let unreadable):
+                let problem = "the entry cannot be taken as sent: \(unreadable.problem)"
+                if settings.onBadRecord == .fail {
+                    throw SyncError(
+                        .failed,
+                        message: "record \(unreadable.recordName ?? "(no name)") in zone \(batch.zoneID.zoneName) cannot be applied: \(problem); "
+                            + "nothing of its batch was applied (set onBadRecord: reject to send such records to zonefeed_rejects instead)")
+                }
+                sorted.rejects.append(Reject(seq: i, entry: entry, recordType: unreadable.recordType, error: problem))
             case .error(let error):
                 sorted.rejects.append(
                     Reject(
@@ -337,7 +353,7 @@ extension PostgresDestination {
                 """,
                 [
                     pipelineName, batch.zoneID.ownerRecordName, batch.zoneID.zoneName, reject.entry.recordName.map(Self.withoutNUL),
-                    reject.recordType.map(Self.withoutNUL), String(decoding: json.bytes, as: UTF8.self), reject.error,
+                    reject.recordType.map(Self.withoutNUL), String(decoding: json.bytes, as: UTF8.self), Self.withoutNUL(reject.error),
                     String(batch.runID),
                 ])
         }

@@ -260,7 +260,7 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
         try await onConnection { c in
             try c.query(
                 "UPDATE \(schema.runs) SET status = $2, finished_at = now(), error = $3, throttled_seconds = $4 WHERE run_id = $1",
-                [String(runID), status.rawValue, error, String(throttledSeconds)])
+                [String(runID), status.rawValue, error.map(Self.withoutNUL), String(throttledSeconds)])
         }
     }
 
@@ -434,13 +434,21 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
         return ZoneCheckpoint(token: nil, generation: try row.decode(0), resyncing: true)
     }
 
+    /// PostgreSQL text holds no NUL: a zone named with one is not followed (stored cut at the
+    /// NUL, `a\u{0}one` and `a\u{0}two` would both be `a`).
+    public func refusal(of zone: ZoneID) -> String? {
+        guard zone.zoneName.containsNUL || zone.ownerRecordName.containsNUL else { return nil }
+        return "the zone's name holds a NUL character, which PostgreSQL text cannot hold; the zone is not exported "
+            + "(stored cut at the NUL, it would share its rows and checkpoint with another zone)"
+    }
+
     public func recordZoneError(_ zone: ZoneID, message: String?) async throws {
         let schema = self.schema
         let name = pipelineName
         try await onConnection(of: zone) { c, _ in
             try c.query(
                 "UPDATE \(schema.checkpoints) SET last_error = $4 WHERE pipeline = $1 AND scope = 'zone' AND zone_owner = $2 AND zone_name = $3",
-                [name, zone.ownerRecordName, zone.zoneName, message])
+                [name, zone.ownerRecordName, zone.zoneName, message.map(Self.withoutNUL)])
         }
     }
 

@@ -103,7 +103,14 @@ struct PipelineOptions: ParsableArguments {
             // The token table is closed after the source, whose shutdown saves the newest token.
             do {
                 let value = try await body(source)
-                try? await source.shutdown()
+                do {
+                    try await source.shutdown()
+                } catch {
+                    // The newest web auth token is not saved: the next run may be refused.
+                    tokenTable?.close()
+                    logger.error("\(error)")
+                    throw Exit.failed
+                }
                 tokenTable?.close()
                 return value
             } catch {

@@ -30,6 +30,9 @@ final class CannedServer: Sendable {
         case respond(status: Int, headers: [(String, String)], body: [UInt8])
         /// Announces `declaredLength` bytes, sends `body`, and closes the connection.
         case cutShort(declaredLength: Int, body: [UInt8])
+        /// Sends the head at once, then the body one byte every `interval`, as a server (or a
+        /// proxy) that answers at once and then all but stops.
+        case trickle(body: [UInt8], interval: TimeAmount)
 
         static func json(_ status: Int = 200, _ text: String, headers: [(String, String)] = []) -> Reply {
             .respond(status: status, headers: [("Content-Type", "application/json")] + headers, body: Array(text.utf8))
@@ -125,6 +128,18 @@ final class CannedServer: Sendable {
                     context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .ok, headers: headers))), promise: nil)
                     context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: bytes)))), promise: nil)
                     context.close(promise: nil)
+                case .trickle(let bytes, let interval):
+                    let headers = HTTPHeaders([("Content-Type", "application/json"), ("Content-Length", "\(bytes.count)")])
+                    context.writeAndFlush(
+                        wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .ok, headers: headers))), promise: nil)
+                    let loop = context.eventLoop.assumeIsolated()
+                    for (i, byte) in bytes.enumerated() {
+                        loop.scheduleTask(in: interval * Int64(i + 1)) {
+                            guard context.channel.isActive else { return }
+                            context.writeAndFlush(self.wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: [byte])))), promise: nil)
+                            if i == bytes.count - 1 { context.writeAndFlush(self.wrapOutboundOut(.end(nil)), promise: nil) }
+                        }
+                    }
                 }
                 self.head = nil
             }

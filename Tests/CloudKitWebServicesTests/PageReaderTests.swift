@@ -131,9 +131,39 @@ import ZoneFeed
         #expect(try undecoded.decoded().records.count == 400)
     }
 
-    @Test func aLoneSurrogateEscapeBecomesTheReplacementCharacter() throws {
-        let page = try Self.read(#"{"records":[{"recordName":"x\ud800y","deleted":true}],"syncToken":"t"}"#)
-        #expect(page.records == [.deleted(recordName: "x\u{FFFD}y")])
+    /// Text that is not UTF-8 would have to be changed to be stored, and changed it may be
+    /// another record's name or field: such an entry is read as unreadable, saying where, and
+    /// the rest of the page is read as usual.
+    @Test(arguments: [
+        (#""recordName":"x\ud800y","deleted":true"#, "recordName is not valid UTF-8 text"),
+        (#""recordName":"a","recordType":"Note","fields":{"title":{"value":"\udc00","type":"STRING"}}"#, "field title holds text that is not valid UTF-8"),
+        (#""recordName":"a","recordType":"Note","fields":{"x\ud83dy":{"value":1,"type":"INT64"}}"#, "a field name is not valid UTF-8 text"),
+        (#""recordName":"a","recordType":"Note\ud800""#, "recordType is not valid UTF-8 text"),
+        (#""recordName":"a","recordType":"Note","created":{"timestamp":1e19}"#, "created.timestamp is 1e+19 ms, which no timestamp holds"),
+    ])
+    func anEntryThatCannotBeTakenAsSentIsUnreadableAndSaysWhy(members: String, problem: String) throws {
+        let page = try Self.read(#"{"records":[{"# + members + #"},{"recordName":"ok","deleted":true}],"syncToken":"t"}"#)
+        guard case .unreadable(let entry)? = page.records.first else {
+            Issue.record("\(page.records)")
+            return
+        }
+        #expect(entry.problem == problem)
+        #expect(page.records.last == .deleted(recordName: "ok"), "the rest of the page is read")
+    }
+
+    @Test func invalidUTF8BytesInAStringAreUnreadableNotRepairedSilently() throws {
+        var bytes = Array(#"{"records":[{"recordName":"a","recordType":"Note","fields":{"title":{"value":"x"#.utf8)
+        bytes += [0xFF, 0xFE, 0xC0, 0x80, 0xED, 0xA0, 0x80]  // not UTF-8; an overlong NUL; an encoded surrogate
+        bytes += Array(#"","type":"STRING"}}}],"syncToken":"t"}"#.utf8)
+        let page = try bytes.withUnsafeBufferPointer { buffer in
+            var reader = JSONReader(buffer)
+            return try RecordZoneChangesResponse(reading: &reader)
+        }
+        guard case .unreadable(let entry)? = page.records.first else {
+            Issue.record("\(page.records)")
+            return
+        }
+        #expect(entry.problem == "field title holds text that is not valid UTF-8")
     }
 
     @Test(arguments: [

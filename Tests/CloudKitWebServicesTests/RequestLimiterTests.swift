@@ -2,15 +2,16 @@ import Testing
 
 @testable import CloudKitWebServices
 
-/// Throttling pauses every request of the client and halves how many may be in flight;
-/// successes grow it back one at a time.
+/// Throttling pauses every request that must wait with the throttled one, lowers how many may
+/// be in flight to half of what was, and keeps under a server's hard cap once found; successes
+/// grow it back one at a time.
 @Suite struct RequestLimiterTests {
     @Test func aThrottlePausesEveryRequestAndCountsTheWaitOnce() async throws {
         let limiter = RequestLimiter(maxConcurrent: 8)
         let first = try await limiter.acquire()
         let second = try await limiter.acquire()
-        await limiter.release(first, .throttled(retryAfter: 0.3))
-        await limiter.release(second, .throttled(retryAfter: 0.3))
+        await limiter.release(first, .throttled(pause: 0.3))
+        await limiter.release(second, .throttled(pause: 0.3))
         let started = ContinuousClock.now
         let third = try await limiter.acquire()
         #expect(ContinuousClock.now - started >= .milliseconds(250), "a request that was not throttled waits too")
@@ -19,20 +20,88 @@ import Testing
         #expect(waited >= 0.29 && waited < 0.5, "two throttles at once are one wait: \(waited)")
     }
 
-    @Test func oneEpisodeHalvesTheLimitOnceAndSuccessesGrowItBack() async throws {
+    @Test func aWaitTheThrottledRequestWillNotMakeHoldsNoOtherBack() async throws {
         let limiter = RequestLimiter(maxConcurrent: 8)
-        let tickets = [try await limiter.acquire(), try await limiter.acquire(), try await limiter.acquire()]
-        for ticket in tickets { await limiter.release(ticket, .throttled(retryAfter: nil)) }
-        #expect(await limiter.currentLimit == 4, "three requests of one overload halve the limit once")
+        let gaveUp = try await limiter.acquire()
+        // The request was asked to wait an hour and gives up instead: nobody waits for it.
+        await limiter.release(gaveUp, .throttled(pause: nil))
+        let started = ContinuousClock.now
+        let next = try await limiter.acquire()
+        #expect(ContinuousClock.now - started < .milliseconds(100))
+        await limiter.release(next, .succeeded)
+        #expect(await limiter.throttledSeconds == 0, "no time is reported that nobody waited")
+    }
+
+    @Test func theTimeReportedIsTheTimeThatPassedAndNoNumberTraps() async throws {
+        let limiter = RequestLimiter(maxConcurrent: 8)
+        let started = ContinuousClock.now
+        await limiter.release(try await limiter.acquire(), .throttled(pause: 1e300))
+        try await Task.sleep(for: .milliseconds(200))
+        let waited = await limiter.throttledSeconds
+        let passed = (ContinuousClock.now - started) / .seconds(1)
+        #expect(waited >= 0.19 && waited <= passed, "a pause under way counts what has passed of it: \(waited) of \(passed) s")
+    }
+
+    @Test func aThrottleHalvesWhatWasInFlightOnceAndSuccessesGrowItBack() async throws {
+        let limiter = RequestLimiter(maxConcurrent: 16)
+        let tickets = [try await limiter.acquire(), try await limiter.acquire(), try await limiter.acquire(), try await limiter.acquire()]
+        for ticket in tickets { await limiter.release(ticket, .throttled(pause: nil)) }
+        #expect(await limiter.currentLimit == 2, "four in flight, one overload: half of four, not half of sixteen")
         var successes = 0
-        while await limiter.currentLimit < 5 {
+        while await limiter.currentLimit < 3 {
             await limiter.release(try await limiter.acquire(), .succeeded)
             successes += 1
         }
-        #expect((4...5).contains(successes), "about one full round of successes adds one: \(successes)")
-        let again = try await limiter.acquire()
-        await limiter.release(again, .throttled(retryAfter: nil))
+        #expect((2...3).contains(successes), "about one full round of successes adds one: \(successes)")
+    }
+
+    /// A server that refuses a third request in flight: the limit stays at two, and goes to
+    /// three (a probe) only after enough successes; a refused probe pauses no one and the next
+    /// one waits twice as long; a probe that succeeds lifts the ceiling.
+    @Test func aServersCapIsFoundAndProbedSeldom() async throws {
+        let limiter = RequestLimiter(maxConcurrent: 8)
+        let wave = [try await limiter.acquire(), try await limiter.acquire(), try await limiter.acquire(), try await limiter.acquire()]
+        await limiter.release(wave[0], .succeeded)
+        await limiter.release(wave[1], .succeeded)
+        await limiter.release(wave[2], .throttled(pause: 0.05))
+        await limiter.release(wave[3], .throttled(pause: 0.05))
+        #expect(await limiter.ceiling == 3, "the third in flight was refused")
         #expect(await limiter.currentLimit == 2)
+
+        var pairs = 0
+        while await limiter.currentLimit < 3 {
+            let a = try await limiter.acquire()
+            let b = try await limiter.acquire()
+            await limiter.release(a, .succeeded)
+            await limiter.release(b, .succeeded)
+            pairs += 1
+            try #require(pairs < 100)
+        }
+        #expect(pairs * 2 >= RequestLimiter.firstProbeAfter, "no probe before \(RequestLimiter.firstProbeAfter) successes: \(pairs * 2)")
+
+        let probe = [try await limiter.acquire(), try await limiter.acquire(), try await limiter.acquire()]
+        let pausedBefore = await limiter.throttledSeconds
+        await limiter.release(probe[2], .throttled(pause: 30))
+        let nextProbe = await limiter.successesBeforeProbe
+        #expect(nextProbe == RequestLimiter.firstProbeAfter * 2, "the next probe waits twice as long: \(nextProbe)")
+        await limiter.release(probe[0], .succeeded)
+        let started = ContinuousClock.now
+        let other = try await limiter.acquire()
+        #expect(ContinuousClock.now - started < .milliseconds(100), "a refused probe is its own wait, not everyone's")
+        #expect(await limiter.throttledSeconds - pausedBefore < 0.01)
+        #expect(await limiter.currentLimit == 2)
+        for ticket in [probe[1], other] { await limiter.release(ticket, .succeeded) }
+
+        while await limiter.currentLimit < 3 {
+            let a = try await limiter.acquire()
+            let b = try await limiter.acquire()
+            await limiter.release(a, .succeeded)
+            await limiter.release(b, .succeeded)
+        }
+        let lifted = [try await limiter.acquire(), try await limiter.acquire(), try await limiter.acquire()]
+        await limiter.release(lifted[2], .succeeded)
+        #expect(await limiter.ceiling == nil, "the server took three at once: its cap is gone")
+        for ticket in lifted.prefix(2) { await limiter.release(ticket, .succeeded) }
     }
 
     @Test func theLimitIsHeldAndFreedSlotsGoToWaiters() async throws {

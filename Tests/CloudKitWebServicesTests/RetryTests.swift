@@ -136,6 +136,93 @@ import Testing
         #expect(error.description.contains("check the network and baseURL"))
     }
 
+    /// Whatever delay a server asks for, no conversion traps; one that would not end within the
+    /// retry budget (an hour against two minutes) is not waited at all: the request fails at
+    /// once, having paused nothing, and the sentence says what was asked.
+    @Test(arguments: [
+        CannedServer.Reply.error(429, code: "THROTTLED", headers: [("Retry-After", "1e300")]),
+        .error(429, code: "THROTTLED", headers: [("Retry-After", "99999999999999999999999999")]),
+        .error(503, code: "TRY_AGAIN_LATER", headers: [("Retry-After", "Fri, 31 Dec 9999 23:59:59 GMT")]),
+        .error(429, code: "THROTTLED", retryAfter: 1e300),
+        .json(429, #"{"serverErrorCode":"THROTTLED","retryAfter":1e999,"reason":"slow down"}"#),
+        .error(429, code: "THROTTLED", retryAfter: 3600),
+    ])
+    func aRetryDelayBeyondTheBudgetFailsAtOnceAndPausesNothing(reply: CannedServer.Reply) async throws {
+        try await withServer { server, client in
+            server.always(reply)
+            let started = ContinuousClock.now
+            let error = try await #require(throws: CloudKitError.self) {
+                _ = try await client.fetchRecordZoneChanges(zoneID: zone, syncToken: nil)
+            }
+            #expect(ContinuousClock.now - started < .seconds(10), "no wait was made")
+            #expect(server.requests.count == 1)
+            #expect(error.budgetExceeded)
+            #expect(error.retryAfter == 300, "taken as maxRetryAfter at most")
+            #expect(error.description.contains("asked to wait"), "\(error)")
+            #expect(error.description.contains("would not end within the retry budget"), "\(error)")
+            #expect(await client.throttledSeconds == 0, "nothing was paused, and nothing is reported")
+        }
+    }
+
+    @Test func aRetryDelayThatIsNotANumberOrADateIsBackoffAlone() async throws {
+        try await withServer { server, client in
+            server.enqueue(.error(503, code: "TRY_AGAIN_LATER", headers: [("Retry-After", "soon")]), .json(200, emptyPage))
+            let page = try await client.fetchRecordZoneChanges(zoneID: zone, syncToken: nil)
+            #expect(page.syncToken == "zone-token-1")
+            #expect(server.requests.count == 2)
+        }
+    }
+
+    /// One zone's request is told to come back in an hour; another's, at the same moment, is
+    /// not held back by it.
+    @Test func aThrottleOneRequestGivesUpOnHoldsNoOtherBack() async throws {
+        try await withServer { server, client in
+            server.enqueue(.error(429, code: "THROTTLED", retryAfter: 3600), .json(200, emptyPage))
+            await #expect(throws: CloudKitError.self) {
+                _ = try await client.fetchRecordZoneChanges(zoneID: zone, syncToken: nil)
+            }
+            let started = ContinuousClock.now
+            _ = try await client.fetchRecordZoneChanges(zoneID: ZoneID(zoneName: "Other"), syncToken: nil)
+            #expect(ContinuousClock.now - started < .seconds(10), "the other request went at once")
+            #expect(await client.throttledSeconds == 0)
+        }
+    }
+
+    /// A server that sends its head at once and then a byte every 300 ms is given up on when the
+    /// whole answer's deadline passes, not never.
+    @Test func aBodyThatTricklesIsGivenUpAtTheDeadline() async throws {
+        try await withServer(configure: {
+            $0.timeout = .milliseconds(1500)
+            $0.retry.maxAttempts = 1
+        }) { server, client in
+            server.always(.trickle(body: Array(emptyPage.utf8), interval: .milliseconds(300)))
+            let started = ContinuousClock.now
+            let error = try await #require(throws: CloudKitError.self) {
+                _ = try await client.fetchRecordZoneChanges(zoneID: zone, syncToken: nil)
+            }
+            let took = ContinuousClock.now - started
+            #expect(error.code == .timeout)
+            #expect(took >= .milliseconds(1400) && took < .seconds(15), "at the deadline: \(took)")
+            #expect(error.description.contains("timeoutSeconds"), "\(error)")
+        }
+    }
+
+    @Test func anAnswerThatStallsIsGivenUpAtTheIdleTimeout() async throws {
+        try await withServer(configure: {
+            $0.timeout = .seconds(60)
+            $0.idleTimeout = .milliseconds(500)
+            $0.retry.maxAttempts = 1
+        }) { server, client in
+            server.always(.trickle(body: Array(emptyPage.utf8), interval: .seconds(30)))
+            let started = ContinuousClock.now
+            let error = try await #require(throws: CloudKitError.self) {
+                _ = try await client.fetchRecordZoneChanges(zoneID: zone, syncToken: nil)
+            }
+            #expect(error.code == .timeout)
+            #expect(ContinuousClock.now - started < .seconds(15), "long before the 60 s deadline")
+        }
+    }
+
     @Test func backoffGrowsExponentiallyUpToTheCapAndNeverUndercutsRetryAfter() {
         let policy = RetryPolicy(baseDelay: .milliseconds(500), maxDelay: .seconds(30), jitter: false)
         #expect(policy.delay(afterAttempt: 1, retryAfter: nil) == .milliseconds(500))

@@ -14,16 +14,16 @@ import Testing
         let (store, file, folder) = try makeStore(configured: "configured", syncInterval: .seconds(3600))
         defer { try? FileManager.default.removeItem(atPath: folder) }
 
-        #expect(await store.tokenForRequest(logger: logger) == "configured")
+        #expect(try await store.tokenForRequest(logger: logger) == "configured")
         #expect(try lines(file).first == "configured")
         for i in 1...40 {
             store.received("rotated-\(i)", logger: logger)
-            #expect(await store.tokenForRequest(logger: logger) == "rotated-\(i)")
+            #expect(try await store.tokenForRequest(logger: logger) == "rotated-\(i)")
             #expect(try lines(file).first == "rotated-\(i)")
         }
         #expect(store.fileWrites == 41, "one write per token, shared by its arrival and the request that carries it")
         #expect(store.fileSyncs == 0, "no fsync waits for its interval")
-        await store.flush(logger: logger)
+        try await store.flush(logger: logger)
         #expect(store.fileSyncs == 1)
         let mode = try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int
         #expect(mode == 0o600)
@@ -46,7 +46,7 @@ import Testing
             group.addTask {
                 var missing: [String] = []
                 for _ in 0..<300 {
-                    guard let token = await store.tokenForRequest(logger: logger) else { continue }
+                    guard let token = try await store.tokenForRequest(logger: logger) else { continue }
                     // The file has this token or a newer one (tokens arrive numbered in order).
                     let newest = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").first.map(String.init) ?? ""
                     func number(_ token: String) -> Int { Int(token.dropFirst("rotated-".count)) ?? -1 }
@@ -65,7 +65,7 @@ import Testing
         let started = ContinuousClock.now
         for i in 1...20 {
             store.received("rotated-\(i)", logger: logger)
-            _ = await store.tokenForRequest(logger: logger)
+            _ = try await store.tokenForRequest(logger: logger)
         }
         let intervals = Int((ContinuousClock.now - started) / .milliseconds(500))
         try await waitUntil { store.fileSyncs >= 1 }
@@ -77,10 +77,10 @@ import Testing
         let (store, _, folder) = try makeStore(syncInterval: .seconds(3600))
         defer { try? FileManager.default.removeItem(atPath: folder) }
         store.received("rotated-1", logger: logger)
-        _ = await store.tokenForRequest(logger: logger)
-        _ = await store.tokenForRequest(logger: logger)
+        _ = try await store.tokenForRequest(logger: logger)
+        _ = try await store.tokenForRequest(logger: logger)
         store.received("rotated-1", logger: logger)
-        _ = await store.tokenForRequest(logger: logger)
+        _ = try await store.tokenForRequest(logger: logger)
         #expect(store.fileWrites == 1)
     }
 
@@ -89,11 +89,11 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: folder) }
         store.received("rotated-1", logger: logger)
         store.received("rotated-2", logger: logger)
-        _ = await store.tokenForRequest(logger: logger)
+        _ = try await store.tokenForRequest(logger: logger)
         #expect(try lines(file).prefix(3) == ["rotated-2", "earlier=rotated-1", "earlier=configured"])
 
         #expect(store.refused("rotated-2"))
-        #expect(await store.tokenForRequest(logger: logger) == "rotated-1")
+        #expect(try await store.tokenForRequest(logger: logger) == "rotated-1")
         #expect(try lines(file).first == "rotated-1", "a refused token is not kept")
         #expect(store.refused("rotated-1"))
         #expect(!store.refused("configured"), "no token is left: a person must sign in")
@@ -105,7 +105,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: folder) }
         store.received("rotated-1", logger: logger)
         store.learnOneAtATime()
-        await store.flush(logger: logger)
+        try await store.flush(logger: logger)
         #expect(try lines(file).contains("requests=one-at-a-time"))
 
         let next = WebAuthTokenStore(configured: "configured", file: file, logger: logger)
@@ -118,12 +118,12 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: folder) }
         store.received("rotated-1", logger: logger)
         store.learnOneAtATime()
-        await store.flush(logger: logger)
+        try await store.flush(logger: logger)
 
         let next = WebAuthTokenStore(configured: "second-sign-in", file: file, logger: logger)
         #expect(next.current == "second-sign-in")
         #expect(next.oneAtATime, "what was learned of the server stays")
-        #expect(await next.tokenForRequest(logger: logger) == "second-sign-in")
+        #expect(try await next.tokenForRequest(logger: logger) == "second-sign-in")
         #expect(WebAuthTokenStore(configured: "second-sign-in", file: file, logger: logger).current == "second-sign-in")
     }
 
@@ -132,6 +132,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let file = folder + "/old.web-auth-token"
         try "saved-token\n".write(toFile: file, atomically: true, encoding: .utf8)
+        #expect(chmod(file, 0o600) == 0)
         let store = WebAuthTokenStore(configured: "configured", file: file, logger: logger)
         #expect(store.current == "saved-token")
         #expect(!store.oneAtATime)
@@ -143,9 +144,99 @@ import Testing
         store.received("rotated-1", logger: logger)
         try await waitUntil { (try? lines(file).first) == "rotated-1" }
         // A request that was under way when the client shut down answers with one more token.
-        await store.flush(logger: logger)
+        try await store.flush(logger: logger)
         store.received("rotated-2", logger: logger)
         try await waitUntil { (try? lines(file).first) == "rotated-2" }
+    }
+
+    // MARK: A file holding secrets is opened safely
+
+    /// What a store makes of a token file that is not the user's own plain file: every way is
+    /// refused with a sentence, and no request is sent (not with the configured token either,
+    /// which the server may have moved past).
+    @Test(arguments: ["symbolic link", "readable by others", "a gigabyte", "a FIFO", "one long line"])
+    func aTokenFileThatIsNotTheUsersOwnPlainFileIsRefused(kind: String) async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let file = folder + "/notes.web-auth-token"
+        let expected: String
+        switch kind {
+        case "symbolic link":
+            // The system's password file: its first line must never reach a server as a token.
+            #expect(symlink("/etc/passwd", file) == 0)
+            expected = "is a symbolic link"
+        case "readable by others":
+            try "saved-token\n".write(toFile: file, atomically: true, encoding: .utf8)
+            #expect(chmod(file, 0o644) == 0)
+            expected = "group or others may access it (mode 644)"
+        case "a gigabyte":
+            let fd = open(file, O_CREAT | O_WRONLY, 0o600)
+            #expect(ftruncate(fd, 1 << 30) == 0)
+            close(fd)
+            expected = "larger than \(WebAuthTokenFile.maxBytes) bytes"
+        case "a FIFO":
+            #expect(mkfifo(file, 0o600) == 0)
+            expected = "not a regular file"
+        default:
+            try (String(repeating: "x", count: 50_000) + "\n").write(toFile: file, atomically: true, encoding: .utf8)
+            #expect(chmod(file, 0o600) == 0)
+            expected = "a line of 50000 bytes"
+        }
+        let started = ContinuousClock.now
+        let store = WebAuthTokenStore(configured: "configured", file: file, logger: logger)
+        let error = await #expect(throws: WebAuthTokenFileFailure.self) { _ = try await store.tokenForRequest(logger: logger) }
+        #expect(ContinuousClock.now - started < .seconds(5), "refused without reading it all")
+        #expect(error?.description.contains(expected) == true, "\(error.map(\.description) ?? "")")
+        #expect(error?.description.contains(file) == true)
+        #expect(error?.description.contains("root:") != true, "nothing of the file is quoted")
+    }
+
+    @Test func aTokenFileOfAnotherUserIsRefused() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let file = folder + "/notes.web-auth-token"
+        try "saved-token\n".write(toFile: file, atomically: true, encoding: .utf8)
+        #expect(chmod(file, 0o600) == 0)
+        let store: WebAuthTokenStore
+        if geteuid() == 0 {
+            // As root (CI) the file is given away to nobody; as anyone else it cannot be, and the
+            // rule's other half is what can be checked: a file of one's own is read.
+            #expect(chown(file, 65_534, 65_534) == 0)
+            store = WebAuthTokenStore(configured: "configured", file: file, logger: logger)
+            let error = await #expect(throws: WebAuthTokenFileFailure.self) { _ = try await store.tokenForRequest(logger: logger) }
+            #expect(error?.description.contains("belongs to user 65534") == true, "\(error.map(\.description) ?? "")")
+        } else {
+            store = WebAuthTokenStore(configured: "configured", file: file, logger: logger)
+            #expect(try await store.tokenForRequest(logger: logger) == "saved-token")
+        }
+    }
+
+    @Test func aTokenFileWithWindowsLineEndsIsRead() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let file = folder + "/notes.web-auth-token"
+        try "saved-token\r\nearlier=older-token\r\nrequests=one-at-a-time\r\n".write(toFile: file, atomically: true, encoding: .utf8)
+        #expect(chmod(file, 0o600) == 0)
+        let store = WebAuthTokenStore(configured: nil, file: file, logger: logger)
+        #expect(try await store.tokenForRequest(logger: logger) == "saved-token")
+        #expect(store.oneAtATime)
+        #expect(!store.refused("saved-token") == false, "the earlier token is left to try")
+        #expect(store.current == "older-token")
+    }
+
+    /// A rotated token that cannot be saved stops the requests: one sent with a token the file
+    /// lacks moves the server past what the next run would start from.
+    @Test func aRotatedTokenThatCannotBeSavedIsAnErrorNotAWarning() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        // Its folder is a file: nothing can be written there, whoever runs the test (root too).
+        try "".write(toFile: folder + "/blocker", atomically: true, encoding: .utf8)
+        let file = folder + "/blocker/notes.web-auth-token"
+        let store = WebAuthTokenStore(configured: "configured", file: file, logger: logger)
+        store.received("rotated-1", logger: logger)
+        let error = await #expect(throws: WebAuthTokenFileFailure.self) { _ = try await store.tokenForRequest(logger: logger) }
+        #expect(error?.description.contains("cannot write the web auth token file \(file)") == true, "\(error.map(\.description) ?? "")")
+        await #expect(throws: WebAuthTokenFileFailure.self) { try await store.flush(logger: logger) }
     }
 
     /// A store for `notes.web-auth-token` in a new folder.

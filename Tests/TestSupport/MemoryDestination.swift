@@ -115,7 +115,7 @@ public actor MemoryDestination: Destination {
             case .deleted(let name):
                 zoneRows[name]?.deleted = true
                 outcome.tombstones += 1
-            case .error:
+            case .error, .unreadable:
                 outcome.rejects += 1
             }
         }

@@ -14,7 +14,7 @@ public final class ScriptedSource: ChangeSource, @unchecked Sendable {
 
     private struct State {
         var feeds: [String: [String]]
-        var stuck: Set<String> = []
+        var stuck: [String: Stall] = [:]
         var expired: Set<String> = []
         var missing: Set<String> = []
         var fetches: [Fetch] = []
@@ -30,8 +30,20 @@ public final class ScriptedSource: ChangeSource, @unchecked Sendable {
         state = NIOLockedValueBox(State(feeds: feeds))
     }
 
-    /// The zone answers every fetch with no records, the same token and `moreComing`.
-    public func makeStuck(_ zone: String) { state.withLockedValue { _ = $0.stuck.insert(zone) } }
+    /// How a stuck zone answers every fetch, always saying more is coming.
+    public enum Stall: Sendable {
+        /// No records and the token it was asked from.
+        case sameTokenNoRecords
+        /// Its first three records and the token it was asked from.
+        case sameTokenSameRecords
+        /// No records and a new token each time.
+        case newTokensNoRecords
+        /// Its first three records and a new token each time.
+        case newTokensSameRecords
+    }
+
+    /// The zone answers every fetch as `how` says, for ever.
+    public func makeStuck(_ zone: String, _ how: Stall = .sameTokenNoRecords) { state.withLockedValue { $0.stuck[zone] = how } }
     /// A fetch from this token fails as expired (`CHANGE_TOKEN_EXPIRED`).
     public func expire(_ token: String) { state.withLockedValue { _ = $0.expired.insert(token) } }
     /// The server no longer knows the zone (`ZONE_NOT_FOUND`).
@@ -73,8 +85,21 @@ public final class ScriptedSource: ChangeSource, @unchecked Sendable {
             if let token, state.expired.contains(token.value) {
                 throw SyncError(.changeTokenExpired, zoneID: zone, message: "token \(token.value) expired")
             }
-            if state.stuck.contains(name) {
-                return ZoneChangePage(zoneID: zone, entries: [], syncToken: token ?? ChangeToken("\(name)@0"), moreComing: true)
+            if let stall = state.stuck[name] {
+                let first = (state.feeds[name] ?? []).prefix(3).map {
+                    RecordEntry.record(Record(recordName: $0, recordType: "Note", recordChangeTag: "\($0)-tag"))
+                }
+                let fetches = state.fetches.count
+                switch stall {
+                case .sameTokenNoRecords:
+                    return ZoneChangePage(zoneID: zone, entries: [], syncToken: token ?? ChangeToken("\(name)@0"), moreComing: true)
+                case .sameTokenSameRecords:
+                    return ZoneChangePage(zoneID: zone, entries: first, syncToken: token ?? ChangeToken("\(name)@0"), moreComing: true)
+                case .newTokensNoRecords:
+                    return ZoneChangePage(zoneID: zone, entries: [], syncToken: ChangeToken("\(name)@stalled-\(fetches)"), moreComing: true)
+                case .newTokensSameRecords:
+                    return ZoneChangePage(zoneID: zone, entries: first, syncToken: ChangeToken("\(name)@stalled-\(fetches)"), moreComing: true)
+                }
             }
             let feed = state.feeds[name] ?? []
             let start = token.flatMap { $0.value.split(separator: "@").last.flatMap { Int($0) } } ?? 0

@@ -62,7 +62,7 @@ import ZoneFeed
                     }
                 case .deleted(let name):
                     deleted.insert(name)
-                case .error:
+                case .error, .unreadable:
                     break
                 }
             }

@@ -53,8 +53,30 @@ import ZoneFeed
         let fetchesOfA = source.fetches.filter { $0.zone == "A" }.count
         #expect(
             (5...6).contains(fetchesOfA),
-            "the first answer, then repeats until one more than maxEmptyRepeats (3), then it stops; one more page may have been read ahead")
+            "the first answer, then repeats until one more than FeedProgress's sameToken (3), then it stops; one more page may have been read ahead")
         #expect(await destination.live(ZoneID(zoneName: "B")).count == 3, "the other zone is applied")
+    }
+
+    /// Every way a feed can say "more is coming" and never get anywhere fails its zone within
+    /// the documented number of pages; the other zone is applied whole.
+    @Test(arguments: [
+        (ScriptedSource.Stall.sameTokenSameRecords, 3, "with the token it was asked from"),
+        (ScriptedSource.Stall.newTokensNoRecords, 100, "with no records"),
+        (ScriptedSource.Stall.newTokensSameRecords, 3, "with the same 3 records"),
+    ])
+    func aFeedThatNeverAdvancesFailsItsZoneWithinItsLimit(stall: ScriptedSource.Stall, limit: Int, says: String) async throws {
+        let source = ScriptedSource(feeds: ["A": Self.names("A", 5), "B": Self.names("B", 7)], pageSize: 3)
+        source.makeStuck("A", stall)
+        let destination = MemoryDestination()
+        let summary = try await runner(source, destination).run()
+
+        #expect(summary.status == .failed)
+        #expect(summary.zonesFailed.map(\.0.zoneName) == ["A"])
+        let message = summary.zonesFailed.first?.1 ?? ""
+        #expect(message.contains("the feed does not advance") && message.contains(says), "\(message)")
+        let fetchesOfA = source.fetches.filter { $0.zone == "A" }.count
+        #expect((limit + 1...limit + 3).contains(fetchesOfA), "stops one page past its limit (\(limit)), or a read-ahead page later: \(fetchesOfA)")
+        #expect(await destination.live(ZoneID(zoneName: "B")).count == 7, "the other zone is applied")
     }
 
     @Test func anExpiredTokenResyncsTheZoneAndSweepsWhatIsGone() async throws {

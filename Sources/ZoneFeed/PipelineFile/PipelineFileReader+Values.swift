@@ -109,6 +109,18 @@ extension PipelineFileReader {
         return n
     }
 
+    /// A number within `range`.
+    public func number(_ key: String, in section: PipelineSection, range: ClosedRange<Double>) -> Double? {
+        func text(_ bound: Double) -> String { bound == bound.rounded() && abs(bound) < 1e15 ? String(Int(bound)) : String(bound) }
+        let expected = "a number from \(text(range.lowerBound)) to \(text(range.upperBound))"
+        guard let value = self.text(key, in: section, expected: expected) else { return nil }
+        guard let n = Double(value.text.replacingOccurrences(of: "_", with: "")), range.contains(n) else {
+            report("\(section.path(of: key)) must be \(expected), not '\(value.text)'", at: value.position)
+            return nil
+        }
+        return n
+    }
+
     /// One of an enum's raw values; `explanations` replaces the generic sentence for values
     /// that deserve a reason of their own.
     public func choice<E: CaseIterable & RawRepresentable>(

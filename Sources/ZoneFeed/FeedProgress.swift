@@ -1,0 +1,61 @@
+import CloudKitModel
+
+/// Whether a zone's feed moves on, page by page. A server that keeps saying `moreComing` but
+/// never gets anywhere (broken, or hostile) would hold the run for ever: the zone fails once its
+/// pages have not advanced for too long, the other zones go on, and the next run tries again.
+///
+/// A page does not advance when, while more are said to be coming:
+/// - it carries the token it was asked from (whatever records it holds): at most
+///   `sameToken` such pages in a row;
+/// - it holds no records: at most `emptyPages` in a row (CloudKit may answer a few empty pages
+///   while it works through a zone, each with a new token);
+/// - it holds exactly what the page before held (each record with the same change tag): at
+///   most `repeatedPages` in a row.
+public struct FeedProgress: Sendable {
+    public struct Limits: Sendable, Hashable {
+        public var sameToken: Int
+        public var emptyPages: Int
+        public var repeatedPages: Int
+
+        public init(sameToken: Int = 3, emptyPages: Int = 100, repeatedPages: Int = 3) {
+            self.sameToken = sameToken
+            self.emptyPages = emptyPages
+            self.repeatedPages = repeatedPages
+        }
+    }
+
+    let limits: Limits
+    private var sameToken = 0
+    private var empty = 0
+    private var repeated = 0
+    private var previous: [RecordEntry] = []
+
+    public init(limits: Limits) {
+        self.limits = limits
+    }
+
+    /// Notes a page fetched from `token`; returns why the feed is taken as stuck, if it is.
+    public mutating func note(_ page: ZoneChangePage, fetchedFrom token: ChangeToken?) -> String? {
+        guard page.moreComing else {
+            self = FeedProgress(limits: limits)
+            return nil
+        }
+        sameToken = page.syncToken == token ? sameToken + 1 : 0
+        empty = page.entries.isEmpty ? empty + 1 : 0
+        repeated = !page.entries.isEmpty && page.entries == previous ? repeated + 1 : 0
+        previous = page.entries
+        let stop = "; stopping instead of looping (the next run tries the zone again)"
+        if sameToken > limits.sameToken {
+            return "the feed does not advance: the server answered \(sameToken) pages in a row with the token it was asked from, "
+                + "saying more was coming\(page.entries.isEmpty ? " (the same token with no records)" : "")\(stop)"
+        }
+        if empty > limits.emptyPages {
+            return "the feed does not advance: the server answered \(empty) pages in a row with no records, saying more was coming\(stop)"
+        }
+        if repeated > limits.repeatedPages {
+            return "the feed does not advance: the server answered \(repeated + 1) pages in a row with the same \(page.entries.count) records, "
+                + "saying more was coming\(stop)"
+        }
+        return nil
+    }
+}
