@@ -59,29 +59,41 @@ struct FakeCloudKitResponder: HTTPResponder {
             metadata: [
                 "method": "\(request.method)", "path": "\(path)", "status": "\(result.reply.status)",
             ])
-        return Self.response(result.reply, rotatedToken: result.rotatedToken, cutShort: result.cutShort)
+        return Self.response(result.reply, rotatedToken: result.rotatedToken, delivery: result.delivery)
     }
 
-    static func response(_ reply: Reply, rotatedToken: String? = nil, cutShort: Bool = false) -> Response {
+    static func response(_ reply: Reply, rotatedToken: String? = nil, delivery: FakeCloudKitStore.Delivery = .whole) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = reply.contentType
         if let rotatedToken { headers[.init("X-Apple-CloudKit-Web-Auth-Token")!] = rotatedToken }
         // Names were checked to be HTTP tokens when the fault was set (`isHeaderName`).
         for header in reply.headers where isHeaderName(header.name) { headers[.init(header.name)!] = header.value }
         let buffer = ByteBuffer(bytes: reply.body)
-        guard cutShort else {
+        switch delivery {
+        case .whole:
             return Response(status: .init(code: reply.status), headers: headers, body: ResponseBody(byteBuffer: buffer))
+        case .cutShort(let bytes):
+            // The head promises the whole body; part of it is sent, then the connection is closed
+            // (an error thrown while writing the body makes Hummingbird close the channel).
+            let part = buffer.getSlice(at: 0, length: min(bytes ?? buffer.readableBytes / 2, buffer.readableBytes)) ?? ByteBuffer()
+            return Response(
+                status: .init(code: reply.status), headers: headers,
+                body: ResponseBody(contentLength: buffer.readableBytes) { writer in
+                    if part.readableBytes > 0 { try await writer.write(part) }
+                    try await Task.sleep(for: .milliseconds(20))
+                    throw CutShort()
+                })
+        case .trickle(let interval):
+            return Response(
+                status: .init(code: reply.status), headers: headers,
+                body: ResponseBody(contentLength: buffer.readableBytes) { writer in
+                    for index in 0..<buffer.readableBytes {
+                        try await Task.sleep(for: interval)
+                        if let byte = buffer.getSlice(at: index, length: 1) { try await writer.write(byte) }
+                    }
+                    try await writer.finish(nil)
+                })
         }
-        // The head promises the whole body; half of it is sent, then the connection is closed
-        // (an error thrown while writing the body makes Hummingbird close the channel).
-        let half = buffer.getSlice(at: 0, length: buffer.readableBytes / 2) ?? ByteBuffer()
-        return Response(
-            status: .init(code: reply.status), headers: headers,
-            body: ResponseBody(contentLength: buffer.readableBytes) { writer in
-                try await writer.write(half)
-                try await Task.sleep(for: .milliseconds(20))
-                throw CutShort()
-            })
     }
 
     static func isLoopback(_ ip: String?) -> Bool {

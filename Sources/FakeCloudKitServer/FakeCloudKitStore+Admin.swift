@@ -17,12 +17,17 @@ import Foundation
 /// | `auth/revoke` | `{initial: true}` or `{all: true}` | revokes the configured web auth tokens, or every token |
 /// | `auth/grant` | `{webAuthToken}` | accepts one more web auth token |
 /// | `user` | `{userRecordName}` | what `users/caller` answers from now on |
-/// | `faults/fail` | `{status: 503, count: 1, pathSuffix?, serverErrorCode?, reason?, retryAfter?, body?, headers?}` | the next `count` CloudKit requests (ending in `pathSuffix`, if set) get that status and a CloudKit error body (or `body` as given) |
+/// | `faults/fail` | `{status: 503, count: 1, pathSuffix?, serverErrorCode?, reason?, retryAfter?, body?, headers?}` | the next `count` CloudKit requests (ending in `pathSuffix`, if set) get that status (200...599) and a CloudKit error body (or `body` as given: a 200 with a body of the wrong shape, say) |
 /// | `faults/throttle` | `{count: 1, retryAfter: 1, retryAfterHeader: false, pathSuffix?}` | 429 `THROTTLED` with `retryAfter`, and a `Retry-After` header (whole seconds, rounded up) when asked |
 /// | `faults/delay` | `{milliseconds, count?}` | delays the next `count` responses (every response, without `count`; 0 turns it off) |
-/// | `faults/cut` | `{count: 1, pathSuffix?}` | sends the real response's head with its full `Content-Length`, half the body, then closes the connection |
+/// | `faults/cut` | `{count: 1, pathSuffix?, bytes?}` | sends the real response's head with its full `Content-Length`, `bytes` of the body (half unless told; 0: a connection reset after the head), then closes the connection |
+/// | `faults/trickle` | `{count: 1, pathSuffix?, milliseconds: 1000}` | sends the real response's head at once, then its body one byte every `milliseconds` |
+/// | `faults/rewrite` | `{count: 1, pathSuffix?, replacements: [{find, replace?, replaceBase64?}]}` | the real response with every `find` in its body replaced by `replace`, or by the raw bytes of `replaceBase64` (text that is not UTF-8, a `\ud800` escape, control characters) |
+/// | `faults/pad` | `{count: 1, pathSuffix?, bytes}` | the real response, its JSON followed by spaces up to `bytes` |
+/// | `faults/stall` | `{zone, mode}` | the zone's `records/changes` never advances, always saying more is coming: `sameToken` (the token it was asked from), `emptyPages` (no records, a new token each time), `repeatPage` (the same records, a new token each time); until `faults/clear` |
 /// | `faults/garbage` | `{count: 1, status: 200, pathSuffix?}` | answers with an HTML page instead of JSON |
-/// | `faults/clear` | `{}` | drops every pending fault and delay |
+/// | | | every `faults/…` but `stall` also takes `zone`: only that zone's `records/changes` meets the fault |
+/// | `faults/clear` | `{}` | drops every pending fault, stall and delay |
 /// | `notifications` | `{drop?, delayMilliseconds?, refuseCourier?, courierTimeoutMilliseconds?}` | drops the notifications of changes from now on (lost, as pushes may be), delays them, makes the courier answer 401 to every token, or sets how long an empty long poll waits (25 s unless told) |
 /// | `stats/reset` | `{}` | starts the traffic counters of `state` over (the prepared pages stay) |
 /// | `state` (GET or POST) | | counts: requests served, faults served, prepared pages served, zones with their history length and epoch, zone events; and `traffic`: CloudKit requests since `stats/reset`, the peak in flight, how many arrived while another was in flight (`overlapped`), how many were throttled for too many in flight and the peak in flight once the first of those had its `retryAfter` waited out (`peakInFlightAfterThrottle`), and how many carried a web auth token the server no longer accepts (`staleTokenRefusals`) |
@@ -49,6 +54,14 @@ extension FakeCloudKitStore {
         var body: JSONValue?
         var headers: [String: String]?
         var milliseconds: Int?
+        var bytes: Int?
+        var replacements: [Replacement]?
+        struct Replacement: Decodable {
+            var find: String
+            var replace: String?
+            var replaceBase64: String?
+        }
+        var mode: String?
         // notifications
         var drop: Bool?
         var delayMilliseconds: Int?
@@ -133,14 +146,21 @@ extension FakeCloudKitStore {
             userRecordName = name
             return .admin(.object(["ok": .bool(true)]))
 
-        case "faults/fail", "faults/throttle", "faults/cut", "faults/garbage":
+        case "faults/stall":
+            guard let zone = body.zone, let mode = body.mode.flatMap(Stall.init(rawValue:)) else {
+                return .adminError("faults/stall needs a zone and a mode (\(Stall.allCases.map(\.rawValue).joined(separator: ", ")))")
+            }
+            stalls[zone] = StalledZone(mode: mode)
+            return .admin(.object(["ok": .bool(true)]))
+
+        case "faults/fail", "faults/throttle", "faults/cut", "faults/garbage", "faults/trickle", "faults/rewrite", "faults/pad":
             let count = body.count ?? 1
             guard count >= 1 else { return .adminError("count must be at least 1") }
             let action: Fault.Action
             switch operation {
             case "faults/fail":
                 let status = body.status ?? 503
-                guard (400...599).contains(status) else { return .adminError("status must be 400...599") }
+                guard (200...599).contains(status) else { return .adminError("status must be 200...599") }
                 var reply: Reply
                 if let given = body.body {
                     reply = .admin(given, status: status)
@@ -161,12 +181,35 @@ extension FakeCloudKitStore {
                 }
                 action = .reply(reply)
             case "faults/cut":
-                action = .cutShort
+                guard (body.bytes ?? 0) >= 0 else { return .adminError("bytes must be 0 or more") }
+                action = .cutShort(bytes: body.bytes)
+            case "faults/trickle":
+                guard let milliseconds = body.milliseconds, (1...60_000).contains(milliseconds) else {
+                    return .adminError("faults/trickle needs milliseconds (1...60000)")
+                }
+                action = .trickle(interval: .milliseconds(milliseconds))
+            case "faults/rewrite":
+                guard let replacements = body.replacements, !replacements.isEmpty, replacements.allSatisfy({ !$0.find.isEmpty }) else {
+                    return .adminError("faults/rewrite needs replacements: [{find, replace or replaceBase64}]")
+                }
+                var pairs: [(find: [UInt8], replace: [UInt8])] = []
+                for replacement in replacements {
+                    if let encoded = replacement.replaceBase64 {
+                        guard let bytes = Base64.decode(encoded) else { return .adminError("replaceBase64 is not base64") }
+                        pairs.append((Array(replacement.find.utf8), bytes))
+                    } else {
+                        pairs.append((Array(replacement.find.utf8), Array((replacement.replace ?? "").utf8)))
+                    }
+                }
+                action = .rewrite(pairs)
+            case "faults/pad":
+                guard let bytes = body.bytes, (0...1 << 30).contains(bytes) else { return .adminError("faults/pad needs bytes (up to 1 GiB)") }
+                action = .pad(bytes: bytes)
             default:
                 let html = "<html><head><title>502 Bad Gateway</title></head><body><h1>Bad Gateway</h1></body></html>\n"
                 action = .reply(Reply(status: body.status ?? 200, body: Array(html.utf8), contentType: "text/html; charset=UTF-8"))
             }
-            faults.append(Fault(action: action, remaining: count, pathSuffix: body.pathSuffix))
+            faults.append(Fault(action: action, remaining: count, pathSuffix: body.pathSuffix, zone: body.zone))
             return .admin(.object(["ok": .bool(true), "pendingFaults": .int(Int64(faults.count))]))
 
         case "faults/delay":
@@ -177,6 +220,7 @@ extension FakeCloudKitStore {
 
         case "faults/clear":
             faults = []
+            stalls = [:]
             delayMilliseconds = 0
             delayRemaining = nil
             return .admin(.object(["ok": .bool(true)]))

@@ -36,8 +36,18 @@ extension FakeCloudKitStore {
     struct CloudKitResponse: Sendable {
         var reply: Reply
         var rotatedToken: String?
-        var cutShort = false
+        var delivery = Delivery.whole
         var delay: Duration = .zero
+    }
+
+    /// How the responder sends an answer's body.
+    enum Delivery: Sendable {
+        case whole
+        /// The head promises the whole body; `bytes` of it (half when nil) are sent, then the
+        /// connection is closed.
+        case cutShort(bytes: Int?)
+        /// The head at once, then a byte every `interval`.
+        case trickle(interval: Duration)
     }
 
     /// One CloudKit request from its arrival to its response's departure, counted in flight all
@@ -85,14 +95,11 @@ extension FakeCloudKitStore {
             response.reply = .error(429, "THROTTLED", "too many requests in flight: retry after \(retryAfter) s", retryAfter: retryAfter)
             return response
         }
-        switch takeFault(path: request.path) {
-        case .reply(let reply)?:
+        let zone = operation == "records/changes" ? decode(RecordsChangesBody.self, from: request.body, emptyAs: nil)?.zoneID?.zoneName : nil
+        let fault = takeFault(path: request.path, zone: zone)
+        if case .reply(let reply)? = fault {
             response.reply = reply
             return response
-        case .cutShort?:
-            response.cutShort = true
-        case nil:
-            break
         }
         response.reply =
             isDevice
@@ -102,6 +109,15 @@ extension FakeCloudKitStore {
             : route(
                 method: request.method, container: container, environment: environment, database: database,
                 operation: operation, body: request.body)
+        if operation == "records/changes", !isDevice { response.reply = stalled(response.reply, request: request.body) }
+        switch fault {
+        case .cutShort(let bytes)?: response.delivery = .cutShort(bytes: bytes)
+        case .trickle(let interval)?: response.delivery = .trickle(interval: interval)
+        case .rewrite(let pairs)?:
+            for pair in pairs { response.reply.body = Self.replacing(pair.find, with: pair.replace, in: response.reply.body) }
+        case .pad(let bytes)?: response.reply.body += [UInt8](repeating: UInt8(ascii: " "), count: max(0, bytes - response.reply.body.count))
+        case .reply?, nil: break
+        }
         return response
     }
 

@@ -49,12 +49,23 @@ actor FakeCloudKitStore {
     struct Fault: Sendable {
         enum Action: Sendable {
             case reply(Reply)
-            /// Send the real answer with its full Content-Length, then close mid-body.
-            case cutShort
+            /// Send the real answer with its full Content-Length, then close mid-body (after
+            /// `bytes` of it; half when nil).
+            case cutShort(bytes: Int?)
+            /// Send the real answer's head at once, then its body a byte every `interval`.
+            case trickle(interval: Duration)
+            /// The real answer with every `find` in its body replaced by its `replace` (raw bytes:
+            /// text that is not UTF-8, escapes of half a surrogate, control characters).
+            case rewrite([(find: [UInt8], replace: [UInt8])])
+            /// The real answer, its JSON followed by spaces up to `bytes`: as large as asked,
+            /// and still the same page.
+            case pad(bytes: Int)
         }
         var action: Action
         var remaining: Int
         var pathSuffix: String?
+        /// Only requests for this zone (`records/changes` of a zone by that name).
+        var zone: String? = nil
     }
 
     static let databaseNames = ["private", "shared"]
@@ -78,6 +89,9 @@ actor FakeCloudKitStore {
     /// Configured tokens retired by the use of a rotated one (with a `tokenWindow`).
     var retiredTokens: Set<String> = []
     var faults: [Fault] = []
+    /// Zones whose feed never advances (`faults/stall`), by zone name, and the records a
+    /// repeating one repeats.
+    var stalls: [String: StalledZone] = [:]
     var delayMilliseconds = 0
     var delayRemaining: Int?
 
@@ -461,8 +475,11 @@ actor FakeCloudKitStore {
 
     // MARK: Faults
 
-    func takeFault(path: String) -> Fault.Action? {
-        guard let index = faults.firstIndex(where: { fault in fault.remaining > 0 && (fault.pathSuffix.map { path.hasSuffix($0) } ?? true) })
+    func takeFault(path: String, zone: String?) -> Fault.Action? {
+        guard
+            let index = faults.firstIndex(where: { fault in
+                fault.remaining > 0 && (fault.pathSuffix.map { path.hasSuffix($0) } ?? true) && (fault.zone.map { $0 == zone } ?? true)
+            })
         else { return nil }
         faults[index].remaining -= 1
         let action = faults[index].action

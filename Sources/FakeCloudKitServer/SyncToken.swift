@@ -26,6 +26,8 @@ struct SyncToken: Codable, Hashable, Sendable {
     var epoch: Int
     var position: Int
     var offset: Int?
+    /// Tells apart tokens of one place, as a stalled feed hands out (`faults/stall`).
+    var nonce: Int?
 
     enum CodingKeys: String, CodingKey {
         case version = "v"
@@ -37,6 +39,7 @@ struct SyncToken: Codable, Hashable, Sendable {
         case epoch = "e"
         case position = "p"
         case offset = "s"
+        case nonce = "n"
     }
 
     var encoded: String {

@@ -83,8 +83,13 @@ struct FakeServerCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("max-in-flight"),
-        help: "Answer 429 THROTTLED (retryAfter 0.25 s) to every CloudKit request that arrives while M are already in flight.")
+        help: "Answer 429 THROTTLED (retryAfter: --throttle-retry-after) to every CloudKit request that arrives while M are already in flight.")
     var maxInFlight: Int?
+
+    @Option(
+        name: .customLong("throttle-retry-after"),
+        help: "The retryAfter, in seconds (0...3600), of the 429 that --max-in-flight answers (0.25 unless told).")
+    var throttleRetryAfter: Double = 0.25
 
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.", transform: Logger.Level.parse)
     var logLevel: Logger.Level = .notice
@@ -107,6 +112,7 @@ struct FakeServerCommand: AsyncParsableCommand {
     func validate() throws {
         if let tokenWindow, tokenWindow < 1 { throw ValidationError("--token-window must be at least 1") }
         if let maxInFlight, maxInFlight < 1 { throw ValidationError("--max-in-flight must be at least 1") }
+        guard (0...3600).contains(throttleRetryAfter) else { throw ValidationError("--throttle-retry-after must be from 0 to 3600 seconds") }
     }
 
     func run() async throws {
@@ -117,7 +123,7 @@ struct FakeServerCommand: AsyncParsableCommand {
             settings: FakeSettings(seed: seed, zones: zones, recordsPerZone: recordsPerZone, pageSize: pageSize, churn: !noChurn),
             scenarioFile: scenario, apiToken: apiToken, webAuthTokens: [webAuthToken], preparesPages: preparePages,
             tokenWindow: tokenWindow, tokenRetirement: tokenRetirement, latency: .milliseconds(latency?.milliseconds ?? 0),
-            jitter: .milliseconds(latency?.jitterMilliseconds ?? 0), maxInFlight: maxInFlight)
+            jitter: .milliseconds(latency?.jitterMilliseconds ?? 0), maxInFlight: maxInFlight, throttleRetryAfter: throttleRetryAfter)
         try await FakeCloudKitServer.runFromCommandLine(configuration, logger: logger)
     }
 }

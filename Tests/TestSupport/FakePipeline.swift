@@ -33,6 +33,8 @@ public struct FakePipeline: Sendable {
     public var retryBudgetSeconds = 30
     /// `source.cloudkit.maxConcurrentRequests`; nil leaves the default.
     public var maxConcurrentRequests: Int?
+    /// More `source.cloudkit` keys, as written (`timeoutSeconds: 3`, say).
+    public var moreCloudKit: [String] = []
     /// The whole `recordTypes:` section, written out (a schema file's, say); nil makes it from
     /// `mappedTypes`.
     public var recordTypesSection: String?
@@ -83,7 +85,7 @@ public struct FakePipeline: Sendable {
                     zones: all
                     resultsLimit: \(fake.pageSize)
                     retryBudgetSeconds: \(retryBudgetSeconds)
-                \(maxConcurrentRequests.map { "    maxConcurrentRequests: \($0)\n" } ?? "")    auth:
+                \(maxConcurrentRequests.map { "    maxConcurrentRequests: \($0)\n" } ?? "")\(moreCloudKit.map { "    \($0)\n" }.joined())    auth:
                       apiToken: fake-api-token
                       webAuthToken: ${ZONEFEED_TEST_WEB_AUTH_TOKEN}
                 \(webAuthTokenFile.map { "      webAuthTokenFile: \($0)\n" } ?? "")\(webAuthTokenStore.map { "      webAuthTokenStore: \($0)\n" } ?? "")

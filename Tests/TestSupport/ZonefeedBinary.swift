@@ -54,6 +54,16 @@ public struct ZonefeedBinary {
             return wait()
         }
 
+        /// Waits at most `limit`; a process still running then is killed (SIGKILL) and its
+        /// output returned with `timedOut` set, so that a test of a bound fails instead of hanging.
+        public func wait(within limit: Duration) -> (output: Output, timedOut: Bool) {
+            let deadline = ContinuousClock.now + limit
+            while process.isRunning, ContinuousClock.now < deadline { usleep(20_000) }
+            let timedOut = process.isRunning
+            if timedOut { signal(SIGKILL) }
+            return (wait(), timedOut)
+        }
+
         public func wait() -> Output {
             process.waitUntilExit()
             return Output(

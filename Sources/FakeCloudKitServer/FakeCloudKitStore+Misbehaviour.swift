@@ -1,0 +1,79 @@
+import CloudKitModel
+
+/// Feeds that never get anywhere, and bodies changed on their way out: the misbehaviours of a
+/// broken or hostile server (or a proxy in between) that zonefeed must survive, set by the admin
+/// endpoints `faults/stall`, `faults/rewrite`, `faults/pad`, `faults/trickle` and `faults/cut`.
+extension FakeCloudKitStore {
+    /// How a stalled zone's `records/changes` answers, always with `moreComing: true`.
+    enum Stall: String, Sendable, CaseIterable {
+        /// Its real page, with the token it was asked from.
+        case sameToken
+        /// No records, and a new token (of the same place) each time.
+        case emptyPages
+        /// The first page it answered while stalled, again and again, each with a new token.
+        case repeatPage
+    }
+
+    struct StalledZone: Sendable {
+        var mode: Stall
+        var repeated: JSONValue?
+        var answers = 0
+    }
+
+    /// A stalled zone's answer in place of the real one; any other answer as it is.
+    func stalled(_ reply: Reply, request body: [UInt8]) -> Reply {
+        guard !stalls.isEmpty, reply.status == 200,
+            let request = decode(RecordsChangesBody.self, from: body, emptyAs: nil),
+            let zoneName = request.zoneID?.zoneName, var stall = stalls[zoneName],
+            case .object(var page)? = Self.json(reply.body)
+        else { return reply }
+        stall.answers += 1
+        // A token of the place the feed stays at, told apart from the others by a nonce.
+        let asked = request.syncToken.flatMap(SyncToken.init(encoded:))
+        var here = asked ?? page["syncToken"].flatMap { if case .string(let t) = $0 { SyncToken(encoded: t) } else { nil } }
+        here?.nonce = stall.answers
+        switch stall.mode {
+        case .sameToken:
+            if let token = request.syncToken { page["syncToken"] = .string(token) }
+        case .emptyPages:
+            page["records"] = .array([])
+            if let here { page["syncToken"] = .string(here.encoded) }
+        case .repeatPage:
+            if stall.repeated == nil { stall.repeated = page["records"] }
+            page["records"] = stall.repeated ?? .array([])
+            if let here { page["syncToken"] = .string(here.encoded) }
+        }
+        page["moreComing"] = .bool(true)
+        stalls[zoneName] = stall
+        var changed = reply
+        var writer = JSONWriter()
+        writer.write(.object(page))
+        changed.body = writer.bytes
+        return changed
+    }
+
+    static func json(_ bytes: [UInt8]) -> JSONValue? {
+        bytes.withUnsafeBufferPointer { buffer in
+            var reader = JSONReader(buffer)
+            return try? reader.readValue()
+        }
+    }
+
+    /// `body` with every `find` replaced by `replace`.
+    static func replacing(_ find: [UInt8], with replace: [UInt8], in body: [UInt8]) -> [UInt8] {
+        guard !find.isEmpty, body.count >= find.count else { return body }
+        var out: [UInt8] = []
+        out.reserveCapacity(body.count)
+        var i = 0
+        while i < body.count {
+            if i + find.count <= body.count, body[i] == find[0], body[i..<i + find.count].elementsEqual(find) {
+                out += replace
+                i += find.count
+            } else {
+                out.append(body[i])
+                i += 1
+            }
+        }
+        return out
+    }
+}

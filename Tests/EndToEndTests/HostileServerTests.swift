@@ -1,0 +1,266 @@
+import CloudKitModel
+import FakeCloudKit
+import Foundation
+import LibPQ
+import TestSupport
+import Testing
+
+/// The built binary against `zonefeed fake-server` misbehaving as a broken or hostile server (or
+/// a proxy in between) would, one class of answer at a time, over real HTTP into a real
+/// PostgreSQL. Every run ends within a bound, with the documented exit code and sentence; the
+/// zones the misbehaviour does not touch are exported whole; the tables hold what the source
+/// legitimately holds.
+@Suite struct HostileServerTests {
+    typealias Setup = CloudKitEndToEndTests.Setup
+
+    /// Three zones of 300 entries; the misbehaviour is Zone02's.
+    static let fake = FakeSettings(seed: 221, zones: 3, recordsPerZone: 300)
+
+    /// A run that must end within `limit`; the time it took.
+    func run(_ s: Setup, within limit: Duration = .seconds(120)) throws -> (output: ZonefeedBinary.Output, took: Duration) {
+        var z = s.zonefeed
+        z.environment.merge(s.p.environment) { _, new in new }
+        let started = ContinuousClock.now
+        let (output, timedOut) = try z.start(["run", s.file, "--progress", "never"]).wait(within: limit)
+        #expect(!timedOut, "the run ended within \(limit): \(output.stderr.suffix(2_000))")
+        return (output, ContinuousClock.now - started)
+    }
+
+    /// The rows of `zones` that differ from the source's live records (a nil-token fetch is a
+    /// snapshot of the live records), besides the records the test `added`.
+    func differences(_ s: Setup, in zones: Set<String>, besides added: Set<String> = []) throws -> [String] {
+        let expected = s.p.expected()
+        let snapshot = try DestinationSnapshot.read(s.p)
+        var out: [String] = []
+        for (key, row) in expected.rows where zones.contains(key.zoneName) && !row.deleted {
+            let found = snapshot.rows[key]
+            if found?.changeTag != row.record.recordChangeTag || found?.deleted != false { out.append("\(key.zoneName)/\(key.recordName): missing") }
+        }
+        for (key, row) in snapshot.rows where zones.contains(key.zoneName) && !added.contains(key.recordName) && !row.deleted {
+            if expected.rows[key].map({ $0.deleted }) ?? true { out.append("\(key.zoneName)/\(key.recordName): not at the source") }
+        }
+        return Array(out.sorted().prefix(10))
+    }
+
+    func query(_ s: Setup, _ sql: String) throws -> [[String?]] {
+        try Connection.withConnection(s.p.url) { c in try c.query(sql).rows.map { Array($0) } }
+    }
+
+    static let others: Set<String> = ["Zone01", "Zone03"]
+    static let all: Set<String> = ["Zone01", "Zone02", "Zone03"]
+
+    // MARK: Slow, cut and oversized answers
+
+    @Test func anAnswerThatTricklesFailsItsZoneAtTheDeadlineAndTheOthersComplete() async throws {
+        let s = try await Setup("trickle", fake: Self.fake) { $0.moreCloudKit = ["timeoutSeconds: 2", "maxAttempts: 2"] }
+        defer { s.stop() }
+        try await s.server.admin("faults/trickle", ["zone": "Zone02", "milliseconds": 500, "count": 10])
+        let (first, took) = try run(s)
+        #expect(first.status == 1, "\(first.stderr)")
+        #expect(first.stderr.contains("CloudKit did not answer in time (timeout)"), "\(first.stderr)")
+        #expect(took < .seconds(60), "two attempts of two seconds, not a byte every half second for ever: \(took)")
+        #expect(try differences(s, in: Self.others) == [])
+
+        try await s.server.admin("faults/clear")
+        let second = try run(s).output
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(try differences(s, in: Self.all) == [])
+    }
+
+    /// A connection reset after the head (0 bytes of the body), or a body cut short, is retried:
+    /// twice is survived; for ever fails the zone, saying so, while the others complete.
+    @Test(arguments: ["reset twice", "cut short twice", "reset for ever"])
+    func aResetOrACutShortBodyIsRetriedAndOnlyForEverFailsTheZone(fault kind: String) async throws {
+        let s = try await Setup("cut", fake: Self.fake) { $0.moreCloudKit = ["maxAttempts: 3"] }
+        defer { s.stop() }
+        let status: Int32 = kind == "reset for ever" ? 1 : 0
+        var fault: [String: Any] = ["zone": "Zone02", "count": kind == "reset for ever" ? 100 : 2]
+        if kind.hasPrefix("reset") { fault["bytes"] = 0 }
+        try await s.server.admin("faults/cut", fault)
+        let output = try run(s).output
+        #expect(output.status == status, "\(output.stderr)")
+        #expect(try differences(s, in: status == 0 ? Self.all : Self.others) == [])
+        if status != 0 { #expect(output.stderr.contains("could not get an answer from CloudKit (network)"), "\(output.stderr)") }
+    }
+
+    /// A 40 MB answer is refused at the limit, with a sentence that names the setting; raised,
+    /// the same answer is read.
+    @Test func anAnswerOverTheSizeLimitNamesTheSettingThatRaisesIt() async throws {
+        var s = try await Setup("oversize", fake: Self.fake)
+        defer { s.stop() }
+        try await s.server.admin("faults/pad", ["zone": "Zone02", "bytes": 40 << 20, "count": 1])
+        let first = try run(s).output
+        #expect(first.status == 1, "\(first.stderr)")
+        #expect(first.stderr.contains("the limit is source.cloudkit.maxResponseBytes"), "\(first.stderr)")
+        #expect(try differences(s, in: Self.others) == [])
+
+        s.p.moreCloudKit = ["maxResponseBytes: 67108864"]
+        s.file = try s.p.write(to: s.zonefeed.directory)
+        try await s.server.admin("faults/pad", ["zone": "Zone02", "bytes": 40 << 20, "count": 1])
+        let second = try run(s).output
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(try differences(s, in: Self.all) == [])
+    }
+
+    // MARK: Retry delays
+
+    /// An hour, 1e300 seconds, a number of 26 digits: the zone that was told so fails at once
+    /// (the wait would not end within its retry budget), no other zone waits for it, and no
+    /// waiting is reported that nobody did.
+    @Test(arguments: ["an hour", "1e300 in the body", "26 digits in Retry-After", "1e300 in Retry-After"])
+    func aRetryDelayPastTheBudgetFailsOnlyItsZoneAtOnce(delay: String) async throws {
+        let s = try await Setup("retryafter", fake: Self.fake)
+        defer { s.stop() }
+        let target: [String: Any] = ["zone": "Zone02", "count": 50]
+        switch delay {
+        case "an hour": try await s.server.admin("faults/throttle", target.merging(["retryAfter": 3600]) { a, _ in a })
+        case "1e300 in the body": try await s.server.admin("faults/throttle", target.merging(["retryAfter": 1e300]) { a, _ in a })
+        case "26 digits in Retry-After":
+            try await s.server.admin("faults/fail", target.merging(["status": 503, "headers": ["Retry-After": "99999999999999999999999999"]]) { a, _ in a })
+        default:
+            try await s.server.admin(
+                "faults/fail", target.merging(["status": 429, "serverErrorCode": "THROTTLED", "headers": ["Retry-After": "1e300"]]) { a, _ in a })
+        }
+        let (output, took) = try run(s)
+        #expect(output.status == 1, "\(output.stderr)")
+        #expect(output.stderr.contains("asked to wait"), "\(output.stderr)")
+        #expect(output.stderr.contains("would not end within the retry budget"), "\(output.stderr)")
+        #expect(took < .seconds(60), "nobody waited: \(took)")
+        #expect(!output.stdout.contains("waiting because CloudKit asked to slow down"), "no wait reported: \(output.stdout)")
+        let waited = try query(s, "SELECT throttled_seconds FROM \(quoteIdentifier(s.p.schema)).zonefeed_runs ORDER BY run_id DESC LIMIT 1")
+        #expect(waited.first?.first == "0")
+        #expect(try differences(s, in: Self.others) == [])
+    }
+
+    @Test func aRetryDelayThatIsNotANumberIsBackoffAndTheRunCompletes() async throws {
+        let s = try await Setup("retrysoon", fake: Self.fake)
+        defer { s.stop() }
+        try await s.server.admin("faults/fail", ["zone": "Zone02", "status": 503, "count": 1, "headers": ["Retry-After": "soon"]])
+        let output = try run(s).output
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(try differences(s, in: Self.all) == [])
+    }
+
+    // MARK: Feeds that never advance
+
+    @Test(arguments: ["sameToken", "emptyPages", "repeatPage"])
+    func aFeedThatNeverAdvancesFailsItsZoneInBoundedTimeAndTheNextRunResumes(mode: String) async throws {
+        let s = try await Setup("stall", fake: Self.fake)
+        defer { s.stop() }
+        try await s.server.admin("faults/stall", ["zone": "Zone02", "mode": mode])
+        let (first, took) = try run(s)
+        #expect(first.status == 1, "\(first.stderr)")
+        #expect(first.stderr.contains("the feed does not advance"), "\(first.stderr)")
+        #expect(took < .seconds(60), "\(took)")
+        #expect(try differences(s, in: Self.others) == [])
+
+        try await s.server.admin("faults/clear")
+        let second = try run(s).output
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(try differences(s, in: Self.all) == [])
+    }
+
+    // MARK: Text and numbers no table can take as sent
+
+    /// Bytes that are not UTF-8, an escape of half a surrogate, a stamp of 1e19 ms: each record
+    /// goes to the rejects with the reason, not into a table as U+FFFD and not refusing its page;
+    /// the rest of the page and of the run applies.
+    @Test func textThatIsNotUTF8AndAStampPastAnyClockAreRejectedRecordByRecord() async throws {
+        let s = try await Setup("badtext", fake: Self.fake)
+        defer { s.stop() }
+        let records = [
+            Record(recordName: "BAD-BYTES", recordType: "Note", recordChangeTag: "b1", fields: ["title": .string("MARK-BYTES")]),
+            Record(recordName: "BAD-SURROGATE", recordType: "Note", recordChangeTag: "b2", fields: ["title": .string("MARK-SURROGATE")]),
+            Record(
+                recordName: "BAD-STAMP", recordType: "Note", recordChangeTag: "b3", fields: [:],
+                created: RecordStamp(timestamp: 1_234_567_890_123, userRecordName: "_u")),
+            Record(recordName: "GOOD-ONE", recordType: "Note", recordChangeTag: "g1", fields: ["title": .string("fine")]),
+        ]
+        try await s.server.admin("records/add", ["zone": "Zone02", "records": try FakeServerProcess.wire(records)])
+        try await s.server.admin(
+            "faults/rewrite",
+            [
+                "zone": "Zone02", "count": 50,
+                "replacements": [
+                    ["find": "MARK-BYTES", "replaceBase64": "//5B"], ["find": "MARK-SURROGATE", "replace": "x\\ud800y"],
+                    ["find": "1234567890123", "replace": "1e19"],
+                ],
+            ])
+        let output = try run(s).output
+        #expect(output.status == 0, "\(output.stderr)")
+        let rejects = try query(
+            s, "SELECT record_name, error FROM \(quoteIdentifier(s.p.schema)).zonefeed_rejects WHERE record_name LIKE 'BAD-%' ORDER BY record_name")
+        #expect(
+            rejects == [
+                ["BAD-BYTES", "the entry cannot be taken as sent: field title holds text that is not valid UTF-8"],
+                ["BAD-STAMP", "the entry cannot be taken as sent: created.timestamp is 1e+19 ms, which no timestamp holds"],
+                ["BAD-SURROGATE", "the entry cannot be taken as sent: field title holds text that is not valid UTF-8"],
+            ])
+        #expect(try s.hasRow("GOOD-ONE", in: "Zone02"))
+        for name in ["BAD-BYTES", "BAD-SURROGATE", "BAD-STAMP"] { #expect(try !s.hasRow(name, in: "Zone02"), "\(name)") }
+        #expect(try differences(s, in: Self.all, besides: ["GOOD-ONE"]) == [])
+    }
+
+    /// Two zones whose names differ only after a NUL would both be stored as `a`: neither is
+    /// exported, each fails the run that meets it with a sentence; a record and a deletion named
+    /// with a NUL are rejects; nothing is stored under a shortened name, and the other zones
+    /// complete.
+    @Test func namesWithANULAreNeverShortenedOrMerged() async throws {
+        let s = try await Setup("nulnames", fake: Self.fake)
+        defer { s.stop() }
+        for zone in ["a\u{0}one", "a\u{0}two"] {
+            try await s.server.admin(
+                "records/add", ["zone": zone, "records": try FakeServerProcess.wire([Record(recordName: "R-\(zone.suffix(3))", recordType: "Tag")])])
+        }
+        try await s.server.admin(
+            "records/add", ["zone": "Zone01", "records": try FakeServerProcess.wire([Record(recordName: "x\u{0}y", recordType: "Tag")])])
+        let output = try run(s).output
+        #expect(output.status == 1, "\(output.stderr)")
+        #expect(output.stderr.components(separatedBy: "holds a NUL character").count - 1 >= 2, "both zones are named: \(output.stderr)")
+        // A deletion comes in an incremental fetch (a nil-token fetch lists live records only).
+        try await s.server.admin("records/delete", ["zone": "Zone01", "recordNames": ["x\u{0}z"]])
+        let again = try run(s).output
+        #expect(again.status == 0, "the database feed has moved past the zones it named: \(again.stderr)")
+        let schema = quoteIdentifier(s.p.schema)
+        let shortened = try query(s, "SELECT count(*) FROM \(schema).zonefeed_checkpoints WHERE zone_name LIKE 'a%'")
+        #expect(shortened.first?.first == "0", "no checkpoint under a shortened name")
+        let rejects = try query(s, "SELECT record_name FROM \(schema).zonefeed_rejects WHERE record_name LIKE 'x%' ORDER BY record_name")
+        #expect(rejects == [["x\\u0000y"], ["x\\u0000z"]])
+        #expect(try differences(s, in: Self.all) == [])
+    }
+
+    // MARK: Answers of the wrong shape
+
+    @Test func anAnswerOfTheWrongShapeFailsItsZoneAfterItsRetries() async throws {
+        let s = try await Setup("shape", fake: Self.fake) { $0.moreCloudKit = ["maxAttempts: 2"] }
+        defer { s.stop() }
+        try await s.server.admin(
+            "faults/fail", ["zone": "Zone02", "status": 200, "count": 50, "body": ["records": ["a": 1], "syncToken": 5, "moreComing": "yes"]])
+        let (output, took) = try run(s)
+        #expect(output.status == 1, "\(output.stderr)")
+        #expect(output.stderr.contains("the answer was not the JSON CloudKit sends (malformedResponse)"), "\(output.stderr)")
+        #expect(took < .seconds(60))
+        #expect(try differences(s, in: Self.others) == [])
+    }
+
+    // MARK: A server that caps requests in flight
+
+    /// A server that throttles a third request in flight, asking for a second's wait: the run
+    /// comes down to two and stays there, probing seldom, so that it pays about one pause
+    /// rather than one each time its limit creeps above the cap.
+    @Test func aServersCapOnRequestsInFlightIsFoundWithoutAPauseAtEveryProbe() async throws {
+        let s = try await Setup(
+            "inflightprobe", fake: FakeSettings(seed: 223, zones: 4, recordsPerZone: 1_200),
+            server: ["--token-window", "64", "--latency", "20,5", "--max-in-flight", "2", "--throttle-retry-after", "1"])
+        defer { s.stop() }
+        let output = try run(s).output
+        #expect(output.status == 0, "\(output.stderr)")
+        let waited = try query(s, "SELECT throttled_seconds FROM \(quoteIdentifier(s.p.schema)).zonefeed_runs ORDER BY run_id DESC LIMIT 1")
+        let seconds = Double(waited.first?.first.flatMap { $0 } ?? "") ?? -1
+        let traffic = try await s.server.traffic()
+        print("4,800 records against a cap of 2 in flight: paused \(seconds) s; \(traffic)")
+        #expect(traffic["throttled", default: 0] > 0, "the cap was met: \(traffic)")
+        #expect(seconds >= 0.9 && seconds <= 3, "a pause or two of a second, not one per probe: \(seconds) s")
+        #expect(try differences(s, in: ["Zone01", "Zone02", "Zone03", "Zone04"]) == [])
+    }
+}
