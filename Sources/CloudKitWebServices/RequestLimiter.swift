@@ -12,9 +12,10 @@
 ///   request, so a run converges to the server's cap instead of paying a pause each time the
 ///   limit creeps above it. A request that succeeds at the ceiling lifts it.
 /// - A throttle whose `retryAfter` the request will wait out pauses every request of the client
-///   until then, not only the one that got it; one the request will not wait (it gives up: the
-///   wait exceeds its retry budget) pauses nobody. `throttledSeconds` is the time paused so far,
-///   never more than has passed.
+///   until then, not only the one that got it, unless the server answered others meanwhile (it
+///   refused one too many at once, which fewer in flight cures); one the request will not wait
+///   (it gives up: the wait exceeds its retry budget) pauses nobody. `throttledSeconds` is the
+///   time paused so far, never more than has passed.
 /// - `oneAtATime` is for servers that accept only the newest web auth token or two: once set,
 ///   the limit is one for good.
 actor RequestLimiter {
@@ -25,6 +26,8 @@ actor RequestLimiter {
     private(set) var peakInFlight = 0
     /// The most in flight since the limit last came down.
     private var highWater = 0
+    /// Requests that succeeded so far.
+    private var successes = 0
     /// The fewest requests in flight that the server throttled; nil when none was or a request
     /// succeeded at that level since.
     private(set) var ceiling: Int?
@@ -48,6 +51,8 @@ actor RequestLimiter {
         let episode: Int
         /// Requests in flight when this one started, itself included.
         let inFlight: Int
+        /// Successes before this one started.
+        let successes: Int
     }
 
     enum Outcome: Sendable {
@@ -83,7 +88,7 @@ actor RequestLimiter {
                 inFlight += 1
                 peakInFlight = max(peakInFlight, inFlight)
                 highWater = max(highWater, inFlight)
-                return Ticket(episode: episode, inFlight: inFlight)
+                return Ticket(episode: episode, inFlight: inFlight, successes: successes)
             }
             await withCheckedContinuation { waiting.append($0) }
         }
@@ -107,6 +112,7 @@ actor RequestLimiter {
     }
 
     private func succeeded(_ ticket: Ticket) {
+        successes += 1
         guard let ceiling else {
             limit = min(Double(maxConcurrent), limit + 1 / limit)
             return
@@ -126,10 +132,20 @@ actor RequestLimiter {
     }
 
     /// Lowers the limit after a throttle. Returns whether the throttle concerns every request:
-    /// false for a request sent before the limit last came down (an answer to the same overload)
-    /// and for a probe above a known ceiling (refused as expected).
+    /// not when the server answered others while this request was out (it refused one too many
+    /// at once, not everyone: fewer in flight is the cure, and this request waits alone), nor
+    /// for a request sent before the limit last came down (an answer to the same overload), nor
+    /// for a probe above a known ceiling (refused as expected).
     private func throttled(_ ticket: Ticket) -> Bool {
-        guard ticket.episode == episode else { return false }
+        guard ticket.episode == episode else {
+            // Answered by the overload already met; when that one showed a ceiling, this says
+            // how many were too many as well.
+            if let ceiling, ticket.inFlight >= 2, ticket.inFlight < ceiling {
+                self.ceiling = ticket.inFlight
+                limit = min(limit, Double(ticket.inFlight - 1))
+            }
+            return false
+        }
         if let ceiling, ticket.inFlight >= ceiling {
             limit = min(limit, Double(max(1, ceiling - 1)))
             successesBeforeProbe = min(Self.lastProbeAfter, max(Self.firstProbeAfter, successesBeforeProbe) * 2)
@@ -148,7 +164,7 @@ actor RequestLimiter {
             limit = min(limit, Double(refusedAt - 1))
         }
         successesBeforeProbe = Self.firstProbeAfter
-        return true
+        return successes == ticket.successes
     }
 
     /// From now on, one request at a time. Returns whether that is new.

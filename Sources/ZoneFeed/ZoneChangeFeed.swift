@@ -26,6 +26,9 @@ public struct ZoneChangeFeed: AsyncSequence, Sendable {
         public mutating func next() async throws -> ZoneChangePage? {
             guard !finished else { return nil }
             do {
+                // The buffer's fetching task is cancelled when the reader goes away; a source
+                // that answers without suspending would never notice otherwise, and fetch on.
+                try Task.checkCancellation()
                 let page = try await source.fetchZoneChanges(in: zone, since: token)
                 token = page.syncToken
                 finished = !page.moreComing

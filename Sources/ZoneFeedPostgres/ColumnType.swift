@@ -57,6 +57,10 @@ public enum ColumnType: String, Sendable, CaseIterable, Hashable {
 /// The staging tables' column that keeps a batch's order; no mapped field may use it either.
 public let stagingSequenceColumn = "seq"
 
+/// PostgreSQL's own columns of every table ("System Columns" in its manual): a column of one of
+/// these names cannot be made (`column name "xmin" conflicts with a system column name`, 42701).
+public let postgresSystemColumns: [String] = ["tableoid", "xmin", "cmin", "xmax", "cmax", "ctid"]
+
 /// The columns every record table has; a mapped field may not use these names.
 public let systemColumns: [String] = [
     "zone_owner", "zone_name", "record_name", "record_type", "change_tag", "created_at",

@@ -200,6 +200,10 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
                             // same object; two runs starting together take turns here.
                             try c.query("SELECT pg_advisory_xact_lock(hashtext('zonefeed ddl'))")
                             let catalog = try PostgresSchema.Catalog.read(schema: schema.schema, on: c)
+                            // A table of the same name but another shape is named before
+                            // anything, the DDL included, is written.
+                            let problems = schema.shapeProblems(given: catalog)
+                            guard problems.isEmpty else { throw DestinationShapeError(problems: problems) }
                             for statement in schema.ddl(given: catalog) {
                                 do {
                                     try c.execute(statement)
@@ -209,7 +213,10 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
                             }
                             // The tables as earlier runs grew them, whether or not this one may
                             // grow them further: their rows are deleted, swept and merged whole.
-                            self.publish(try self.loadSchema(on: c))
+                            let grown = try self.loadSchema(on: c)
+                            let grownProblems = grown.shapeProblems(given: try PostgresSchema.Catalog.read(schema: schema.schema, on: c))
+                            guard grownProblems.isEmpty else { throw DestinationShapeError(problems: grownProblems) }
+                            self.publish(grown)
                         }
                         try self.prepareForBatches(session)
                     })

@@ -79,12 +79,15 @@ public struct PostgresSchema: Sendable {
         /// default.
         var columns: [String: Set<String>] = [:]
         var defaults: [String: Set<String>] = [:]
+        /// Per table (and view), each column's type as `format_type` names it.
+        var types: [String: [String: String]] = [:]
 
         static func read(schema: String, on c: Connection) throws -> Catalog {
             var catalog = Catalog()
             let rows = try c.query(
                 """
-                SELECT cl.relname, a.attname, a.atthasdef FROM pg_catalog.pg_class AS cl
+                SELECT cl.relname, a.attname, a.atthasdef, format_type(a.atttypid, a.atttypmod)
+                FROM pg_catalog.pg_class AS cl
                 JOIN pg_catalog.pg_namespace AS n ON n.oid = cl.relnamespace
                 JOIN pg_catalog.pg_attribute AS a ON a.attrelid = cl.oid AND a.attnum > 0 AND NOT a.attisdropped
                 WHERE n.nspname = $1
@@ -95,6 +98,7 @@ public struct PostgresSchema: Sendable {
                 let column: String = try row.decode(1)
                 catalog.columns[relation, default: []].insert(column)
                 if try row.decode(2, as: Bool.self) { catalog.defaults[relation, default: []].insert(column) }
+                catalog.types[relation, default: [:]][column] = try row.decode(3)
             }
             return catalog
         }
@@ -108,95 +112,16 @@ public struct PostgresSchema: Sendable {
     /// nothing to do, and would wait behind a long query on it (or make others wait behind it).
     func ddl(given catalog: Catalog?) -> [String] {
         var statements = ["CREATE SCHEMA IF NOT EXISTS \(quoteIdentifier(schema))"]
-        statements.append(
-            """
-            CREATE TABLE IF NOT EXISTS \(checkpoints) (
-                pipeline text NOT NULL,
-                scope text NOT NULL CHECK (scope IN ('database', 'zone')),
-                zone_owner text NOT NULL DEFAULT '',
-                zone_name text NOT NULL DEFAULT '',
-                token text,
-                generation integer NOT NULL DEFAULT 1,
-                resyncing boolean NOT NULL DEFAULT false,
-                pending boolean NOT NULL DEFAULT true,
-                pending_seq bigint NOT NULL DEFAULT 0,
-                records_applied bigint NOT NULL DEFAULT 0,
-                updated_at timestamptz NOT NULL DEFAULT now(),
-                last_error text,
-                account_user text,
-                PRIMARY KEY (pipeline, scope, zone_owner, zone_name)
-            )
-            """)
-        statements.append(
-            """
-            CREATE TABLE IF NOT EXISTS \(runs) (
-                run_id bigserial PRIMARY KEY,
-                pipeline text NOT NULL,
-                started_at timestamptz NOT NULL DEFAULT now(),
-                finished_at timestamptz,
-                status text NOT NULL DEFAULT 'running' CHECK (status IN ('running', 'succeeded', 'failed', 'interrupted')),
-                pages bigint NOT NULL DEFAULT 0,
-                upserts bigint NOT NULL DEFAULT 0,
-                tombstones bigint NOT NULL DEFAULT 0,
-                rejects bigint NOT NULL DEFAULT 0,
-                skipped bigint NOT NULL DEFAULT 0,
-                error text,
-                hostname text,
-                pid integer,
-                throttled_seconds double precision NOT NULL DEFAULT 0
-            )
-            """)
+        statements.append(Self.checkpointsTable.create(checkpoints))
+        statements.append(Self.runsTable.create(runs))
         // Added after the table was first made: tables made before get it here.
         if catalog?.columns["zonefeed_runs"].map({ !$0.contains("throttled_seconds") }) ?? (catalog == nil) {
             statements.append("ALTER TABLE \(runs) ADD COLUMN IF NOT EXISTS throttled_seconds double precision NOT NULL DEFAULT 0")
         }
-        statements.append(
-            """
-            CREATE TABLE IF NOT EXISTS \(tombstones) (
-                id bigserial PRIMARY KEY,
-                pipeline text NOT NULL,
-                zone_owner text NOT NULL,
-                zone_name text NOT NULL,
-                record_name text NOT NULL,
-                record_type text,
-                reason text NOT NULL CHECK (reason IN ('deleted', 'zone_deleted', 'zone_purged', 'resync')),
-                deleted_at timestamptz NOT NULL DEFAULT now(),
-                run_id bigint NOT NULL
-            )
-            """)
+        statements.append(Self.tombstonesTable.create(tombstones))
         statements.append("CREATE INDEX IF NOT EXISTS zonefeed_tombstones_record ON \(tombstones) (zone_owner, zone_name, record_name)")
-        statements.append(
-            """
-            CREATE TABLE IF NOT EXISTS \(rejects) (
-                id bigserial PRIMARY KEY,
-                pipeline text NOT NULL,
-                zone_owner text NOT NULL,
-                zone_name text NOT NULL,
-                record_name text,
-                record_type text,
-                raw jsonb,
-                error text NOT NULL,
-                rejected_at timestamptz NOT NULL DEFAULT now(),
-                run_id bigint NOT NULL
-            )
-            """)
-        statements.append(
-            """
-            CREATE TABLE IF NOT EXISTS \(schemaChanges) (
-                id bigserial PRIMARY KEY,
-                pipeline text NOT NULL,
-                changed_at timestamptz NOT NULL DEFAULT now(),
-                run_id bigint NOT NULL,
-                change text NOT NULL CHECK (change IN ('table_created', 'column_added')),
-                record_type text NOT NULL,
-                table_name text NOT NULL,
-                field text,
-                column_name text,
-                column_type text,
-                cloudkit_type text,
-                why text NOT NULL
-            )
-            """)
+        statements.append(Self.rejectsTable.create(rejects))
+        statements.append(Self.schemaChangesTable.create(schemaChanges))
         // Added after the table was first made (on main for a day): tables made before get it here.
         if catalog?.columns["zonefeed_schema_changes"].map({ !$0.contains("cloudkit_type") }) ?? (catalog == nil) {
             statements.append("ALTER TABLE \(schemaChanges) ADD COLUMN IF NOT EXISTS cloudkit_type text")
@@ -211,17 +136,7 @@ public struct PostgresSchema: Sendable {
     /// A record type's table, its view and its indexes: what `catalog` lacks of them (everything
     /// without a catalog).
     func tableDDL(_ table: Table, given catalog: Catalog?) -> [String] {
-        var statements: [String] = []
-        var columns = [
-            "zone_owner text NOT NULL", "zone_name text NOT NULL", "record_name text NOT NULL",
-            "record_type text NOT NULL", "change_tag text", "created_at timestamptz", "modified_at timestamptz",
-            "created_by text", "modified_by text", "deleted_at timestamptz", "synced_at timestamptz NOT NULL DEFAULT now()",
-            "run_id bigint NOT NULL", "generation integer NOT NULL",
-        ]
-        columns += table.mapping.fields.map { "\(quoteIdentifier($0.column)) \($0.type.rawValue)" }
-        columns.append("fields jsonb")
-        columns.append("PRIMARY KEY (zone_owner, zone_name, record_name)")
-        statements.append("CREATE TABLE IF NOT EXISTS \(table.qualifiedName) (\n    " + columns.joined(separator: ",\n    ") + "\n)")
+        var statements = [Self.recordTable(table.mapping).create(table.qualifiedName)]
         // What the table already has: unknown without a catalog (every statement is then
         // listed); everything when the statement above has just made it.
         let name = table.mapping.table

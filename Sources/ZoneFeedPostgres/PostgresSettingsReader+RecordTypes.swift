@@ -103,6 +103,13 @@ extension PostgresSettingsReader {
                 failed = true
                 continue
             }
+            if postgresSystemColumns.contains(column) {
+                file.report(
+                    "column '\(column)' of field \(field.key) is the name of one of PostgreSQL's system columns, which no table may have a column of: map the field to another column with { column: ..., type: ... }",
+                    at: columnPosition)
+                failed = true
+                continue
+            }
             if column.lowercased() == stagingSequenceColumn {
                 file.report(
                     "column '\(column)' of field \(field.key) is the name zonefeed's staging tables keep for the batch order: map the field to another column with { column: ..., type: ... }",

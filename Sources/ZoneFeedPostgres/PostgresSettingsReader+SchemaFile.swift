@@ -114,7 +114,9 @@ extension PostgresSettingsReader {
             let column = file.text("column", in: section, expected: "a column name")
             if let column {
                 guard checkIdentifier(column.text, kind: "column", owner: "of field \(pair.key)", at: column.position) else { continue }
-                if system.contains(column.text.lowercased()) || column.text.lowercased() == stagingSequenceColumn {
+                if system.contains(column.text.lowercased()) || column.text.lowercased() == stagingSequenceColumn
+                    || postgresSystemColumns.contains(column.text)
+                {
                     file.report("column '\(column.text)' of field \(pair.key) clashes with the system column \(column.text.lowercased())", at: column.position)
                     continue
                 }

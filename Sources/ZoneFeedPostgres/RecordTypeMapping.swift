@@ -1,5 +1,11 @@
 /// How one record type becomes rows: its table, and the fields that get columns of their own.
 public struct RecordTypeMapping: Sendable {
+    /// The most columns of fields schema evolution gives a table; fields past it stay unmapped
+    /// (in `fields`, with `unmappedFields: keep`). PostgreSQL takes 1,600 columns, but a row must
+    /// fit in a page of 8 kB, where each value takes at least a few bytes and a long one moved
+    /// out of line 18: 400 columns all filled still fit, 1,600 would not.
+    public static let maxEvolvedColumns = 400
+
     public var recordType: String
     public var table: String
     public var fields: [FieldMapping]

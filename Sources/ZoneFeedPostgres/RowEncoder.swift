@@ -20,6 +20,7 @@ public struct RowEncoder {
     /// The fields met since the rows were begun that have no column and are not left out
     /// on purpose, with their first values' type tags, when evolving.
     public private(set) var newFields: [(name: String, typeTag: String)] = []
+    private var newFieldNames: Set<String> = []
     /// Per row, reused: the mapped fields' values in column order, and the unmapped fields.
     private var columnValues: [FieldValue?]
     private var unmapped: [(String, FieldValue)] = []
@@ -33,7 +34,9 @@ public struct RowEncoder {
     public init(mapping: RecordTypeMapping, keepUnmapped: Bool, evolving: Bool = false) {
         self.mapping = mapping
         self.keepUnmapped = keepUnmapped
-        self.evolving = evolving
+        // A table at the most columns evolution gives one takes no more: fields past it are
+        // unmapped, like those of a frozen mapping.
+        self.evolving = evolving && mapping.fields.count < RecordTypeMapping.maxEvolvedColumns
         var columnOf: [String: Int] = [:]
         for (i, field) in mapping.fields.enumerated() { columnOf[field.field] = i }
         self.columnOf = columnOf
@@ -69,6 +72,7 @@ public struct RowEncoder {
         buffer.reset()
         rowCount = 0
         newFields.removeAll()
+        newFieldNames.removeAll()
     }
 
     /// The bytes encoded and not yet sent.
@@ -128,9 +132,7 @@ public struct RowEncoder {
             if let column = columnOf[name] {
                 columnValues[column] = value
             } else {
-                if evolving, SchemaGrowth.canBeAColumn(name), !mapping.omittedFields.contains(name),
-                    !newFields.contains(where: { $0.name == name })
-                {
+                if evolving, SchemaGrowth.canBeAColumn(name), !mapping.omittedFields.contains(name), newFieldNames.insert(name).inserted {
                     newFields.append((name, value.typeTag))
                 }
                 if keepUnmapped { unmapped.append((name, value)) }

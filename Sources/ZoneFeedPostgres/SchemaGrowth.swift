@@ -9,6 +9,7 @@ struct SchemaGrowth: Error {
     private(set) var recordTypes: [String] = []
     /// Per record type, its new fields and their first values' type tags.
     private(set) var fields: [String: [(name: String, typeTag: String)]] = [:]
+    private var fieldNames: [String: Set<String>] = [:]
 
     init(zoneName: String) {
         self.zoneName = zoneName
@@ -27,7 +28,7 @@ struct SchemaGrowth: Error {
     }
 
     mutating func add(field: String, typeTag: String, of recordType: String) {
-        guard Self.canBeAColumn(field), fields[recordType]?.contains(where: { $0.name == field }) != true else { return }
+        guard Self.canBeAColumn(field), fieldNames[recordType, default: []].insert(field).inserted else { return }
         fields[recordType, default: []].append((field, typeTag))
     }
 
@@ -83,7 +84,10 @@ struct SchemaGrowth: Error {
             let mapping = schema.table(forRecordType: recordType).map { schema.tables[$0].mapping }
             let mapped = Set(mapping?.fields.map(\.field) ?? [])
             let omitted = mapping?.omittedFields ?? []
-            let new = met.filter { !mapped.contains($0.name) && !omitted.contains($0.name) }.sorted { $0.name < $1.name }
+            // Up to the most columns evolution gives a table, in the order of their names (the
+            // same whatever order a record lists them in); the fields past it stay unmapped.
+            let room = max(0, RecordTypeMapping.maxEvolvedColumns - (mapping?.fields.count ?? 0))
+            let new = Array(met.filter { !mapped.contains($0.name) && !omitted.contains($0.name) }.sorted { $0.name < $1.name }.prefix(room))
             guard !new.isEmpty else { continue }
             let taken = Set(mapping?.fields.map(\.column) ?? []).union(catalog.columns[table] ?? [])
             let (names, renamed) = SchemaFileMapping.columnNames.names(for: new.map(\.name), taken: taken) { naming.stripped($0).snakeCased }

@@ -32,6 +32,20 @@ import Testing
         #expect(await limiter.throttledSeconds == 0, "no time is reported that nobody waited")
     }
 
+    @Test func aThrottleWhileOthersGetThroughLowersTheLimitAndPausesNoOne() async throws {
+        let limiter = RequestLimiter(maxConcurrent: 8)
+        let wave = [try await limiter.acquire(), try await limiter.acquire(), try await limiter.acquire()]
+        await limiter.release(wave[0], .succeeded)
+        await limiter.release(wave[1], .succeeded)
+        await limiter.release(wave[2], .throttled(pause: 30))
+        let started = ContinuousClock.now
+        let next = try await limiter.acquire()
+        #expect(ContinuousClock.now - started < .milliseconds(100), "the server answered others meanwhile: no pause")
+        #expect(await limiter.throttledSeconds == 0)
+        #expect(await limiter.currentLimit == 1, "half of the three in flight")
+        await limiter.release(next, .succeeded)
+    }
+
     @Test func theTimeReportedIsTheTimeThatPassedAndNoNumberTraps() async throws {
         let limiter = RequestLimiter(maxConcurrent: 8)
         let started = ContinuousClock.now
@@ -51,6 +65,7 @@ import Testing
         while await limiter.currentLimit < 3 {
             await limiter.release(try await limiter.acquire(), .succeeded)
             successes += 1
+            try #require(successes < 100)
         }
         #expect((2...3).contains(successes), "about one full round of successes adds one: \(successes)")
     }
@@ -92,11 +107,14 @@ import Testing
         #expect(await limiter.currentLimit == 2)
         for ticket in [probe[1], other] { await limiter.release(ticket, .succeeded) }
 
+        pairs = 0
         while await limiter.currentLimit < 3 {
             let a = try await limiter.acquire()
             let b = try await limiter.acquire()
             await limiter.release(a, .succeeded)
             await limiter.release(b, .succeeded)
+            pairs += 1
+            try #require(pairs < 100)
         }
         let lifted = [try await limiter.acquire(), try await limiter.acquire(), try await limiter.acquire()]
         await limiter.release(lifted[2], .succeeded)

@@ -182,10 +182,8 @@ import Testing
             #expect(chmod(file, 0o600) == 0)
             expected = "a line of 50000 bytes"
         }
-        let started = ContinuousClock.now
         let store = WebAuthTokenStore(configured: "configured", file: file, logger: logger)
         let error = await #expect(throws: WebAuthTokenFileFailure.self) { _ = try await store.tokenForRequest(logger: logger) }
-        #expect(ContinuousClock.now - started < .seconds(5), "refused without reading it all")
         #expect(error?.description.contains(expected) == true, "\(error.map(\.description) ?? "")")
         #expect(error?.description.contains(file) == true)
         #expect(error?.description.contains("root:") != true, "nothing of the file is quoted")

@@ -1,0 +1,199 @@
+import LibPQ
+
+/// The shape zonefeed needs of the tables it writes, and what a table already there lacks of it.
+/// A table of the same name made by someone else (or by hand, or of another shape) is named, with
+/// what it has and what is needed, before anything is written, instead of failing mid-batch with
+/// `column "account_user" does not exist` or `invalid byte sequence … 0x00` (binary COPY into a
+/// column of another type).
+extension PostgresSchema {
+    /// A column: its name, its type as PostgreSQL's `format_type` spells it, and the rest of its
+    /// definition.
+    struct ColumnSpec: Sendable {
+        var name: String
+        var type: String
+        var rest: String = ""
+        /// Added to the table after it was first made: `ddl` adds it to an older table, so a
+        /// table without it is not of another shape.
+        var addedLater = false
+        /// A name from the pipeline (a mapped field's column), quoted in DDL.
+        var quoted = false
+    }
+
+    /// One of zonefeed's own tables: its columns, then its table constraints.
+    struct TableSpec: Sendable {
+        var columns: [ColumnSpec]
+        var constraints: [String] = []
+
+        func create(_ qualifiedName: String) -> String {
+            let lines = columns.map { "\($0.quoted ? quoteIdentifier($0.name) : $0.name) \($0.ddlType)\($0.rest.isEmpty ? "" : " " + $0.rest)" } + constraints
+            return "CREATE TABLE IF NOT EXISTS \(qualifiedName) (\n    " + lines.joined(separator: ",\n    ") + "\n)"
+        }
+    }
+
+    static let checkpointsTable = TableSpec(
+        columns: [
+            ColumnSpec(name: "pipeline", type: "text", rest: "NOT NULL"),
+            ColumnSpec(name: "scope", type: "text", rest: "NOT NULL CHECK (scope IN ('database', 'zone'))"),
+            ColumnSpec(name: "zone_owner", type: "text", rest: "NOT NULL DEFAULT ''"),
+            ColumnSpec(name: "zone_name", type: "text", rest: "NOT NULL DEFAULT ''"),
+            ColumnSpec(name: "token", type: "text"),
+            ColumnSpec(name: "generation", type: "integer", rest: "NOT NULL DEFAULT 1"),
+            ColumnSpec(name: "resyncing", type: "boolean", rest: "NOT NULL DEFAULT false"),
+            ColumnSpec(name: "pending", type: "boolean", rest: "NOT NULL DEFAULT true"),
+            ColumnSpec(name: "pending_seq", type: "bigint", rest: "NOT NULL DEFAULT 0"),
+            ColumnSpec(name: "records_applied", type: "bigint", rest: "NOT NULL DEFAULT 0"),
+            ColumnSpec(name: "updated_at", type: "timestamp with time zone", rest: "NOT NULL DEFAULT now()"),
+            ColumnSpec(name: "last_error", type: "text"),
+            ColumnSpec(name: "account_user", type: "text"),
+        ],
+        constraints: ["PRIMARY KEY (pipeline, scope, zone_owner, zone_name)"])
+
+    static let runsTable = TableSpec(columns: [
+        ColumnSpec(name: "run_id", type: "bigint", rest: "PRIMARY KEY"),
+        ColumnSpec(name: "pipeline", type: "text", rest: "NOT NULL"),
+        ColumnSpec(name: "started_at", type: "timestamp with time zone", rest: "NOT NULL DEFAULT now()"),
+        ColumnSpec(name: "finished_at", type: "timestamp with time zone"),
+        ColumnSpec(name: "status", type: "text", rest: "NOT NULL DEFAULT 'running' CHECK (status IN ('running', 'succeeded', 'failed', 'interrupted'))"),
+        ColumnSpec(name: "pages", type: "bigint", rest: "NOT NULL DEFAULT 0"),
+        ColumnSpec(name: "upserts", type: "bigint", rest: "NOT NULL DEFAULT 0"),
+        ColumnSpec(name: "tombstones", type: "bigint", rest: "NOT NULL DEFAULT 0"),
+        ColumnSpec(name: "rejects", type: "bigint", rest: "NOT NULL DEFAULT 0"),
+        ColumnSpec(name: "skipped", type: "bigint", rest: "NOT NULL DEFAULT 0"),
+        ColumnSpec(name: "error", type: "text"),
+        ColumnSpec(name: "hostname", type: "text"),
+        ColumnSpec(name: "pid", type: "integer"),
+        ColumnSpec(name: "throttled_seconds", type: "double precision", rest: "NOT NULL DEFAULT 0", addedLater: true),
+    ])
+
+    static let tombstonesTable = TableSpec(columns: [
+        ColumnSpec(name: "id", type: "bigint", rest: "PRIMARY KEY"),
+        ColumnSpec(name: "pipeline", type: "text", rest: "NOT NULL"),
+        ColumnSpec(name: "zone_owner", type: "text", rest: "NOT NULL"),
+        ColumnSpec(name: "zone_name", type: "text", rest: "NOT NULL"),
+        ColumnSpec(name: "record_name", type: "text", rest: "NOT NULL"),
+        ColumnSpec(name: "record_type", type: "text"),
+        ColumnSpec(name: "reason", type: "text", rest: "NOT NULL CHECK (reason IN ('deleted', 'zone_deleted', 'zone_purged', 'resync'))"),
+        ColumnSpec(name: "deleted_at", type: "timestamp with time zone", rest: "NOT NULL DEFAULT now()"),
+        ColumnSpec(name: "run_id", type: "bigint", rest: "NOT NULL"),
+    ])
+
+    static let rejectsTable = TableSpec(columns: [
+        ColumnSpec(name: "id", type: "bigint", rest: "PRIMARY KEY"),
+        ColumnSpec(name: "pipeline", type: "text", rest: "NOT NULL"),
+        ColumnSpec(name: "zone_owner", type: "text", rest: "NOT NULL"),
+        ColumnSpec(name: "zone_name", type: "text", rest: "NOT NULL"),
+        ColumnSpec(name: "record_name", type: "text"),
+        ColumnSpec(name: "record_type", type: "text"),
+        ColumnSpec(name: "raw", type: "jsonb"),
+        ColumnSpec(name: "error", type: "text", rest: "NOT NULL"),
+        ColumnSpec(name: "rejected_at", type: "timestamp with time zone", rest: "NOT NULL DEFAULT now()"),
+        ColumnSpec(name: "run_id", type: "bigint", rest: "NOT NULL"),
+    ])
+
+    static let schemaChangesTable = TableSpec(columns: [
+        ColumnSpec(name: "id", type: "bigint", rest: "PRIMARY KEY"),
+        ColumnSpec(name: "pipeline", type: "text", rest: "NOT NULL"),
+        ColumnSpec(name: "changed_at", type: "timestamp with time zone", rest: "NOT NULL DEFAULT now()"),
+        ColumnSpec(name: "run_id", type: "bigint", rest: "NOT NULL"),
+        ColumnSpec(name: "change", type: "text", rest: "NOT NULL CHECK (change IN ('table_created', 'column_added'))"),
+        ColumnSpec(name: "record_type", type: "text", rest: "NOT NULL"),
+        ColumnSpec(name: "table_name", type: "text", rest: "NOT NULL"),
+        ColumnSpec(name: "field", type: "text"),
+        ColumnSpec(name: "column_name", type: "text"),
+        ColumnSpec(name: "column_type", type: "text"),
+        ColumnSpec(name: "cloudkit_type", type: "text", addedLater: true),
+        ColumnSpec(name: "why", type: "text", rest: "NOT NULL"),
+    ])
+
+    /// The columns of every record type's table, before its mapped fields.
+    static let recordTableColumns: [ColumnSpec] = [
+        ColumnSpec(name: "zone_owner", type: "text", rest: "NOT NULL"),
+        ColumnSpec(name: "zone_name", type: "text", rest: "NOT NULL"),
+        ColumnSpec(name: "record_name", type: "text", rest: "NOT NULL"),
+        ColumnSpec(name: "record_type", type: "text", rest: "NOT NULL"),
+        ColumnSpec(name: "change_tag", type: "text"),
+        ColumnSpec(name: "created_at", type: "timestamp with time zone"),
+        ColumnSpec(name: "modified_at", type: "timestamp with time zone"),
+        ColumnSpec(name: "created_by", type: "text"),
+        ColumnSpec(name: "modified_by", type: "text"),
+        ColumnSpec(name: "deleted_at", type: "timestamp with time zone"),
+        ColumnSpec(name: "synced_at", type: "timestamp with time zone", rest: "NOT NULL DEFAULT now()"),
+        ColumnSpec(name: "run_id", type: "bigint", rest: "NOT NULL"),
+        ColumnSpec(name: "generation", type: "integer", rest: "NOT NULL"),
+    ]
+
+    /// A record type's table: the columns every one has, a column per mapped field (which `ddl`
+    /// adds to a table made before the field was mapped), and `fields`.
+    static func recordTable(_ mapping: RecordTypeMapping) -> TableSpec {
+        TableSpec(
+            columns: recordTableColumns
+                + mapping.fields.map { ColumnSpec(name: $0.column, type: $0.type.formatTypeName, addedLater: true, quoted: true) }
+                + [ColumnSpec(name: "fields", type: "jsonb")],
+            constraints: ["PRIMARY KEY (zone_owner, zone_name, record_name)"])
+    }
+
+    /// The tables zonefeed writes, by name, with the shape each needs.
+    var neededShapes: [(name: String, spec: TableSpec)] {
+        [
+            ("zonefeed_checkpoints", Self.checkpointsTable), ("zonefeed_runs", Self.runsTable), ("zonefeed_tombstones", Self.tombstonesTable),
+            ("zonefeed_rejects", Self.rejectsTable), ("zonefeed_schema_changes", Self.schemaChangesTable),
+        ] + tables.map { ($0.mapping.table, Self.recordTable($0.mapping)) }
+    }
+
+    /// What the tables already in the schema lack of the shape zonefeed needs: for each, a
+    /// sentence naming the table, its columns that are missing or of another type, and what they
+    /// must be. Empty when every table there is one zonefeed can write (extra columns are fine).
+    func shapeProblems(given catalog: Catalog) -> [String] {
+        var problems: [String] = []
+        for (name, spec) in neededShapes {
+            guard let existing = catalog.types[name] else { continue }
+            var wrong: [String] = []
+            for column in spec.columns {
+                if let type = existing[column.name] {
+                    if type != column.type { wrong.append("\(column.name) is \(type), not \(column.type)") }
+                } else if !column.addedLater {
+                    wrong.append("no column \(column.name) (\(column.type))")
+                }
+            }
+            guard !wrong.isEmpty else { continue }
+            let has = existing.keys.sorted().prefix(12).map { "\($0) \(existing[$0]!)" }.joined(separator: ", ")
+            problems.append(
+                "table \(schema).\(name) is not of the shape zonefeed writes: \(wrong.prefix(8).joined(separator: "; "))"
+                    + (wrong.count > 8 ? " (and \(wrong.count - 8) more)" : "") + "; it has \(has)\(existing.count > 12 ? ", …" : "")")
+        }
+        return problems
+    }
+}
+
+extension PostgresSchema.ColumnSpec {
+    /// The type as written in DDL: `bigserial` for the ids PostgreSQL numbers itself.
+    var ddlType: String {
+        if type == "bigint", rest == "PRIMARY KEY" { return "bigserial" }
+        switch type {
+        case "timestamp with time zone": return "timestamptz"
+        case "timestamp with time zone[]": return "timestamptz[]"
+        default: return type
+        }
+    }
+}
+
+extension ColumnType {
+    /// The type as PostgreSQL's `format_type` names it, as the catalog says.
+    var formatTypeName: String {
+        switch self {
+        case .timestamptz: return "timestamp with time zone"
+        case .timestamptzArray: return "timestamp with time zone[]"
+        default: return rawValue
+        }
+    }
+}
+
+/// Tables in the destination's schema that zonefeed cannot write, found before anything is.
+public struct DestinationShapeError: Error, Sendable, CustomStringConvertible {
+    public var problems: [String]
+    public var description: String {
+        problems.joined(separator: "; ")
+            + ". zonefeed makes these tables itself: drop or rename the ones above (they were not made by zonefeed, or were changed by hand), "
+            + "or give the pipeline another destination.schema"
+    }
+}
