@@ -2,6 +2,8 @@ import ZoneFeed
 
 extension CloudKitSettings: SourceConfiguration {
     public static let key = "cloudkit"
+    /// The longest token taken from the file or its variables.
+    static let maxTokenBytes = 16 * 1024
 
     public var namedZones: [String]? {
         if case .named(let names) = zones { return names }
@@ -123,6 +125,14 @@ extension CloudKitSettings: SourceConfiguration {
         let apiToken = file.secret("apiToken", in: section, emptyMeansAbsent: false)
         // An empty web auth token (`${CLOUDKIT_WEB_AUTH_TOKEN:-}`) leaves it to webAuthTokenFile.
         let webAuthToken = file.secret("webAuthToken", in: section, emptyMeansAbsent: true)
+        // A token is a few hundred bytes; megabytes are a variable set to the wrong thing, and
+        // would go out in every request's address (never quoted: it may still be a secret).
+        for (key, secret) in [("apiToken", apiToken), ("webAuthToken", webAuthToken)] {
+            guard let secret, secret.value.utf8.count > Self.maxTokenBytes, let position = section[key]?.valuePosition else { continue }
+            file.report(
+                "\(section.path(of: key)) is \(secret.value.utf8.count) bytes long, and a token is a few hundred (at most \(Self.maxTokenBytes)): "
+                    + "check what it is set from", at: position)
+        }
         let webAuthTokenFile = file.nonEmptyText("webAuthTokenFile", in: section, expected: "a file path")
         let webAuthTokenStore = file.choice(CloudKitSettings.TokenStore.self, "webAuthTokenStore", in: section)
         let serverKeyID = file.nonEmptyText("serverKeyID", in: section, expected: "a key ID from CloudKit Dashboard")

@@ -600,6 +600,29 @@ private let cloudKitWithToken = """
     )
 }
 
+/// A token of megabytes is a variable set to the wrong thing (a file's contents, say): refused at
+/// its place, never quoted, instead of going out in every request's address.
+@Test func aTokenFarLongerThanAnyTokenIsRefusedWithoutBeingQuoted() {
+    let huge = String(repeating: "Q", count: 50_000)
+    let yaml = """
+        pipeline: notes
+        source:
+          cloudkit:
+            container: iCloud.com.example.notes
+            auth:
+              apiToken: key
+              webAuthToken: ${CLOUDKIT_WEB_AUTH_TOKEN}
+        destination:
+          url: embedded
+        """
+    let found = problems(yaml, environment: ["CLOUDKIT_WEB_AUTH_TOKEN": huge])
+    #expect(
+        found == [
+            "notes.yml:7:21: source.cloudkit.auth.webAuthToken is 50000 bytes long, and a token is a few hundred (at most 16384): check what it is set from"
+        ])
+    #expect(!found.joined().contains("QQQQ"))
+}
+
 @Test func fakeSettingsOutOfRangeAreRefused() {
     let yaml = """
         pipeline: notes
