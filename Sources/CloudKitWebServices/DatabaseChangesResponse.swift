@@ -65,24 +65,8 @@ extension DatabaseChangesResponse: JSONReadable {
     /// The page straight from its bytes, with the meaning of `init(from:)`, noting zones whose
     /// names are not valid text.
     public init(reading json: inout JSONReader) throws {
-        var zones: [ZoneChange] = []
-        var syncToken: String?
-        var moreComing = false
-        try json.beginObject()
-        while let key = try json.nextKey() {
-            if try json.readNullIfPresent() { continue }
-            switch key {
-            case "zones":
-                try json.beginArray()
-                while try json.nextElement() { zones.append(try ZoneChange(reading: &json)) }
-            case "syncToken": syncToken = try json.readString()
-            case "moreComing": moreComing = try json.readBool()
-            default: try json.skipValue()
-            }
-        }
-        try json.end()
-        guard let syncToken else { throw json.failure("a page without a syncToken") }
-        self.init(zones: zones, syncToken: syncToken, moreComing: moreComing)
+        let page = try json.readChangesPage(items: "zones") { try ZoneChange(reading: &$0) }
+        self.init(zones: page.items, syncToken: page.syncToken, moreComing: page.moreComing)
     }
 }
 

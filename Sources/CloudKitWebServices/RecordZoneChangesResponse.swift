@@ -29,24 +29,35 @@ extension RecordZoneChangesResponse: JSONReadable {
     /// The page straight from its bytes (the hot path of a backfill), with the meaning of
     /// `init(from:)`.
     public init(reading json: inout JSONReader) throws {
-        var records: [RecordEntry] = []
+        let page = try json.readChangesPage(items: "records") { try RecordEntry(reading: &$0) }
+        self.init(records: page.items, syncToken: page.syncToken, moreComing: page.moreComing)
+    }
+}
+
+extension JSONReader {
+    /// A page of a change feed: `{"<items>": [...], "syncToken": "...", "moreComing": bool}`
+    /// in any order, other members passed over, `null` as absent; nothing may follow it.
+    mutating func readChangesPage<Item>(
+        items key: String, _ item: (inout JSONReader) throws -> Item
+    ) throws -> (items: [Item], syncToken: String, moreComing: Bool) {
+        var items: [Item] = []
         var syncToken: String?
         var moreComing = false
-        try json.beginObject()
-        while let key = try json.nextKey() {
-            if try json.readNullIfPresent() { continue }
-            switch key {
-            case "records":
-                try json.beginArray()
-                while try json.nextElement() { records.append(try RecordEntry(reading: &json)) }
-            case "syncToken": syncToken = try json.readString()
-            case "moreComing": moreComing = try json.readBool()
-            default: try json.skipValue()
+        try beginObject()
+        while let member = try nextKey() {
+            if try readNullIfPresent() { continue }
+            switch member {
+            case key:
+                try beginArray()
+                while try nextElement() { items.append(try item(&self)) }
+            case "syncToken": syncToken = try readString()
+            case "moreComing": moreComing = try readBool()
+            default: try skipValue()
             }
         }
-        try json.end()
-        guard let syncToken else { throw json.failure("a page without a syncToken") }
-        self.init(records: records, syncToken: syncToken, moreComing: moreComing)
+        try end()
+        guard let syncToken else { throw failure("a page without a syncToken") }
+        return (items, syncToken, moreComing)
     }
 }
 

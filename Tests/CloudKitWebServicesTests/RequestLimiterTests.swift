@@ -83,15 +83,7 @@ import Testing
         #expect(await limiter.ceiling == 3, "the third in flight was refused")
         #expect(await limiter.currentLimit == 2)
 
-        var pairs = 0
-        while await limiter.currentLimit < 3 {
-            let a = try await limiter.acquire()
-            let b = try await limiter.acquire()
-            await limiter.release(a, .succeeded)
-            await limiter.release(b, .succeeded)
-            pairs += 1
-            try #require(pairs < 100)
-        }
+        let pairs = try await Self.succeedTwoAtATime(limiter, untilTheLimitIs: 3)
         #expect(pairs * 2 >= RequestLimiter.firstProbeAfter, "no probe before \(RequestLimiter.firstProbeAfter) successes: \(pairs * 2)")
 
         let probe = [try await limiter.acquire(), try await limiter.acquire(), try await limiter.acquire()]
@@ -107,15 +99,7 @@ import Testing
         #expect(await limiter.currentLimit == 2)
         for ticket in [probe[1], other] { await limiter.release(ticket, .succeeded) }
 
-        pairs = 0
-        while await limiter.currentLimit < 3 {
-            let a = try await limiter.acquire()
-            let b = try await limiter.acquire()
-            await limiter.release(a, .succeeded)
-            await limiter.release(b, .succeeded)
-            pairs += 1
-            try #require(pairs < 100)
-        }
+        _ = try await Self.succeedTwoAtATime(limiter, untilTheLimitIs: 3)
         let lifted = [try await limiter.acquire(), try await limiter.acquire(), try await limiter.acquire()]
         await limiter.release(lifted[2], .succeeded)
         #expect(await limiter.ceiling == nil, "the server took three at once: its cap is gone")
@@ -154,5 +138,19 @@ import Testing
         await limiter.release(c, .succeeded)
         _ = try await blocked.value
         #expect(await limiter.currentLimit == 1, "successes do not raise it again")
+    }
+
+    /// Two requests at a time succeed until the limit reaches `limit`; how many rounds it took.
+    static func succeedTwoAtATime(_ limiter: RequestLimiter, untilTheLimitIs limit: Int) async throws -> Int {
+        var rounds = 0
+        while await limiter.currentLimit < limit {
+            let a = try await limiter.acquire()
+            let b = try await limiter.acquire()
+            await limiter.release(a, .succeeded)
+            await limiter.release(b, .succeeded)
+            rounds += 1
+            try #require(rounds < 100)
+        }
+        return rounds
     }
 }
