@@ -161,7 +161,9 @@ struct PipelinePlan: CustomStringConvertible {
                 row("pushgateway", "\(MetricsSettings.redacted(gateway)) as job=\"\(metrics.job)\", pipeline=\"\(pipeline.name)\"")
             }
         }
-        return out.joined(separator: "\n")
+        // Each line is ours; a value in it from the file (a zone's name, a path, a table's
+        // name) is escaped, so that no control character it holds reaches the terminal.
+        return out.map { InertText.escaped($0) }.joined(separator: "\n")
     }
 }
 

@@ -136,7 +136,8 @@ struct WatchCommand: AsyncParsableCommand {
             case .starting: text += "\nnotifications: starting (waiting for the web courier's first answer; polling meanwhile)"
             case .off: text += "\nnotifications: off (polling)"
             }
-            if let error { text += "\nlast error: \(error)" }
+            // A server's reason, printed by whoever curls the probe.
+            if let error { text += "\nlast error: \(InertText.escaped("\(error)"))" }
             return Response(
                 status: healthy ? .ok : .serviceUnavailable, headers: [.contentType: "text/plain; charset=utf-8"],
                 body: .init(byteBuffer: ByteBuffer(string: text + "\n")))
