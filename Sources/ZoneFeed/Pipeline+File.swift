@@ -83,7 +83,7 @@ extension PipelineFileReader {
         }
         guard allowed else {
             report(
-                "pipeline name '\(value.text)' may hold only ASCII letters, digits, '_', '-' and '.'",
+                "pipeline name \(InertText.quoted(value.text)) may hold only ASCII letters, digits, '_', '-' and '.'",
                 at: value.position
             )
             return nil

@@ -22,7 +22,7 @@ public struct WatchSettings: SectionConfiguration, Equatable {
         if let seconds = file.number("unhealthyAfter", in: section, minimum: 1, inclusive: true) { settings.unhealthyAfterSeconds = seconds }
         if let value = file.text("listen", in: section, expected: "host:port such as 127.0.0.1:9464") {
             if Self.hostAndPort(value.text) == nil {
-                file.report("\(section.path(of: "listen")) must be host:port such as 127.0.0.1:9464, not '\(value.text)'", at: value.position)
+                file.report("\(section.path(of: "listen")) must be host:port such as 127.0.0.1:9464, not \(InertText.quoted(value.text))", at: value.position)
             } else {
                 settings.listen = value.text
             }

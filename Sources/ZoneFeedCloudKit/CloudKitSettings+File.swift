@@ -24,7 +24,7 @@ extension CloudKitSettings: SourceConfiguration {
                 while url.hasSuffix("/") { url.removeLast() }
                 baseURL = url
             } else {
-                file.report("baseURL '\(value.text)' must start with https:// (or http:// for a local fake server)", at: value.position)
+                file.report("baseURL \(InertText.quoted(value.text)) must start with https:// (or http:// for a local fake server)", at: value.position)
             }
         }
 
@@ -34,7 +34,7 @@ extension CloudKitSettings: SourceConfiguration {
                 container = value.text
             } else {
                 file.report(
-                    "container '\(value.text)' must be a CloudKit container identifier starting with 'iCloud.', such as iCloud.com.example.notes",
+                    "container \(InertText.quoted(value.text)) must be a CloudKit container identifier starting with 'iCloud.', such as iCloud.com.example.notes",
                     at: value.position
                 )
             }
@@ -86,7 +86,9 @@ extension CloudKitSettings: SourceConfiguration {
         if case .scalar = entry.value {
             guard let value = file.scalarValue(entry.value, path: path, expected: expected) else { return nil }
             if value.text == "all" { return .all }
-            file.report("\(path) must be \(expected), not '\(value.text)' (did you mean [\(value.text)]?)", at: value.position)
+            file.report(
+                "\(path) must be \(expected), not \(InertText.quoted(value.text)) (did you mean [\(InertText.escaped(InertText.capped(value.text, limit: InertText.quotedLength)))]?)",
+                at: value.position)
             return nil
         }
         guard let names = file.stringList("zones", in: section, expected: expected) else { return nil }
@@ -101,7 +103,7 @@ extension CloudKitSettings: SourceConfiguration {
                 file.report("a zone name in \(path) is empty", at: entry.valuePosition)
                 failed = true
             } else if !seen.insert(name).inserted {
-                file.report("zone '\(name)' is listed twice in \(path)", at: entry.valuePosition)
+                file.report("zone \(InertText.quoted(name)) is listed twice in \(path)", at: entry.valuePosition)
                 failed = true
             }
         }

@@ -51,7 +51,7 @@ struct PostgresSettingsReader {
         if let value = file.text("schema", in: section, expected: "a schema name") {
             if checkIdentifier(value.text, kind: "schema", at: value.position) {
                 if value.text.lowercased().hasPrefix("pg_") {
-                    file.report("schema '\(value.text)' starts with 'pg_', which PostgreSQL reserves for its own schemas", at: value.position)
+                    file.report("schema \(InertText.quoted(value.text)) starts with 'pg_', which PostgreSQL reserves for its own schemas", at: value.position)
                 } else {
                     schema = value.text
                 }

@@ -27,6 +27,33 @@ import ZoneFeed
         """
     }
 
+    // MARK: Diagnostics
+
+    /// The largest pipeline file zonefeed reads, all unknown keys: fifty lines and a count, in
+    /// seconds rather than minutes.
+    @Test func aMebibyteOfUnknownKeysIsFiftyLinesAndACount() throws {
+        let zonefeed = try ZonefeedBinary()
+        defer { zonefeed.remove() }
+        var yaml = Self.cloudKitPipeline("")
+        var keys = 0
+        while yaml.utf8.count < (1 << 20) - 32 {
+            keys += 1
+            yaml += "key\(keys): 1\n"
+        }
+        try yaml.write(to: zonefeed.directory.appendingPathComponent("keys.yml"), atomically: true, encoding: .utf8)
+        let started = ContinuousClock.now
+        let output = try zonefeed.run(["validate", "keys.yml"])
+        let elapsed = ContinuousClock.now - started
+        #expect(output.status == 2)
+        let lines = output.stderr.split(separator: "\n")
+        #expect(lines.count == 51)
+        #expect(lines.first?.hasPrefix("keys.yml:10:1: unknown key 'key1' at the top level") == true, "\(lines.first ?? "")")
+        #expect(lines.last == "… and \((keys - 50).grouped) more problems")
+        // About 5 s in a debug build on two busy cores, 2 of them Yams' own; before the edit
+        // distances were bounded, 23 to 37 s, and 2,000,000 keys took minutes.
+        #expect(elapsed < .seconds(60), "\(elapsed)")
+    }
+
     // MARK: Text from a server
 
     /// A server's `reason` that holds a newline and a forged log line, a zone whose name clears

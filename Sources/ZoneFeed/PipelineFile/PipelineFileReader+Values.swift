@@ -77,7 +77,7 @@ extension PipelineFileReader {
         }
         guard let value = text(key, in: section, expected: expected) else { return nil }
         guard let n = parseInteger(value.text), range.contains(n) else {
-            report("\(section.path(of: key)) must be \(expected), not '\(value.text)'", at: value.position)
+            report("\(section.path(of: key)) must be \(expected), not \(InertText.quoted(value.text))", at: value.position)
             return nil
         }
         return n
@@ -91,7 +91,7 @@ extension PipelineFileReader {
         case "true", "True", "TRUE": return true
         case "false", "False", "FALSE": return false
         default:
-            report("\(section.path(of: key)) must be true or false, not '\(value.text)'", at: value.position)
+            report("\(section.path(of: key)) must be true or false, not \(InertText.quoted(value.text))", at: value.position)
             return nil
         }
     }
@@ -103,7 +103,7 @@ extension PipelineFileReader {
         guard let n = Double(value.text.replacingOccurrences(of: "_", with: "")), n.isFinite,
             inclusive ? n >= minimum : n > minimum
         else {
-            report("\(section.path(of: key)) must be \(expected), not '\(value.text)'", at: value.position)
+            report("\(section.path(of: key)) must be \(expected), not \(InertText.quoted(value.text))", at: value.position)
             return nil
         }
         return n
@@ -122,7 +122,7 @@ extension PipelineFileReader {
             report(explanation, at: value.position)
             return nil
         }
-        var message = "unknown value '\(value.text)' for \(key) (expected \(expected)"
+        var message = "unknown value \(InertText.quoted(value.text)) for \(key) (expected \(expected)"
         if let suggestion = NameSuggestion.closest(to: value.text, among: names) { message += "; did you mean '\(suggestion)'?" }
         report(message + ")", at: value.position)
         return nil
@@ -154,7 +154,7 @@ extension PipelineFileReader {
     public func unsignedInteger(_ key: String, in section: PipelineSection) -> UInt64? {
         guard let value = text(key, in: section, expected: "a whole number of 0 or more") else { return nil }
         guard let n = parseUInt64(value.text) else {
-            report("\(section.path(of: key)) must be a whole number from 0 to \(UInt64.max), not '\(value.text)'", at: value.position)
+            report("\(section.path(of: key)) must be a whole number from 0 to \(UInt64.max), not \(InertText.quoted(value.text))", at: value.position)
             return nil
         }
         return n
