@@ -49,12 +49,12 @@ extension CloudKitSettings: SourceConfiguration {
             ]
         )
         let zones = readZones(in: section, from: file)
-        let resultsLimit = file.integer("resultsLimit", in: section, range: 1...200)
+        let resultsLimit = file.integer("resultsLimit", in: section, range: CloudKitSettings.resultsLimitRange)
         let desiredKeys = file.stringList("desiredKeys", in: section, expected: "a list of field names such as [title, body]")
-        let timeout = file.number("timeoutSeconds", in: section, minimum: 0, inclusive: false)
-        let maxAttempts = file.integer("maxAttempts", in: section, range: 1...Int.max)
-        let retryBudget = file.number("retryBudgetSeconds", in: section, minimum: 0, inclusive: true)
-        let maxConcurrentRequests = file.integer("maxConcurrentRequests", in: section, range: 1...256)
+        let timeout = file.number("timeoutSeconds", in: section, range: CloudKitSettings.timeoutSecondsRange, unit: "seconds")
+        let maxAttempts = file.integer("maxAttempts", in: section, range: CloudKitSettings.maxAttemptsRange)
+        let retryBudget = file.number("retryBudgetSeconds", in: section, range: CloudKitSettings.retryBudgetSecondsRange, unit: "seconds")
+        let maxConcurrentRequests = file.integer("maxConcurrentRequests", in: section, range: CloudKitSettings.maxConcurrentRequestsRange)
         let auth = readAuth(in: section, from: file)
         guard file.diagnostics.count == reported, let container, let auth else { return nil }
 

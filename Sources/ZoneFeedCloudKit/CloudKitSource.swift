@@ -63,9 +63,10 @@ public struct CloudKitSource: ChangeSource {
         default:
             throw SyncError(.failed, message: "server-to-server signing needs both auth.serverKeyID and auth.serverPrivateKeyFile")
         }
-        configuration.timeout = .milliseconds(Int64((settings.timeoutSeconds * 1000).rounded()))
+        // The file's ranges bound these; the conversions could not trap even without them.
+        configuration.timeout = Duration(clampingSeconds: settings.timeoutSeconds)
         configuration.retry.maxAttempts = settings.maxAttempts
-        configuration.retry.budget = .milliseconds(Int64((settings.retryBudgetSeconds * 1000).rounded()))
+        configuration.retry.budget = Duration(clampingSeconds: settings.retryBudgetSeconds)
         configuration.maxConcurrentRequests = settings.maxConcurrentRequests
         return configuration
     }

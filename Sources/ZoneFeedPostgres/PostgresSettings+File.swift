@@ -75,8 +75,8 @@ struct PostgresSettingsReader {
         }
 
         let deletes = file.choice(PostgresSettings.DeleteMode.self, "deletes", in: section)
-        let commitEvery = file.integer("commitEvery", in: section, range: 1...Int.max)
-        let parallelZones = file.integer("parallelZones", in: section, range: 1...16)
+        let commitEvery = file.integer("commitEvery", in: section, range: PostgresSettings.commitEveryRange)
+        let parallelZones = file.integer("parallelZones", in: section, range: PostgresSettings.parallelZonesRange)
         guard file.diagnostics.count == reported, let url, let schema else { return nil }
         return PostgresSettings(
             url: url, schema: schema, deletes: deletes ?? .tombstone, commitEvery: commitEvery ?? 5_000,

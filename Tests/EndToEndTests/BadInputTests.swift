@@ -27,6 +27,53 @@ import ZoneFeed
         """
     }
 
+    // MARK: Numbers
+
+    /// `timeoutSeconds: 1e300` passed validate, and `run` then trapped converting it to
+    /// milliseconds; now both refuse it at its line, exit 2, and nothing starts.
+    @Test(arguments: ["timeoutSeconds: 1e300", "retryBudgetSeconds: 1e300", "maxAttempts: 9223372036854775807"])
+    func aNumberPastItsRangeIsRefusedByValidateAndRunAlike(line: String) throws {
+        let zonefeed = try ZonefeedBinary()
+        defer { zonefeed.remove() }
+        try Self.cloudKitPipeline(line).write(to: zonefeed.directory.appendingPathComponent("bounded.yml"), atomically: true, encoding: .utf8)
+        let key = String(line.prefix { $0 != ":" })
+        for command in ["validate", "run"] {
+            let output = try zonefeed.run([command, "bounded.yml"])
+            #expect(output.status == 2, "\(command): \(output.stderr)")
+            #expect(output.stderr.hasPrefix("bounded.yml:6:\(key.count + 7): source.cloudkit.\(key) must be "), "\(command): \(output.stderr)")
+            #expect(output.stdout.isEmpty)
+        }
+        #expect(!FileManager.default.fileExists(atPath: zonefeed.directory.appendingPathComponent(".zonefeed/postgres").path), "nothing started")
+    }
+
+    /// Every numeric flag of every command has a range, and a value outside it is a usage error
+    /// before anything starts (no server listens, no database starts).
+    @Test(arguments: [
+        (["watch", "p.yml", "--poll-interval", "1e300"], "--poll-interval must be a number of seconds from 1 to 86,400, not 1e+300"),
+        (["watch", "p.yml", "--poll-interval", "nan"], "--poll-interval must be a number of seconds from 1 to 86,400, not nan"),
+        (["fake-server", "--port", "70000"], "--port must be a whole number from 0 to 65,535, not 70,000"),
+        (["fake-server", "--zones", "0"], "--zones must be a whole number from 1 to 1,000, not 0"),
+        (["fake-server", "--records-per-zone", "9223372036854775807"], "--records-per-zone must be a whole number from 0 to 100,000,000"),
+        (["fake-server", "--page-size", "201"], "--page-size must be a whole number from 1 to 200, not 201"),
+        (["fake-server", "--token-window", "0"], "--token-window must be a whole number from 1 to 1,000, not 0"),
+        (["fake-server", "--latency", "9223372036854775807"], "--latency must be a number of milliseconds from 0 to 60,000"),
+        (["fake-server", "--latency", "1e300"], "The value '1e300' is invalid for '--latency <latency>'"),
+        (["fake-server", "--max-in-flight", "0"], "--max-in-flight must be a whole number from 1 to 10,000, not 0"),
+        (["bench", "--records", "0"], "--records must be a whole number from 1 to 100,000,000, not 0"),
+        (["bench", "--wan-latency", "86400000"], "--wan-latency must be a number of milliseconds from 1 to 60,000, not 86,400,000"),
+        (["bench", "--watch-poll-interval", "0"], "--watch-poll-interval must be a number of seconds from 1 to 86,400, not 0"),
+        (["bench", "--port", "0"], "--port must be a whole number from 1 to 65,535, not 0"),
+    ])
+    func aFlagPastItsRangeIsAUsageError(arguments: [String], message: String) throws {
+        let zonefeed = try ZonefeedBinary()
+        defer { zonefeed.remove() }
+        try Self.cloudKitPipeline("").write(to: zonefeed.directory.appendingPathComponent("p.yml"), atomically: true, encoding: .utf8)
+        let output = try zonefeed.run(arguments)
+        #expect(output.status == 2, "\(output.stderr)")
+        #expect(output.stderr.contains(message), "\(output.stderr)")
+        #expect(!output.stdout.contains("listening on"))
+    }
+
     // MARK: Diagnostics
 
     /// The largest pipeline file zonefeed reads, all unknown keys: fifty lines and a count, in

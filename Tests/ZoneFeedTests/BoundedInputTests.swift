@@ -60,6 +60,96 @@ private func fake(source: String = "seed: 1", destination: String = "deletes: ha
     """
 }
 
+// MARK: - Numbers
+
+/// Each number a pipeline file holds, with the line it sits on, the highest value it takes and
+/// one past it, and the sentence that refuses the one past.
+struct NumberCase: Sendable, CustomTestStringConvertible {
+    var yaml: @Sendable (String) -> String
+    var key: String
+    var highest: String
+    var refused: [(value: String, message: String)]
+    var position: String
+    var testDescription: String { key }
+}
+
+let numberCases: [NumberCase] = [
+    NumberCase(
+        yaml: { cloudKit("timeoutSeconds: \($0)") }, key: "source.cloudkit.timeoutSeconds", highest: "3600",
+        refused: [
+            ("1e300", "must be a number of seconds from 0.001 to 3,600, not '1e300'"),
+            ("0", "must be a number of seconds from 0.001 to 3,600, not '0'"),
+            (".nan", "must be a number of seconds from 0.001 to 3,600, not '.nan'"),
+            ("inf", "must be a number of seconds from 0.001 to 3,600, not 'inf'"),
+        ], position: "6:21"),
+    NumberCase(
+        yaml: { cloudKit("retryBudgetSeconds: \($0)") }, key: "source.cloudkit.retryBudgetSeconds", highest: "86400",
+        refused: [("1e300", "must be a number of seconds from 0 to 86,400, not '1e300'"), ("-1", "must be a number of seconds from 0 to 86,400, not '-1'")],
+        position: "6:25"),
+    NumberCase(
+        yaml: { cloudKit("maxAttempts: \($0)") }, key: "source.cloudkit.maxAttempts", highest: "100",
+        refused: [
+            ("9223372036854775807", "must be a whole number from 1 to 100, not '9223372036854775807'"),
+            ("101", "must be a whole number from 1 to 100, not '101'"),
+        ], position: "6:18"),
+    NumberCase(
+        yaml: { cloudKit("resultsLimit: \($0)") }, key: "source.cloudkit.resultsLimit", highest: "200",
+        refused: [("201", "must be a whole number from 1 to 200, not '201'")], position: "6:19"),
+    NumberCase(
+        yaml: { cloudKit("maxConcurrentRequests: \($0)") }, key: "source.cloudkit.maxConcurrentRequests", highest: "256",
+        refused: [("257", "must be a whole number from 1 to 256, not '257'")], position: "6:28"),
+    NumberCase(
+        yaml: { fake(source: "zones: \($0)") }, key: "source.fake.zones", highest: "1000",
+        refused: [("1001", "must be a whole number from 1 to 1,000, not '1001'")], position: "4:12"),
+    NumberCase(
+        yaml: { fake(source: "recordsPerZone: \($0)") }, key: "source.fake.recordsPerZone", highest: "100_000_000",
+        refused: [("9223372036854775807", "must be a whole number from 0 to 100,000,000, not '9223372036854775807'")], position: "4:21"),
+    NumberCase(
+        yaml: { fake(source: "pageSize: \($0)") }, key: "source.fake.pageSize", highest: "200",
+        refused: [("201", "must be a whole number from 1 to 200, not '201'")], position: "4:15"),
+    NumberCase(
+        yaml: { fake(source: "badRecordEvery: \($0)") }, key: "source.fake.badRecordEvery", highest: "100000000",
+        refused: [("1e9", "must be a whole number from 1 to 100,000,000, not '1e9'")], position: "4:21"),
+    NumberCase(
+        yaml: { fake(destination: "commitEvery: \($0)") }, key: "destination.commitEvery", highest: "1000000",
+        refused: [("9223372036854775807", "must be a whole number from 1 to 1,000,000, not '9223372036854775807'")], position: "7:16"),
+    NumberCase(
+        yaml: { fake(destination: "parallelZones: \($0)") }, key: "destination.parallelZones", highest: "16",
+        refused: [("17", "must be a whole number from 1 to 16, not '17'")], position: "7:18"),
+    NumberCase(
+        yaml: { fake(watch: "unhealthyAfter: \($0)") }, key: "watch.unhealthyAfter", highest: "604800",
+        refused: [("1e300", "must be a number of seconds from 1 to 604,800, not '1e300'")], position: "10:19"),
+]
+
+@Test(arguments: numberCases)
+func everyNumberInAPipelineFileHasARangeAndIsRefusedOutsideItAtItsLine(_ number: NumberCase) throws {
+    #expect(problems(number.yaml(number.highest)) == [], "the highest value of \(number.key) is taken")
+    for (value, message) in number.refused {
+        #expect(problems(number.yaml(value)) == ["notes.yml:\(number.position): \(number.key) \(message)"])
+    }
+}
+
+@Test func thePollIntervalIsBoundedToADay() {
+    let yaml = fake().replacingOccurrences(of: "pollInterval: 300", with: "pollInterval: 1e300")
+    #expect(problems(yaml) == ["notes.yml:9:17: watch.pollInterval must be a number of seconds from 1 to 86,400, not '1e300'"])
+}
+
+/// What `zonefeed run` trapped on (`Int64(1e300 * 1000)`): the highest values a file may hold
+/// become the client's configuration, and a value no file may hold converts without a trap.
+@Test func theHighestSecondsAFileMayHoldBecomeTheClientsConfiguration() throws {
+    let pipeline = try parse(cloudKit("timeoutSeconds: 3600\n    retryBudgetSeconds: 86400\n    maxAttempts: 100"))
+    let settings = try #require(pipeline.source as? CloudKitSettings)
+    let configuration = try CloudKitSource.clientConfiguration(for: settings)
+    #expect(configuration.timeout == .seconds(3600))
+    #expect(configuration.retry.budget == .seconds(86400))
+    #expect(configuration.retry.maxAttempts == 100)
+
+    #expect(Duration(clampingSeconds: 1e300) == .seconds(1_000_000_000_000_000))
+    #expect(Duration(clampingSeconds: -.infinity) == .seconds(-1_000_000_000_000_000))
+    #expect(Duration(clampingSeconds: .nan) == .zero)
+    #expect(Duration(clampingSeconds: 2.5) == .milliseconds(2500))
+}
+
 // MARK: - Quoted values, and how many problems are listed
 
 @Test func aHugeValueIsQuotedShortWithItsLength() throws {

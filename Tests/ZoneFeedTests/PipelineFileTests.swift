@@ -611,7 +611,7 @@ private let cloudKitWithToken = """
     #expect(
         problems(yaml) == [
             "notes.yml:3:17: source.fake.seed must be a whole number from 0 to 18446744073709551615, not '-1'",
-            "notes.yml:3:28: source.fake.zones must be a whole number from 1 to 1000, not '0'",
+            "notes.yml:3:28: source.fake.zones must be a whole number from 1 to 1,000, not '0'",
             "notes.yml:3:41: source.fake.pageSize must be a whole number from 1 to 200, not '500'",
             "notes.yml:3:53: source.fake.churn must be true or false, not 'yes'",
         ]
@@ -635,7 +635,7 @@ private let cloudKitWithToken = """
         + "unmappedFields: [keep]\n"
     #expect(
         problems(yaml) == [
-            "notes.yml:6:16: destination.commitEvery must be a whole number of at least 1, not 'abc'",
+            "notes.yml:6:16: destination.commitEvery must be a whole number from 1 to 1,000,000, not 'abc'",
             "notes.yml:7:17: unmappedFields must be keep or drop, not a list",
         ]
     )
