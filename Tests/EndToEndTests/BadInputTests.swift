@@ -74,6 +74,37 @@ import ZoneFeed
         #expect(!output.stdout.contains("listening on"))
     }
 
+    // MARK: Files read up to a cap
+
+    /// `/dev/zero`, a FIFO fed forever, and a sparse file of 5 GiB: each is refused after 1 MiB
+    /// and a byte, in moments, where the first was read until the memory ran out.
+    @Test func aPipelineFileIsReadUpToOneMebibyteWhateverItIs() throws {
+        let zonefeed = try ZonefeedBinary()
+        defer { zonefeed.remove() }
+        let sparse = zonefeed.directory.appendingPathComponent("huge.yml").path
+        #expect(FileManager.default.createFile(atPath: sparse, contents: nil))
+        #expect(truncate(sparse, 5 << 30) == 0)
+        let started = ContinuousClock.now
+        for (command, file) in [
+            ("zonefeed validate /dev/zero", "/dev/zero"), ("zonefeed validate huge.yml", "huge.yml"),
+            // `yes` writes into the FIFO until zonefeed closes it.
+            ("mkfifo endless.yml && { yes 'k: v' > endless.yml 2>/dev/null & } && zonefeed validate endless.yml", "endless.yml"),
+        ] {
+            let output = try zonefeed.shell(command.replacingOccurrences(of: "zonefeed ", with: "\(ZonefeedBinary.path) "))
+            #expect(output.status == 2, "\(command): \(output.stderr)")
+            #expect(
+                output.stderr
+                    == "\(file):0:0: cannot read pipeline file: it is larger than 1 MiB, the most a pipeline file may be (one is a few kilobytes): check that this is the pipeline file\n",
+                "\(command)")
+        }
+        let schema = try zonefeed.run(["schema", "mapping", "/dev/zero"])
+        #expect(schema.status == 2)
+        #expect(
+            schema.stderr
+                == "/dev/zero: cannot read the schema file: it is larger than 16 MiB, the most a schema file may be: check that this is the .ckdb file\n")
+        #expect(ContinuousClock.now - started < .seconds(30))
+    }
+
     // MARK: Diagnostics
 
     /// The largest pipeline file zonefeed reads, all unknown keys: fifty lines and a count, in

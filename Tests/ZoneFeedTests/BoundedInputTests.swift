@@ -194,3 +194,27 @@ func everyNumberInAPipelineFileHasARangeAndIsRefusedOutsideItAtItsLine(_ number:
     let found = problems(yaml)
     #expect(found == ["notes.yml:11:1: keys 'dup1', 'dup10', 'dup11', 'dup12', 'dup13' and 15 more appear more than once in the same mapping"])
 }
+
+// MARK: - Files read up to a cap
+
+@Test func aPipelineFileIsReadUpToOneMebibyte() throws {
+    let started = ContinuousClock.now
+    let error = try #require(throws: PipelineFileError.self) { try Pipeline.load(path: "/dev/zero", components: .zonefeed, environment: [:]) }
+    #expect(
+        error.description
+            == "/dev/zero:0:0: cannot read pipeline file: it is larger than 1 MiB, the most a pipeline file may be (one is a few kilobytes): check that this is the pipeline file"
+    )
+    #expect(ContinuousClock.now - started < .seconds(5))
+}
+
+@Test func aSchemaFileIsReadUpToSixteenMebibytes() throws {
+    let error = try #require(throws: SchemaFileError.self) { try CloudKitSchema(contentsOfFile: "/dev/zero") }
+    #expect(
+        error.description
+            == "/dev/zero: cannot read the schema file: it is larger than 16 MiB, the most a schema file may be: check that this is the .ckdb file")
+    let named = problems(fake() + "recordTypes:\n  schemaFile: /dev/zero\n")
+    #expect(
+        named == [
+            "notes.yml:12:15: recordTypes.schemaFile: cannot read /dev/zero: it is larger than 16 MiB, the most a schema file may be: check that this is the .ckdb file"
+        ])
+}
