@@ -105,11 +105,15 @@ struct PostgresSettingsReader {
             if let failure = parsed.failure {
                 return "is not a valid key=value connection string: \(failure.problem)"
             }
-            let known = Connection.parameterNames
-            if let unknown = parsed.pairs.map({ String($0.key) }).first(where: { !known.contains($0) }) {
-                var problem = "is not a valid key=value connection string: libpq has no parameter '\(unknown)'"
-                if let suggestion = NameSuggestion.closest(to: unknown, among: known) { problem += " (did you mean '\(suggestion)'?)" }
-                return problem
+            if let place = parsed.pairs.firstIndex(where: { !ConninfoParser.isParameter($0.key) }) {
+                // The key is not quoted: after a space that belonged inside quotes, it is a
+                // piece of the password.
+                var problem =
+                    "is not a valid key=value connection string: the key of its \(ConninfoParser.ordinal(place + 1)) pair is not a libpq parameter"
+                if let suggestion = NameSuggestion.closest(to: String(parsed.pairs[place].key), among: Connection.parameterNames) {
+                    problem += " (did you mean '\(suggestion)'?)"
+                }
+                return problem + "; keys that are not libpq's are not shown, as they may be part of a password"
             }
             return "is not a valid key=value connection string: libpq cannot parse it"
         }

@@ -132,6 +132,51 @@ import ZoneFeed
         #expect(elapsed < .seconds(60), "\(elapsed)")
     }
 
+    // MARK: Passwords
+
+    /// A password written wrong (unquoted with a space, a key after it, a quote left open) or
+    /// right but refused by the server: neither `validate` nor `run` prints any piece of it.
+    @Test func aPasswordNeverLeaksThroughAConnectionStringsProblem() async throws {
+        let database = try await TestDatabase.connectionString()
+        let urls = [
+            "host=/tmp dbname=x password=correct XYZZY-horse-battery",
+            "host=/tmp dbname=x password = correct XYZZY-horse-battery",
+            "host=/tmp dbname=x password=correct XYZZY-horse-battery sslmode=disable",
+            "host=/tmp password=correct XYZZY-horse-battery=1 dbname=x",
+            "host=/tmp password=correct XYZZY-horse-battery='x dbname=x",
+            "host=/tmp password='correct XYZZY-horse-battery dbname=x",
+            "host=/nonexistent-zonefeed dbname=x password='correct XYZZY-horse-battery'",
+            "postgresql://app:correct%20XYZZY-horse-battery@/x?host=/nonexistent-zonefeed",
+            "postgresql://app:correct%20XYZZY-horse-battery@/x?host=/tmp&%zz=1",
+            "postgresql:///x?host=/nonexistent-zonefeed&password=correct%20XYZZY-horse-battery",
+            "postgresql:///x?host=/tmp&password=correct XYZZY-horse-battery&bad",
+            "postgres://app:correct:XYZZY-horse-battery@[::1/x",
+        ]
+        // A whole connection string pasted as the database's name: the server quotes it.
+        let pasted = database.contains("://") ? [] : ["\(database) dbname='host=/tmp password=correct-XYZZY-horse-battery'"]
+        let zonefeed = try ZonefeedBinary()
+        defer { zonefeed.remove() }
+        for url in urls + pasted {
+            var z = zonefeed
+            z.environment["PIPELINE_URL"] = url
+            try """
+            pipeline: secret
+            source:
+              fake: { zones: 1, recordsPerZone: 10 }
+            destination:
+              url: ${PIPELINE_URL}
+            """.write(to: zonefeed.directory.appendingPathComponent("secret.yml"), atomically: true, encoding: .utf8)
+            for command in ["validate", "run"] {
+                let output = try z.run(command == "run" ? ["run", "secret.yml", "--progress", "never"] : ["validate", "secret.yml"])
+                let shown = output.stdout + output.stderr
+                #expect(output.status != 0 || command == "validate", "\(command) \(url): \(shown)")
+                for piece in ["XYZZY", "horse", "battery"] {
+                    #expect(!shown.contains(piece), "\(command) with \(url) printed \(piece): \(shown)")
+                }
+            }
+        }
+    }
+
     // MARK: Text from a server
 
     /// A server's `reason` that holds a newline and a forged log line, a zone whose name clears

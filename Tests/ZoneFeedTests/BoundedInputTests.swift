@@ -218,3 +218,35 @@ func everyNumberInAPipelineFileHasARangeAndIsRefusedOutsideItAtItsLine(_ number:
             "notes.yml:12:15: recordTypes.schemaFile: cannot read /dev/zero: it is larger than 16 MiB, the most a schema file may be: check that this is the .ckdb file"
         ])
 }
+
+// MARK: - Connection strings
+
+/// Written the many ways a password is written, right or wrong: whatever the problem, the
+/// sentence holds no piece of the password.
+@Test(arguments: [
+    "host=/tmp dbname=x password=correct XYZZY-horse-battery",
+    "host=/tmp dbname=x password = correct XYZZY-horse-battery",
+    "host=/tmp password=correct XYZZY-horse-battery=1 dbname=x",
+    "host=/tmp password=correct XYZZY-horse-battery='x dbname=x",
+    "host=/tmp password='correct XYZZY-horse-battery dbname=x",
+    "host=/tmp dbname=x password=correct XYZZY-horse-battery sslmode=disable",
+    "postgresql://app:correct%20XYZZY-horse-battery@/x?host=/tmp&%zz=1",
+    "postgresql:///x?host=/tmp&password=correct XYZZY-horse-battery&bad",
+    "postgres://app:correct:XYZZY-horse-battery@[::1/x",
+])
+func aConnectionStringsProblemQuotesNoPieceOfIt(url: String) {
+    let found = problems(fake(destination: "schema: notes").replacingOccurrences(of: "url: embedded", with: "url: ${URL}"), environment: ["URL": url])
+    #expect(!found.isEmpty, "\(url) is refused")
+    for piece in ["correct", "XYZZY", "horse", "battery"] {
+        #expect(!found.joined().contains(piece), "\(found)")
+    }
+    #expect(!redactConnectionString(url).contains("XYZZY"), "\(redactConnectionString(url))")
+}
+
+@Test func aWordAfterAnUnquotedPasswordIsCountedNotQuoted() {
+    let yaml = fake().replacingOccurrences(of: "url: embedded", with: "url: \"host=/tmp dbname=x password=correct XYZZY-horse-battery\"")
+    #expect(
+        problems(yaml) == [
+            "notes.yml:6:8: destination.url is not a valid key=value connection string: its 4th word is not followed by '=' (a value with a space must be single-quoted, as in password='two words')"
+        ])
+}

@@ -656,7 +656,7 @@ private let cloudKitWithToken = """
     }
     #expect(
         urlProblems("host=db dbnmae=app password=s3cret") == [
-            "notes.yml:5:8: destination.url is not a valid key=value connection string: libpq has no parameter 'dbnmae' (did you mean 'dbname'?)"
+            "notes.yml:5:8: destination.url is not a valid key=value connection string: the key of its 2nd pair is not a libpq parameter (did you mean 'dbname'?); keys that are not libpq's are not shown, as they may be part of a password"
         ]
     )
     let uri = urlProblems("postgresql://app:s3cret@db/app?%zz=1")
