@@ -25,7 +25,12 @@ struct StatusCommand: AsyncParsableCommand {
         }
         print("pipeline \(pipeline.name) (schema \(InertText.escaped(pipeline.postgres.schema)))")
         if pipeline.postgres.isEmbedded {
-            print("embedded PostgreSQL cluster: \(PipelineOptions.embeddedPostgres(logger: logger).configuration.directory)")
+            let cluster = PipelineOptions.embeddedPostgres(logger: logger)
+            print("embedded PostgreSQL cluster: \(InertText.escaped(cluster.configuration.directory))")
+            if cluster.isRelocated {
+                print("  (PostgreSQL's account cannot reach \(InertText.escaped(cluster.requestedDirectory)), the folder asked for)")
+            }
+            print("  to remove it, with no zonefeed command using it: \(InertText.escaped(cluster.removalCommand))")
         }
         print("")
         var rows = [["zone", "token", "generation", "state", "applied", "live rows", "deleted rows", "updated", "last error"]]
