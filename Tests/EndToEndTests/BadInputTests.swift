@@ -105,6 +105,29 @@ import ZoneFeed
         #expect(ContinuousClock.now - started < .seconds(30))
     }
 
+    /// `--metrics-file` naming a FIFO: a run that did not succeed opened it to carry the last
+    /// success over, and waited for a writer forever (then would have renamed a file over it).
+    /// Now a path that is not a regular file is refused, the run's exit code stands, and the FIFO
+    /// is left as it was.
+    @Test func aMetricsFileThatIsNotARegularFileIsNeitherReadNorReplaced() throws {
+        let zonefeed = try ZonefeedBinary()
+        defer { zonefeed.remove() }
+        try """
+        pipeline: metered
+        source:
+          fake: { zones: 1, recordsPerZone: 10 }
+        destination:
+          url: host=/nonexistent-zonefeed dbname=x
+        """.write(to: zonefeed.directory.appendingPathComponent("metered.yml"), atomically: true, encoding: .utf8)
+        let fifo = zonefeed.directory.appendingPathComponent("metered.prom").path
+        #expect(mkfifo(fifo, 0o644) == 0)
+        let output = try zonefeed.run(["run", "metered.yml", "--metrics-file", fifo])
+        #expect(output.status == 1, "the database cannot be reached: \(output.stderr)")
+        #expect(output.stderr.contains("the metrics file \(fifo) exists and is not a regular file (a folder, a device or a FIFO)"), "\(output.stderr)")
+        var info = stat()
+        #expect(stat(fifo, &info) == 0 && info.st_mode & S_IFMT == S_IFIFO, "still a FIFO")
+    }
+
     // MARK: Diagnostics
 
     /// The largest pipeline file zonefeed reads, all unknown keys: fifty lines and a count, in

@@ -45,6 +45,15 @@ func readTextFile(atPath path: String, maxBytes: Int) -> Result<String, ReadFail
     return .success(text)
 }
 
+/// A text file read up to a cap, for the modules that read a file a flag names (the metrics
+/// file's previous contents): the same reader as the pipeline file's.
+public enum TextFile {
+    /// The file's text; nil when it cannot be read, is larger than `maxBytes` or is not UTF-8.
+    public static func read(atPath path: String, maxBytes: Int) -> String? {
+        try? readTextFile(atPath: path, maxBytes: maxBytes).get()
+    }
+}
+
 /// `1 MiB`, `16 MiB`, `512 KiB`, `100 bytes`.
 func byteSize(_ bytes: Int) -> String {
     if bytes >= 1 << 20, bytes % (1 << 20) == 0 { return "\(bytes >> 20) MiB" }
