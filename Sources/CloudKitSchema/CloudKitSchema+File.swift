@@ -1,20 +1,23 @@
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 extension CloudKitSchema {
+    /// The largest schema file read: 16 MiB. An export of an app's schema is a few kilobytes to
+    /// a few hundred; past this the path names something else (a device, a FIFO, a database
+    /// dump), and reading stops there rather than fill the memory.
+    public static let maxFileBytes = 16 << 20
+
     /// Reads and parses a `.ckdb` file; the error names the file, and the line and column when
     /// the text does not parse.
     public init(contentsOfFile path: String) throws(SchemaFileError) {
-        let data: Data
-        do {
-            data = try Data(contentsOf: URL(fileURLWithPath: path))
-        } catch {
-            var isFolder: ObjCBool = false
-            let reason =
-                !FileManager.default.fileExists(atPath: path, isDirectory: &isFolder)
-                ? "there is no such file"
-                : isFolder.boolValue ? "it is a folder" : "it cannot be read (check its permissions)"
-            throw SchemaFileError(path: path, reason: reason)
-        }
+        let data = try Self.readBounded(path)
         guard let text = String(data: data, encoding: .utf8) else {
             throw SchemaFileError(path: path, reason: "it is not UTF-8 text (a .ckdb file is)")
         }
@@ -23,6 +26,38 @@ extension CloudKitSchema {
         } catch {
             throw SchemaFileError(path: path, syntax: error)
         }
+    }
+
+    /// At most `maxFileBytes`: reading stops at one byte more, whatever the path names, as the
+    /// pipeline file's reader does (this module reads alone, so it has its own few lines).
+    static func readBounded(_ path: String) throws(SchemaFileError) -> Data {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            var isFolder: ObjCBool = false
+            let reason =
+                !FileManager.default.fileExists(atPath: path, isDirectory: &isFolder)
+                ? "there is no such file" : "it cannot be read (check its permissions)"
+            throw SchemaFileError(path: path, reason: reason)
+        }
+        defer { close(fd) }
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while data.count <= maxFileBytes {
+            let wanted = min(buffer.count, maxFileBytes + 1 - data.count)
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, wanted) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                let reason = errno == EISDIR ? "it is a folder" : "it cannot be read (\(String(cString: strerror(errno))))"
+                throw SchemaFileError(path: path, reason: reason)
+            }
+            if count == 0 { break }
+            data.append(contentsOf: buffer[0..<count])
+        }
+        guard data.count <= maxFileBytes else {
+            throw SchemaFileError(
+                path: path, reason: "it is larger than \(maxFileBytes >> 20) MiB, the most a schema file may be: check that this is the .ckdb file")
+        }
+        return data
     }
 }
 

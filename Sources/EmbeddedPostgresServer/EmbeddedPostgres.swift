@@ -110,6 +110,21 @@ public struct EmbeddedPostgres: Sendable {
         self.logger = logger
     }
 
+    /// Whether the cluster lives elsewhere than the folder asked for: as root, when the server's
+    /// account cannot reach that folder.
+    public var isRelocated: Bool { requestedDirectory != configuration.directory }
+
+    /// Where the cluster is, and why there when it is not in the folder asked for: what
+    /// `validate`, `status` and the run's log say, so that nobody has to guess.
+    public var whereabouts: String {
+        guard isRelocated else { return configuration.directory }
+        let account = Self.defaultServerAccount.map { "'\($0.name)'" } ?? "another account"
+        return "\(configuration.directory) (PostgreSQL runs as \(account), which cannot reach \(requestedDirectory))"
+    }
+
+    /// How to remove the cluster, data and all, as a shell command a person can paste.
+    public var removalCommand: String { "rm -rf \(Self.shellQuote(configuration.directory))" }
+
     /// Where the cluster for `directory` lives when the server's account cannot reach it: short
     /// enough for the Unix socket's path, and the same for the same folder.
     static func relocatedDirectory(for directory: String) -> String {
@@ -145,7 +160,10 @@ public struct EmbeddedPostgres: Sendable {
         try createDirectory()
         if requestedDirectory != directory {
             logger.notice(
-                "the embedded PostgreSQL server runs as another account, which cannot reach \(requestedDirectory); its cluster lives in \(directory)")
+                """
+                the embedded PostgreSQL server runs as another account, which cannot reach \(requestedDirectory); its cluster lives in \
+                \(directory) (to remove it, with no zonefeed command using it: \(removalCommand))
+                """)
         }
 
         let initLock = try await FileLock.exclusive(path: initLockFile)

@@ -10,10 +10,10 @@ extension FakeSettings: SourceConfiguration {
         let reported = file.diagnostics.count
         var settings = FakeSettings()
         if let seed = file.unsignedInteger("seed", in: section) { settings.seed = seed }
-        if let zones = file.integer("zones", in: section, range: 1...1000) { settings.zones = zones }
-        if let records = file.integer("recordsPerZone", in: section, range: 0...Int.max) { settings.recordsPerZone = records }
-        if let pageSize = file.integer("pageSize", in: section, range: 1...200) { settings.pageSize = pageSize }
-        if let every = file.integer("badRecordEvery", in: section, range: 1...Int.max) { settings.badRecordEvery = every }
+        if let zones = file.integer("zones", in: section, range: FakeSettings.zonesRange) { settings.zones = zones }
+        if let records = file.integer("recordsPerZone", in: section, range: FakeSettings.recordsPerZoneRange) { settings.recordsPerZone = records }
+        if let pageSize = file.integer("pageSize", in: section, range: FakeSettings.pageSizeRange) { settings.pageSize = pageSize }
+        if let every = file.integer("badRecordEvery", in: section, range: FakeSettings.badRecordEveryRange) { settings.badRecordEvery = every }
         if let owner = file.nonEmptyText("owner", in: section, expected: "a user record name") { settings.owner = owner }
         if let churn = file.boolean("churn", in: section) { settings.churn = churn }
         return file.diagnostics.count == reported ? settings : nil

@@ -15,6 +15,14 @@ public struct FakeSettings: Sendable, Hashable {
     /// every entry creates a new record, like a snapshot fetched from a nil token (the benchmark).
     public var churn = true
 
+    // The ranges of the settings (README, "The pipeline file"), shared by `source.fake` and
+    // `zonefeed fake-server`'s flags. A hundred million entries a zone keeps every position,
+    // page and timestamp the generator computes far inside Int64.
+    public static let zonesRange = 1...1_000
+    public static let recordsPerZoneRange = 0...100_000_000
+    public static let pageSizeRange = 1...200
+    public static let badRecordEveryRange = 1...100_000_000
+
     public init(
         seed: UInt64 = 42, zones: Int = 3, recordsPerZone: Int = 10_000, pageSize: Int = 200, badRecordEvery: Int? = nil,
         churn: Bool = true

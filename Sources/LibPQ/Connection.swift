@@ -82,9 +82,15 @@ public final class Connection: @unchecked Sendable {
         var cleaned = message
         var option = options
         while let keyword = option.pointee.keyword {
-            if String(cString: keyword).hasSuffix("password"), let value = option.pointee.val {
+            let name = String(cString: keyword)
+            if name.hasSuffix("password"), let value = option.pointee.val {
                 let secret = String(cString: value)
                 if !secret.isEmpty { cleaned = cleaned.replacingAll(secret, with: "<redacted>") }
+            } else if name == "dbname", let value = option.pointee.val {
+                // A connection string pasted as the database name, password and all: a server
+                // that has no such database quotes the name whole in its FATAL message.
+                let dbname = String(cString: value)
+                if dbname.lowercased().contains("password") { cleaned = cleaned.replacingAll(dbname, with: "<redacted>") }
             }
             option += 1
         }

@@ -1,4 +1,18 @@
 extension Duration {
+    /// A number of seconds from a setting as a `Duration`, to the millisecond, without a trap
+    /// whatever the number: NaN is zero, and anything past ±10^15 s (thirty million years) is
+    /// that. Settings are checked against their ranges where they are read; this is what keeps
+    /// a value that slipped past a check (a new flag, a test) from stopping the process.
+    public init(clampingSeconds seconds: Double) {
+        guard !seconds.isNaN else {
+            self = .zero
+            return
+        }
+        let milliseconds = (min(max(seconds, -1e15), 1e15) * 1000).rounded()
+        // Within ±10^18, so `exactly` always succeeds; written so that it could not trap if not.
+        self = .milliseconds(Int64(exactly: milliseconds) ?? (milliseconds < 0 ? Int64.min : Int64.max))
+    }
+
     public var seconds: Double {
         let (s, attoseconds) = components
         return Double(s) + Double(attoseconds) / 1e18

@@ -2,6 +2,11 @@ import Foundation
 import Yams
 
 extension Pipeline {
+    /// The largest pipeline file read: 1 MiB. A real one is a few kilobytes (the README's
+    /// commented example is 4); a larger one is the wrong file, and reading on would only spend
+    /// memory and time on it.
+    public static let maxFileBytes = 1 << 20
+
     /// Reads and validates a pipeline file. Every problem in it is reported at once, each with its
     /// `file:line:column`, as one `PipelineFileError`; so is a file that cannot be read.
     ///
@@ -13,11 +18,12 @@ extension Pipeline {
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws -> Pipeline {
         let text: String
-        switch readTextFile(atPath: path) {
+        switch readTextFile(atPath: path, maxBytes: maxFileBytes) {
         case .success(let contents): text = contents
         case .failure(let failure):
+            let why = failure.tooLarge ? ", the most a pipeline file may be (one is a few kilobytes): check that this is the pipeline file" : ""
             throw PipelineFileError(diagnostics: [
-                PipelineDiagnostic(file: path, line: 0, column: 0, message: "cannot read pipeline file: \(failure.reason)")
+                PipelineDiagnostic(file: path, line: 0, column: 0, message: "cannot read pipeline file: \(failure.reason)\(why)")
             ])
         }
         return try parse(yaml: text, filePath: path, components: components, environment: environment)
@@ -83,7 +89,7 @@ extension PipelineFileReader {
         }
         guard allowed else {
             report(
-                "pipeline name '\(value.text)' may hold only ASCII letters, digits, '_', '-' and '.'",
+                "pipeline name \(InertText.quoted(value.text)) may hold only ASCII letters, digits, '_', '-' and '.'",
                 at: value.position
             )
             return nil

@@ -12,17 +12,28 @@ public struct WatchSettings: SectionConfiguration, Equatable {
     public var listen: String?
     public var unhealthyAfterSeconds: Double = 600
 
+    /// A second to a day: a safety poll rarer than daily is no safety (README, "Watching").
+    public static let pollIntervalRange = 1.0...86_400.0
+    /// A second to a week of failing cycles before `/healthz` says so.
+    public static let unhealthyAfterRange = 1.0...604_800.0
+
     public init() {}
+
+    /// The poll interval as the watcher takes it.
+    public var pollInterval: Duration { Duration(clampingSeconds: pollIntervalSeconds) }
+    public var unhealthyAfter: Duration { Duration(clampingSeconds: unhealthyAfterSeconds) }
 
     public static func read(_ top: PipelineSection, pipelineName: String?, from file: PipelineFileReader) -> WatchSettings? {
         guard let section = file.subsection(key, in: top, allowed: ["pollInterval", "listen", "unhealthyAfter"], required: false) else { return nil }
         let reported = file.diagnostics.count
         var settings = WatchSettings()
-        if let seconds = file.number("pollInterval", in: section, minimum: 1, inclusive: true) { settings.pollIntervalSeconds = seconds }
-        if let seconds = file.number("unhealthyAfter", in: section, minimum: 1, inclusive: true) { settings.unhealthyAfterSeconds = seconds }
+        if let seconds = file.number("pollInterval", in: section, range: pollIntervalRange, unit: "seconds") { settings.pollIntervalSeconds = seconds }
+        if let seconds = file.number("unhealthyAfter", in: section, range: unhealthyAfterRange, unit: "seconds") {
+            settings.unhealthyAfterSeconds = seconds
+        }
         if let value = file.text("listen", in: section, expected: "host:port such as 127.0.0.1:9464") {
             if Self.hostAndPort(value.text) == nil {
-                file.report("\(section.path(of: "listen")) must be host:port such as 127.0.0.1:9464, not '\(value.text)'", at: value.position)
+                file.report("\(section.path(of: "listen")) must be host:port such as 127.0.0.1:9464, not \(InertText.quoted(value.text))", at: value.position)
             } else {
                 settings.listen = value.text
             }

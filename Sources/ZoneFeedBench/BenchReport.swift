@@ -1,5 +1,6 @@
 import CloudKitModel
 import Foundation
+import ZoneFeed
 
 /// The bench's figures, as text for a person and as JSON for a machine.
 public struct BenchReport: Sendable {

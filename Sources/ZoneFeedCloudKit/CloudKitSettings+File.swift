@@ -27,7 +27,7 @@ extension CloudKitSettings: SourceConfiguration {
                 while url.hasSuffix("/") { url.removeLast() }
                 baseURL = url
             } else {
-                file.report("baseURL '\(value.text)' must start with https:// (or http:// for a local fake server)", at: value.position)
+                file.report("baseURL \(InertText.quoted(value.text)) must start with https:// (or http:// for a local fake server)", at: value.position)
             }
         }
 
@@ -37,7 +37,7 @@ extension CloudKitSettings: SourceConfiguration {
                 container = value.text
             } else {
                 file.report(
-                    "container '\(value.text)' must be a CloudKit container identifier starting with 'iCloud.', such as iCloud.com.example.notes",
+                    "container \(InertText.quoted(value.text)) must be a CloudKit container identifier starting with 'iCloud.', such as iCloud.com.example.notes",
                     at: value.position
                 )
             }
@@ -52,15 +52,15 @@ extension CloudKitSettings: SourceConfiguration {
             ]
         )
         let zones = readZones(in: section, from: file)
-        let resultsLimit = file.integer("resultsLimit", in: section, range: 1...200)
+        let resultsLimit = file.integer("resultsLimit", in: section, range: CloudKitSettings.resultsLimitRange)
         let desiredKeys = file.stringList("desiredKeys", in: section, expected: "a list of field names such as [title, body]")
-        let timeout = file.number("timeoutSeconds", in: section, minimum: 0, inclusive: false)
-        let maxAttempts = file.integer("maxAttempts", in: section, range: 1...Int.max)
-        let retryBudget = file.number("retryBudgetSeconds", in: section, minimum: 0, inclusive: true)
-        let maxConcurrentRequests = file.integer("maxConcurrentRequests", in: section, range: 1...256)
-        let idleTimeout = file.number("idleTimeoutSeconds", in: section, range: 0.1...3_600)
-        let maxRetryAfter = file.number("maxRetryAfterSeconds", in: section, range: 0...86_400)
-        let maxResponseBytes = file.integer("maxResponseBytes", in: section, range: 65_536...1_073_741_824)
+        let timeout = file.number("timeoutSeconds", in: section, range: CloudKitSettings.timeoutSecondsRange, unit: "seconds")
+        let maxAttempts = file.integer("maxAttempts", in: section, range: CloudKitSettings.maxAttemptsRange)
+        let retryBudget = file.number("retryBudgetSeconds", in: section, range: CloudKitSettings.retryBudgetSecondsRange, unit: "seconds")
+        let maxConcurrentRequests = file.integer("maxConcurrentRequests", in: section, range: CloudKitSettings.maxConcurrentRequestsRange)
+        let idleTimeout = file.number("idleTimeoutSeconds", in: section, range: CloudKitSettings.idleTimeoutSecondsRange, unit: "seconds")
+        let maxRetryAfter = file.number("maxRetryAfterSeconds", in: section, range: CloudKitSettings.maxRetryAfterSecondsRange, unit: "seconds")
+        let maxResponseBytes = file.integer("maxResponseBytes", in: section, range: CloudKitSettings.maxResponseBytesRange)
         let auth = readAuth(in: section, from: file)
         guard file.diagnostics.count == reported, let container, let auth else { return nil }
 
@@ -95,7 +95,9 @@ extension CloudKitSettings: SourceConfiguration {
         if case .scalar = entry.value {
             guard let value = file.scalarValue(entry.value, path: path, expected: expected) else { return nil }
             if value.text == "all" { return .all }
-            file.report("\(path) must be \(expected), not '\(value.text)' (did you mean [\(value.text)]?)", at: value.position)
+            file.report(
+                "\(path) must be \(expected), not \(InertText.quoted(value.text)) (did you mean [\(InertText.escaped(InertText.capped(value.text, limit: InertText.quotedLength)))]?)",
+                at: value.position)
             return nil
         }
         guard let names = file.stringList("zones", in: section, expected: expected) else { return nil }
@@ -110,7 +112,7 @@ extension CloudKitSettings: SourceConfiguration {
                 file.report("a zone name in \(path) is empty", at: entry.valuePosition)
                 failed = true
             } else if !seen.insert(name).inserted {
-                file.report("zone '\(name)' is listed twice in \(path)", at: entry.valuePosition)
+                file.report("zone \(InertText.quoted(name)) is listed twice in \(path)", at: entry.valuePosition)
                 failed = true
             }
         }

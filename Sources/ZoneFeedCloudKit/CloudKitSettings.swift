@@ -31,6 +31,25 @@ public struct CloudKitSettings: Sendable {
     /// at a time can fetch (README, "Benchmark").
     public var maxConcurrentRequests: Int = 16
 
+    // The ranges of the numbers above (README, "The pipeline file"): a file out of range is
+    // refused at its line, and nothing behind them can overflow.
+
+    /// CloudKit's own limit for `resultsLimit`.
+    public static let resultsLimitRange = 1...200
+    /// A millisecond to an hour: no page takes an hour to arrive.
+    public static let timeoutSecondsRange = 0.001...3_600.0
+    /// Enough for a throttled day; a budget ends the retries before this does.
+    public static let maxAttemptsRange = 1...100
+    /// Up to a day of waiting per request.
+    public static let retryBudgetSecondsRange = 0.0...86_400.0
+    public static let maxConcurrentRequestsRange = 1...256
+    /// A tenth of a second (a loopback test) to an hour.
+    public static let idleTimeoutSecondsRange = 0.1...3_600.0
+    /// Up to a day: a server asking for longer is not waited for anyway (the budget).
+    public static let maxRetryAfterSecondsRange = 0.0...86_400.0
+    /// 64 KiB (a page of small records) to 1 GiB.
+    public static let maxResponseBytesRange = 65_536...1_073_741_824
+
     public enum Environment: String, Sendable, CaseIterable { case development, production }
     public enum TokenStore: String, Sendable, CaseIterable { case file, database }
     public enum Database: String, Sendable, CaseIterable { case `private`, shared }

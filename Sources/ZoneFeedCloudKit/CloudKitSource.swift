@@ -63,12 +63,13 @@ public struct CloudKitSource: ChangeSource {
         default:
             throw SyncError(.failed, message: "server-to-server signing needs both auth.serverKeyID and auth.serverPrivateKeyFile")
         }
-        configuration.timeout = .milliseconds(Int64((settings.timeoutSeconds * 1000).rounded()))
+        // The file's ranges bound these; the conversions could not trap even without them.
+        configuration.timeout = Duration(clampingSeconds: settings.timeoutSeconds)
         configuration.retry.maxAttempts = settings.maxAttempts
-        configuration.retry.budget = .milliseconds(Int64((settings.retryBudgetSeconds * 1000).rounded()))
+        configuration.retry.budget = Duration(clampingSeconds: settings.retryBudgetSeconds)
         configuration.maxConcurrentRequests = settings.maxConcurrentRequests
-        configuration.idleTimeout = .milliseconds(Int64((settings.idleTimeoutSeconds * 1000).rounded()))
-        configuration.maxRetryAfter = .milliseconds(Int64((settings.maxRetryAfterSeconds * 1000).rounded()))
+        configuration.idleTimeout = Duration(clampingSeconds: settings.idleTimeoutSeconds)
+        configuration.maxRetryAfter = Duration(clampingSeconds: settings.maxRetryAfterSeconds)
         configuration.maxResponseBytes = settings.maxResponseBytes
         configuration.maxResponseBytesSetting = "source.cloudkit.maxResponseBytes"
         return configuration

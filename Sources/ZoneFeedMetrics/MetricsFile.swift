@@ -1,4 +1,5 @@
 import Foundation
+import ZoneFeed
 
 /// The metrics file for node_exporter's textfile collector: the run's metrics in Prometheus'
 /// text format, written beside the target and renamed over it, so the collector never reads half
@@ -7,10 +8,22 @@ import Foundation
 struct MetricsFile {
     let path: String
 
+    /// The most of a previous file read for its last success: a textfile of one pipeline's
+    /// metrics is a few kilobytes.
+    static let maxPreviousBytes = 1 << 20
+
     func write(_ text: String) throws {
+        // A file is renamed over the path: over a FIFO or a device (`--metrics-file /dev/null`,
+        // as root) that would replace it, and reading one for the previous success would wait
+        // for a writer or read forever.
+        var info = stat()
+        if stat(path, &info) == 0, info.st_mode & S_IFMT != S_IFREG {
+            throw MetricsExportError(
+                "the metrics file \(path) exists and is not a regular file (a folder, a device or a FIFO): name a file in node_exporter's textfile folder")
+        }
         var text = text
         if !text.contains("\n\(ZoneFeedMetric.lastSuccess.name){") && !text.hasPrefix("\(ZoneFeedMetric.lastSuccess.name){"),
-            let previous = try? String(contentsOfFile: path, encoding: .utf8)
+            let previous = TextFile.read(atPath: path, maxBytes: Self.maxPreviousBytes)
         {
             text += Self.lines(of: ZoneFeedMetric.lastSuccess.name, in: previous)
         }

@@ -1,4 +1,5 @@
 import Foundation
+import LibPQ
 
 /// A libpq connection string that can be printed: the password (and the client key's
 /// `sslpassword`) replaced by `<redacted>`, everything else kept so that a person can still see
@@ -67,13 +68,20 @@ private func redactConnectionURI(_ s: String) -> String {
 }
 
 /// `key=value key='quoted value'`, redacted value by value; a `dbname` may itself hold a whole
-/// connection string, which libpq expands, so it is redacted in turn.
+/// connection string, which libpq expands, so it is redacted in turn. A pair whose key is no
+/// libpq parameter is hidden whole: it is most likely a password's second word, after a space
+/// that should have been inside quotes.
 private func redactConninfo(_ s: String) -> String {
+    // No '=', no pair: `embedded`, or a database's plain name inside `dbname`.
+    guard s.contains("=") else { return s }
     let parsed = ConninfoParser.parse(s)
     var out = ""
     var copied = s.startIndex
     for pair in parsed.pairs {
-        if isSecretParameter(pair.key) {
+        if !ConninfoParser.isParameter(pair.key) {
+            out += s[copied..<pair.start] + "<redacted>"
+            copied = pair.value.upperBound
+        } else if isSecretParameter(pair.key) {
             out += s[copied..<pair.value.lowerBound] + "<redacted>"
             copied = pair.value.upperBound
         } else if pair.key == "dbname" {
@@ -88,10 +96,10 @@ private func redactConninfo(_ s: String) -> String {
         }
     }
     guard let failure = parsed.failure else { return out + s[copied...] }
-    // libpq would refuse the rest too; print it only if it cannot hold a password.
+    // libpq would refuse the rest too, and a word that is not a pair is most likely part of a
+    // password that needed quotes: none of it is printed.
     out += s[copied..<failure.index]
-    let remainder = s[failure.index...]
-    return out + (remainder.lowercased().contains("password") ? "<redacted>" : String(remainder))
+    return out + "<redacted>"
 }
 
 /// A scanner for libpq's `key = value` connection strings, following `conninfo_parse` in libpq's
@@ -101,12 +109,17 @@ private func redactConninfo(_ s: String) -> String {
 /// Kept beside libpq's own parser, which decides whether a string is valid
 /// (`Connection.canParse`), because libpq gives values but not where they were written: hiding
 /// a password in place, the rest of the string kept as the user wrote it, needs the positions.
-/// It also says which pair is wrong without quoting it, where libpq's message may quote a password.
+/// It also says which pair is wrong without quoting it, where libpq's message may quote a password:
+/// a sentence names a key only when it is one of libpq's parameter names (a name from libpq's
+/// list, not a piece of the string), and otherwise the pair by its place. `password=correct
+/// horse battery` makes `horse` look like a key: quoting it would print the password.
 struct ConninfoParser {
     struct Pair {
         var key: Substring
         /// The value as written, quotes included.
         var value: Range<String.Index>
+        /// Where the key starts.
+        var start: String.Index
     }
 
     struct Failure {
@@ -117,6 +130,29 @@ struct ConninfoParser {
 
     var pairs: [Pair] = []
     var failure: Failure?
+
+    /// Whether `key` is one of libpq's parameter names, and so safe to quote.
+    static func isParameter(_ key: some StringProtocol) -> Bool {
+        Connection.parameterNames.contains(String(key))
+    }
+
+    /// `'password'`, or "its 3rd pair" when the key is not a name libpq knows.
+    static func describe(key: some StringProtocol, place: Int) -> String {
+        isParameter(key) ? "'\(key)'" : "its \(ordinal(place)) pair"
+    }
+
+    /// 1st, 2nd, 3rd, 4th, 11th, 21st.
+    static func ordinal(_ n: Int) -> String {
+        let suffix: String
+        switch (n % 10, n % 100) {
+        case (_, 11...13): suffix = "th"
+        case (1, _): suffix = "st"
+        case (2, _): suffix = "nd"
+        case (3, _): suffix = "rd"
+        default: suffix = "th"
+        }
+        return "\(n)\(suffix)"
+    }
 
     static func parse(_ s: String) -> ConninfoParser {
         var result = ConninfoParser()
@@ -132,7 +168,10 @@ struct ConninfoParser {
             let key = s[pairStart..<i]
             skipSpaces()
             guard i < s.endIndex, s[i] == "=" else {
-                result.failure = Failure(index: pairStart, problem: "'\(key)' is not followed by '='")
+                let place = ordinal(result.pairs.count + 1)
+                result.failure = Failure(
+                    index: pairStart,
+                    problem: "its \(place) word is not followed by '=' (a value with a space must be single-quoted, as in password='two words')")
                 break
             }
             i = s.index(after: i)
@@ -154,7 +193,8 @@ struct ConninfoParser {
                     }
                 }
                 guard closed else {
-                    result.failure = Failure(index: pairStart, problem: "the quoted value of '\(key)' is not closed")
+                    result.failure = Failure(
+                        index: pairStart, problem: "the quoted value of \(describe(key: key, place: result.pairs.count + 1)) is not closed")
                     break
                 }
             } else {
@@ -163,7 +203,7 @@ struct ConninfoParser {
                     if i < s.endIndex { i = s.index(after: i) }
                 }
             }
-            result.pairs.append(Pair(key: key, value: valueStart..<i))
+            result.pairs.append(Pair(key: key, value: valueStart..<i, start: pairStart))
         }
         return result
     }

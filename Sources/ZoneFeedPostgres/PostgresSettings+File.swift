@@ -51,7 +51,7 @@ struct PostgresSettingsReader {
         if let value = file.text("schema", in: section, expected: "a schema name") {
             if checkIdentifier(value.text, kind: "schema", at: value.position) {
                 if value.text.lowercased().hasPrefix("pg_") {
-                    file.report("schema '\(value.text)' starts with 'pg_', which PostgreSQL reserves for its own schemas", at: value.position)
+                    file.report("schema \(InertText.quoted(value.text)) starts with 'pg_', which PostgreSQL reserves for its own schemas", at: value.position)
                 } else {
                     schema = value.text
                 }
@@ -75,8 +75,8 @@ struct PostgresSettingsReader {
         }
 
         let deletes = file.choice(PostgresSettings.DeleteMode.self, "deletes", in: section)
-        let commitEvery = file.integer("commitEvery", in: section, range: 1...Int.max)
-        let parallelZones = file.integer("parallelZones", in: section, range: 1...16)
+        let commitEvery = file.integer("commitEvery", in: section, range: PostgresSettings.commitEveryRange)
+        let parallelZones = file.integer("parallelZones", in: section, range: PostgresSettings.parallelZonesRange)
         guard file.diagnostics.count == reported, let url, let schema else { return nil }
         return PostgresSettings(
             url: url, schema: schema, deletes: deletes ?? .tombstone, commitEvery: commitEvery ?? 5_000,
@@ -105,11 +105,15 @@ struct PostgresSettingsReader {
             if let failure = parsed.failure {
                 return "is not a valid key=value connection string: \(failure.problem)"
             }
-            let known = Connection.parameterNames
-            if let unknown = parsed.pairs.map({ String($0.key) }).first(where: { !known.contains($0) }) {
-                var problem = "is not a valid key=value connection string: libpq has no parameter '\(unknown)'"
-                if let suggestion = NameSuggestion.closest(to: unknown, among: known) { problem += " (did you mean '\(suggestion)'?)" }
-                return problem
+            if let place = parsed.pairs.firstIndex(where: { !ConninfoParser.isParameter($0.key) }) {
+                // The key is not quoted: after a space that belonged inside quotes, it is a
+                // piece of the password.
+                var problem =
+                    "is not a valid key=value connection string: the key of its \(ConninfoParser.ordinal(place + 1)) pair is not a libpq parameter"
+                if let suggestion = NameSuggestion.closest(to: String(parsed.pairs[place].key), among: Connection.parameterNames) {
+                    problem += " (did you mean '\(suggestion)'?)"
+                }
+                return problem + "; keys that are not libpq's are not shown, as they may be part of a password"
             }
             return "is not a valid key=value connection string: libpq cannot parse it"
         }

@@ -33,6 +33,11 @@ public struct PostgresSettings: Sendable {
     /// keeps both PostgreSQL and zonefeed busy on a small machine.
     public static let defaultParallelZones = 2
 
+    /// A transaction of up to a million records: batches of that size are held in memory,
+    /// one per connection, so more would only risk the memory (README, "The pipeline file").
+    public static let commitEveryRange = 1...1_000_000
+    public static let parallelZonesRange = 1...16
+
     public enum DeleteMode: String, Sendable, CaseIterable { case tombstone, hard }
     public enum UnmappedFields: String, Sendable, CaseIterable { case keep, drop }
     public enum UnknownRecordTypes: String, Sendable, CaseIterable { case skip, reject }

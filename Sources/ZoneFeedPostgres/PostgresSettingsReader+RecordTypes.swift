@@ -10,7 +10,7 @@ extension PostgresSettingsReader {
             let expected = "auto, a mapping of record type names to tables, or { schemaFile: ... }"
             guard let value = file.scalarValue(entry.value, path: "recordTypes", expected: expected) else { return nil }
             guard value.text == "auto" else {
-                file.report("recordTypes must be \(expected), not '\(value.text)'", at: value.position)
+                file.report("recordTypes must be \(expected), not \(InertText.quoted(value.text))", at: value.position)
                 return nil
             }
             return RecordTypesSetting(auto: true)
@@ -34,7 +34,7 @@ extension PostgresSettingsReader {
             let table = mapping.table
             let at = table.position
             if let owner = tableOwners[table.name.lowercased()] {
-                file.report("table '\(table.name)' of record type \(recordType.key) is already used by record type \(owner)", at: at)
+                file.report("table \(InertText.quoted(table.name)) of record type \(recordType.key) is already used by record type \(owner)", at: at)
                 failed = true
                 continue
             }
@@ -97,7 +97,7 @@ extension PostgresSettingsReader {
             }
             if system.contains(column.lowercased()) {
                 file.report(
-                    "column '\(column)' of field \(field.key) clashes with the system column \(column.lowercased()) that every record table has: map the field to another column with { column: ..., type: ... }",
+                    "column \(InertText.quoted(column)) of field \(field.key) clashes with the system column \(column.lowercased()) that every record table has: map the field to another column with { column: ..., type: ... }",
                     at: columnPosition
                 )
                 failed = true
@@ -112,7 +112,7 @@ extension PostgresSettingsReader {
             }
             if column.lowercased() == stagingSequenceColumn {
                 file.report(
-                    "column '\(column)' of field \(field.key) is the name zonefeed's staging tables keep for the batch order: map the field to another column with { column: ..., type: ... }",
+                    "column \(InertText.quoted(column)) of field \(field.key) is the name zonefeed's staging tables keep for the batch order: map the field to another column with { column: ..., type: ... }",
                     at: columnPosition)
                 failed = true
                 continue
@@ -125,7 +125,7 @@ extension PostgresSettingsReader {
                 continue
             }
             if let owner = columnOwners[column.lowercased()] {
-                file.report("column '\(column)' of field \(field.key) is already used by field \(owner) in table \(table)", at: columnPosition)
+                file.report("column \(InertText.quoted(column)) of field \(field.key) is already used by field \(owner) in table \(table)", at: columnPosition)
                 failed = true
                 continue
             }
@@ -172,10 +172,10 @@ extension PostgresSettingsReader {
         if let type = ColumnType(name: value.text) { return type }
         let names = ColumnType.allCases.map(\.rawValue) + ColumnType.aliases.keys.sorted()
         if let suggestion = NameSuggestion.closest(to: value.text.trimmingSpaces(), among: names) {
-            file.report("unknown type '\(value.text)' for field \(field) (did you mean '\(suggestion)'?)", at: value.position)
+            file.report("unknown type \(InertText.quoted(value.text)) for field \(field) (did you mean '\(suggestion)'?)", at: value.position)
         } else {
             let expected = ColumnType.allCases.map(\.rawValue).joined(separator: ", ")
-            file.report("unknown type '\(value.text)' for field \(field) (expected one of \(expected))", at: value.position)
+            file.report("unknown type \(InertText.quoted(value.text)) for field \(field) (expected one of \(expected))", at: value.position)
         }
         return nil
     }
@@ -190,14 +190,18 @@ extension PostgresSettingsReader {
         if !checkIdentifier(table, kind: "table", owner: "of record type \(recordType)", at: position, maxBytes: limit, why: why) {
             return false
         } else if table.lowercased().hasPrefix("zonefeed_") {
-            file.report("table '\(table)' of record type \(recordType) starts with 'zonefeed_', which is reserved for zonefeed's own tables", at: position)
+            file.report(
+                "table \(InertText.quoted(table)) of record type \(recordType) starts with 'zonefeed_', which is reserved for zonefeed's own tables",
+                at: position)
             return false
         } else if table.lowercased().hasSuffix("_live") {
-            file.report("table '\(table)' of record type \(recordType) ends with '_live', which is reserved for the views of live rows", at: position)
+            file.report(
+                "table \(InertText.quoted(table)) of record type \(recordType) ends with '_live', which is reserved for the views of live rows", at: position)
             return false
         } else if table.lowercased().hasSuffix("_pkey") {
             file.report(
-                "table '\(table)' of record type \(recordType) ends with '_pkey', which PostgreSQL gives the index of a table's primary key", at: position)
+                "table \(InertText.quoted(table)) of record type \(recordType) ends with '_pkey', which PostgreSQL gives the index of a table's primary key",
+                at: position)
             return false
         }
         return true
@@ -218,10 +222,19 @@ extension PostgresSettingsReader {
             file.report("\(kind) name\(owner) contains a NUL character", at: position)
             return false
         }
+        // PostgreSQL takes any other character in a quoted name, but a control character in
+        // a table or column name is a mistake, and would reach terminals in plans and status.
+        if let control = name.unicodeScalars.first(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }) {
+            let code = String(control.value, radix: 16, uppercase: true)
+            file.report(
+                "\(kind) name \(InertText.quoted(name))\(owner) holds a control character (U+\(String(repeating: "0", count: 4 - code.count))\(code))",
+                at: position)
+            return false
+        }
         let bytes = name.utf8.count
         if bytes > maxBytes {
             file.report(
-                "\(kind) '\(name)'\(owner) is \(bytes) bytes long: \(why ?? "PostgreSQL names are at most \(maxBytes) bytes")",
+                "\(kind) \(InertText.quoted(name))\(owner) is \(bytes.grouped) bytes long: \(why ?? "PostgreSQL names are at most \(maxBytes) bytes")",
                 at: position
             )
             return false

@@ -69,7 +69,7 @@ extension PostgresSettingsReader {
             var override = SchemaFileMapping.Override()
             if let table = file.text("table", in: section, expected: "a table name"), checkTable(table.text, of: pair.key, at: table.position) {
                 if let owner = tableOwners[table.text.lowercased()] {
-                    file.report("table '\(table.text)' of record type \(pair.key) is already used by record type \(owner)", at: table.position)
+                    file.report("table \(InertText.quoted(table.text)) of record type \(pair.key) is already used by record type \(owner)", at: table.position)
                 }
                 tableOwners[table.text.lowercased()] = pair.key
                 override.table = table.text
@@ -103,7 +103,7 @@ extension PostgresSettingsReader {
                 if value.text == "omit" {
                     fields[pair.key] = .omit
                 } else {
-                    file.report("\(path).\(pair.key) must be 'omit' or { column: ..., type: ... }, not '\(value.text)'", at: value.position)
+                    file.report("\(path).\(pair.key) must be 'omit' or { column: ..., type: ... }, not \(InertText.quoted(value.text))", at: value.position)
                 }
                 continue
             }
@@ -117,11 +117,13 @@ extension PostgresSettingsReader {
                 if system.contains(column.text.lowercased()) || column.text.lowercased() == stagingSequenceColumn
                     || postgresSystemColumns.contains(column.text)
                 {
-                    file.report("column '\(column.text)' of field \(pair.key) clashes with the system column \(column.text.lowercased())", at: column.position)
+                    file.report(
+                        "column \(InertText.quoted(column.text)) of field \(pair.key) clashes with the system column \(column.text.lowercased())",
+                        at: column.position)
                     continue
                 }
                 if let owner = columnOwners[column.text.lowercased()] {
-                    file.report("column '\(column.text)' of field \(pair.key) is already used by field \(owner)", at: column.position)
+                    file.report("column \(InertText.quoted(column.text)) of field \(pair.key) is already used by field \(owner)", at: column.position)
                     continue
                 }
                 columnOwners[column.text.lowercased()] = pair.key

@@ -1,5 +1,6 @@
 import ArgumentParser
 import EmbeddedPostgresServer
+import FakeCloudKit
 import Foundation
 import LibPQ
 import Logging
@@ -23,22 +24,22 @@ struct BenchCommand: AsyncParsableCommand {
             Each run must leave exactly --records live rows, or the bench fails.
             """)
 
-    @Option(help: "How many records each phase writes, split evenly over the zones.")
+    @Option(help: "How many records each phase writes (1 to 100,000,000), split evenly over the zones.")
     var records = 1_000_000
 
-    @Option(help: "How many zones hold the records.")
+    @Option(help: "How many zones hold the records (1 to 1000).")
     var zones = 4
 
-    @Option(name: .customLong("parallel-zones"), help: "The runs' destination.parallelZones: how many zones they apply at once.")
+    @Option(name: .customLong("parallel-zones"), help: "The runs' destination.parallelZones: how many zones they apply at once (1 to 16).")
     var parallelZones = PostgresSettings.defaultParallelZones
 
-    @Option(name: .customLong("wan-records"), help: "How many records the WAN phase fetches from a fake server --wan-latency ms away.")
+    @Option(name: .customLong("wan-records"), help: "How many records the WAN phase fetches from a fake server --wan-latency ms away (1 to 100,000,000).")
     var wanRecords = 320_000
 
-    @Option(name: .customLong("wan-zones"), help: "How many zones hold the WAN phase's records.")
+    @Option(name: .customLong("wan-zones"), help: "How many zones hold the WAN phase's records (1 to 1000).")
     var wanZones = 32
 
-    @Option(name: .customLong("wan-latency"), help: "The WAN phase's latency in milliseconds; each answer varies by up to a fifth of it.")
+    @Option(name: .customLong("wan-latency"), help: "The WAN phase's latency in milliseconds (1 to 60000); each answer varies by up to a fifth of it.")
     var wanLatency = 100
 
     @Option(name: .customLong("database-url"), help: "A PostgreSQL server to use (a libpq URI or key=value string) instead of an embedded one.")
@@ -47,7 +48,7 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "The embedded server's folder; its cluster is kept for the next bench.")
     var directory = ".zonefeed/bench-postgres"
 
-    @Option(help: "The embedded server's port (it only names its Unix socket).")
+    @Option(help: "The embedded server's port, 1 to 65535 (it only names its Unix socket).")
     var port = 5499
 
     @Option(help: "Also write the figures to this file, as a JSON object.")
@@ -58,10 +59,10 @@ struct BenchCommand: AsyncParsableCommand {
             "Measure only zonefeed watch: the time from a change at a fake server to its row in PostgreSQL, with notifications and with them dropped.")
     var watch = false
 
-    @Option(name: .customLong("watch-changes"), help: "How many changes the watch bench makes with notifications on.")
+    @Option(name: .customLong("watch-changes"), help: "How many changes the watch bench makes with notifications on (1 to 100,000).")
     var watchChanges = 200
 
-    @Option(name: .customLong("watch-poll-interval"), help: "The watcher's safety poll, in seconds, for the watch bench.")
+    @Option(name: .customLong("watch-poll-interval"), help: "The watcher's safety poll, in seconds (1 to 86400), for the watch bench.")
     var watchPollInterval = 5
 
     @Flag(help: "Keep the bench schemas (bench_inprocess, bench_http, bench_wan) and the work folder with the pipelines and logs.")
@@ -70,16 +71,28 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.", transform: Logger.Level.parse)
     var logLevel: Logger.Level = .notice
 
+    // The flags' ranges: a hundred million records is hours of a bench; past the ranges a
+    // count or a duration behind them could overflow.
+    static let recordsRange = 1...100_000_000
+    static let latencyRange = 1...60_000
+    static let watchChangesRange = 1...100_000
+
     func validate() throws {
-        guard records > 0, zones > 0 else { throw ValidationError("--records and --zones must be at least 1") }
-        guard (1...16).contains(parallelZones) else { throw ValidationError("--parallel-zones must be from 1 to 16") }
+        try FlagRange.check("--records", records, in: Self.recordsRange)
+        try FlagRange.check("--zones", zones, in: FakeSettings.zonesRange)
+        try FlagRange.check("--parallel-zones", parallelZones, in: PostgresSettings.parallelZonesRange)
+        try FlagRange.check("--wan-records", wanRecords, in: Self.recordsRange)
+        try FlagRange.check("--wan-zones", wanZones, in: FakeSettings.zonesRange)
+        try FlagRange.check("--wan-latency", wanLatency, in: Self.latencyRange, unit: "milliseconds")
+        try FlagRange.check("--port", port, in: 1...65_535)
+        try FlagRange.check("--watch-changes", watchChanges, in: Self.watchChangesRange)
+        try FlagRange.check("--watch-poll-interval", watchPollInterval, in: 1...86_400, unit: "seconds")
         guard records % zones == 0 else {
             throw ValidationError("--records must be a multiple of --zones (\(zones)), so that every zone holds as many records")
         }
         guard wanRecords > 0, wanZones > 0, wanRecords % wanZones == 0 else {
             throw ValidationError("--wan-records must be a positive multiple of --wan-zones (\(wanZones))")
         }
-        guard wanLatency > 0 else { throw ValidationError("--wan-latency must be at least 1 ms") }
     }
 
     func run() async throws {

@@ -27,16 +27,16 @@ struct FakeServerCommand: AsyncParsableCommand {
             """)
     var host = "127.0.0.1"
 
-    @Option(help: "The port (0 picks a free one; the ready line says which).")
+    @Option(help: "The port, 0 to 65535 (0 picks a free one; the ready line says which).")
     var port = 8765
 
     @Option(help: "The generator's seed.")
     var seed: UInt64 = 42
 
-    @Option(help: "How many zones the generator makes.")
+    @Option(help: "How many zones the generator makes (1 to 1000).")
     var zones = 3
 
-    @Option(name: .customLong("records-per-zone"), help: "How many entries each zone's history holds.")
+    @Option(name: .customLong("records-per-zone"), help: "How many entries each zone's history holds (0 to 100,000,000).")
     var recordsPerZone = 10_000
 
     @Option(name: .customLong("page-size"), help: "The generator's page size (1...200): how its history is laid out.")
@@ -64,7 +64,7 @@ struct FakeServerCommand: AsyncParsableCommand {
     @Option(
         name: .customLong("token-window"),
         help:
-            "Accept a web auth token only until N newer ones have been used (or issued: --token-retirement), and the configured one only until a rotated one is used (Apple: the previous token becomes invalid). Without it every issued token stays good."
+            "Accept a web auth token only until N (1 to 1000) newer ones have been used (or issued: --token-retirement), and the configured one only until a rotated one is used (Apple: the previous token becomes invalid). Without it every issued token stays good."
     )
     var tokenWindow: Int?
 
@@ -77,13 +77,13 @@ struct FakeServerCommand: AsyncParsableCommand {
 
     @Option(
         help:
-            "Make every CloudKit round trip take MS milliseconds, give or take JITTER (uniformly), half before the server handles the request and half after: MS or MS,JITTER."
+            "Make every CloudKit round trip take MS milliseconds (0 to 60000), give or take JITTER (0 to MS, uniformly), half before the server handles the request and half after: MS or MS,JITTER."
     )
     var latency: Latency?
 
     @Option(
         name: .customLong("max-in-flight"),
-        help: "Answer 429 THROTTLED (retryAfter: --throttle-retry-after) to every CloudKit request that arrives while M are already in flight.")
+        help: "Answer 429 THROTTLED (retryAfter: --throttle-retry-after) to every CloudKit request that arrives while M (1 to 10000) are already in flight.")
     var maxInFlight: Int?
 
     @Option(
@@ -109,10 +109,23 @@ struct FakeServerCommand: AsyncParsableCommand {
         }
     }
 
+    // The flags' ranges: a value past them is refused before the server starts, rather than
+    // overflow a duration or a count behind it.
+    static let portRange = 0...65_535
+    static let tokenWindowRange = 1...1_000
+    static let latencyRange = 0...60_000
+    static let maxInFlightRange = 1...10_000
+    static let throttleRetryAfterRange = 0.0...3_600.0
+
     func validate() throws {
-        if let tokenWindow, tokenWindow < 1 { throw ValidationError("--token-window must be at least 1") }
-        if let maxInFlight, maxInFlight < 1 { throw ValidationError("--max-in-flight must be at least 1") }
-        guard (0...3600).contains(throttleRetryAfter) else { throw ValidationError("--throttle-retry-after must be from 0 to 3600 seconds") }
+        try FlagRange.check("--port", port, in: Self.portRange)
+        try FlagRange.check("--zones", zones, in: FakeSettings.zonesRange)
+        try FlagRange.check("--records-per-zone", recordsPerZone, in: FakeSettings.recordsPerZoneRange)
+        try FlagRange.check("--page-size", pageSize, in: FakeSettings.pageSizeRange)
+        if let tokenWindow { try FlagRange.check("--token-window", tokenWindow, in: Self.tokenWindowRange) }
+        if let latency { try FlagRange.check("--latency", latency.milliseconds, in: Self.latencyRange, unit: "milliseconds") }
+        if let maxInFlight { try FlagRange.check("--max-in-flight", maxInFlight, in: Self.maxInFlightRange) }
+        try FlagRange.check("--throttle-retry-after", throttleRetryAfter, in: Self.throttleRetryAfterRange, unit: "seconds")
     }
 
     func run() async throws {

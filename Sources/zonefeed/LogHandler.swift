@@ -1,6 +1,7 @@
 import CloudKitModel
 import Foundation
 import Logging
+import ZoneFeed
 
 /// Logs to stderr: readable text, or one JSON object a line (`--log-format json`).
 struct ZoneFeedLogHandler: LogHandler {
@@ -23,8 +24,11 @@ struct ZoneFeedLogHandler: LogHandler {
         var line: String
         switch format {
         case .text:
-            line = "\(time) \(event.level) \(event.message)"
-            for key in all.keys.sorted() { line += " \(key)=\(all[key]!)" }
+            // One event, one line: the message and every value may hold text from a server or
+            // a file (a reason, a zone name), whose newline would forge the next log line and
+            // whose escape sequences would drive the terminal.
+            line = "\(time) \(event.level) \(InertText.escaped(event.message.description))"
+            for key in all.keys.sorted() { line += " \(InertText.escaped(key))=\(InertText.escaped(all[key]!.description))" }
         case .json:
             var object: [String: JSONValue] = ["time": .string(time), "level": .string("\(event.level)"), "message": .string("\(event.message)")]
             for (key, value) in all { object[key] = .string("\(value)") }

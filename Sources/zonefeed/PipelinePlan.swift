@@ -1,5 +1,7 @@
+import EmbeddedPostgresServer
 import FakeCloudKit
 import Foundation
+import Logging
 import ZoneFeed
 import ZoneFeedCloudKit
 import ZoneFeedComponents
@@ -76,7 +78,15 @@ struct PipelinePlan: CustomStringConvertible {
 
         out.append("")
         out.append("destination: PostgreSQL")
-        row("url", destination.isEmbedded ? "embedded (a private cluster under .zonefeed/postgres)" : redactConnectionString(destination.url.value))
+        if destination.isEmbedded {
+            // Where a run will put it, which is not always the folder asked for (as root, from a
+            // folder the server's account cannot reach); working that out touches nothing.
+            let cluster = PipelineOptions.embeddedPostgres(logger: Logger(label: "zonefeed.validate"))
+            row("url", "embedded: a private cluster in \(cluster.whereabouts)")
+            row("", "to remove it, with no zonefeed command using it: \(cluster.removalCommand)")
+        } else {
+            row("url", redactConnectionString(destination.url.value))
+        }
         row("schema", destination.schema)
         switch destination.deletes {
         case .tombstone: row("deletes", "tombstone (a deleted record keeps its row, with deleted_at set)")
@@ -161,7 +171,9 @@ struct PipelinePlan: CustomStringConvertible {
                 row("pushgateway", "\(MetricsSettings.redacted(gateway)) as job=\"\(metrics.job)\", pipeline=\"\(pipeline.name)\"")
             }
         }
-        return out.joined(separator: "\n")
+        // Each line is ours; a value in it from the file (a zone's name, a path, a table's
+        // name) is escaped, so that no control character it holds reaches the terminal.
+        return out.map { InertText.escaped($0) }.joined(separator: "\n")
     }
 }
 

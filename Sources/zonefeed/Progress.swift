@@ -18,14 +18,15 @@ actor Progress {
         case .willFetchRecordZoneChanges(let zone, let resyncing):
             self.zone = zone
             zoneStarted = .now
-            Terminal.shared.showProgress("\(zone.zoneName): fetching\(resyncing ? " (resync)" : "")…")
+            Terminal.shared.showProgress("\(InertText.escaped(zone.zoneName)): fetching\(resyncing ? " (resync)" : "")…")
         case .fetchedRecordZoneChanges(let zone, _, let total):
             let now = ContinuousClock.now
             guard now - lastDraw > .milliseconds(200) else { return }
             lastDraw = now
             let seconds = max((now - zoneStarted).seconds, 0.001)
             Terminal.shared.showProgress(
-                "\(zone.zoneName): \(total.records.grouped) records, \(total.pages.grouped) pages, \(Int(Double(total.records) / seconds).grouped) records/s")
+                "\(InertText.escaped(zone.zoneName)): \(total.records.grouped) records, \(total.pages.grouped) pages, \(Int(Double(total.records) / seconds).grouped) records/s"
+            )
         case .didFetchRecordZoneChanges:
             Terminal.shared.endProgress()
         default:

@@ -30,18 +30,19 @@ struct ResetCommand: AsyncParsableCommand {
             return try await destination.reset(zoneNames: zones, all: all, addingUnknownZones: pipeline.source.namedZones != nil)
         }
         for zone in outcome.reset {
-            print("zone \(zone.zoneName): will resync from the beginning on the next run")
+            print("zone \(InertText.escaped(zone.zoneName)): will resync from the beginning on the next run")
         }
         if all && outcome.reset.isEmpty { print("no zones have checkpoints yet; the next run starts from the beginning anyway") }
         if !outcome.unknown.isEmpty {
             FileHandle.standardError.write(
-                Data("no checkpoint for zone(s) \(outcome.unknown.joined(separator: ", ")): nothing to reset (see zonefeed status)\n".utf8))
+                Data("no checkpoint for zone(s) \(InertText.escaped(outcome.unknown.joined(separator: ", "))): nothing to reset (see zonefeed status)\n".utf8))
             throw Exit.usage
         }
         if !outcome.busy.isEmpty {
             FileHandle.standardError.write(
                 Data(
-                    "zone(s) \(outcome.busy.map(\.zoneName).joined(separator: ", ")) are being applied by a run right now; reset them again when it ends\n".utf8
+                    "zone(s) \(InertText.escaped(outcome.busy.map(\.zoneName).joined(separator: ", "))) are being applied by a run right now; reset them again when it ends\n"
+                        .utf8
                 ))
             throw Exit.failed
         }

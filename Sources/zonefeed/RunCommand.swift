@@ -203,7 +203,9 @@ struct RunCommand: AsyncParsableCommand {
                 "Rejects:     \(Invocation.command) psql \(Invocation.shellWord(pipelineFile)) -c 'SELECT record_name, error FROM \(sqlName(pipeline.postgres.schema)).zonefeed_rejects ORDER BY id DESC LIMIT 20'"
             )
         }
-        return lines.joined(separator: "\n")
+        // Each line is ours; what a line holds from outside (a zone's name, a server's error)
+        // is escaped, so that the summary stays these lines whatever a server said.
+        return lines.map { InertText.escaped($0) }.joined(separator: "\n")
     }
 }
 

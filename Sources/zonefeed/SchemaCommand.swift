@@ -38,12 +38,18 @@ struct SchemaCommand: ParsableCommand {
             do {
                 schema = try CloudKitSchema(contentsOfFile: schemaFile)
             } catch {
-                FileHandle.standardError.write(Data("\(error)\n".utf8))
+                // As a pipeline file's problems are printed: one line, escaped, a long token cut.
+                let line =
+                    error.syntax.map {
+                        PipelineDiagnostic(file: error.path, line: $0.position.line, column: $0.position.column, message: $0.message).description
+                    } ?? InertText.escaped(error.description)
+                FileHandle.standardError.write(Data("\(line)\n".utf8))
                 throw Exit.usage
             }
             for name in skip where schema[recordType: name] == nil {
                 let suggestion = NameSuggestion.closest(to: name, among: schema.recordTypes.map(\.name)).map { " (did you mean \($0)?)" } ?? ""
-                FileHandle.standardError.write(Data("--skip \(name): \(schemaFile) defines no record type \(name)\(suggestion)\n".utf8))
+                let sentence = "--skip \(name): \(schemaFile) defines no record type \(name)\(suggestion)"
+                FileHandle.standardError.write(Data("\(InertText.escaped(sentence))\n".utf8))
                 throw Exit.usage
             }
             let options = SchemaFileMapping(stripCoreDataPrefix: stripCoreDataPrefix, indexes: indexQueryable ? .queryable : .none, skip: Set(skip))

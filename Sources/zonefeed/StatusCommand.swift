@@ -20,12 +20,17 @@ struct StatusCommand: AsyncParsableCommand {
             return try await destination.status()
         }
         guard status.tablesExist, !(status.zones.isEmpty && status.runs.isEmpty) else {
-            print("pipeline \(pipeline.name): no runs yet (run: zonefeed run \(options.pipelineFile))")
+            print("pipeline \(pipeline.name): no runs yet (run: zonefeed run \(InertText.escaped(options.pipelineFile)))")
             return
         }
-        print("pipeline \(pipeline.name) (schema \(pipeline.postgres.schema))")
+        print("pipeline \(pipeline.name) (schema \(InertText.escaped(pipeline.postgres.schema)))")
         if pipeline.postgres.isEmbedded {
-            print("embedded PostgreSQL cluster: \(PipelineOptions.embeddedPostgres(logger: logger).configuration.directory)")
+            let cluster = PipelineOptions.embeddedPostgres(logger: logger)
+            print("embedded PostgreSQL cluster: \(InertText.escaped(cluster.configuration.directory))")
+            if cluster.isRelocated {
+                print("  (PostgreSQL's account cannot reach \(InertText.escaped(cluster.requestedDirectory)), the folder asked for)")
+            }
+            print("  to remove it, with no zonefeed command using it: \(InertText.escaped(cluster.removalCommand))")
         }
         print("")
         var rows = [["zone", "token", "generation", "state", "applied", "live rows", "deleted rows", "updated", "last error"]]
@@ -62,7 +67,11 @@ struct StatusCommand: AsyncParsableCommand {
         print(Self.table(changes))
     }
 
+    /// The rows as columns. Every cell is escaped here, the one place status prints them: zone
+    /// names, errors, record types and names come from a server or the database, and a control
+    /// character in one would drive the terminal (`\u{1b}[2J` clears it) or break the table.
     static func table(_ rows: [[String]]) -> String {
+        let rows = rows.map { $0.map { InertText.escaped($0) } }
         var widths = [Int](repeating: 0, count: rows[0].count)
         for row in rows { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }
         return rows.map { row in

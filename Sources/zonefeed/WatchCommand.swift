@@ -25,17 +25,18 @@ struct WatchCommand: AsyncParsableCommand {
     @Option(help: "Serve /healthz and /metrics on host:port (overrides watch.listen).")
     var listen: String?
 
-    @Option(name: .customLong("poll-interval"), help: "Seconds between safety polls (overrides watch.pollInterval).")
+    @Option(name: .customLong("poll-interval"), help: "Seconds between safety polls, 1 to 86400 (overrides watch.pollInterval).")
     var pollInterval: Double?
+
+    func validate() throws {
+        if let pollInterval { try FlagRange.check("--poll-interval", pollInterval, in: WatchSettings.pollIntervalRange, unit: "seconds") }
+    }
 
     func run() async throws {
         let pipeline = try options.loadPipeline()
         let logger = options.makeLogger(for: pipeline)
         var settings = pipeline.section(WatchSettings.self) ?? WatchSettings()
-        if let pollInterval {
-            guard pollInterval >= 1 else { throw ValidationError("--poll-interval must be at least 1 second") }
-            settings.pollIntervalSeconds = pollInterval
-        }
+        if let pollInterval { settings.pollIntervalSeconds = pollInterval }
         if let listen {
             guard WatchSettings.hostAndPort(listen) != nil else { throw ValidationError("--listen must be host:port such as 127.0.0.1:9464") }
             settings.listen = listen
@@ -46,7 +47,7 @@ struct WatchCommand: AsyncParsableCommand {
         try await options.withDestination(pipeline, logger: logger) { conninfo in
             try await options.withSource(pipeline, conninfo: conninfo, logger: logger) { source in
                 let watcher = Watcher(
-                    configuration: .init(pollInterval: .milliseconds(Int64(settings.pollIntervalSeconds * 1000))),
+                    configuration: .init(pollInterval: settings.pollInterval),
                     notifier: source as? any ChangeNotifying, health: health, logger: logger
                 ) { trigger in
                     try await Self.cycle(pipeline, source: source, conninfo: conninfo, trigger: trigger, metrics: metrics, logger: logger)
@@ -59,7 +60,7 @@ struct WatchCommand: AsyncParsableCommand {
                         .init(
                             service: Self.healthServer(
                                 host: host, port: port, health: health, metrics: metrics,
-                                unhealthyAfter: .milliseconds(Int64(settings.unhealthyAfterSeconds * 1000)), logger: logger)))
+                                unhealthyAfter: settings.unhealthyAfter, logger: logger)))
                 }
                 let signals = await ShutdownSignals()
                 logger.info(
@@ -136,7 +137,8 @@ struct WatchCommand: AsyncParsableCommand {
             case .starting: text += "\nnotifications: starting (waiting for the web courier's first answer; polling meanwhile)"
             case .off: text += "\nnotifications: off (polling)"
             }
-            if let error { text += "\nlast error: \(error)" }
+            // A server's reason, printed by whoever curls the probe.
+            if let error { text += "\nlast error: \(InertText.escaped("\(error)"))" }
             return Response(
                 status: healthy ? .ok : .serviceUnavailable, headers: [.contentType: "text/plain; charset=utf-8"],
                 body: .init(byteBuffer: ByteBuffer(string: text + "\n")))

@@ -65,8 +65,8 @@ import ZoneFeed
 
     /// A clone in a folder of mode 0700, the demo run from there. As root (CI), that is /root,
     /// which the server's account cannot pass: the cluster lives under /var/lib/zonefeed instead,
-    /// and the run and `status` say where. As anyone else the server runs as that user, who
-    /// can: the cluster stays in the folder.
+    /// and `validate` (before any run), the run and `status` say where, and how to remove it. As
+    /// anyone else the server runs as that user, who can: the cluster stays in the folder.
     @Test func theDemoRunsFromAPrivateFolderAndStatusSaysWhereItsClusterIs() throws {
         let asRoot = geteuid() == 0
         let zonefeed = try ZonefeedBinary(parent: asRoot ? "/root" : NSTemporaryDirectory())
@@ -75,18 +75,25 @@ import ZoneFeed
         let demo = zonefeed.directory.appendingPathComponent("demo.yml").path
         try FileManager.default.copyItem(atPath: Self.repository.appendingPathComponent("pipelines/demo.yml").path, toPath: demo)
 
+        let validate = try zonefeed.run(["validate", "demo.yml"])
         let run = try zonefeed.run(["run", "demo.yml", "--progress", "never"])
         #expect(run.status == 0, "\(run.stderr)")
         let status = try zonefeed.run(["status", "demo.yml"])
         let line = status.stdout.split(separator: "\n").first { $0.hasPrefix("embedded PostgreSQL cluster: ") }
         let cluster = line.map { String($0.dropFirst("embedded PostgreSQL cluster: ".count)) } ?? ""
         #expect(FileManager.default.fileExists(atPath: cluster + "/data"), "\(status.stdout)")
+        #expect(status.stdout.contains("to remove it, with no zonefeed command using it: rm -rf '\(cluster)'"), "\(status.stdout)")
+        #expect(validate.stdout.contains("url:                embedded: a private cluster in \(cluster)"), "\(validate.stdout)")
+        #expect(validate.stdout.contains("to remove it, with no zonefeed command using it: rm -rf '\(cluster)'"), "\(validate.stdout)")
         if asRoot {
             #expect(run.stderr.contains("cannot reach"), "the log says where the cluster lives: \(run.stderr)")
+            #expect(run.stderr.contains("rm -rf '\(cluster)'"), "the log says how to remove it: \(run.stderr)")
             #expect(cluster.hasPrefix("/var/lib/zonefeed/"), "\(status.stdout)")
+            #expect(validate.stdout.contains("which cannot reach \(zonefeed.directory.path)/.zonefeed/postgres"), "\(validate.stdout)")
             if cluster.hasPrefix("/var/lib/zonefeed/") { try? FileManager.default.removeItem(atPath: cluster) }
         } else {
-            #expect(cluster == zonefeed.directory.appendingPathComponent(".zonefeed/postgres").path, "\(status.stdout)")
+            let asked = zonefeed.directory.appendingPathComponent(".zonefeed/postgres").standardizedFileURL.path
+            #expect(URL(fileURLWithPath: cluster).standardizedFileURL.path == asked, "\(status.stdout)")
         }
     }
 }

@@ -32,16 +32,19 @@ public final class TestPushgateway: @unchecked Sendable {
             guard process.isRunning else { break }
             try await Task.sleep(for: .milliseconds(50))
         }
-        stop()
         let said = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+        stop()
         throw FakeServerError(message: "the Pushgateway did not become ready on \(url): \(said)")
     }
 
+    /// Stops the gateway and removes its log, which nothing reads once it has started: the
+    /// temporary folder keeps nothing of a test.
     public func stop() {
         if process.isRunning {
             process.terminate()
             process.waitUntilExit()
         }
+        try? FileManager.default.removeItem(at: log)
     }
 
     /// What the gateway serves to Prometheus: every pushed group's metrics, in text format.

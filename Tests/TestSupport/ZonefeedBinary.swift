@@ -26,7 +26,9 @@ public struct ZonefeedBinary {
 
     /// A fresh working directory under `parent` (/tmp: reachable by the embedded server's account).
     public init(environment: [String: String] = [:], parent: String = "/tmp") throws {
-        directory = URL(fileURLWithPath: "\(parent)/zf-e2e-\(UUID().uuidString.prefix(8))")
+        // Standardised, so that a parent ending in '/' (NSTemporaryDirectory() does) gives the
+        // path zonefeed itself prints, without a doubled slash.
+        directory = URL(fileURLWithPath: parent).appendingPathComponent("zf-e2e-\(UUID().uuidString.prefix(8))").standardizedFileURL
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         self.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
     }

@@ -634,7 +634,7 @@ private let cloudKitWithToken = """
     #expect(
         problems(yaml) == [
             "notes.yml:3:17: source.fake.seed must be a whole number from 0 to 18446744073709551615, not '-1'",
-            "notes.yml:3:28: source.fake.zones must be a whole number from 1 to 1000, not '0'",
+            "notes.yml:3:28: source.fake.zones must be a whole number from 1 to 1,000, not '0'",
             "notes.yml:3:41: source.fake.pageSize must be a whole number from 1 to 200, not '500'",
             "notes.yml:3:53: source.fake.churn must be true or false, not 'yes'",
         ]
@@ -658,7 +658,7 @@ private let cloudKitWithToken = """
         + "unmappedFields: [keep]\n"
     #expect(
         problems(yaml) == [
-            "notes.yml:6:16: destination.commitEvery must be a whole number of at least 1, not 'abc'",
+            "notes.yml:6:16: destination.commitEvery must be a whole number from 1 to 1,000,000, not 'abc'",
             "notes.yml:7:17: unmappedFields must be keep or drop, not a list",
         ]
     )
@@ -679,7 +679,7 @@ private let cloudKitWithToken = """
     }
     #expect(
         urlProblems("host=db dbnmae=app password=s3cret") == [
-            "notes.yml:5:8: destination.url is not a valid key=value connection string: libpq has no parameter 'dbnmae' (did you mean 'dbname'?)"
+            "notes.yml:5:8: destination.url is not a valid key=value connection string: the key of its 2nd pair is not a libpq parameter (did you mean 'dbname'?); keys that are not libpq's are not shown, as they may be part of a password"
         ]
     )
     let uri = urlProblems("postgresql://app:s3cret@db/app?%zz=1")

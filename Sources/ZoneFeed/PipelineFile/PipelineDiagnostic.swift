@@ -18,7 +18,14 @@ public struct PipelineDiagnostic: Sendable, Hashable, CustomStringConvertible {
         self.message = message
     }
 
-    public var description: String { "\(file):\(line):\(column): \(message)" }
+    /// The longest message printed: values in it are quoted short already (`InertText.quoted`),
+    /// but a name used as a key (a record type's, a field's) is part of a path and could be long.
+    public static let maxMessageLength = 400
+
+    /// One line, whatever the file held: control characters escaped, the message capped.
+    public var description: String {
+        "\(InertText.escaped(file)):\(line):\(column): \(InertText.escaped(InertText.capped(message, limit: Self.maxMessageLength)))"
+    }
 }
 
 /// A pipeline file that was refused: every problem found in it, not just the first, so that one
@@ -30,10 +37,20 @@ public struct PipelineFileError: Error, Sendable, CustomStringConvertible {
         self.diagnostics = diagnostics
     }
 
-    /// The diagnostics in file order, one a line.
+    /// How many problems are listed; the rest are counted. A file of two million unknown keys
+    /// is one mistake (a wrong file, a generator gone astray), and listing them all would take
+    /// hundreds of megabytes and minutes of a terminal.
+    public static let maxListed = 50
+
+    /// The diagnostics in file order, one a line, the first `maxListed` of them.
     public var description: String {
-        Self.sorted(diagnostics).map(\.description)
-            .joined(separator: "\n")
+        let sorted = Self.sorted(diagnostics)
+        var lines = sorted.prefix(Self.maxListed).map(\.description)
+        if sorted.count > Self.maxListed {
+            let more = sorted.count - Self.maxListed
+            lines.append("… and \(more.grouped) more problem\(more == 1 ? "" : "s")")
+        }
+        return lines.joined(separator: "\n")
     }
 
     /// File by file (in the order the files were first named: the pipeline file, then a

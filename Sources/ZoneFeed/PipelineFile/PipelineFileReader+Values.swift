@@ -68,16 +68,13 @@ extension PipelineFileReader {
         return value.text
     }
 
+    /// A whole number within `range`; anything else (a fraction, `1e300`, a number past the
+    /// range) is refused at its line and column, so that no setting behind it can overflow.
     public func integer(_ key: String, in section: PipelineSection, range: ClosedRange<Int>) -> Int? {
-        let expected: String
-        if range.upperBound == Int.max {
-            expected = range.lowerBound == 0 ? "a whole number of 0 or more" : "a whole number of at least \(range.lowerBound)"
-        } else {
-            expected = "a whole number from \(range.lowerBound) to \(range.upperBound)"
-        }
+        let expected = "a whole number from \(range.lowerBound.grouped) to \(range.upperBound.grouped)"
         guard let value = text(key, in: section, expected: expected) else { return nil }
         guard let n = parseInteger(value.text), range.contains(n) else {
-            report("\(section.path(of: key)) must be \(expected), not '\(value.text)'", at: value.position)
+            report("\(section.path(of: key)) must be \(expected), not \(InertText.quoted(value.text))", at: value.position)
             return nil
         }
         return n
@@ -91,34 +88,28 @@ extension PipelineFileReader {
         case "true", "True", "TRUE": return true
         case "false", "False", "FALSE": return false
         default:
-            report("\(section.path(of: key)) must be true or false, not '\(value.text)'", at: value.position)
+            report("\(section.path(of: key)) must be true or false, not \(InertText.quoted(value.text))", at: value.position)
             return nil
         }
     }
 
-    public func number(_ key: String, in section: PipelineSection, minimum: Double, inclusive: Bool) -> Double? {
-        let bound = minimum == minimum.rounded() ? String(Int(minimum)) : String(minimum)
-        let expected = inclusive ? "a number of \(bound) or more" : "a number greater than \(bound)"
+    /// A number within `range` (`unit`, such as "seconds", says what it counts): NaN, infinity
+    /// and anything past the range are refused at its line and column, so that converting it
+    /// later (to milliseconds, to a `Duration`) cannot overflow. Every number a pipeline file
+    /// holds has a range, with a maximum as well as a minimum.
+    public func number(_ key: String, in section: PipelineSection, range: ClosedRange<Double>, unit: String? = nil) -> Double? {
+        let expected = "a number\(unit.map { " of \($0)" } ?? "") from \(Self.bound(range.lowerBound)) to \(Self.bound(range.upperBound))"
         guard let value = text(key, in: section, expected: expected) else { return nil }
-        guard let n = Double(value.text.replacingOccurrences(of: "_", with: "")), n.isFinite,
-            inclusive ? n >= minimum : n > minimum
-        else {
-            report("\(section.path(of: key)) must be \(expected), not '\(value.text)'", at: value.position)
+        guard let n = parseNumber(value.text), range.contains(n) else {
+            report("\(section.path(of: key)) must be \(expected), not \(InertText.quoted(value.text))", at: value.position)
             return nil
         }
         return n
     }
 
-    /// A number within `range`.
-    public func number(_ key: String, in section: PipelineSection, range: ClosedRange<Double>) -> Double? {
-        func text(_ bound: Double) -> String { bound == bound.rounded() && abs(bound) < 1e15 ? String(Int(bound)) : String(bound) }
-        let expected = "a number from \(text(range.lowerBound)) to \(text(range.upperBound))"
-        guard let value = self.text(key, in: section, expected: expected) else { return nil }
-        guard let n = Double(value.text.replacingOccurrences(of: "_", with: "")), range.contains(n) else {
-            report("\(section.path(of: key)) must be \(expected), not '\(value.text)'", at: value.position)
-            return nil
-        }
-        return n
+    /// `86,400`, `0.5`: a range's bound as a sentence says it.
+    static func bound(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? Int(value).grouped : "\(value)"
     }
 
     /// One of an enum's raw values; `explanations` replaces the generic sentence for values
@@ -134,7 +125,7 @@ extension PipelineFileReader {
             report(explanation, at: value.position)
             return nil
         }
-        var message = "unknown value '\(value.text)' for \(key) (expected \(expected)"
+        var message = "unknown value \(InertText.quoted(value.text)) for \(key) (expected \(expected)"
         if let suggestion = NameSuggestion.closest(to: value.text, among: names) { message += "; did you mean '\(suggestion)'?" }
         report(message + ")", at: value.position)
         return nil
@@ -166,7 +157,7 @@ extension PipelineFileReader {
     public func unsignedInteger(_ key: String, in section: PipelineSection) -> UInt64? {
         guard let value = text(key, in: section, expected: "a whole number of 0 or more") else { return nil }
         guard let n = parseUInt64(value.text) else {
-            report("\(section.path(of: key)) must be a whole number from 0 to \(UInt64.max), not '\(value.text)'", at: value.position)
+            report("\(section.path(of: key)) must be a whole number from 0 to \(UInt64.max), not \(InertText.quoted(value.text))", at: value.position)
             return nil
         }
         return n
@@ -178,6 +169,15 @@ private func parseInteger(_ text: String) -> Int? {
     let digits = text.trimmingSpaces()
     guard !digits.hasPrefix("_"), !digits.hasSuffix("_"), !digits.contains("__") else { return nil }
     return Int(digits.replacingOccurrences(of: "_", with: ""))
+}
+
+/// `2.5`, `300`, `1_000`; nil for what is not a finite number (Double reads `nan` and `inf`).
+private func parseNumber(_ text: String) -> Double? {
+    let digits = text.trimmingSpaces()
+    guard !digits.hasPrefix("_"), !digits.hasSuffix("_"), !digits.contains("__"),
+        let n = Double(digits.replacingOccurrences(of: "_", with: "")), n.isFinite
+    else { return nil }
+    return n
 }
 
 private func parseUInt64(_ text: String) -> UInt64? {

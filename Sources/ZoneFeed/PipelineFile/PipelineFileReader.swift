@@ -51,7 +51,9 @@ public final class PipelineFileReader {
         case .reader(let problem, let offset, _, _):
             report("invalid YAML: \(problem)", at: position(ofCharacterOffset: offset ?? 0))
         case .duplicatedKeysInMapping(let duplicates, let context):
-            let keys = duplicates.map { "'\($0)'" }.joined(separator: ", ")
+            // A file of a million repeated keys names a few of them, not a million.
+            var keys = duplicates.prefix(5).map { InertText.quoted($0) }.joined(separator: ", ")
+            if duplicates.count > 5 { keys += " and \((duplicates.count - 5).grouped) more" }
             let subject = duplicates.count == 1 ? "key \(keys) appears" : "keys \(keys) appear"
             report("\(subject) more than once in the same mapping", at: PipelinePosition(context.mark))
         default:
@@ -101,7 +103,7 @@ public final class PipelineFileReader {
         guard let pairs = entries(of: node, path: path, what: expected) else { return nil }
         for entry in pairs {
             guard allowed.contains(entry.key) else {
-                var message = "unknown key '\(entry.key)' \(section.whereabouts)"
+                var message = "unknown key \(InertText.quoted(entry.key)) \(section.whereabouts)"
                 if let suggestion = NameSuggestion.closest(to: entry.key, among: allowed) {
                     message += " (did you mean '\(suggestion)'?)"
                 } else {

@@ -10,18 +10,25 @@ import Foundation
 
 struct ReadFailure: Error {
     var reason: String
+    /// The file is larger than the most that is read: the reason says so, the caller says why.
+    var tooLarge = false
 }
 
 /// Reads with POSIX calls rather than Foundation so that the reason a read failed is `strerror`'s
 /// plain sentence ("No such file or directory"), the one users know from every other tool.
-func readTextFile(atPath path: String) -> Result<String, ReadFailure> {
-    let fd = open(path, O_RDONLY)
+///
+/// At most `maxBytes` are read: reading stops at `maxBytes + 1` whatever the path names (a FIFO,
+/// `/dev/zero`, a file of gigabytes), so a wrong path costs a small buffer, not the machine's
+/// memory. The size is not asked of `stat` first: a FIFO or a device has none worth trusting.
+func readTextFile(atPath path: String, maxBytes: Int) -> Result<String, ReadFailure> {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { return .failure(ReadFailure(reason: String(cString: strerror(errno)))) }
     defer { close(fd) }
     var bytes: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-    while true {
-        let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+    while bytes.count <= maxBytes {
+        let wanted = min(buffer.count, maxBytes + 1 - bytes.count)
+        let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, wanted) }
         if count < 0 {
             if errno == EINTR { continue }
             return .failure(ReadFailure(reason: String(cString: strerror(errno))))
@@ -29,8 +36,27 @@ func readTextFile(atPath path: String) -> Result<String, ReadFailure> {
         if count == 0 { break }
         bytes.append(contentsOf: buffer[0..<count])
     }
+    guard bytes.count <= maxBytes else {
+        return .failure(ReadFailure(reason: "it is larger than \(byteSize(maxBytes))", tooLarge: true))
+    }
     guard let text = String(bytes: bytes, encoding: .utf8) else {
         return .failure(ReadFailure(reason: "the file is not UTF-8 text"))
     }
     return .success(text)
+}
+
+/// A text file read up to a cap, for the modules that read a file a flag names (the metrics
+/// file's previous contents): the same reader as the pipeline file's.
+public enum TextFile {
+    /// The file's text; nil when it cannot be read, is larger than `maxBytes` or is not UTF-8.
+    public static func read(atPath path: String, maxBytes: Int) -> String? {
+        try? readTextFile(atPath: path, maxBytes: maxBytes).get()
+    }
+}
+
+/// `1 MiB`, `16 MiB`, `512 KiB`, `100 bytes`.
+func byteSize(_ bytes: Int) -> String {
+    if bytes >= 1 << 20, bytes % (1 << 20) == 0 { return "\(bytes >> 20) MiB" }
+    if bytes >= 1 << 10, bytes % (1 << 10) == 0 { return "\(bytes >> 10) KiB" }
+    return "\(bytes.grouped) bytes"
 }
