@@ -52,12 +52,24 @@ struct Scenario: Decodable {
         var description: String { "\(path): \(message)" }
     }
 
+    /// The largest scenario file read: many thousands of records, far from what a server's
+    /// memory can be asked to hold by mistake.
+    static let maxBytes = 256 << 20
+
     static func load(path: String) throws -> Scenario {
+        // Read up to the cap and one byte more, whatever the path is (a FIFO, /dev/zero).
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw Error(path: path, message: "cannot read the scenario file: it does not exist or cannot be opened")
+        }
+        defer { try? handle.close() }
         let data: Data
         do {
-            data = try Data(contentsOf: URL(fileURLWithPath: path))
+            data = try handle.read(upToCount: Self.maxBytes + 1) ?? Data()
         } catch {
             throw Error(path: path, message: "cannot read the scenario file (\(error.localizedDescription))")
+        }
+        guard data.count <= Self.maxBytes else {
+            throw Error(path: path, message: "the scenario file is larger than \(Self.maxBytes >> 20) MiB, the most one may be")
         }
         var scenario: Scenario
         do {

@@ -46,7 +46,12 @@ struct PipelinePlan: CustomStringConvertible {
             row("desiredKeys", cloudKit.desiredKeys.map { $0.isEmpty ? "none" : $0.joined(separator: ", ") } ?? "all fields")
             row(
                 "requests",
-                "timeout \(seconds(cloudKit.timeoutSeconds)), at most \(cloudKit.maxAttempts) attempts, \(seconds(cloudKit.retryBudgetSeconds)) of retry waits")
+                "timeout \(seconds(cloudKit.timeoutSeconds)) for a whole answer (\(seconds(cloudKit.idleTimeoutSeconds)) without a byte), "
+                    + "answers up to \(cloudKit.maxResponseBytes.grouped) bytes")
+            row(
+                "retries",
+                "at most \(cloudKit.maxAttempts) attempts within \(seconds(cloudKit.retryBudgetSeconds)); "
+                    + "a server's retryAfter counts up to \(seconds(cloudKit.maxRetryAfterSeconds))")
             row(
                 "maxConcurrentRequests",
                 "\(cloudKit.maxConcurrentRequests) requests in flight at most (fewer while throttled; one if the server accepts only the newest token)")

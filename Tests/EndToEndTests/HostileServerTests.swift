@@ -255,8 +255,8 @@ import Testing
     // MARK: A server that caps requests in flight
 
     /// A server that throttles a third request in flight, asking for a second's wait: the run
-    /// comes down to two and stays there, probing seldom, so that it pays about one pause
-    /// rather than one each time its limit creeps above the cap.
+    /// comes down to two and stays there, probing seldom, so that it pays a pause or none rather
+    /// than one each time its limit creeps above the cap (about 8 s of pauses before).
     @Test func aServersCapOnRequestsInFlightIsFoundWithoutAPauseAtEveryProbe() async throws {
         let s = try await Setup(
             "inflightprobe", fake: FakeSettings(seed: 223, zones: 4, recordsPerZone: 1_200),
@@ -269,7 +269,10 @@ import Testing
         let traffic = try await s.server.traffic()
         print("4,800 records against a cap of 2 in flight: paused \(seconds) s; \(traffic)")
         #expect(traffic["throttled", default: 0] > 0, "the cap was met: \(traffic)")
-        #expect(seconds >= 0.9 && seconds <= 3, "a pause or two of a second, not one per probe: \(seconds) s")
+        // A second's pause at most once or twice (none when the server answered the others
+        // meanwhile), not one per probe; the limit came down to the cap and stayed there.
+        #expect(seconds >= 0 && seconds <= 3, "\(seconds) s")
+        #expect(traffic["peakInFlightAfterThrottle", default: 99] <= 3, "\(traffic)")
         #expect(try differences(s, in: ["Zone01", "Zone02", "Zone03", "Zone04"]) == [])
     }
 }
