@@ -183,7 +183,7 @@ import Testing
             }
             let started = ContinuousClock.now
             _ = try await client.fetchRecordZoneChanges(zoneID: ZoneID(zoneName: "Other"), syncToken: nil)
-            #expect(ContinuousClock.now - started < .seconds(10), "the other request went at once")
+            #expect(ContinuousClock.now - started < .seconds(60), "the other request went without waiting out the hour")
             #expect(await client.throttledSeconds == 0)
         }
     }

@@ -32,13 +32,13 @@ import ZoneFeed
     /// `timeoutSeconds: 1e300` passed validate, and `run` then trapped converting it to
     /// milliseconds; now both refuse it at its line, exit 2, and nothing starts.
     @Test(arguments: ["timeoutSeconds: 1e300", "retryBudgetSeconds: 1e300", "maxAttempts: 9223372036854775807"])
-    func aNumberPastItsRangeIsRefusedByValidateAndRunAlike(line: String) throws {
+    func aNumberPastItsRangeIsRefusedByValidateAndRunAlike(line: String) async throws {
         let zonefeed = try ZonefeedBinary()
         defer { zonefeed.remove() }
         try Self.cloudKitPipeline(line).write(to: zonefeed.directory.appendingPathComponent("bounded.yml"), atomically: true, encoding: .utf8)
         let key = String(line.prefix { $0 != ":" })
         for command in ["validate", "run"] {
-            let output = try zonefeed.run([command, "bounded.yml"])
+            let output = try await zonefeed.run([command, "bounded.yml"])
             #expect(output.status == 2, "\(command): \(output.stderr)")
             #expect(output.stderr.hasPrefix("bounded.yml:6:\(key.count + 7): source.cloudkit.\(key) must be "), "\(command): \(output.stderr)")
             #expect(output.stdout.isEmpty)
@@ -64,11 +64,11 @@ import ZoneFeed
         (["bench", "--watch-poll-interval", "0"], "--watch-poll-interval must be a number of seconds from 1 to 86,400, not 0"),
         (["bench", "--port", "0"], "--port must be a whole number from 1 to 65,535, not 0"),
     ])
-    func aFlagPastItsRangeIsAUsageError(arguments: [String], message: String) throws {
+    func aFlagPastItsRangeIsAUsageError(arguments: [String], message: String) async throws {
         let zonefeed = try ZonefeedBinary()
         defer { zonefeed.remove() }
         try Self.cloudKitPipeline("").write(to: zonefeed.directory.appendingPathComponent("p.yml"), atomically: true, encoding: .utf8)
-        let output = try zonefeed.run(arguments)
+        let output = try await zonefeed.run(arguments)
         #expect(output.status == 2, "\(output.stderr)")
         #expect(output.stderr.contains(message), "\(output.stderr)")
         #expect(!output.stdout.contains("listening on"))
@@ -78,7 +78,7 @@ import ZoneFeed
 
     /// `/dev/zero`, a FIFO fed forever, and a sparse file of 5 GiB: each is refused after 1 MiB
     /// and a byte, in moments, where the first was read until the memory ran out.
-    @Test func aPipelineFileIsReadUpToOneMebibyteWhateverItIs() throws {
+    @Test func aPipelineFileIsReadUpToOneMebibyteWhateverItIs() async throws {
         let zonefeed = try ZonefeedBinary()
         defer { zonefeed.remove() }
         let sparse = zonefeed.directory.appendingPathComponent("huge.yml").path
@@ -90,14 +90,14 @@ import ZoneFeed
             // `yes` writes into the FIFO until zonefeed closes it.
             ("mkfifo endless.yml && { yes 'k: v' > endless.yml 2>/dev/null & } && zonefeed validate endless.yml", "endless.yml"),
         ] {
-            let output = try zonefeed.shell(command.replacingOccurrences(of: "zonefeed ", with: "\(ZonefeedBinary.path) "))
+            let output = try await zonefeed.shell(command.replacingOccurrences(of: "zonefeed ", with: "\(ZonefeedBinary.path) "))
             #expect(output.status == 2, "\(command): \(output.stderr)")
             #expect(
                 output.stderr
                     == "\(file):0:0: cannot read pipeline file: it is larger than 1 MiB, the most a pipeline file may be (one is a few kilobytes): check that this is the pipeline file\n",
                 "\(command)")
         }
-        let schema = try zonefeed.run(["schema", "mapping", "/dev/zero"])
+        let schema = try await zonefeed.run(["schema", "mapping", "/dev/zero"])
         #expect(schema.status == 2)
         #expect(
             schema.stderr
@@ -109,7 +109,7 @@ import ZoneFeed
     /// success over, and waited for a writer forever (then would have renamed a file over it).
     /// Now a path that is not a regular file is refused, the run's exit code stands, and the FIFO
     /// is left as it was.
-    @Test func aMetricsFileThatIsNotARegularFileIsNeitherReadNorReplaced() throws {
+    @Test func aMetricsFileThatIsNotARegularFileIsNeitherReadNorReplaced() async throws {
         let zonefeed = try ZonefeedBinary()
         defer { zonefeed.remove() }
         try """
@@ -121,7 +121,7 @@ import ZoneFeed
         """.write(to: zonefeed.directory.appendingPathComponent("metered.yml"), atomically: true, encoding: .utf8)
         let fifo = zonefeed.directory.appendingPathComponent("metered.prom").path
         #expect(mkfifo(fifo, 0o644) == 0)
-        let output = try zonefeed.run(["run", "metered.yml", "--metrics-file", fifo])
+        let output = try await zonefeed.run(["run", "metered.yml", "--metrics-file", fifo])
         #expect(output.status == 1, "the database cannot be reached: \(output.stderr)")
         #expect(output.stderr.contains("the metrics file \(fifo) exists and is not a regular file (a folder, a device or a FIFO)"), "\(output.stderr)")
         var info = stat()
@@ -132,7 +132,7 @@ import ZoneFeed
 
     /// The largest pipeline file zonefeed reads, all unknown keys: fifty lines and a count, in
     /// seconds rather than minutes.
-    @Test func aMebibyteOfUnknownKeysIsFiftyLinesAndACount() throws {
+    @Test func aMebibyteOfUnknownKeysIsFiftyLinesAndACount() async throws {
         let zonefeed = try ZonefeedBinary()
         defer { zonefeed.remove() }
         var yaml = Self.cloudKitPipeline("")
@@ -143,7 +143,7 @@ import ZoneFeed
         }
         try yaml.write(to: zonefeed.directory.appendingPathComponent("keys.yml"), atomically: true, encoding: .utf8)
         let started = ContinuousClock.now
-        let output = try zonefeed.run(["validate", "keys.yml"])
+        let output = try await zonefeed.run(["validate", "keys.yml"])
         let elapsed = ContinuousClock.now - started
         #expect(output.status == 2)
         let lines = output.stderr.split(separator: "\n")
@@ -190,7 +190,7 @@ import ZoneFeed
               url: ${PIPELINE_URL}
             """.write(to: zonefeed.directory.appendingPathComponent("secret.yml"), atomically: true, encoding: .utf8)
             for command in ["validate", "run"] {
-                let output = try z.run(command == "run" ? ["run", "secret.yml", "--progress", "never"] : ["validate", "secret.yml"])
+                let output = try await z.run(command == "run" ? ["run", "secret.yml", "--progress", "never"] : ["validate", "secret.yml"])
                 let shown = output.stdout + output.stderr
                 #expect(output.status != 0 || command == "validate", "\(command) \(url): \(shown)")
                 for piece in ["XYZZY", "horse", "battery"] {
@@ -227,13 +227,13 @@ import ZoneFeed
         try await s.server.admin(
             "faults/fail", ["status": 400, "count": 2, "pathSuffix": "records/changes", "serverErrorCode": "BAD_REQUEST", "reason": reason])
 
-        let failed = try s.run(["--log-level", "debug"])
+        let failed = try await s.run(["--log-level", "debug"])
         #expect(failed.status == 1, "\(failed.stderr)")
-        let succeeded = try s.run(["--log-level", "debug"])
+        let succeeded = try await s.run(["--log-level", "debug"])
         #expect(succeeded.status == 0, "\(succeeded.stderr)")
         var z = s.zonefeed
         z.environment.merge(s.p.environment) { _, new in new }
-        let status = try z.run(["status", s.file])
+        let status = try await z.run(["status", s.file])
         #expect(status.status == 0, "\(status.stderr)")
 
         for (what, text) in [

@@ -9,7 +9,7 @@ import Testing
         let zonefeed = try ZonefeedBinary()
         defer { zonefeed.remove() }
         let json = zonefeed.directory.appendingPathComponent("bench.json").path
-        let output = try zonefeed.run([
+        let output = try await zonefeed.run([
             "bench", "--records", "1200", "--zones", "3", "--parallel-zones", "3", "--wan-records", "3200", "--wan-zones", "8",
             "--wan-latency", "40", "--database-url", try await TestDatabase.connectionString(), "--json", json,
         ])

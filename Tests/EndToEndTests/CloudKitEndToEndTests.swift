@@ -21,17 +21,17 @@ import ZoneFeed
         ) async throws {
             p = try await FakePipeline(prefix: prefix, fake: fake)
             zonefeed = try ZonefeedBinary(environment: p.environment)
-            server = try FakeServerProcess(
+            server = try await FakeServerProcess(
                 zonefeed, seed: fake.seed, zones: fake.zones, recordsPerZone: fake.recordsPerZone, options: options)
             p.serverURL = server.url
             configure(&p)
             file = try p.write(to: zonefeed.directory)
         }
 
-        func run(_ extra: [String] = []) throws -> ZonefeedBinary.Output {
+        func run(_ extra: [String] = []) async throws -> ZonefeedBinary.Output {
             var z = zonefeed
             z.environment.merge(p.environment) { _, new in new }
-            return try z.run(["run", file, "--progress", "never"] + extra)
+            return try await z.run(["run", file, "--progress", "never"] + extra)
         }
 
         /// The token file's lines, the newest token first.
@@ -85,7 +85,7 @@ import ZoneFeed
     @Test func backfillAndIncrementalRunsOverHTTPMatchTheSourceColumnByColumn() async throws {
         let s = try await Setup("httpfeed", fake: FakeSettings(seed: 51, zones: 2, recordsPerZone: 1_500))
         defer { s.stop() }
-        let first = try s.run()
+        let first = try await s.run()
         #expect(first.status == 0, "\(first.stderr)")
         #expect(try s.liveDifferences() == [])
         let columns = try NoteColumns.differences(s.p, expected: s.p.expected())
@@ -118,7 +118,7 @@ import ZoneFeed
         try await s.server.admin("records/add", ["zone": "Zone01", "records": try FakeServerProcess.wire([updated, fresh])])
         try await s.server.admin("records/delete", ["zone": "Zone01", "recordNames": [live[1].key.recordName]])
 
-        let second = try s.run()
+        let second = try await s.run()
         #expect(second.status == 0, "\(second.stderr)")
         #expect(second.stdout.contains("2 upserted, 1 tombstoned"), "\(second.stdout)")
         let row = try Connection.withConnection(s.p.url) { c in
@@ -146,16 +146,16 @@ import ZoneFeed
     @Test func aDeletedRecordThatIsCreatedAgainComesBackToLife() async throws {
         let s = try await Setup("recreate", fake: FakeSettings(seed: 53, zones: 1, recordsPerZone: 300))
         defer { s.stop() }
-        #expect(try s.run().status == 0)
+        #expect(try await s.run().status == 0)
         let name = s.p.expected().rows.first { !$0.value.deleted }!.key.recordName
         try await s.server.admin("records/delete", ["zone": "Zone01", "recordNames": [name]])
-        #expect(try s.run().status == 0)
+        #expect(try await s.run().status == 0)
         let key = ExpectedState.Key(zoneName: "Zone01", recordName: name)
         #expect(try DestinationSnapshot.read(s.p).rows[key]?.deleted == true)
 
         let again = Record(recordName: name, recordType: "Tag", recordChangeTag: "reborn", fields: ["label": .string("again")])
         try await s.server.admin("records/add", ["zone": "Zone01", "records": try FakeServerProcess.wire([again])])
-        #expect(try s.run().status == 0)
+        #expect(try await s.run().status == 0)
         let row = try DestinationSnapshot.read(s.p).rows[key]
         #expect(row?.deleted == false && row?.changeTag == "reborn")
     }
@@ -163,13 +163,13 @@ import ZoneFeed
     @Test func deletedAndPurgedZonesAreTombstonedAndRemoved() async throws {
         let s = try await Setup("zones", fake: FakeSettings(seed: 55, zones: 3, recordsPerZone: 400))
         defer { s.stop() }
-        #expect(try s.run().status == 0)
+        #expect(try await s.run().status == 0)
         let before = try DestinationSnapshot.read(s.p)
         let liveIn = { (zone: String) in before.rows.filter { $0.key.zoneName == zone && !$0.value.deleted }.count }
 
         try await s.server.admin("zones/delete", ["zone": "Zone01"])
         try await s.server.admin("zones/purge", ["zone": "Zone02"])
-        let output = try s.run()
+        let output = try await s.run()
         #expect(output.status == 0, "\(output.stderr)")
 
         let after = try DestinationSnapshot.read(s.p)
@@ -183,12 +183,12 @@ import ZoneFeed
     @Test func aTokenExpiredWhileRecordsWereDeletedIsResyncedAndTheyAreSwept() async throws {
         let s = try await Setup("expire", fake: FakeSettings(seed: 57, zones: 1, recordsPerZone: 600))
         defer { s.stop() }
-        #expect(try s.run().status == 0)
+        #expect(try await s.run().status == 0)
         let gone = s.p.expected().rows.filter { !$0.value.deleted }.keys.sorted().prefix(3).map(\.recordName)
         try await s.server.admin("records/delete", ["zone": "Zone01", "recordNames": gone])
         try await s.server.admin("zones/expire-tokens", ["zone": "Zone01"])
 
-        let output = try s.run()
+        let output = try await s.run()
         #expect(output.status == 0, "\(output.stderr)")
         #expect(output.stdout.contains("3 rows no longer at the source were tombstoned"), "\(output.stdout)")
         let after = try DestinationSnapshot.read(s.p)
@@ -202,7 +202,7 @@ import ZoneFeed
         defer { s.stop() }
         try await s.server.admin("faults/throttle", ["count": 2, "retryAfter": 0.8, "pathSuffix": "records/changes"])
         let started = ContinuousClock.now
-        let output = try s.run()
+        let output = try await s.run()
         let elapsed = ContinuousClock.now - started
         #expect(output.status == 0, "\(output.stderr)")
         #expect(elapsed >= .milliseconds(1_600), "two retryAfter waits of 0.8 s")
@@ -213,7 +213,7 @@ import ZoneFeed
     @Test func aRejectedWebAuthTokenStopsTheRunWithExitCode3AndNoSecret() async throws {
         let s = try await Setup("auth", fake: FakeSettings(seed: 61, zones: 1, recordsPerZone: 100)) { $0.webAuthToken = "stale+token/that=leaks" }
         defer { s.stop() }
-        let output = try s.run()
+        let output = try await s.run()
         #expect(output.status == 3)
         #expect(output.stderr.contains("web auth token"), "\(output.stderr)")
         #expect(!output.stderr.contains("stale") && !output.stdout.contains("stale"))
@@ -223,7 +223,7 @@ import ZoneFeed
     @Test func rotatedTokensArePersistedAndUsedWhenTheConfiguredOneIsStale() async throws {
         let s = try await Setup("rotate", fake: FakeSettings(seed: 63, zones: 1, recordsPerZone: 100))
         defer { s.stop() }
-        #expect(try s.run().status == 0)
+        #expect(try await s.run().status == 0)
         let tokenFile = s.zonefeed.directory.appendingPathComponent(s.p.webAuthTokenFile!).path
         let stored = try s.tokenFileLines().first ?? ""
         #expect(!stored.isEmpty && stored != s.p.webAuthToken)
@@ -232,7 +232,7 @@ import ZoneFeed
 
         try await s.server.admin("auth/revoke", ["initial": true])
         try await s.addTag("AFTER-ROTATION", to: "Zone01")
-        let second = try s.run()
+        let second = try await s.run()
         #expect(second.status == 0, "\(second.stderr)")
         #expect(try s.hasRow("AFTER-ROTATION", in: "Zone01"))
     }
@@ -240,9 +240,9 @@ import ZoneFeed
     @Test func aDifferentUserBehindTheTokenStopsTheRun() async throws {
         let s = try await Setup("account", fake: FakeSettings(seed: 65, zones: 1, recordsPerZone: 100))
         defer { s.stop() }
-        #expect(try s.run().status == 0)
+        #expect(try await s.run().status == 0)
         try await s.server.admin("user", ["userRecordName": "_someoneElse"])
-        let output = try s.run()
+        let output = try await s.run()
         #expect(output.status == 1)
         #expect(output.stderr.contains("_someoneElse"), "\(output.stderr)")
         #expect(try DestinationSnapshot.read(s.p).runStatuses.last == "failed")
@@ -278,10 +278,9 @@ import ZoneFeed
             var z = s.zonefeed
             z.environment.merge(s.p.environment) { _, new in new }
             let running = try z.start(["run", s.file, "--progress", "never"])
-            if round == 0 { applied = try s.p.waitForProgress(beyond: applied, while: running) }
-            usleep(UInt32.random(in: 0...400_000))
-            running.signal(SIGKILL)
-            let output = running.wait()
+            if round == 0 { applied = try await s.p.waitForProgress(beyond: applied, while: running) }
+            running.kill(after: .microseconds(Int.random(in: 0...400_000)))
+            let output = await running.wait()
             if output.status == SIGKILL {
                 kills += 1
             } else if output.status == 3 {
@@ -289,7 +288,7 @@ import ZoneFeed
             }
             try await s.p.waitForSessionsToEnd()
         }
-        let final = try s.run()
+        let final = try await s.run()
         print(
             "killed \(kills) of \(wanted) runs at random moments (tokens in the \(tokenStore), retired on \(retirement)); \(lockedOut.count) locked out; final run exit \(final.status)"
         )
@@ -310,10 +309,10 @@ import ZoneFeed
         defer { s.stop() }
         var z = s.zonefeed
         z.environment.merge(s.p.environment) { _, new in new }
-        let validate = try z.run(["validate", s.file])
+        let validate = try await z.run(["validate", s.file])
         #expect(validate.stdout.contains("webAuthTokenStore database (table \(s.p.schema).zonefeed_web_auth_tokens)"), "\(validate.stdout)")
 
-        let first = try s.run()
+        let first = try await s.run()
         #expect(first.status == 0, "\(first.stderr)")
         let saved = try savedTokens(s)
         #expect(saved.first != s.p.webAuthToken, "the newest token is a rotated one")
@@ -337,7 +336,7 @@ import ZoneFeed
         defer { next.remove() }
         next.environment.merge(s.p.environment) { _, new in new }
         let nextFile = try s.p.write(to: next.directory)
-        let second = try next.run(["run", nextFile, "--progress", "never"])
+        let second = try await next.run(["run", nextFile, "--progress", "never"])
         #expect(second.status == 0, "the second process started from the stored token: \(second.stderr)")
         #expect(try s.hasRow("NEXT-POD", in: "Zone02"))
         #expect(try await s.server.traffic()["staleTokenRefusals", default: 0] == 0, "no request carried a retired token")
@@ -348,7 +347,7 @@ import ZoneFeed
         try Connection.withConnection(s.p.url) { c in
             _ = try c.query("DELETE FROM \(quoteIdentifier(s.p.schema)).zonefeed_web_auth_tokens WHERE pipeline = $1", [s.p.name])
         }
-        let withoutTable = try next.run(["run", nextFile, "--progress", "never"])
+        let withoutTable = try await next.run(["run", nextFile, "--progress", "never"])
         #expect(withoutTable.status == 3, "the configured token was retired long ago: \(withoutTable.stderr)")
     }
 
@@ -369,15 +368,15 @@ import ZoneFeed
         defer { s.stop() }
         var z = s.zonefeed
         z.environment.merge(s.p.environment) { _, new in new }
-        let validate = try z.run(["validate", s.file])
+        let validate = try await z.run(["validate", s.file])
         #expect(validate.stdout.contains("webAuthTokenFile .zonefeed/\(s.p.name).web-auth-token (the default for this pipeline)"), "\(validate.stdout)")
 
-        let first = try s.run()
+        let first = try await s.run()
         #expect(first.status == 0, "\(first.stderr)")
         let file = s.zonefeed.directory.appendingPathComponent(".zonefeed/\(s.p.name).web-auth-token").path
         #expect(try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int == 0o600)
         try await s.addTag("SECOND-RUN", to: "Zone02")
-        let second = try s.run()
+        let second = try await s.run()
         #expect(second.status == 0, "the configured token was retired by the first run: \(second.stderr)")
         #expect(try s.hasRow("SECOND-RUN", in: "Zone02"))
     }
@@ -389,7 +388,7 @@ import ZoneFeed
             "overtaken", fake: FakeSettings(seed: 71, zones: 8, recordsPerZone: 1_000),
             server: ["--token-window", "2", "--token-retirement", "issue", "--latency", "40,10"])
         defer { s.stop() }
-        let first = try s.run()
+        let first = try await s.run()
         #expect(first.status == 0, "\(first.stderr)")
         #expect(first.stderr.contains("requests go one at a time"), "\(first.stderr)")
         #expect(try await s.server.traffic()["staleTokenRefusals", default: 0] > 0, "the server did refuse overtaken tokens")
@@ -398,7 +397,7 @@ import ZoneFeed
 
         try await s.server.admin("stats/reset")
         try await s.addTag("LATER", to: "Zone03")
-        let second = try s.run()
+        let second = try await s.run()
         #expect(second.status == 0, "\(second.stderr)")
         let traffic = try await s.server.traffic()
         #expect(traffic["peakInFlight"] == 1, "the next run knew to send one request at a time: \(traffic)")
@@ -412,7 +411,7 @@ import ZoneFeed
             server: ["--token-window", "64", "--latency", "50,10"]
         ) { $0.maxConcurrentRequests = 8 }
         defer { s.stop() }
-        let output = try s.run()
+        let output = try await s.run()
         #expect(output.status == 0, "\(output.stderr)")
         let traffic = try await s.server.traffic()
         #expect(traffic["peakInFlight", default: 0] > 1, "\(traffic)")
@@ -427,7 +426,7 @@ import ZoneFeed
             server: ["--token-window", "64", "--latency", "20,5", "--max-in-flight", "2"]
         ) { $0.maxConcurrentRequests = 8 }
         defer { s.stop() }
-        let output = try s.run()
+        let output = try await s.run()
         #expect(output.status == 0, "\(output.stderr)")
         let traffic = try await s.server.traffic()
         #expect(traffic["throttled", default: 0] > 0, "\(traffic)")
@@ -439,7 +438,7 @@ import ZoneFeed
         #expect(Double(waited ?? "0") ?? 0 > 0)
         var z = s.zonefeed
         z.environment.merge(s.p.environment) { _, new in new }
-        let status = try z.run(["status", s.file])
+        let status = try await z.run(["status", s.file])
         #expect(status.stdout.contains(String(format: "%.1f s", Double(waited ?? "0") ?? 0)), "status shows the run's wait: \(status.stdout)")
         #expect(try s.liveDifferences() == [])
     }

@@ -29,9 +29,9 @@ import ZoneFeed
                 ).scalar.flatMap { Int($0) } ?? 0
             }
             mostHolders = max(mostHolders, holders)
-            usleep(10_000)
+            try await Task.sleep(for: .milliseconds(10))
         }
-        let (outA, outB) = (a.wait(), b.wait())
+        let (outA, outB) = await (a.wait(), b.wait())
         #expect(mostHolders >= 2, "at one moment both processes held zones")
         #expect(outA.status == 0, "\(outA.stderr)")
         #expect(outB.status == 0, "\(outB.stderr)")
@@ -49,7 +49,7 @@ import ZoneFeed
         #expect(output.status == 130, "\(output.stderr)")
         #expect(try DestinationSnapshot.read(p).runStatuses == ["interrupted"])
 
-        let resumed = try zonefeed.run(["run", file, "--progress", "never"])
+        let resumed = try await zonefeed.run(["run", file, "--progress", "never"])
         #expect(resumed.status == 0)
         #expect(try DestinationSnapshot.read(p).differences(from: p.expected()) == [])
     }
@@ -68,16 +68,16 @@ import ZoneFeed
         let zonefeed = try ZonefeedBinary(environment: p.environment)
         let file = try p.write(to: zonefeed.directory)
         let running = try zonefeed.start(["run", file, "--progress", "never"])
-        _ = try p.waitForProgress(while: running)
+        _ = try await p.waitForProgress(while: running)
         running.signal(signal)
-        return (p, zonefeed, file, running.wait())
+        return await (p, zonefeed, file, running.wait())
     }
 
     /// `--host 0.0.0.0` (for docker compose) listens on every address; loopback stays the default.
     @Test func theFakeServerListensBeyondLoopbackWhenAsked() async throws {
         let zonefeed = try ZonefeedBinary()
         defer { zonefeed.remove() }
-        let server = try FakeServerProcess(zonefeed, seed: 1, zones: 1, recordsPerZone: 10, options: ["--host", "0.0.0.0"])
+        let server = try await FakeServerProcess(zonefeed, seed: 1, zones: 1, recordsPerZone: 10, options: ["--host", "0.0.0.0"])
         defer { server.stop() }
         #expect(server.url.hasPrefix("http://0.0.0.0:"), "\(server.url)")
         let port = try #require(server.url.split(separator: ":").last.flatMap { Int($0) })
@@ -100,10 +100,10 @@ import ZoneFeed
         #expect(response.status.code == 200)
     }
 
-    @Test func versionNamesZonefeedItsCommitLibpqAndSwift() throws {
+    @Test func versionNamesZonefeedItsCommitLibpqAndSwift() async throws {
         let zonefeed = try ZonefeedBinary()
         defer { zonefeed.remove() }
-        let output = try zonefeed.run(["--version"])
+        let output = try await zonefeed.run(["--version"])
         #expect(output.status == 0, "\(output.stderr)")
         let lines = output.stdout.split(separator: "\n").map(String.init)
         #expect(lines.count == 4, "\(output.stdout)")
@@ -121,7 +121,7 @@ import ZoneFeed
         try "pipeline: bad\nsource:\n  fake: {}\ndestination:\n  url: embedded\nrecordTypes:\n  Note:\n    fields:\n      wordCount: bigin\n"
             .write(toFile: file, atomically: true, encoding: .utf8)
         for command in ["run", "validate", "status"] {
-            let output = try zonefeed.run([command, file])
+            let output = try await zonefeed.run([command, file])
             #expect(output.status == 2)
             #expect(output.stderr.contains("bad.yml:9:18: unknown type 'bigin' for field wordCount (did you mean 'bigint'?)"), "\(output.stderr)")
         }
@@ -132,16 +132,16 @@ import ZoneFeed
         let zonefeed = try ZonefeedBinary(environment: p.environment)
         defer { zonefeed.remove() }
         let file = try p.write(to: zonefeed.directory)
-        #expect(try zonefeed.run(["run", file]).status == 0)
+        #expect(try await zonefeed.run(["run", file]).status == 0)
 
-        let status = try zonefeed.run(["status", file])
+        let status = try await zonefeed.run(["status", file])
         #expect(status.status == 0)
         #expect(status.stdout.contains("Zone01") && status.stdout.contains("Zone02") && status.stdout.contains("succeeded"))
 
-        #expect(try zonefeed.run(["reset", file]).status == 2, "reset needs --zone or --all")
-        let reset = try zonefeed.run(["reset", file, "--zone", "Zone02"])
+        #expect(try await zonefeed.run(["reset", file]).status == 2, "reset needs --zone or --all")
+        let reset = try await zonefeed.run(["reset", file, "--zone", "Zone02"])
         #expect(reset.status == 0)
         #expect(reset.stdout.contains("Zone02"))
-        #expect(try zonefeed.run(["status", file]).stdout.contains("resyncing"))
+        #expect(try await zonefeed.run(["status", file]).stdout.contains("resyncing"))
     }
 }

@@ -21,13 +21,12 @@ import ZoneFeed
         var applied = 0
         for _ in 0..<5 {
             let running = try zonefeed.start(["run", file, "--progress", "never"])
-            applied = try p.waitForProgress(beyond: applied, while: running)
-            usleep(UInt32.random(in: 0...250_000))
-            running.signal(SIGKILL)
-            if running.wait().status == SIGKILL { kills += 1 }
+            applied = try await p.waitForProgress(beyond: applied, while: running)
+            running.kill(after: .microseconds(Int.random(in: 0...250_000)))
+            if await running.wait().status == SIGKILL { kills += 1 }
             try await p.waitForSessionsToEnd()
         }
-        let final = try zonefeed.run(["run", file, "--progress", "never"])
+        let final = try await zonefeed.run(["run", file, "--progress", "never"])
         #expect(final.status == 0, "\(final.stderr)")
 
         let expected = p.expected()

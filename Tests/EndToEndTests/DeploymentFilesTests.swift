@@ -20,10 +20,10 @@ import Yams
     }
 
     /// `zonefeed validate` of a pipeline file with `environment` and nothing else set.
-    static func validate(_ file: String, environment: [String: String]) throws -> ZonefeedBinary.Output {
+    static func validate(_ file: String, environment: [String: String]) async throws -> ZonefeedBinary.Output {
         let zonefeed = try ZonefeedBinary(environment: environment)
         defer { zonefeed.remove() }
-        return try zonefeed.run(["validate", file])
+        return try await zonefeed.run(["validate", file])
     }
 
     @Test func theCronJobFailsAtOnceExactlyOnTheExitCodesThatNeedAPerson() async throws {
@@ -46,14 +46,14 @@ import Yams
             $0.webAuthToken = "a-token-the-server-never-issued"
         }
         defer { s.stop() }
-        let refused = try s.run()
-        let broken = try s.zonefeed.run(["run", try s.p.write(to: s.zonefeed.directory).replacingOccurrences(of: ".yml", with: ".missing.yml")])
+        let refused = try await s.run()
+        let broken = try await s.zonefeed.run(["run", try s.p.write(to: s.zonefeed.directory).replacingOccurrences(of: ".yml", with: ".missing.yml")])
         #expect(refused.status == 3 && broken.status == 2, "\(refused.stderr) \(broken.stderr)")
         #expect(named == [Int(refused.status), Int(broken.status)], "FailJob on exactly the codes that need a person")
         #expect(!named.contains(1) && !named.contains(143), "a failed or evicted run is retried")
     }
 
-    @Test func theConfigMapsPipelineValidatesWithTheSecretsVariablesAndKeepsTokensInTheDatabase() throws {
+    @Test func theConfigMapsPipelineValidatesWithTheSecretsVariablesAndKeepsTokensInTheDatabase() async throws {
         let configMap = try Self.yaml("docker/kubernetes/configmap.yaml")
         let secret = try Self.yaml("docker/kubernetes/secret.yaml")
         let cronJob = try Self.yaml("docker/kubernetes/cronjob.yaml")
@@ -74,13 +74,13 @@ import Yams
         defer { zonefeed.remove() }
         let file = zonefeed.directory.appendingPathComponent("pipeline.yml").path
         try pipeline.write(toFile: file, atomically: true, encoding: .utf8)
-        let output = try zonefeed.run(["validate", file])
+        let output = try await zonefeed.run(["validate", file])
         #expect(output.status == 0, "\(output.stdout)\(output.stderr)")
         #expect(output.stdout.contains("webAuthTokenStore database"), "a pod's disk does not outlive it: \(output.stdout)")
         #expect(!output.stdout.contains(environment["CLOUDKIT_WEB_AUTH_TOKEN"]!), "no secret in the plan")
     }
 
-    @Test func composeStartsTheRunOnceTheDatabaseIsHealthyAndItsPipelineValidates() throws {
+    @Test func composeStartsTheRunOnceTheDatabaseIsHealthyAndItsPipelineValidates() async throws {
         let compose = try Self.yaml("docker/compose.yml")
         let services = try #require(compose["services"] as? [String: Any])
         let healthcheck = try #require(Self.value(services, "db.healthcheck.test") as? [String])
@@ -93,7 +93,7 @@ import Yams
         let command = try #require(Self.value(services, "zonefeed.command") as? [String])
         #expect(command.first == "run")
         let environment = try #require(Self.value(services, "zonefeed.environment") as? [String: String])
-        let output = try Self.validate(Self.root.appendingPathComponent(command[1]).path, environment: environment)
+        let output = try await Self.validate(Self.root.appendingPathComponent(command[1]).path, environment: environment)
         #expect(output.status == 0, "\(output.stdout)\(output.stderr)")
         #expect(output.stdout.contains(environment["FAKE_CLOUDKIT_URL"]!), "the run reads the compose fake server: \(output.stdout)")
     }
@@ -138,14 +138,14 @@ import Yams
         var zonefeed = s.zonefeed
         zonefeed.environment.merge(s.p.environment) { _, new in new }
         let watching = try zonefeed.start(local)
-        defer { watching.stop() }
+        defer { watching.end() }
         let base = try #require(await WatchTests.listeningAddress(of: watching), "\(watching.stderrSoFar)")
         let health = try await WatchTests.get(base + "/healthz", until: 200)
         #expect(health.status == 200, "ready once caught up: \(health) \(watching.stderrSoFar)")
         #expect(try s.liveDifferences() == [])
         let clock = ContinuousClock()
         let stopping = clock.now
-        let stopped = watching.stop()
+        let stopped = await watching.stop()
         let took = clock.now - stopping
         #expect(stopped.status == 0, "\(stopped.stderr)")
         #expect(took < .seconds(grace), "stopped in \(took), within the \(grace) s grace period")

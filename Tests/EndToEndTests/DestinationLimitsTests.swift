@@ -28,7 +28,7 @@ import Testing
             recordName: "SYS-1", recordType: "Probe", recordChangeTag: "s1",
             fields: ["ctid": .string("c"), "xmin": .int64(7), "tableoid": .string("t"), "cmax": .double(1.5)])
         try await s.server.admin("records/add", ["zone": "Zone01", "records": try FakeServerProcess.wire([record])])
-        let first = try s.run()
+        let first = try await s.run()
         #expect(first.status == 0, "\(first.stderr)")
         let columns = try SchemaEvolutionTests.columns(s.p, of: "probe").keys.filter { !$0.hasPrefix("_") }
         for name in ["ctid", "xmin", "tableoid", "cmax"] {
@@ -37,7 +37,7 @@ import Testing
         let why = try query(
             s, "SELECT why FROM \(quoteIdentifier(s.p.schema)).zonefeed_schema_changes WHERE field = 'xmin'")
         #expect(why.first?.first??.contains("xmin is reserved") == true, "\(why)")
-        let second = try s.run()
+        let second = try await s.run()
         #expect(second.status == 0, "and every later run: \(second.stderr)")
     }
 
@@ -59,7 +59,7 @@ import Testing
                 "records": try FakeServerProcess.wire([Record(recordName: "WIDE-1", recordType: "Wide", recordChangeTag: "w1", fields: fields)]),
             ])
         let started = ContinuousClock.now
-        let run = try s.run()
+        let run = try await s.run()
         #expect(run.status == 0, "\(run.stderr)")
         let columns = try SchemaEvolutionTests.columns(s.p, of: "wide")
         #expect(columns.keys.filter { $0.hasPrefix("f") && $0 != "fields" }.count == RecordTypeMappingLimit.columns)
@@ -76,7 +76,7 @@ import Testing
         try await s.server.admin(
             "records/add",
             ["zone": "Zone01", "records": try FakeServerProcess.wire([Record(recordName: "HUGE-1", recordType: "Huge", recordChangeTag: "h1", fields: huge)])])
-        let hugeRun = try s.run()
+        let hugeRun = try await s.run()
         #expect(hugeRun.status == 0, "\(hugeRun.stderr)")
         #expect(ContinuousClock.now - started < .seconds(120), "not 88 s for the record alone")
         let keys = try query(s, "SELECT (SELECT count(*) FROM jsonb_object_keys(fields))::text FROM \(quoteIdentifier(s.p.schema)).huge")
@@ -103,7 +103,7 @@ import Testing
             try c.execute("CREATE SCHEMA \(schema)")
             try c.execute(create.replacingOccurrences(of: "%@", with: schema))
         }
-        let run = try s.run()
+        let run = try await s.run()
         #expect(run.status == 1, "\(run.stderr)")
         #expect(run.stderr.contains("table \(s.p.schema).\(table) is not of the shape zonefeed writes"), "\(run.stderr)")
         #expect(run.stderr.contains(says), "\(run.stderr)")

@@ -17,11 +17,11 @@ import Testing
     static let fake = FakeSettings(seed: 221, zones: 3, recordsPerZone: 300)
 
     /// A run that must end within `limit`; the time it took.
-    func run(_ s: Setup, within limit: Duration = .seconds(120)) throws -> (output: ZonefeedBinary.Output, took: Duration) {
+    func run(_ s: Setup, within limit: Duration = .seconds(120)) async throws -> (output: ZonefeedBinary.Output, took: Duration) {
         var z = s.zonefeed
         z.environment.merge(s.p.environment) { _, new in new }
         let started = ContinuousClock.now
-        let (output, timedOut) = try z.start(["run", s.file, "--progress", "never"]).wait(within: limit)
+        let (output, timedOut) = try await z.start(["run", s.file, "--progress", "never"]).wait(within: limit)
         #expect(!timedOut, "the run ended within \(limit): \(output.stderr.suffix(2_000))")
         return (output, ContinuousClock.now - started)
     }
@@ -52,17 +52,19 @@ import Testing
     // MARK: Slow, cut and oversized answers
 
     @Test func anAnswerThatTricklesFailsItsZoneAtTheDeadlineAndTheOthersComplete() async throws {
-        let s = try await Setup("trickle", fake: Self.fake) { $0.moreCloudKit = ["timeoutSeconds: 2", "maxAttempts: 2"] }
+        // A deadline far above what a page takes even on a loaded machine, so that only the
+        // trickled zone meets it.
+        let s = try await Setup("trickle", fake: Self.fake) { $0.moreCloudKit = ["timeoutSeconds: 8", "maxAttempts: 2"] }
         defer { s.stop() }
         try await s.server.admin("faults/trickle", ["zone": "Zone02", "milliseconds": 500, "count": 10])
-        let (first, took) = try run(s)
+        let (first, took) = try await run(s)
         #expect(first.status == 1, "\(first.stderr)")
         #expect(first.stderr.contains("CloudKit did not answer in time (timeout)"), "\(first.stderr)")
-        #expect(took < .seconds(60), "two attempts of two seconds, not a byte every half second for ever: \(took)")
-        #expect(try differences(s, in: Self.others) == [])
+        #expect(took < .seconds(60), "two attempts of eight seconds, not a byte every half second for ever: \(took)")
+        #expect(try differences(s, in: Self.others) == [], "\(first.stderr)")
 
         try await s.server.admin("faults/clear")
-        let second = try run(s).output
+        let second = try await run(s).output
         #expect(second.status == 0, "\(second.stderr)")
         #expect(try differences(s, in: Self.all) == [])
     }
@@ -77,7 +79,7 @@ import Testing
         var fault: [String: Any] = ["zone": "Zone02", "count": kind == "reset for ever" ? 100 : 2]
         if kind.hasPrefix("reset") { fault["bytes"] = 0 }
         try await s.server.admin("faults/cut", fault)
-        let output = try run(s).output
+        let output = try await run(s).output
         #expect(output.status == status, "\(output.stderr)")
         #expect(try differences(s, in: status == 0 ? Self.all : Self.others) == [])
         if status != 0 { #expect(output.stderr.contains("could not get an answer from CloudKit (network)"), "\(output.stderr)") }
@@ -89,7 +91,7 @@ import Testing
         var s = try await Setup("oversize", fake: Self.fake)
         defer { s.stop() }
         try await s.server.admin("faults/pad", ["zone": "Zone02", "bytes": 40 << 20, "count": 1])
-        let first = try run(s).output
+        let first = try await run(s).output
         #expect(first.status == 1, "\(first.stderr)")
         #expect(first.stderr.contains("the limit is source.cloudkit.maxResponseBytes"), "\(first.stderr)")
         #expect(try differences(s, in: Self.others) == [])
@@ -97,7 +99,7 @@ import Testing
         s.p.moreCloudKit = ["maxResponseBytes: 67108864"]
         s.file = try s.p.write(to: s.zonefeed.directory)
         try await s.server.admin("faults/pad", ["zone": "Zone02", "bytes": 40 << 20, "count": 1])
-        let second = try run(s).output
+        let second = try await run(s).output
         #expect(second.status == 0, "\(second.stderr)")
         #expect(try differences(s, in: Self.all) == [])
     }
@@ -121,7 +123,7 @@ import Testing
             try await s.server.admin(
                 "faults/fail", target.merging(["status": 429, "serverErrorCode": "THROTTLED", "headers": ["Retry-After": "1e300"]]) { a, _ in a })
         }
-        let (output, took) = try run(s)
+        let (output, took) = try await run(s)
         #expect(output.status == 1, "\(output.stderr)")
         #expect(output.stderr.contains("asked to wait"), "\(output.stderr)")
         #expect(output.stderr.contains("would not end within the retry budget"), "\(output.stderr)")
@@ -136,7 +138,7 @@ import Testing
         let s = try await Setup("retrysoon", fake: Self.fake)
         defer { s.stop() }
         try await s.server.admin("faults/fail", ["zone": "Zone02", "status": 503, "count": 1, "headers": ["Retry-After": "soon"]])
-        let output = try run(s).output
+        let output = try await run(s).output
         #expect(output.status == 0, "\(output.stderr)")
         #expect(try differences(s, in: Self.all) == [])
     }
@@ -148,14 +150,14 @@ import Testing
         let s = try await Setup("stall", fake: Self.fake)
         defer { s.stop() }
         try await s.server.admin("faults/stall", ["zone": "Zone02", "mode": mode])
-        let (first, took) = try run(s)
+        let (first, took) = try await run(s)
         #expect(first.status == 1, "\(first.stderr)")
         #expect(first.stderr.contains("the feed does not advance"), "\(first.stderr)")
         #expect(took < .seconds(60), "\(took)")
         #expect(try differences(s, in: Self.others) == [])
 
         try await s.server.admin("faults/clear")
-        let second = try run(s).output
+        let second = try await run(s).output
         #expect(second.status == 0, "\(second.stderr)")
         #expect(try differences(s, in: Self.all) == [])
     }
@@ -186,7 +188,7 @@ import Testing
                     ["find": "1234567890123", "replace": "1e19"],
                 ],
             ])
-        let output = try run(s).output
+        let output = try await run(s).output
         #expect(output.status == 0, "\(output.stderr)")
         let rejects = try query(
             s, "SELECT record_name, error FROM \(quoteIdentifier(s.p.schema)).zonefeed_rejects WHERE record_name LIKE 'BAD-%' ORDER BY record_name")
@@ -221,12 +223,12 @@ import Testing
                     Record(recordName: "xfield", recordType: "Tag", fields: ["a\u{0}b": .string("held whole")]),
                 ]),
             ])
-        let output = try run(s).output
+        let output = try await run(s).output
         #expect(output.status == 1, "\(output.stderr)")
         #expect(output.stderr.components(separatedBy: "holds a NUL character").count - 1 >= 2, "both zones are named: \(output.stderr)")
         // A deletion comes in an incremental fetch (a nil-token fetch lists live records only).
         try await s.server.admin("records/delete", ["zone": "Zone01", "recordNames": ["x\u{0}z"]])
-        let again = try run(s).output
+        let again = try await run(s).output
         #expect(again.status == 0, "the database feed has moved past the zones it named: \(again.stderr)")
         let schema = quoteIdentifier(s.p.schema)
         let shortened = try query(s, "SELECT count(*) FROM \(schema).zonefeed_checkpoints WHERE zone_name LIKE 'a%'")
@@ -245,7 +247,7 @@ import Testing
         defer { s.stop() }
         try await s.server.admin(
             "faults/fail", ["zone": "Zone02", "status": 200, "count": 50, "body": ["records": ["a": 1], "syncToken": 5, "moreComing": "yes"]])
-        let (output, took) = try run(s)
+        let (output, took) = try await run(s)
         #expect(output.status == 1, "\(output.stderr)")
         #expect(output.stderr.contains("the answer was not the JSON CloudKit sends (malformedResponse)"), "\(output.stderr)")
         #expect(took < .seconds(60))
@@ -262,7 +264,7 @@ import Testing
             "inflightprobe", fake: FakeSettings(seed: 223, zones: 4, recordsPerZone: 1_200),
             server: ["--token-window", "64", "--latency", "20,5", "--max-in-flight", "2", "--throttle-retry-after", "1"])
         defer { s.stop() }
-        let output = try run(s).output
+        let output = try await run(s).output
         #expect(output.status == 0, "\(output.stderr)")
         let waited = try query(s, "SELECT throttled_seconds FROM \(quoteIdentifier(s.p.schema)).zonefeed_runs ORDER BY run_id DESC LIMIT 1")
         let seconds = Double(waited.first?.first.flatMap { $0 } ?? "") ?? -1

@@ -46,7 +46,7 @@ import Testing
         let path = s.zonefeed.directory.appendingPathComponent("textfile/zonefeed.prom").path
         try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
 
-        let first = try s.run(["--metrics-file", path])
+        let first = try await s.run(["--metrics-file", path])
         #expect(first.status == 0, "\(first.stderr)")
         let text = try String(contentsOfFile: path, encoding: .utf8)
         let metrics = try PrometheusText(parsing: text)
@@ -67,7 +67,7 @@ import Testing
 
         // The account changed: the run fails (exit 1) and the file says so, keeping the last success.
         try await s.server.admin("user", ["userRecordName": "_someoneElse"])
-        let second = try s.run(["--metrics-file", path])
+        let second = try await s.run(["--metrics-file", path])
         #expect(second.status == 1, "\(second.stderr)")
         let failed = try PrometheusText(parsing: try String(contentsOfFile: path, encoding: .utf8))
         #expect(RunRow.from(failed, labels) == (try RunRow.last(s)))
@@ -84,7 +84,7 @@ import Testing
         defer { s.stop() }
         let group = ["job": "zonefeed", "pipeline": s.p.name]
 
-        let first = try s.run(["--pushgateway", gateway.url])
+        let first = try await s.run(["--pushgateway", gateway.url])
         #expect(first.status == 0, "\(first.stderr)")
         let afterSuccess = try PrometheusText(parsing: try await gateway.metrics())
         let firstRow = try RunRow.last(s)
@@ -93,7 +93,7 @@ import Testing
         #expect(afterSuccess.value("push_failure_time_seconds", group) == 0, "the gateway took the push")
 
         try await s.server.admin("user", ["userRecordName": "_someoneElse"])
-        let second = try s.run(["--pushgateway", gateway.url])
+        let second = try await s.run(["--pushgateway", gateway.url])
         #expect(second.status == 1, "\(second.stderr)")
         let afterFailure = try PrometheusText(parsing: try await gateway.metrics())
         let secondRow = try RunRow.last(s)
@@ -104,7 +104,7 @@ import Testing
 
         // A gateway that is not there is an error in the log, not a different exit code.
         try await s.server.admin("user", ["userRecordName": "_fakeUser"])
-        let unreachable = try s.run(["--pushgateway", "http://127.0.0.1:9"])
+        let unreachable = try await s.run(["--pushgateway", "http://127.0.0.1:9"])
         #expect(unreachable.status == 0, "\(unreachable.stderr)")
         #expect(unreachable.stderr.contains("the Pushgateway at http://127.0.0.1:9 cannot be reached"), "\(unreachable.stderr)")
     }

@@ -46,7 +46,7 @@ import Testing
             $0.tables = ["Note": "note", "Folder": "folder", "Tag": "tag"]
         }
         defer { s.stop() }
-        let run = try s.run()
+        let run = try await s.run()
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stderr.contains("made a table for a new record type"), "\(run.stderr)")
         #expect(try s.liveDifferences() == [])
@@ -63,7 +63,7 @@ import Testing
         #expect(changes.allSatisfy { $0[6] == "1" }, "all made by run 1")
 
         // A second run finds nothing new: nothing changes shape, nothing is rejected.
-        let again = try s.run()
+        let again = try await s.run()
         #expect(again.status == 0, "\(again.stderr)")
         #expect(try Self.changes(s.p).count == changes.count)
         #expect(try DestinationSnapshot.read(s.p).runRejects == 0)
@@ -74,7 +74,7 @@ import Testing
             $0.recordTypesSection = SchemaFileTests.recordTypes
         }
         defer { s.stop() }
-        let first = try s.run()
+        let first = try await s.run()
         #expect(first.status == 0, "\(first.stderr)")
         let before = try Self.columns(s.p, of: "notes")
         #expect(try Self.changes(s.p).isEmpty, "the schema file's tables need no change")
@@ -103,7 +103,7 @@ import Testing
                     Record(recordName: "COMMENT-2", recordType: "Comment", recordChangeTag: "k-2", fields: ["likes": .double(3.5)]),
                 ]),
             ])
-        let second = try s.run()
+        let second = try await s.run()
         #expect(second.status == 0, "\(second.stderr)")
         #expect(second.stderr.contains("added a column for a new field") && second.stderr.contains("column=mood"), "\(second.stderr)")
 
@@ -158,7 +158,7 @@ import Testing
         #expect(try s.liveDifferences(besides: ["MOOD-1", "MOOD-2"]) == [])
 
         // `status` shows the changes.
-        let status = try s.zonefeed.run(["status", s.file])
+        let status = try await s.zonefeed.run(["status", s.file])
         #expect(status.stdout.contains("changes of shape"), "\(status.stdout)")
         #expect(status.stdout.contains("table created  comment"), "\(status.stdout)")
         #expect(status.stdout.range(of: #"column added\s+notes\s+mood\s+text"#, options: .regularExpression) != nil, "\(status.stdout)")
@@ -178,7 +178,7 @@ import Testing
                     Record(recordName: "MOOD-1", recordType: "Note", recordChangeTag: "m-1b", fields: ["mood": .string("serene"), "weather": .string("rain")])
                 ]),
             ])
-        let third = try s.run()
+        let third = try await s.run()
         #expect(third.status == 0, "\(third.stderr)")
         #expect(try Self.changes(s.p).count == changes.count, "nothing changed shape")
         try Connection.withConnection(s.p.url) { c in
@@ -201,7 +201,7 @@ import Testing
             $0.onBadRecord = "fail"
         }
         defer { s.stop() }
-        let first = try s.run()
+        let first = try await s.run()
         #expect(first.status == 0, "\(first.stderr)")
         let changesBefore = try Self.changes(s.p)
         try await s.server.admin(
@@ -213,7 +213,7 @@ import Testing
                     Record(recordName: "MIXED-2", recordType: "Tag", recordChangeTag: "x-2", fields: ["weight": .int64(7)]),
                 ]),
             ])
-        let second = try s.run()
+        let second = try await s.run()
         #expect(second.status == 1, "\(second.stderr)")
         #expect(
             second.stderr.contains("field weight: an INT64 value cannot go into this column (column weight, text, made for STRING values)"),
@@ -232,7 +232,7 @@ import Testing
             $0.recordTypesSection = SchemaFileTests.recordTypes
         }
         defer { s.stop() }
-        #expect(try s.run().status == 0)
+        #expect(try await s.run().status == 0)
         try await s.server.admin(
             "records/add",
             [
@@ -245,13 +245,13 @@ import Testing
         defer { analyst.close() }
         try analyst.execute("BEGIN")
         _ = try analyst.query("SELECT count(*) FROM \(quoteIdentifier(s.p.schema)).tags")
-        let blocked = try s.run()
+        let blocked = try await s.run()
         #expect(blocked.status == 1, "\(blocked.stderr)")
         #expect(blocked.stderr.contains("waited 5s for the table 4 times: a long query holds it"), "\(blocked.stderr)")
         #expect(try !s.hasRow("LATE-1", in: "Zone01"))
         try analyst.execute("COMMIT")
 
-        let next = try s.run()
+        let next = try await s.run()
         #expect(next.status == 0, "\(next.stderr)")
         #expect(try s.hasRow("LATE-1", in: "Zone01"))
         #expect(try Self.columns(s.p, of: "tags")["colour"] == "text")
@@ -268,7 +268,7 @@ import Testing
             $0.recordTypesSection = SchemaFileTests.recordTypes
         }
         defer { s.stop() }
-        let first = try s.run()
+        let first = try await s.run()
         #expect(first.status == 0, "\(first.stderr)")
         for zone in ["Zone01", "Zone02"] {
             try await s.server.admin(
@@ -306,7 +306,7 @@ import Testing
         }
         #expect(waiting == 2, "both processes wait to add the field at once")
         try door.query("SELECT pg_advisory_unlock(hashtext($1), hashtext('schema evolution'))", [key])
-        let (ra, rb) = (a.wait(), b.wait())
+        let (ra, rb) = await (a.wait(), b.wait())
         #expect(ra.status == 0, "\(ra.stderr)")
         #expect(rb.status == 0, "\(rb.stderr)")
 

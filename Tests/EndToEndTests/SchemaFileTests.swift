@@ -33,7 +33,7 @@ import Testing
             $0.recordTypesSection = Self.recordTypes
         }
         defer { s.stop() }
-        let run = try s.run()
+        let run = try await s.run()
         #expect(run.status == 0, "\(run.stderr)")
         #expect(try s.liveDifferences() == [])
         #expect(try NoteColumns.differences(s.p, expected: s.p.expected(), everyField: true) == [], "every Note field in its typed column")
@@ -68,10 +68,10 @@ import Testing
 
     /// `zonefeed schema mapping` writes the section out; pasted into a pipeline, it yields the
     /// very tables, columns and types the schema file does.
-    @Test func theWrittenOutMappingIsTheSameAsTheSchemaFiles() throws {
+    @Test func theWrittenOutMappingIsTheSameAsTheSchemaFiles() async throws {
         let zonefeed = try ZonefeedBinary(environment: [:])
         defer { zonefeed.remove() }
-        let written = try zonefeed.run(["schema", "mapping", Self.realExport, "--strip-core-data-prefix", "--index-queryable"])
+        let written = try await zonefeed.run(["schema", "mapping", Self.realExport, "--strip-core-data-prefix", "--index-queryable"])
         #expect(written.status == 0, "\(written.stderr)")
         #expect(
             written.stdout.contains("  CD_Report:\n    table: report\n    fields:\n      CD_date: { column: date, type: timestamptz, index: true }"),
@@ -82,27 +82,27 @@ import Testing
         try (header + written.stdout).write(toFile: explicit, atomically: true, encoding: .utf8)
         try (header + "recordTypes:\n  schemaFile: \(Self.realExport)\n  stripCoreDataPrefix: true\n  indexes: queryable\n")
             .write(toFile: derived, atomically: true, encoding: .utf8)
-        func ddl(_ file: String) throws -> String {
-            let output = try zonefeed.run(["validate", file])
+        func ddl(_ file: String) async throws -> String {
+            let output = try await zonefeed.run(["validate", file])
             #expect(output.status == 0, "\(output.stdout)\(output.stderr)")
             return String(output.stdout[output.stdout.range(of: "-- DDL")!.lowerBound...])
         }
-        let fromExplicit = try ddl(explicit)
-        #expect(fromExplicit == (try ddl(derived)))
+        let fromExplicit = try await ddl(explicit)
+        await #expect(fromExplicit == (try ddl(derived)))
         #expect(fromExplicit.contains("\"location\" bytea") && fromExplicit.contains("\"tags\" text[]"))
     }
 
-    @Test func aSchemaFileThatCannotBeReadOrParsedExitsTwoSayingWhy() throws {
+    @Test func aSchemaFileThatCannotBeReadOrParsedExitsTwoSayingWhy() async throws {
         let zonefeed = try ZonefeedBinary(environment: [:])
         defer { zonefeed.remove() }
         let file = zonefeed.directory.appendingPathComponent("bad.ckdb").path
         try "DEFINE SCHEMA\n  RECORD TYPE Note (\n    title STRING\n    body STRING\n  );\n".write(toFile: file, atomically: true, encoding: .utf8)
-        let output = try zonefeed.run(["schema", "mapping", file])
+        let output = try await zonefeed.run(["schema", "mapping", file])
         #expect(output.status == 2)
         #expect(output.stderr == "\(file):4:5: expected ',' after field title, before field body\n")
-        let folder = try zonefeed.run(["schema", "mapping", zonefeed.directory.path])
+        let folder = try await zonefeed.run(["schema", "mapping", zonefeed.directory.path])
         #expect(folder.status == 2 && folder.stderr == "\(zonefeed.directory.path): cannot read the schema file: it is a folder\n", "\(folder.stderr)")
-        let skip = try zonefeed.run(["schema", "mapping", Self.realExport, "--skip", "CD_Reprot"])
+        let skip = try await zonefeed.run(["schema", "mapping", Self.realExport, "--skip", "CD_Reprot"])
         #expect(skip.status == 2 && skip.stderr.hasSuffix("defines no record type CD_Reprot (did you mean CD_Report?)\n"), "\(skip.stderr)")
     }
 }

@@ -5,13 +5,13 @@ import Testing
 @Suite struct ValidateCommandTests {
     /// `zonefeed validate` on PRODUCT.md's example: the plan a person reads before a first run,
     /// with every token and password hidden.
-    @Test func validatePrintsThePlanButNoSecret() throws {
+    @Test func validatePrintsThePlanButNoSecret() async throws {
         let zonefeed = try ZonefeedBinary(environment: PipelineExamples.productEnvironment)
         defer { zonefeed.remove() }
         let file = zonefeed.directory.appendingPathComponent("notes.yml")
         try PipelineExamples.product.write(to: file, atomically: true, encoding: .utf8)
 
-        let output = try zonefeed.run(["validate", file.path])
+        let output = try await zonefeed.run(["validate", file.path])
         #expect(output.status == 0, "\(output.stderr)")
         let plan = output.stdout
         for secret in ["ck-api-token-SECRET-1", "ck-web-auth-SECRET-2", "pg-password-SECRET-3"] {
@@ -34,7 +34,7 @@ import Testing
     }
 
     /// The metrics section is part of the plan, with a Pushgateway's password hidden.
-    @Test func validateSaysWhereMetricsGoWithoutAGatewaysPassword() throws {
+    @Test func validateSaysWhereMetricsGoWithoutAGatewaysPassword() async throws {
         let zonefeed = try ZonefeedBinary()
         defer { zonefeed.remove() }
         let file = zonefeed.directory.appendingPathComponent("metrics.yml")
@@ -48,7 +48,7 @@ import Testing
           file: /var/lib/node_exporter/textfile/metered.prom
           pushgateway: https://ops:gateway-SECRET-4@pushgateway.example:9091
         """.write(to: file, atomically: true, encoding: .utf8)
-        let output = try zonefeed.run(["validate", file.path])
+        let output = try await zonefeed.run(["validate", file.path])
         #expect(output.status == 0, "\(output.stderr)")
         #expect(!output.stdout.contains("gateway-SECRET-4"))
         #expect(output.stdout.contains("file:               /var/lib/node_exporter/textfile/metered.prom"), "\(output.stdout)")

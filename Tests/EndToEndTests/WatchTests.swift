@@ -101,7 +101,7 @@ import Testing
             await Self.within(.seconds(30)) { try DestinationSnapshot.read(s.p).rows[.init(zoneName: "Zone02", recordName: "LIVE-1")]?.deleted == true } != nil,
             "the deletion arrived as a tombstone")
 
-        let output = watching.stop()
+        let output = await watching.stop()
         #expect(output.status == 0, "a requested stop: \(output.stderr)")
         let statuses = try DestinationSnapshot.read(s.p).runStatuses
         #expect(statuses.count >= 4 && statuses.allSatisfy { $0 == "succeeded" || $0 == "interrupted" }, "\(statuses)")
@@ -111,7 +111,7 @@ import Testing
         let s = try await CloudKitEndToEndTests.Setup("watchpoll", fake: FakeSettings(seed: 97, zones: 2, recordsPerZone: 300))
         defer { s.stop() }
         let watching = try await startWatching(s, pollInterval: 2)
-        defer { watching.stop() }
+        defer { watching.end() }
         #expect(await Self.within(.seconds(90)) { try s.liveDifferences() == [] } != nil)
         try await Self.waitUntilListening(s)
         try await s.server.admin("notifications", ["drop": true])
@@ -126,7 +126,7 @@ import Testing
         let s = try await CloudKitEndToEndTests.Setup("watchcourier", fake: FakeSettings(seed: 99, zones: 2, recordsPerZone: 300))
         defer { s.stop() }
         let watching = try await startWatching(s, pollInterval: 600)
-        defer { watching.stop() }
+        defer { watching.end() }
         #expect(await Self.within(.seconds(90)) { try s.liveDifferences() == [] } != nil)
         #expect(await Self.within(.seconds(30)) { watching.stderrSoFar.contains("subscribed to the zone's changes") } != nil)
         try await s.server.admin("notifications", ["refuseCourier": true])
@@ -148,7 +148,7 @@ import Testing
         defer { s.stop() }
         try await s.server.admin("notifications", ["refuseCourier": true])
         let watching = try await startWatching(s, pollInterval: 2)
-        defer { watching.stop() }
+        defer { watching.end() }
         let base = try #require(await Self.listeningAddress(of: watching), "\(watching.stderrSoFar)")
         let unavailable = "change notifications are unavailable; polling every 2 s until they are back"
         #expect(await Self.within(.seconds(90)) { watching.stderrSoFar.contains(unavailable) } != nil, "\(watching.stderrSoFar)")
@@ -174,7 +174,7 @@ import Testing
         let s = try await CloudKitEndToEndTests.Setup("watchzones", fake: FakeSettings(seed: 101, zones: 2, recordsPerZone: 300))
         defer { s.stop() }
         let watching = try await startWatching(s, pollInterval: 2)
-        defer { watching.stop() }
+        defer { watching.end() }
         #expect(await Self.within(.seconds(90)) { try s.liveDifferences() == [] } != nil)
         try await Self.waitUntilListening(s)
         func subscriptions() async throws -> Int? {
@@ -213,8 +213,8 @@ import Testing
         let first = try await startWatching(s, pollInterval: 600)
         let second = try await startWatching(s, pollInterval: 600)
         defer {
-            first.stop()
-            second.stop()
+            first.end()
+            second.end()
         }
         #expect(await Self.within(.seconds(90)) { try s.liveDifferences() == [] } != nil)
         for _ in 0..<200 {
@@ -257,19 +257,20 @@ import Testing
         }
         func burstRows() throws -> Int { try DestinationSnapshot.read(s.p).rows.keys.filter { $0.recordName.hasPrefix("BURST-") }.count }
         #expect(await Self.within(.seconds(30)) { try burstRows() > 0 } != nil, "the burst's cycle began: \(first.stderrSoFar)")
-        let stopped = first.stop()
+        let stopped = await first.stop()
         #expect(stopped.status == 0, "a requested stop: \(stopped.stderr)")
         let applied = try burstRows()
         print("stopped with \(applied) of \(burst.count) burst records applied")
         #expect(applied > 0 && applied < burst.count, "the stop came in the middle of the burst")
-        #expect(try DestinationSnapshot.read(s.p).runStatuses.last == "interrupted", "the cycle in flight is recorded interrupted")
+        let statuses = try DestinationSnapshot.read(s.p).runStatuses
+        #expect(statuses.last == "interrupted", "the cycle in flight is recorded interrupted: \(statuses) \(stopped.stderr)")
 
         try await s.server.admin("faults/clear")
         let second = try await startWatching(s, pollInterval: 600)
         #expect(
             await Self.within(.seconds(90)) { try burstRows() == burst.count && s.liveDifferences(besides: Set(burst)) == [] } != nil,
             "the next watcher caught up: \(second.stderrSoFar)")
-        #expect(second.stop().status == 0)
+        await #expect(second.stop().status == 0)
         let snapshot = try DestinationSnapshot.read(s.p)
         #expect(snapshot.runUpserts == s.p.expected().liveCount + burst.count, "every record upserted once across both watchers' cycles")
     }
@@ -283,10 +284,11 @@ import Testing
             p.moreSections = "watch:\n  listen: 127.0.0.1:0\n  unhealthyAfter: 1\n"
         }
         defer { s.stop() }
-        // Every CloudKit request takes 3 s until the test has seen the watcher catching up.
-        try await s.server.admin("faults/delay", ["milliseconds": 3000])
+        // Every CloudKit request takes 20 s until the test has seen the watcher catching up: far
+        // longer than the test can take to ask, even on a loaded machine.
+        try await s.server.admin("faults/delay", ["milliseconds": 20_000])
         let watching = try await startWatching(s, pollInterval: 1)
-        defer { watching.stop() }
+        defer { watching.end() }
         let base = try #require(await Self.listeningAddress(of: watching), "the address is logged: \(watching.stderrSoFar)")
         func get(_ path: String) async throws -> Answer { try await Self.get(base + path) }
         func healthz(until status: UInt) async throws -> Answer { try await Self.get(base + "/healthz", until: status) }

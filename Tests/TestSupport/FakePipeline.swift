@@ -161,7 +161,7 @@ public struct FakePipeline: Sendable {
     }
 
     /// Polls the checkpoints until more records are applied than `beyond` (or the process ends).
-    public func waitForProgress(beyond: Int = 0, while running: ZonefeedBinary.Running) throws -> Int {
+    public func waitForProgress(beyond: Int = 0, while running: ZonefeedBinary.Running) async throws -> Int {
         for _ in 0..<1_500 {
             let applied = try Connection.withConnection(url) { c -> Int in
                 let exists = try c.query("SELECT to_regclass($1) IS NOT NULL", ["\(schema).zonefeed_checkpoints"]).scalar == "t"
@@ -169,7 +169,7 @@ public struct FakePipeline: Sendable {
                 return Int(try c.query("SELECT coalesce(sum(records_applied), 0) FROM \(quoteIdentifier(schema)).zonefeed_checkpoints").scalar ?? "0") ?? 0
             }
             if applied > beyond || !running.isRunning { return applied }
-            usleep(20_000)
+            try await Task.sleep(for: .milliseconds(20))
         }
         return beyond
     }

@@ -17,7 +17,7 @@ public final class FakeServerProcess: @unchecked Sendable {
     /// waits for its ready line.
     public init(
         _ zonefeed: ZonefeedBinary, seed: UInt64, zones: Int, recordsPerZone: Int, options: [String] = FakeServerProcess.strict
-    ) throws {
+    ) async throws {
         running = try zonefeed.start(
             [
                 "fake-server", "--port", "0", "--seed", "\(seed)", "--zones", "\(zones)", "--records-per-zone", "\(recordsPerZone)",
@@ -30,18 +30,19 @@ public final class FakeServerProcess: @unchecked Sendable {
             } else if !running.isRunning {
                 break
             } else {
-                usleep(50_000)
+                try await Task.sleep(for: .milliseconds(50))
             }
         }
         guard let found else {
-            let output = running.stop()
+            let output = await running.stop()
             throw FakeServerError(message: "the fake server did not start: \(output.stderr)")
         }
         url = found
     }
 
+    /// Stops the server without waiting for it to end (a `defer` cannot wait).
     public func stop() {
-        running.stop()
+        running.end()
     }
 
     /// POST /admin/<path> with a JSON body; returns the response body.

@@ -45,29 +45,49 @@ public struct ZonefeedBinary {
 
         public var pid: Int32 { process.processIdentifier }
         public var isRunning: Bool { process.isRunning }
-        public func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
+        public func signal(_ sig: Int32) { Glibc.kill(process.processIdentifier, sig) }
         /// What the process has written to stderr so far.
         public var stderrSoFar: String { (try? String(contentsOf: err, encoding: .utf8)) ?? "" }
 
         /// Sends `sig` (SIGTERM unless told) unless the process has ended, then waits for it.
         @discardableResult
-        public func stop(_ sig: Int32 = SIGTERM) -> Output {
+        public func stop(_ sig: Int32 = SIGTERM) async -> Output {
+            end(sig)
+            return await wait()
+        }
+
+        /// SIGKILL after `delay`, timed by a dispatch timer: the moment does not wait for a free
+        /// thread of the cooperative pool, which a loaded machine may not give for seconds.
+        public func kill(after delay: Duration) {
+            let (seconds, attoseconds) = delay.components
+            let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
+            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [self] in end(SIGKILL) }
+        }
+
+        /// Sends `sig` (SIGTERM unless told) unless the process has ended, without waiting: for a
+        /// `defer`, which cannot wait. Foundation reaps the process when it ends.
+        public func end(_ sig: Int32 = SIGTERM) {
             if process.isRunning { signal(sig) }
-            return wait()
         }
 
         /// Waits at most `limit`; a process still running then is killed (SIGKILL) and its
         /// output returned with `timedOut` set, so that a test of a bound fails instead of hanging.
-        public func wait(within limit: Duration) -> (output: Output, timedOut: Bool) {
+        public func wait(within limit: Duration) async -> (output: Output, timedOut: Bool) {
             let deadline = ContinuousClock.now + limit
-            while process.isRunning, ContinuousClock.now < deadline { usleep(20_000) }
+            while process.isRunning, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
             let timedOut = process.isRunning
             if timedOut { signal(SIGKILL) }
-            return (wait(), timedOut)
+            return (await wait(), timedOut)
         }
 
-        public func wait() -> Output {
-            process.waitUntilExit()
+        /// Waits for the process to end, sleeping between looks rather than blocking: the tests
+        /// share the cooperative pool (as many threads as cores) with the servers they start in
+        /// process, and a test blocked on a child that needs such a server would starve it.
+        public func wait() async -> Output {
+            while process.isRunning {
+                do { try await Task.sleep(for: .milliseconds(10)) } catch { break }  // cancelled: block
+            }
+            process.waitUntilExit()  // at once unless cancelled: the process has ended
             return Output(
                 // A process ended by a signal reports the signal's number.
                 status: process.terminationStatus,
@@ -94,13 +114,13 @@ public struct ZonefeedBinary {
         return Running(process: process, out: out, err: err)
     }
 
-    public func run(_ arguments: [String]) throws -> Output {
-        try start(arguments).wait()
+    public func run(_ arguments: [String]) async throws -> Output {
+        try await start(arguments).wait()
     }
 
     /// A command line run by /bin/sh in the working directory, as a user pastes it.
-    public func shell(_ commandLine: String) throws -> Output {
-        try start(["-c", commandLine], executable: "/bin/sh").wait()
+    public func shell(_ commandLine: String) async throws -> Output {
+        try await start(["-c", commandLine], executable: "/bin/sh").wait()
     }
 
     public func remove() { try? FileManager.default.removeItem(at: directory) }
