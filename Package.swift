@@ -16,6 +16,11 @@ let package = Package(
         .library(name: "FakeCloudKit", targets: ["FakeCloudKit"]),
         .library(name: "LibPQ", targets: ["LibPQ"]),
         .library(name: "CloudKitWebServices", targets: ["CloudKitWebServices"]),
+        // For FuzzTesting/, which reads a page with CloudKitModel's JSONReader, a schema file
+        // alone, and a pipeline file with the program's components.
+        .library(name: "CloudKitModel", targets: ["CloudKitModel"]),
+        .library(name: "CloudKitSchema", targets: ["CloudKitSchema"]),
+        .library(name: "ZoneFeedComponents", targets: ["ZoneFeedComponents"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),

@@ -1,0 +1,77 @@
+import CloudKitModel
+import Foundation
+
+@testable import CloudKitWebServices
+
+/// One answer of the server, read every way the client reads one: a `records/changes` page
+/// straight from its bytes (the hot path), its token guessed from the end of the body before the
+/// page is decoded, `changes/database` through `JSONDecoder`, and the error body of a failed
+/// request. Throwing is the answer to a bad body; a trap, a hang or a huge allocation is a
+/// finding.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzPageDecoder(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
+    let bytes = UnsafeBufferPointer(start: start, count: count)
+    let body = Data(buffer: bytes)
+
+    var reader = JSONReader(bytes)
+    let page = try? RecordZoneChangesResponse(reading: &reader)
+    // PageReaderTests' promise: where both accept a page, JSONReader reads it as JSONDecoder does.
+    // RFC 8259 leaves a repeated key's meaning to the reader (JSONReader keeps the last value,
+    // JSONDecoder the first), so a page that repeats one has no single right reading.
+    var keys = JSONReader(bytes)
+    if let page, (try? repeatsAKey(&keys)) == false, let decoded = try? JSONDecoder().decode(RecordZoneChangesResponse.self, from: body),
+        wire(decoded) != wire(page)
+    {
+        fatalError("JSONReader and JSONDecoder read the same page differently:\n\(page)\n\(decoded)")
+    }
+
+    if let undecoded = try? UndecodedRecordZoneChanges(body: body, path: "/fuzz/records/changes") {
+        _ = try? undecoded.decoded()
+    }
+
+    _ = try? JSONDecoder().decode(DatabaseChangesResponse.self, from: body)
+
+    // A failed request's body, and the wait before the next attempt that its retryAfter sets.
+    if let failure = try? JSONDecoder().decode(ServerErrorBody.self, from: body) {
+        _ = RetryPolicy(jitter: false).delay(afterAttempt: 1, retryAfter: failure.retryAfter)
+    }
+    return 0
+}
+
+/// A page as JSON, with every whole number an integer: `JSONValue`'s `Decodable` asks for an Int64
+/// first, so JSONDecoder cannot tell `3.0` from `3` (JSONReader keeps it a double); that is the
+/// one difference the two readers are allowed.
+private func wire(_ page: RecordZoneChangesResponse) -> JSONValue {
+    func wholeNumbersAsIntegers(_ value: JSONValue) -> JSONValue {
+        switch value {
+        case .double(let d): return Int64(exactly: d).map(JSONValue.int) ?? value
+        case .array(let items): return .array(items.map(wholeNumbersAsIntegers))
+        case .object(let members): return .object(members.mapValues(wholeNumbersAsIntegers))
+        default: return value
+        }
+    }
+    let records = JSONValue.array(page.records.map(\.json))
+    return .object(["records": wholeNumbersAsIntegers(records), "syncToken": .string(page.syncToken), "moreComing": .bool(page.moreComing)])
+}
+
+/// Whether an object in the value ahead names a key twice.
+private func repeatsAKey(_ json: inout JSONReader) throws -> Bool {
+    var repeated = false
+    switch json.peek() {
+    case UInt8(ascii: "{"):
+        try json.beginObject()
+        var keys: Set<String> = []
+        while let key = try json.nextKey() {
+            if !keys.insert(key).inserted { repeated = true }
+            if try repeatsAKey(&json) { repeated = true }
+        }
+    case UInt8(ascii: "["):
+        try json.beginArray()
+        while try json.nextElement() {
+            if try repeatsAKey(&json) { repeated = true }
+        }
+    default:
+        try json.skipValue()
+    }
+    return repeated
+}
