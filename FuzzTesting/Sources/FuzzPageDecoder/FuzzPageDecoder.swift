@@ -32,9 +32,7 @@ public func fuzzPageDecoder(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CIn
     _ = try? JSONDecoder().decode(DatabaseChangesResponse.self, from: body)
 
     // A failed request's body, and the wait before the next attempt that its retryAfter sets.
-    if let failure = try? JSONDecoder().decode(ServerErrorBody.self, from: body) {
-        _ = RetryPolicy(jitter: false).delay(afterAttempt: 1, retryAfter: failure.retryAfter)
-    }
+    _ = RetryPolicy(jitter: false).delay(afterAttempt: 1, retryAfter: ServerErrorBody(body).retryAfter)
     return 0
 }
 
