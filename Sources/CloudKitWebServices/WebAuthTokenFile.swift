@@ -75,8 +75,10 @@ struct WebAuthTokenFile: WebAuthTokenVault {
                 continue
             }
             guard let equals = line.firstIndex(of: "=") else { continue }
-            let key = line[..<equals]
-            let value = String(line[line.index(after: equals)...])
+            // `earlier = token`, as a person may write it: the spaces are not the token's, as
+            // they are not on the first line (a token sent with them is refused).
+            let key = line[..<equals].trimmingCharacters(in: .whitespaces)
+            let value = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
             switch key {
             case "earlier": if !value.isEmpty { contents.tokens.append(value) }
             case "configured-token-sha256": contents.configuredFingerprint = value

@@ -221,6 +221,12 @@ import Testing
         #expect(store.current == "older-token")
     }
 
+    @Test func aTokenFileWrittenByHandWithSpacesAroundItsEqualsSignsIsRead() {
+        let contents = WebAuthTokenFile.contents(of: "saved-token\nearlier = older-token \nrequests= one-at-a-time\n")
+        #expect(contents?.tokens == ["saved-token", "older-token"], "a token is sent without the spaces around it")
+        #expect(contents?.oneAtATime == true)
+    }
+
     /// A rotated token that cannot be saved stops the requests: one sent with a token the file
     /// lacks moves the server past what the next run would start from.
     @Test func aRotatedTokenThatCannotBeSavedIsAnErrorNotAWarning() async throws {

@@ -10,8 +10,10 @@ public func fuzzTokenFile(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt 
     guard let text = String(bytes: UnsafeBufferPointer(start: start, count: count), encoding: .utf8),
         let contents = WebAuthTokenFile.contents(of: text)
     else { return 0 }
-    for token in contents.tokens where token.isEmpty || token.unicodeScalars.contains(where: { $0 == "\n" || $0 == "\r" }) {
-        fatalError("the token file gave a token that is empty or holds a line break: \(token.debugDescription)")
+    // A request carries a token as it was read: one with a line break or spaces around it is refused.
+    for token in contents.tokens
+    where token.isEmpty || token.contains(where: \.isNewline) || token.first!.isWhitespace || token.last!.isWhitespace {
+        fatalError("the token file gave a token that is empty, holds a line break or has spaces around it: \(token.debugDescription)")
     }
     let written = WebAuthTokenFile.text(of: contents)
     guard WebAuthTokenFile.contents(of: written) == contents else {
