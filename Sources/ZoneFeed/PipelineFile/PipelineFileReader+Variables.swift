@@ -7,6 +7,13 @@ extension PipelineFileReader {
     /// followed by anything else stays as it is, so passwords with a `$` in them need no escaping.
     func substitute(_ scalar: Node.Scalar, path: String) -> String? {
         let chars = Array(scalar.string.unicodeScalars)
+        // Where the value lies on its line is found once, at the first problem: a value may hold
+        // thousands of `${`, and finding it again for each made such a value take minutes.
+        var place: ((Int) -> PipelinePosition)?
+        func position(ofOffset offset: Int) -> PipelinePosition {
+            if place == nil { place = positions(in: scalar, value: chars) }
+            return place!(offset)
+        }
         var out = String.UnicodeScalarView()
         var failed = false
         var i = 0
@@ -24,7 +31,7 @@ extension PipelineFileReader {
             guard let close = chars[(i + 2)...].firstIndex(of: "}") else {
                 report(
                     "unterminated '${' in \(path): close it with '}', or write '$$' for a literal '$'",
-                    at: position(ofOffset: i, in: scalar)
+                    at: position(ofOffset: i)
                 )
                 return nil
             }
@@ -41,7 +48,7 @@ extension PipelineFileReader {
             if !isVariableName(name) {
                 report(
                     "'${\(name)}' in \(path) is not a variable reference: names are letters, digits and '_' (write '$$' for a literal '$')",
-                    at: position(ofOffset: i, in: scalar)
+                    at: position(ofOffset: i)
                 )
                 failed = true
             } else if let value = environment[name], !(fallback != nil && value.isEmpty) {
@@ -49,7 +56,7 @@ extension PipelineFileReader {
             } else if let fallback {
                 out.append(contentsOf: fallback.unicodeScalars)
             } else {
-                report("environment variable \(name) is not set (needed by \(path))", at: position(ofOffset: i, in: scalar))
+                report("environment variable \(name) is not set (needed by \(path))", at: position(ofOffset: i))
                 failed = true
             }
             i = close + 1
@@ -64,21 +71,21 @@ extension PipelineFileReader {
         }
     }
 
-    /// The position of the `offset`th Unicode scalar of a scalar's value, when the value is
-    /// written on one line as it reads (plain, or quoted without escapes); else the scalar's own.
-    func position(ofOffset offset: Int, in scalar: Node.Scalar) -> PipelinePosition {
+    /// The position of each Unicode scalar of a scalar's value (`value`, by its offset), when the
+    /// value is written on one line as it reads (plain, or quoted without escapes); else the
+    /// scalar's own.
+    func positions(in scalar: Node.Scalar, value: [Unicode.Scalar]) -> (_ offset: Int) -> PipelinePosition {
         let start = PipelinePosition(scalar.mark)
         let prefix: Int
         switch scalar.style {
         case .plain, .any: prefix = 0
         case .singleQuoted, .doubleQuoted: prefix = 1
-        default: return start
+        default: return { _ in start }
         }
-        guard start.line >= 1, start.line <= lines.count, start.column >= 1 else { return start }
+        guard start.line >= 1, start.line <= lines.count, start.column >= 1 else { return { _ in start } }
         let line = lines[start.line - 1]
-        let value = Array(scalar.string.unicodeScalars)
         let from = start.column - 1 + prefix
-        guard from + value.count <= line.count, Array(line[from..<(from + value.count)]) == value else { return start }
-        return PipelinePosition(line: start.line, column: start.column + prefix + offset)
+        guard from + value.count <= line.count, line[from..<(from + value.count)].elementsEqual(value) else { return { _ in start } }
+        return { offset in PipelinePosition(line: start.line, column: start.column + prefix + offset) }
     }
 }
