@@ -8,6 +8,39 @@ import Testing
 /// read again the way the target reads it: each must end in a value or a thrown error, quickly,
 /// and keep the promise the target checks.
 @Suite struct FuzzFailCaseTests {
+    @Test(arguments: failCases("FuzzPageDecoder"))
+    func aServerAnswerThatOnceBrokeTheDecoderIsReadOrRefusedAsMalformed(_ name: String) throws {
+        let body = try failCase("FuzzPageDecoder", name)
+        let elapsed = ContinuousClock().measure {
+            do {
+                _ = try body.withUnsafeBytes { raw in
+                    var reader = JSONReader(raw.bindMemory(to: UInt8.self))
+                    return try RecordZoneChangesResponse(reading: &reader)
+                }
+            } catch {
+                #expect(error is JSONReader.Failure, "\(error)")
+            }
+            do {
+                _ = try UndecodedRecordZoneChanges(body: body, path: "/records/changes").decoded()
+            } catch let error as CloudKitError {
+                #expect(error.code == .malformedResponse, "\(error)")
+            } catch {
+                #expect(error is JSONReader.Failure, "\(error)")
+            }
+            do {
+                _ = try body.withUnsafeBytes { raw in
+                    var reader = JSONReader(raw.bindMemory(to: UInt8.self))
+                    return try DatabaseChangesResponse(reading: &reader)
+                }
+            } catch {
+                #expect(error is JSONReader.Failure, "\(error)")
+            }
+            let wait = RetryPolicy(jitter: false).delay(afterAttempt: 1, retryAfter: ServerErrorBody(body).retryAfter)
+            #expect(wait >= .zero && wait <= .seconds(86_400))
+        }
+        #expect(elapsed < .seconds(1))
+    }
+
     @Test(arguments: failCases("FuzzTokenFile"))
     func aTokenFileThatOnceBrokeTheReaderGivesTokensARequestCanCarry(_ name: String) throws {
         let text = String(decoding: try failCase("FuzzTokenFile", name), as: UTF8.self)
