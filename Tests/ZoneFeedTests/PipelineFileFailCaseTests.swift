@@ -41,7 +41,7 @@ import ZoneFeedComponents
                     yaml: yaml, filePath: folder.appendingPathComponent("pipeline.yml").path, components: .zonefeed, environment: Self.environment)
             }
         }
-        #expect(elapsed < .seconds(2))
+        #expect(elapsed < .seconds(10), "the fuzzer's bound for a hang")
         if case .failure(let error) = outcome {
             let diagnostics = (error as? PipelineFileError)?.diagnostics
             #expect(diagnostics?.isEmpty == false, "refused with \(type(of: error)) rather than its diagnostics: \(error)")

@@ -38,5 +38,11 @@ private let folder: String = {
     for (from, to) in [("pipelines/cloudkit", "cloudkit"), ("Tests/CloudKitSchemaTests/Schemas", "schemas")] {
         try! FileManager.default.copyItem(at: repository.appendingPathComponent(from), to: folder.appendingPathComponent(to))
     }
+    madeFolder = folder.path
+    // libFuzzer ends a run with exit(), which runs this; a crash leaves the folder for its report.
+    atexit { if let madeFolder { try? FileManager.default.removeItem(atPath: madeFolder) } }
     return folder.path
 }()
+
+/// The folder above once made, for the exit handler (a C function pointer captures nothing).
+nonisolated(unsafe) private var madeFolder: String?
