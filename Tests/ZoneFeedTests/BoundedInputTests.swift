@@ -11,20 +11,7 @@ import ZoneFeedPostgres
 // range and is refused outside it at its line; a quoted value is short and escaped; a file of
 // problems lists fifty of them; a connection string's problems quote none of it.
 
-private func problems(_ yaml: String, environment: [String: String] = [:]) -> [String] {
-    do {
-        _ = try Pipeline.parse(yaml: yaml, filePath: "notes.yml", components: .zonefeed, environment: environment)
-        return []
-    } catch let error as PipelineFileError {
-        return error.diagnostics.map(\.description)
-    } catch {
-        return ["unexpected \(type(of: error)): \(error)"]
-    }
-}
-
-private func parse(_ yaml: String, environment: [String: String] = [:]) throws -> Pipeline {
-    try Pipeline.parse(yaml: yaml, filePath: "notes.yml", components: .zonefeed, environment: environment)
-}
+// `problems` and `parse` are PipelineFileTests'.
 
 /// A CloudKit pipeline with one more line in `source.cloudkit` (line 6, its value at column 5 +
 /// the key and ": ").

@@ -12,7 +12,7 @@ import ZoneFeedPostgres
 // can be read off the literal itself.
 
 /// The diagnostics a file is refused with, as printed; empty when the file is accepted.
-private func problems(_ yaml: String, environment: [String: String] = [:]) -> [String] {
+func problems(_ yaml: String, environment: [String: String] = [:]) -> [String] {
     do {
         _ = try Pipeline.parse(yaml: yaml, filePath: "notes.yml", components: .zonefeed, environment: environment)
         return []
@@ -23,7 +23,7 @@ private func problems(_ yaml: String, environment: [String: String] = [:]) -> [S
     }
 }
 
-private func parse(_ yaml: String, environment: [String: String] = [:]) throws -> Pipeline {
+func parse(_ yaml: String, environment: [String: String] = [:]) throws -> Pipeline {
     try Pipeline.parse(yaml: yaml, filePath: "notes.yml", components: .zonefeed, environment: environment)
 }
 
