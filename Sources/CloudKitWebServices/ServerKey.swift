@@ -31,13 +31,21 @@ public struct ServerKey: Sendable, CustomStringConvertible {
         }
     }
 
-    /// From a PEM file.
+    /// The most a PEM key file is read: a P-256 key is a few hundred bytes, a chain of
+    /// certificates beside it a few kilobytes.
+    static let maxFileBytes = 64 * 1024
+
+    /// From a PEM file, read as a secret (`SecretFile`): not through a symbolic link, the user's
+    /// own (or root's), unreadable by group and others, at most `maxFileBytes`.
     public init(keyID: String, pemFile path: String) throws {
-        let pem: String
+        let pem: String?
         do {
-            pem = try String(contentsOfFile: path, encoding: .utf8)
+            pem = try SecretFile.read(path, what: "server-to-server private key file", maxBytes: Self.maxFileBytes)
         } catch {
-            throw ServerKeyError(message: "cannot read the server-to-server private key file \(path): check the path and its permissions")
+            throw ServerKeyError(message: "\(error)")
+        }
+        guard let pem else {
+            throw ServerKeyError(message: "cannot read the server-to-server private key file \(path): there is no such file")
         }
         try self.init(keyID: keyID, pem: pem)
     }

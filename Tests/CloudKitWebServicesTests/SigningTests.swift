@@ -43,4 +43,46 @@ import Testing
         #expect(!error.description.contains(Secrets.apiToken))
         #expect(error.description.contains("openssl ecparam"))
     }
+
+    /// The private key file is a secret, read as a token file is: its own private file, small,
+    /// never through a symbolic link; a key planted elsewhere or left readable is refused with a
+    /// sentence that quotes nothing of it.
+    @Test(arguments: ["its own private file", "symbolic link", "readable by others", "a gigabyte", "missing"])
+    func theKeyFileIsReadAsASecret(kind: String) throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("zonefeed-key-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let file = folder + "/eckey.pem"
+        let key = P256.Signing.PrivateKey()
+        func write(mode: mode_t) throws {
+            try key.pemRepresentation.write(toFile: file, atomically: true, encoding: .utf8)
+            #expect(chmod(file, mode) == 0)
+        }
+        let expected: String
+        switch kind {
+        case "its own private file":
+            try write(mode: 0o600)
+            #expect(try ServerKey(keyID: "k", pemFile: file).privateKey.rawRepresentation == key.rawRepresentation)
+            return
+        case "symbolic link":
+            try key.pemRepresentation.write(toFile: folder + "/elsewhere.pem", atomically: true, encoding: .utf8)
+            #expect(chmod(folder + "/elsewhere.pem", 0o600) == 0)
+            #expect(symlink(folder + "/elsewhere.pem", file) == 0)
+            expected = "is a symbolic link"
+        case "readable by others":
+            try write(mode: 0o644)
+            expected = "group or others may access it (mode 644)"
+        case "a gigabyte":
+            let fd = open(file, O_CREAT | O_WRONLY, 0o600)
+            #expect(ftruncate(fd, 1 << 30) == 0)
+            close(fd)
+            expected = "larger than 65536 bytes"
+        default:
+            expected = "there is no such file"
+        }
+        let error = try #require(throws: ServerKeyError.self) { try ServerKey(keyID: "k", pemFile: file) }
+        #expect(error.description.contains("server-to-server private key file \(file)"), "\(error)")
+        #expect(error.description.contains(expected), "\(error)")
+        #expect(!error.description.contains("BEGIN"), "nothing of the key is quoted")
+    }
 }
