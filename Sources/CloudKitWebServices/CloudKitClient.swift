@@ -372,8 +372,8 @@ public final class CloudKitClient: Sendable {
 
     /// The body, read until `deadline` and up to `limit` bytes. A page is a few hundred
     /// kilobytes: made room for once rather than grown chunk by chunk, and gathered where it is
-    /// decoded, with no copy in between.
-    private static func readBody(
+    /// decoded, with no copy in between. `WebCourier` reads its answers with it too.
+    static func readBody(
         of response: HTTPClientResponse, announced: Int?, limit: Int, until deadline: ContinuousClock.Instant, status: Int,
         fault: @escaping @Sendable (CloudKitError.Code, String, Int?) -> CloudKitError
     ) async throws -> Data {

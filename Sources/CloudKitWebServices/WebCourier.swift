@@ -27,6 +27,7 @@ public final class WebCourier: Sendable {
     /// held the poll past `pollTimeout`. Throws `CloudKitError` for an answer that is not 2xx (a
     /// refused or expired push token) and for network faults.
     public func poll() async throws -> JSONValue? {
+        let started = ContinuousClock.now
         let response: HTTPClientResponse
         do {
             response = try await httpClient.execute(HTTPClientRequest(url: url), deadline: .now() + .nanoseconds(Int64(pollTimeout.seconds * 1e9)))
@@ -39,17 +40,23 @@ public final class WebCourier: Sendable {
         } catch {
             throw CloudKitError(code: .network, reason: "the web courier cannot be reached", operation: "courier")
         }
-        let body = try await response.body.collect(upTo: 1 << 20)
         let status = Int(response.status.code)
+        // The answer is read whole by twice the poll's time from its start and up to 1 MiB: a
+        // body that trickles a byte at a time would otherwise hold the notifications for good.
+        let body = try await CloudKitClient.readBody(
+            of: response, announced: nil, limit: 1 << 20, until: started + pollTimeout * 2, status: status
+        ) { code, reason, status in
+            CloudKitError(code: code, httpStatus: status, reason: "the web courier's answer was not read whole: \(reason)", operation: "courier")
+        }
         guard (200..<300).contains(status) else {
             throw CloudKitError(
                 code: status == 401 ? .authenticationFailed : .network, httpStatus: status,
                 reason: "the web courier refused the push token (HTTP \(status))", operation: "courier")
         }
-        guard body.readableBytes > 0 else { return nil }
+        guard !body.isEmpty else { return nil }
         // Whatever the notification says, it says that something changed: a body that is not
         // JSON still counts.
-        return (try? JSONDecoder().decode(JSONValue.self, from: Data(body.readableBytesView))) ?? .object([:])
+        return (try? JSONDecoder().decode(JSONValue.self, from: body)) ?? .object([:])
     }
 
     public func shutdown() async throws {

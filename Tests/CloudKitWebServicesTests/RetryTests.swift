@@ -207,6 +207,22 @@ import Testing
         }
     }
 
+    /// The web courier's long poll is bounded as a CloudKit answer is: a notification that
+    /// trickles in a byte at a time is given up at twice the poll's time, not read for hours.
+    @Test func aCourierAnswerThatTricklesIsGivenUp() async throws {
+        let server = try await CannedServer.start()
+        let courier = WebCourier(url: server.baseURL + "/courier", pollTimeout: .milliseconds(600))
+        let notification = #"{"ck":{"qry":{"zid":"Zone01"}}}"# + String(repeating: " ", count: 68)
+        server.always(.trickle(body: Array(notification.utf8), interval: .milliseconds(300)))
+        let started = ContinuousClock.now
+        let error = await #expect(throws: CloudKitError.self) { _ = try await courier.poll() }
+        let took = ContinuousClock.now - started
+        try await courier.shutdown()
+        try await server.stop()
+        #expect(error?.code == .timeout, "\(String(describing: error))")
+        #expect(took < .seconds(20), "100 bytes at 300 ms would take 30 s; the poll ends at 1.2 s: \(took)")
+    }
+
     @Test func anAnswerThatStallsIsGivenUpAtTheIdleTimeout() async throws {
         try await withServer(configure: {
             $0.timeout = .seconds(60)
