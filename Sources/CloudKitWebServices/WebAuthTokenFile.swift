@@ -74,11 +74,15 @@ struct WebAuthTokenFile: WebAuthTokenVault {
                 if !line.isEmpty { contents.tokens.append(line) }
                 continue
             }
-            guard let equals = line.firstIndex(of: "=") else { continue }
+            // The first '=' as a character of its own, not as the start of a grapheme: a
+            // token that begins with a combining mark joins the '=' before it into one
+            // `Character`, and `earlier=<token>` would then split at a later '=', or not at all.
+            let scalars = line.unicodeScalars
+            guard let equals = scalars.firstIndex(of: "=") else { continue }
             // `earlier = token`, as a person may write it: the spaces are not the token's, as
             // they are not on the first line (a token sent with them is refused).
-            let key = line[..<equals].trimmingCharacters(in: .whitespaces)
-            let value = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+            let key = String(scalars[..<equals]).trimmingCharacters(in: .whitespaces)
+            let value = String(scalars[scalars.index(after: equals)...]).trimmingCharacters(in: .whitespaces)
             switch key {
             case "earlier": if !value.isEmpty { contents.tokens.append(value) }
             case "configured-token-sha256": contents.configuredFingerprint = value
