@@ -189,20 +189,21 @@ import Testing
     }
 
     /// A server that sends its head at once and then a byte every 300 ms is given up on when the
-    /// whole answer's deadline passes, not never.
+    /// whole answer's deadline passes, not after the three minutes its 600 bytes take.
     @Test func aBodyThatTricklesIsGivenUpAtTheDeadline() async throws {
         try await withServer(configure: {
             $0.timeout = .milliseconds(1500)
             $0.retry.maxAttempts = 1
         }) { server, client in
-            server.always(.trickle(body: Array(emptyPage.utf8), interval: .milliseconds(300)))
+            let body = emptyPage + String(repeating: " ", count: 600 - emptyPage.utf8.count)
+            server.always(.trickle(body: Array(body.utf8), interval: .milliseconds(300)))
             let started = ContinuousClock.now
             let error = try await #require(throws: CloudKitError.self) {
                 _ = try await client.fetchRecordZoneChanges(zoneID: zone, syncToken: nil)
             }
             let took = ContinuousClock.now - started
             #expect(error.code == .timeout)
-            #expect(took >= .milliseconds(1400) && took < .seconds(15), "at the deadline: \(took)")
+            #expect(took >= .milliseconds(1400) && took < .seconds(60), "at the deadline, not at the body's end: \(took)")
             #expect(error.description.contains("timeoutSeconds"), "\(error)")
         }
     }
@@ -212,7 +213,7 @@ import Testing
     @Test func aCourierAnswerThatTricklesIsGivenUp() async throws {
         let server = try await CannedServer.start()
         let courier = WebCourier(url: server.baseURL + "/courier", pollTimeout: .milliseconds(600))
-        let notification = #"{"ck":{"qry":{"zid":"Zone01"}}}"# + String(repeating: " ", count: 68)
+        let notification = #"{"ck":{"qry":{"zid":"Zone01"}}}"# + String(repeating: " ", count: 368)
         server.always(.trickle(body: Array(notification.utf8), interval: .milliseconds(300)))
         let started = ContinuousClock.now
         let error = await #expect(throws: CloudKitError.self) { _ = try await courier.poll() }
@@ -220,22 +221,22 @@ import Testing
         try await courier.shutdown()
         try await server.stop()
         #expect(error?.code == .timeout, "\(String(describing: error))")
-        #expect(took < .seconds(20), "100 bytes at 300 ms would take 30 s; the poll ends at 1.2 s: \(took)")
+        #expect(took < .seconds(60), "400 bytes at 300 ms would take 2 minutes; the poll ends at 1.2 s: \(took)")
     }
 
     @Test func anAnswerThatStallsIsGivenUpAtTheIdleTimeout() async throws {
         try await withServer(configure: {
-            $0.timeout = .seconds(60)
+            $0.timeout = .seconds(300)
             $0.idleTimeout = .milliseconds(500)
             $0.retry.maxAttempts = 1
         }) { server, client in
-            server.always(.trickle(body: Array(emptyPage.utf8), interval: .seconds(30)))
+            server.always(.trickle(body: Array(emptyPage.utf8), interval: .seconds(120)))
             let started = ContinuousClock.now
             let error = try await #require(throws: CloudKitError.self) {
                 _ = try await client.fetchRecordZoneChanges(zoneID: zone, syncToken: nil)
             }
             #expect(error.code == .timeout)
-            #expect(ContinuousClock.now - started < .seconds(15), "long before the 60 s deadline")
+            #expect(ContinuousClock.now - started < .seconds(60), "long before the first byte (120 s) and the deadline (300 s)")
         }
     }
 
