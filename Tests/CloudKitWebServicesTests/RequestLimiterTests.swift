@@ -27,7 +27,7 @@ import Testing
         await limiter.release(gaveUp, .throttled(pause: nil))
         let started = ContinuousClock.now
         let next = try await limiter.acquire()
-        #expect(ContinuousClock.now - started < .milliseconds(100))
+        #expect(ContinuousClock.now - started < .seconds(10), "not the hour")
         await limiter.release(next, .succeeded)
         #expect(await limiter.throttledSeconds == 0, "no time is reported that nobody waited")
     }
@@ -40,7 +40,7 @@ import Testing
         await limiter.release(wave[2], .throttled(pause: 30))
         let started = ContinuousClock.now
         let next = try await limiter.acquire()
-        #expect(ContinuousClock.now - started < .milliseconds(100), "the server answered others meanwhile: no pause")
+        #expect(ContinuousClock.now - started < .seconds(10), "the server answered others meanwhile: not the 30 s pause")
         #expect(await limiter.throttledSeconds == 0)
         #expect(await limiter.currentLimit == 1, "half of the three in flight")
         await limiter.release(next, .succeeded)
@@ -94,7 +94,7 @@ import Testing
         await limiter.release(probe[0], .succeeded)
         let started = ContinuousClock.now
         let other = try await limiter.acquire()
-        #expect(ContinuousClock.now - started < .milliseconds(100), "a refused probe is its own wait, not everyone's")
+        #expect(ContinuousClock.now - started < .seconds(10), "a refused probe is its own wait (30 s), not everyone's")
         #expect(await limiter.throttledSeconds - pausedBefore < 0.01)
         #expect(await limiter.currentLimit == 2)
         for ticket in [probe[1], other] { await limiter.release(ticket, .succeeded) }
