@@ -17,7 +17,7 @@ import Testing
     static let fake = FakeSettings(seed: 221, zones: 3, recordsPerZone: 300)
 
     /// A run that must end within `limit`; the time it took.
-    func run(_ s: Setup, within limit: Duration = .seconds(120)) async throws -> (output: ZonefeedBinary.Output, took: Duration) {
+    func run(_ s: Setup, within limit: Duration = .seconds(300)) async throws -> (output: ZonefeedBinary.Output, took: Duration) {
         var z = s.zonefeed
         z.environment.merge(s.p.environment) { _, new in new }
         let started = ContinuousClock.now
@@ -60,7 +60,7 @@ import Testing
         let (first, took) = try await run(s)
         #expect(first.status == 1, "\(first.stderr)")
         #expect(first.stderr.contains("CloudKit did not answer in time (timeout)"), "\(first.stderr)")
-        #expect(took < .seconds(60), "two attempts of eight seconds, not a byte every half second for ever: \(took)")
+        #expect(took < .seconds(180), "two attempts of eight seconds, not a byte every half second for hours: \(took)")
         #expect(try differences(s, in: Self.others) == [], "\(first.stderr)")
 
         try await s.server.admin("faults/clear")
@@ -127,7 +127,7 @@ import Testing
         #expect(output.status == 1, "\(output.stderr)")
         #expect(output.stderr.contains("asked to wait"), "\(output.stderr)")
         #expect(output.stderr.contains("would not end within the retry budget"), "\(output.stderr)")
-        #expect(took < .seconds(60), "nobody waited: \(took)")
+        #expect(took < .seconds(180), "nobody waited the hour: \(took)")
         #expect(!output.stdout.contains("waiting because CloudKit asked to slow down"), "no wait reported: \(output.stdout)")
         let waited = try query(s, "SELECT throttled_seconds FROM \(quoteIdentifier(s.p.schema)).zonefeed_runs ORDER BY run_id DESC LIMIT 1")
         #expect(waited.first?.first == "0")
@@ -153,7 +153,7 @@ import Testing
         let (first, took) = try await run(s)
         #expect(first.status == 1, "\(first.stderr)")
         #expect(first.stderr.contains("the feed does not advance"), "\(first.stderr)")
-        #expect(took < .seconds(60), "\(took)")
+        #expect(took < .seconds(180), "a few hundred pages at most, not for ever: \(took)")
         #expect(try differences(s, in: Self.others) == [])
 
         try await s.server.admin("faults/clear")
@@ -250,7 +250,7 @@ import Testing
         let (output, took) = try await run(s)
         #expect(output.status == 1, "\(output.stderr)")
         #expect(output.stderr.contains("the answer was not the JSON CloudKit sends (malformedResponse)"), "\(output.stderr)")
-        #expect(took < .seconds(60))
+        #expect(took < .seconds(180), "two attempts, not the 300 s retry budget: \(took)")
         #expect(try differences(s, in: Self.others) == [])
     }
 
