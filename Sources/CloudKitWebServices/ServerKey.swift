@@ -45,7 +45,7 @@ public struct ServerKey: Sendable, CustomStringConvertible {
             throw ServerKeyError(message: "\(error)")
         }
         guard let pem else {
-            throw ServerKeyError(message: "cannot read the server-to-server private key file \(path): there is no such file")
+            throw ServerKeyError(message: "cannot read the server-to-server private key file \(path): there is no such file; check auth.serverPrivateKeyFile")
         }
         try self.init(keyID: keyID, pem: pem)
     }

@@ -24,8 +24,10 @@ actor Progress {
             guard now - lastDraw > .milliseconds(200) else { return }
             lastDraw = now
             let seconds = max((now - zoneStarted).seconds, 0.001)
+            // Bounded before the conversion, which would trap past Int.max.
+            let rate = Int(min(Double(total.records) / seconds, 1e15))
             Terminal.shared.showProgress(
-                "\(InertText.escaped(zone.zoneName)): \(total.records.grouped) records, \(total.pages.grouped) pages, \(Int(Double(total.records) / seconds).grouped) records/s"
+                "\(InertText.escaped(zone.zoneName)): \(total.records.grouped) records, \(total.pages.grouped) pages, \(rate.grouped) records/s"
             )
         case .didFetchRecordZoneChanges:
             Terminal.shared.endProgress()

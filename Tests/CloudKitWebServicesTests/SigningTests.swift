@@ -49,8 +49,7 @@ import Testing
     /// sentence that quotes nothing of it.
     @Test(arguments: ["its own private file", "symbolic link", "readable by others", "a gigabyte", "missing"])
     func theKeyFileIsReadAsASecret(kind: String) throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("zonefeed-key-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let file = folder + "/eckey.pem"
         let key = P256.Signing.PrivateKey()
@@ -73,9 +72,7 @@ import Testing
             try write(mode: 0o644)
             expected = "group or others may access it (mode 644)"
         case "a gigabyte":
-            let fd = open(file, O_CREAT | O_WRONLY, 0o600)
-            #expect(ftruncate(fd, 1 << 30) == 0)
-            close(fd)
+            makeSparseFile(file, bytes: 1 << 30)
             expected = "larger than 65536 bytes"
         default:
             expected = "there is no such file"

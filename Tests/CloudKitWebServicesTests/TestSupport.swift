@@ -2,6 +2,7 @@ import CloudKitWebServices
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
+import Testing
 
 /// Secrets the tests use; none of them may ever appear in a log line or an error's text. They
 /// hold `+`, `/` and `=` on purpose.
@@ -88,6 +89,13 @@ func withServer<T: Sendable>(
         try? await server.stop()
         throw error
     }
+}
+
+/// A sparse file of `bytes` at `path`, mode 0600: a file far too large to read, costing no disk.
+func makeSparseFile(_ path: String, bytes: Int) {
+    let fd = open(path, O_CREAT | O_WRONLY, 0o600)
+    #expect(fd >= 0 && ftruncate(fd, off_t(bytes)) == 0)
+    close(fd)
 }
 
 /// A fresh folder under the temporary directory, removed by the caller.

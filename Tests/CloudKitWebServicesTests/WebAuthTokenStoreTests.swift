@@ -169,9 +169,7 @@ import Testing
             #expect(chmod(file, 0o644) == 0)
             expected = "group or others may access it (mode 644)"
         case "a gigabyte":
-            let fd = open(file, O_CREAT | O_WRONLY, 0o600)
-            #expect(ftruncate(fd, 1 << 30) == 0)
-            close(fd)
+            makeSparseFile(file, bytes: 1 << 30)
             expected = "larger than \(WebAuthTokenFile.maxBytes) bytes"
         case "a FIFO":
             #expect(mkfifo(file, 0o600) == 0)

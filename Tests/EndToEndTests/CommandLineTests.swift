@@ -21,7 +21,14 @@ import ZoneFeed
         // The runs overlap when two sessions hold this pipeline's zone locks at the same moment.
         var mostHolders = 0
         let key = "zonefeed:\(p.schema):\(p.name)"
+        let deadline = ContinuousClock.now + .seconds(300)
         while a.isRunning || b.isRunning {
+            guard ContinuousClock.now < deadline else {
+                a.end(SIGKILL)
+                b.end(SIGKILL)
+                Issue.record("the two runs did not end within 300 s")
+                break
+            }
             let holders = try Connection.withConnection(p.url) { c in
                 try c.query(
                     "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND granted "
