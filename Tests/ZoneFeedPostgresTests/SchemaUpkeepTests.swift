@@ -24,7 +24,7 @@ import ZoneFeed
         let finished = try await withThrowingTaskGroup(of: Bool.self) { group in
             group.addTask { try await pipeline.run().status == .succeeded }
             group.addTask {
-                try await Task.sleep(for: .seconds(30))
+                try await Task.sleep(for: .seconds(120))  // a stuck run waits for ever; a loaded one, tens of seconds
                 return false
             }
             let first = try await group.next()!
