@@ -25,6 +25,8 @@ extension CloudKitClient {
         /// Where the newest web auth token is kept when not in a file (a database table, say);
         /// when set, `webAuthTokenFile` is not used.
         public var webAuthTokenVault: (any WebAuthTokenVault)?
+        /// The certificate authorities trusted for TLS: the system's, plus a `caFile`'s.
+        public var tlsTrust: TLSTrust = .system
         /// Server-to-server signing (public database only, per Apple).
         public var serverKey: ServerKey?
         /// How long one HTTP request may take, from sending it to the last byte of its answer.
@@ -60,7 +62,7 @@ extension CloudKitClient {
             "CloudKitClient.Configuration(baseURL: \(baseURL), container: \(container), environment: \(environment.rawValue), "
                 + "database: \(database.rawValue), apiToken: \(apiToken == nil ? "nil" : "<redacted>"), "
                 + "webAuthToken: \(webAuthToken == nil ? "nil" : "<redacted>"), webAuthTokens: \(webAuthTokenVault?.location ?? webAuthTokenFile ?? "nil"), "
-                + "serverKey: \(serverKey.map { "\($0)" } ?? "nil"), maxConcurrentRequests: \(maxConcurrentRequests))"
+                + "serverKey: \(serverKey.map { "\($0)" } ?? "nil"), tls: \(tlsTrust), maxConcurrentRequests: \(maxConcurrentRequests))"
         }
     }
 }

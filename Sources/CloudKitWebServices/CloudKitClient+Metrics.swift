@@ -11,6 +11,8 @@ extension CloudKitClient {
         }
         /// Attempts made again after a retryable failure.
         static let retries = Counter(label: "zonefeed_cloudkit_retries_total")
+        /// Requests sent again on a fresh connection after a 421 Misdirected Request.
+        static let misdirectedRetries = Counter(label: "zonefeed_cloudkit_misdirected_retries_total")
         /// Seconds every request was paused because the server throttled.
         static let throttleWait = FloatingPointCounter(label: "zonefeed_cloudkit_throttle_wait_seconds_total")
     }

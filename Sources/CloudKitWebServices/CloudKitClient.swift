@@ -23,8 +23,7 @@ import NIOHTTP1
 /// Use `withClient` to have the client shut down on every path, or pass an `HTTPClient` you own.
 public final class CloudKitClient: Sendable {
     public let configuration: Configuration
-    let httpClient: HTTPClient
-    let ownsHTTPClient: Bool
+    let connections: RenewableHTTPClient
     let logger: Logger
     let tokens: WebAuthTokenStore
     let signer: RequestSigner?
@@ -35,26 +34,17 @@ public final class CloudKitClient: Sendable {
 
     /// - Parameters:
     ///   - httpClient: a client owned by the caller; when nil the client makes its own, with
-    ///     redirects off and the configured timeout, and `shutdown()` must be called.
+    ///     redirects off, the configured timeouts and TLS trust, and `shutdown()` must be called.
     public init(configuration: Configuration, httpClient: HTTPClient? = nil, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
         if let httpClient {
-            self.httpClient = httpClient
-            ownsHTTPClient = false
+            connections = RenewableHTTPClient(callersClient: httpClient)
         } else {
-            // `read` is AsyncHTTPClient's idle timeout: the longest it waits for the next bytes,
-            // of the head or the body. The whole answer's deadline is the request's (`timeout`).
-            let timeout = configuration.timeout.timeAmount
-            var http = HTTPClient.Configuration(
-                redirectConfiguration: .disallow,
-                timeout: .init(connect: min(timeout, .seconds(30)), read: min(timeout, configuration.idleTimeout.timeAmount)))
-            // Over HTTP/1.1 a connection carries one request at a time, and the pool keeps 8 per
-            // host unless told: as many as may be in flight (measured: 8 in flight at most, and
-            // half the WAN phase's throughput, before).
-            http.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = max(8, configuration.maxConcurrentRequests)
-            self.httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: http, backgroundActivityLogger: logger)
-            ownsHTTPClient = true
+            let http = Self.httpConfiguration(configuration)
+            connections = RenewableHTTPClient(owned: {
+                HTTPClient(eventLoopGroupProvider: .singleton, configuration: http, backgroundActivityLogger: logger)
+            })
         }
         tokens = WebAuthTokenStore(
             configured: configuration.webAuthToken,
@@ -64,16 +54,46 @@ public final class CloudKitClient: Sendable {
         (origin, pathPrefix) = Self.split(baseURL: configuration.baseURL)
     }
 
+    /// AsyncHTTPClient's settings for the API's connections.
+    static func httpConfiguration(_ configuration: Configuration) -> HTTPClient.Configuration {
+        // `read` is AsyncHTTPClient's idle timeout: the longest it waits for the next bytes,
+        // of the head or the body. The whole answer's deadline is the request's (`timeout`).
+        // The connection, TLS handshake included, must be made within half of it, so that a
+        // handshake that never ends is told from an answer that does not come.
+        let timeout = configuration.timeout.timeAmount
+        var http = HTTPClient.Configuration(
+            tlsConfiguration: configuration.tlsTrust.clientConfiguration,
+            redirectConfiguration: .disallow,
+            timeout: .init(connect: Self.connectTimeout(configuration), read: min(timeout, configuration.idleTimeout.timeAmount)))
+        // HTTP/2 where the server offers it by ALPN (CloudKit's edge does): one connection
+        // carries every request in flight as its own stream. HTTP/1.1 otherwise, where a
+        // connection carries one request at a time and the pool keeps 8 per host unless told:
+        // as many as may be in flight (measured: 8 in flight at most, and half the WAN phase's
+        // throughput, before).
+        http.httpVersion = .automatic
+        http.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = max(8, configuration.maxConcurrentRequests)
+        // A connection that cannot be made fails the requests waiting for it at once, with its
+        // cause, and the retry policy decides: AsyncHTTPClient would otherwise retry it until
+        // each request's deadline, and a certificate that does not verify never will.
+        http.connectionPool.retryConnectionEstablishment = false
+        return http
+    }
+
+    /// Half the answer's deadline, and at most 30 s.
+    static func connectTimeout(_ configuration: Configuration) -> TimeAmount {
+        min(Duration.bounded(seconds: configuration.timeout.seconds / 2, atMost: .seconds(30)).timeAmount, .seconds(30))
+    }
+
     /// Waits until the newest web auth token is saved, then shuts down the HTTP client if this
     /// client made it; a caller's client is left alone.
     public func shutdown() async throws {
         do {
             try await tokens.flush(logger: logger)
         } catch {
-            if ownsHTTPClient { try? await httpClient.shutdown() }
+            try? await connections.shutdown()
             throw error
         }
-        if ownsHTTPClient { try await httpClient.shutdown() }
+        try await connections.shutdown()
     }
 
     /// Runs `body` with a client that is shut down afterwards, whatever happens.
@@ -179,6 +199,7 @@ public final class CloudKitClient: Sendable {
         let start = ContinuousClock.now
         var attempt = 0
         var tokenRetries = 0
+        var misdirections = 0
         while true {
             attempt += 1
             try Task.checkCancellation()
@@ -213,6 +234,15 @@ public final class CloudKitClient: Sendable {
             } catch {
                 _ = await limiter.release(ticket, .failed)
                 throw error
+            }
+            // A connection Apple's edge holds for another host: dropped, and the request sent
+            // once more on a fresh one, at once. A second 421 on a fresh connection is final.
+            if error.code == .misdirected, misdirections == 0 {
+                misdirections += 1
+                attempt -= 1
+                Metrics.misdirectedRetries.increment()
+                logger.warning("CloudKit answered 421 Misdirected Request; retrying once on a fresh connection")
+                continue
             }
             if error.code == .authenticationFailed, let token, tokenRetries < WebAuthTokenStore.tokensKept,
                 await mayRetryWithAnotherToken(after: token, logger: logger)
@@ -309,11 +339,20 @@ public final class CloudKitClient: Sendable {
         // once and then trickles the body is given up on when it passes, not never.
         let deadline = ContinuousClock.now + configuration.timeout
         let response: HTTPClientResponse
+        let lease = connections.lease()
+        defer { connections.giveBack(lease) }
         do {
             // AsyncHTTPClient gets no logger: its trace lines could show the request, tokens and all.
-            response = try await httpClient.execute(request, deadline: .now() + configuration.timeout.timeAmount)
+            response = try await lease.client.execute(request, deadline: .now() + configuration.timeout.timeAmount)
         } catch {
-            throw try Self.transportFault(error, fault: fault)
+            var failure = try Self.transportFault(error, fault: fault, host: hostDescription)
+            if let error = error as? HTTPClientError, error == .connectTimeout, origin.hasPrefix("https://"),
+                await TCPProbe.connects(toOrigin: origin, within: Self.connectTimeout(configuration))
+            {
+                failure = fault(.tlsFailed, "the TLS connection to \(hostDescription) failed: \(TLSFailure.handshakeTimedOut)", nil)
+                failure.tlsHost = hostDescription
+            }
+            throw failure
         }
         let status = Int(response.status.code)
 
@@ -329,11 +368,18 @@ public final class CloudKitClient: Sendable {
         if let announced, announced > limit {
             throw fault(.responseTooLarge, "the server announced \(announced) bytes", status)
         }
-        let bytes = try await Self.readBody(of: response, announced: announced, limit: limit, until: deadline, status: status, fault: fault)
+        let bytes = try await Self.readBody(
+            of: response, announced: announced, limit: limit, until: deadline, status: status, host: hostDescription, fault: fault)
         logger.debug("CloudKit answered", metadata: ["status": "\(status)", "bytes": "\(bytes.count)"])
 
         guard (200..<300).contains(status) else {
             let errorBody = ServerErrorBody(bytes)
+            if status == 421, errorBody.serverErrorCode == nil {
+                // Not CloudKit's answer but its edge's: this connection was made for another
+                // host. The next request gets a fresh connection, whoever sends it.
+                connections.renew(after: lease)
+                throw fault(.misdirected, "421 Misdirected Request without CloudKit's error body, from \(hostDescription)", status)
+            }
             let code =
                 errorBody.serverErrorCode.map { CloudKitError.Code(serverErrorCode: $0) }
                 ?? CloudKitError.Code(httpStatus: status) ?? CloudKitError.Code(serverErrorCode: "HTTP_\(status)")
@@ -374,7 +420,7 @@ public final class CloudKitClient: Sendable {
     /// kilobytes: made room for once rather than grown chunk by chunk, and gathered where it is
     /// decoded, with no copy in between. `WebCourier` reads its answers with it too.
     static func readBody(
-        of response: HTTPClientResponse, announced: Int?, limit: Int, until deadline: ContinuousClock.Instant, status: Int,
+        of response: HTTPClientResponse, announced: Int?, limit: Int, until deadline: ContinuousClock.Instant, status: Int, host: String,
         fault: @escaping @Sendable (CloudKitError.Code, String, Int?) -> CloudKitError
     ) async throws -> Data {
         let body = response.body
@@ -406,13 +452,30 @@ public final class CloudKitClient: Sendable {
         } catch let error as CloudKitError {
             throw error
         } catch {
-            throw try transportFault(error, fault: fault)
+            throw try transportFault(error, fault: fault, host: host)
         }
     }
 
-    /// A transport error as a `CloudKitError`; cancellation stays a `CancellationError`.
-    private static func transportFault(_ error: any Error, fault: (CloudKitError.Code, String, Int?) -> CloudKitError) throws -> CloudKitError {
+    /// `host:port` of `baseURL`, for messages.
+    var hostDescription: String { Self.hostDescription(ofOrigin: origin) }
+
+    static func hostDescription(ofOrigin origin: String) -> String {
+        guard let schemeEnd = origin.range(of: "://") else { return origin }
+        return String(origin[schemeEnd.upperBound...])
+    }
+
+    /// A transport error as a `CloudKitError`; cancellation stays a `CancellationError`. A TLS
+    /// failure is one of its own, never retried: a certificate that did not verify will not
+    /// verify on the next attempt either.
+    static func transportFault(
+        _ error: any Error, fault: (CloudKitError.Code, String, Int?) -> CloudKitError, host: String
+    ) throws -> CloudKitError {
         if error is CancellationError || Task.isCancelled { throw CancellationError() }
+        if let cause = TLSFailure.cause(of: error) {
+            var failure = fault(.tlsFailed, "the TLS connection to \(host) failed: \(cause)", nil)
+            failure.tlsHost = host
+            return failure
+        }
         if let error = error as? HTTPClientError {
             switch error {
             case .deadlineExceeded, .readTimeout, .connectTimeout, .writeTimeout:

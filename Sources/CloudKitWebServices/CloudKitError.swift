@@ -52,6 +52,12 @@ public struct CloudKitError: Error, Sendable, CustomStringConvertible {
         public static let malformedResponse = Code(fault: "malformedResponse")
         /// The request could not be signed with the server-to-server key.
         public static let signingFailed = Code(fault: "signingFailed")
+        /// A 421 without CloudKit's JSON body: Apple's edge, for a connection made for another
+        /// host. Retried once on a fresh connection by the client, never by the retry policy.
+        public static let misdirected = Code(fault: "misdirected")
+        /// The TLS handshake failed: a certificate that does not verify, a host name it is not
+        /// for, a handshake that never finishes. Never retried.
+        public static let tlsFailed = Code(fault: "tls")
 
         /// The code the reference's table gives for an HTTP status, for error responses without a
         /// JSON body (a proxy's HTML page, an empty 503).
@@ -99,6 +105,8 @@ public struct CloudKitError: Error, Sendable, CustomStringConvertible {
     public var attempts: Int
     /// Set for limits of the client itself (the timeout, `maxResponseBytes`), to name them.
     var limit: String?
+    /// With `tlsFailed`: the host and port the connection was for.
+    var tlsHost: String?
 
     public init(
         code: Code, httpStatus: Int? = nil, reason: String? = nil, retryAfter: Double? = nil,
@@ -134,7 +142,7 @@ public struct CloudKitError: Error, Sendable, CustomStringConvertible {
 
     /// The web auth token (or the key) needs a person.
     public var isAuthenticationFailure: Bool {
-        code == .authenticationFailed || code == .authenticationRequired || httpStatus == 401 || httpStatus == 421
+        code == .authenticationFailed || code == .authenticationRequired || httpStatus == 401 || (httpStatus == 421 && code != .misdirected)
     }
 
     public var description: String {
@@ -194,6 +202,12 @@ public struct CloudKitError: Error, Sendable, CustomStringConvertible {
             return "the response was larger than the client accepts \(tag)\(limit.map { ": \($0)" } ?? ""): lower resultsLimit, or raise that limit"
         case .malformedResponse:
             return "the answer was not the JSON CloudKit sends \(tag): run again; if it persists, check that baseURL points at CloudKit Web Services"
+        case .misdirected:
+            return
+                "CloudKit's edge answered 421 Misdirected Request on a fresh connection too \(tag): a proxy or load balancer between here and CloudKit may be sending requests to the wrong host; run again, and check the network path if it persists"
+        case .tlsFailed:
+            return
+                "could not make a trusted TLS connection to \(tlsHost ?? "CloudKit") \(tag): if a proxy inspects TLS or the server's certificate comes from a private CA, give that CA's certificate as source.cloudkit.tls.caFile; check baseURL's host name; this is not retried"
         case .signingFailed:
             return "the request could not be signed \(tag): check that serverPrivateKeyFile holds the PEM private key (prime256v1) of serverKeyID"
         default:

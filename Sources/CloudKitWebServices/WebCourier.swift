@@ -15,10 +15,12 @@ public final class WebCourier: Sendable {
 
     /// - Parameter pollTimeout: how long one poll may stay open; the courier answers sooner
     ///   (empty) when nothing comes.
-    public init(url: String, pollTimeout: Duration = .seconds(60)) {
+    ///   - trust: the certificate authorities the courier's TLS certificate is verified against.
+    public init(url: String, pollTimeout: Duration = .seconds(60), trust: TLSTrust = .system) {
         self.url = url
         self.pollTimeout = pollTimeout
-        var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow)
+        var configuration = HTTPClient.Configuration(tlsConfiguration: trust.clientConfiguration, redirectConfiguration: .disallow)
+        configuration.connectionPool.retryConnectionEstablishment = false
         configuration.timeout = .init(connect: .seconds(10), read: .nanoseconds(Int64(pollTimeout.seconds * 1e9)))
         httpClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
@@ -38,13 +40,21 @@ public final class WebCourier: Sendable {
         } catch is CancellationError {
             throw CancellationError()
         } catch {
+            // The URL holds the push token: only its host is named.
+            let host = CloudKitClient.hostDescription(ofOrigin: CloudKitClient.split(baseURL: url).origin)
+            if let cause = TLSFailure.cause(of: error) {
+                var failure = CloudKitError(code: .tlsFailed, reason: "the TLS connection to the web courier \(host) failed: \(cause)", operation: "courier")
+                failure.tlsHost = host
+                throw failure
+            }
             throw CloudKitError(code: .network, reason: "the web courier cannot be reached", operation: "courier")
         }
         let status = Int(response.status.code)
         // The answer is read whole by twice the poll's time from its start and up to 1 MiB: a
         // body that trickles a byte at a time would otherwise hold the notifications for good.
         let body = try await CloudKitClient.readBody(
-            of: response, announced: nil, limit: 1 << 20, until: started + pollTimeout * 2, status: status
+            of: response, announced: nil, limit: 1 << 20, until: started + pollTimeout * 2, status: status,
+            host: CloudKitClient.hostDescription(ofOrigin: CloudKitClient.split(baseURL: url).origin)
         ) { code, reason, status in
             CloudKitError(code: code, httpStatus: status, reason: "the web courier's answer was not read whole: \(reason)", operation: "courier")
         }

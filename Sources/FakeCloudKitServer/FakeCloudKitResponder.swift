@@ -1,16 +1,22 @@
 import CloudKitModel
 import Hummingbird
 import Logging
+import NIOCore
 
 /// The request context: Hummingbird's basics plus the client's address, since the admin
-/// endpoints answer loopback clients only.
+/// endpoints answer loopback clients only, and the connection the request came on (an HTTP/2
+/// stream's connection), for the misdirected-connection fault and the connection count.
 struct FakeServerContext: RequestContext {
     var coreContext: CoreRequestContextStorage
     let remoteIP: String?
+    let connection: any Channel
 
     init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         remoteIP = source.channel.remoteAddress?.ipAddress
+        // An HTTP/2 stream's parent is its connection; an accepted connection's parent is the
+        // listening socket, which has none.
+        connection = source.channel.parent.flatMap { $0.parent == nil ? nil : $0 } ?? source.channel
     }
 }
 
@@ -20,6 +26,16 @@ struct FakeCloudKitResponder: HTTPResponder {
     typealias Context = FakeServerContext
 
     let store: FakeCloudKitStore
+    let origin: Origin
+
+    /// The server's two origins. Each answers 421 Misdirected Request to the other's paths, as
+    /// Apple's edge does to a request sent on a connection made for another host.
+    enum Origin: Sendable {
+        /// CloudKit's API and the admin endpoints.
+        case api
+        /// The web courier's long polls.
+        case courier
+    }
 
     static let maxBody = 16 << 20
 
@@ -34,6 +50,12 @@ struct FakeCloudKitResponder: HTTPResponder {
         } catch {
             return Self.response(.error(413, "BAD_REQUEST", "request body larger than \(Self.maxBody) bytes"))
         }
+        if origin == .courier {
+            guard path.hasPrefix("/courier/") else { return Self.misdirected }
+            // The web courier: its own URL, the push token in it, no CloudKit authentication.
+            return Self.response(await store.pollCourier(token: String(path.dropFirst("/courier/".count))))
+        }
+        if path.hasPrefix("/courier/") { return Self.misdirected }
         if path == "/admin" || path.hasPrefix("/admin/") {
             guard Self.isLoopback(context.remoteIP) else {
                 return Self.response(.adminError("admin endpoints answer loopback clients only", status: 403))
@@ -42,15 +64,12 @@ struct FakeCloudKitResponder: HTTPResponder {
             context.logger.debug("admin request", metadata: ["path": "\(path)", "status": "\(reply.status)"])
             return Self.response(reply)
         }
-        if path.hasPrefix("/courier/") {
-            // The web courier: its own URL, the push token in it, no CloudKit authentication.
-            return Self.response(await store.pollCourier(token: String(path.dropFirst("/courier/".count))))
-        }
+        if await store.arrived(on: context.connection) { return Self.misdirected }
         let query = Self.formDecode(request.uri.query)
         var cloudKitRequest = FakeCloudKitStore.CloudKitRequest(
             method: request.method.rawValue, path: path, apiToken: query["ckAPIToken"],
             webAuthToken: query["ckWebAuthToken"], body: body)
-        cloudKitRequest.courierBase = "http://" + (request.head.authority ?? "127.0.0.1")
+        cloudKitRequest.courierHost = Self.host(ofAuthority: request.head.authority)
         let request = cloudKitRequest
         // In flight from its arrival until its response leaves, the latency included.
         let result = await store.handleInFlight(request)
@@ -60,6 +79,22 @@ struct FakeCloudKitResponder: HTTPResponder {
                 "method": "\(request.method)", "path": "\(path)", "status": "\(result.reply.status)",
             ])
         return Self.response(result.reply, rotatedToken: result.rotatedToken, delivery: result.delivery)
+    }
+
+    /// What Apple's edge answers on a connection made for another host: 421 and a page of its
+    /// own, not CloudKit's JSON error body.
+    static var misdirected: Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "text/html; charset=utf-8"
+        let page = "<html><head><title>421 Misdirected Request</title></head><body><h1>Misdirected Request</h1></body></html>"
+        return Response(status: .misdirectedRequest, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: page)))
+    }
+
+    /// `127.0.0.1` of `127.0.0.1:8765`, `[::1]` of `[::1]:8765`; `127.0.0.1` without an authority.
+    static func host(ofAuthority authority: String?) -> String {
+        guard let authority, !authority.isEmpty else { return "127.0.0.1" }
+        if authority.hasPrefix("["), let close = authority.firstIndex(of: "]") { return String(authority[...close]) }
+        return String(authority.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)[0])
     }
 
     static func response(_ reply: Reply, rotatedToken: String? = nil, delivery: FakeCloudKitStore.Delivery = .whole) -> Response {

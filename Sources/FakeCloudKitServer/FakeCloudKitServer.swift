@@ -1,7 +1,12 @@
 import FakeCloudKit
 import Foundation
 import Hummingbird
+import HummingbirdCore
+import HummingbirdHTTP2
+import HummingbirdTLS
 import Logging
+import NIOSSL
+import ServiceLifecycle
 
 /// A fake CloudKit Web Services server on loopback: the endpoints zonefeed's REST client uses
 /// (`records/changes`, `changes/database`, `zones/list`, `users/caller`) with CloudKit's JSON
@@ -10,8 +15,8 @@ import Logging
 /// that let a test add changes, delete or purge zones, expire tokens and inject faults.
 ///
 /// ```swift
-/// try await FakeCloudKitServer.run(.init(settings: FakeSettings(zones: 2, recordsPerZone: 500)), logger: logger) { port in
-///     // http://127.0.0.1:\(port)/database/1/iCloud.com.example.fake/development/private/records/changes
+/// try await FakeCloudKitServer.run(.init(settings: FakeSettings(zones: 2, recordsPerZone: 500)), logger: logger) { listening in
+///     // http://127.0.0.1:\(listening.port)/database/1/iCloud.com.example.fake/development/private/records/changes
 /// }
 /// ```
 ///
@@ -70,6 +75,19 @@ public struct FakeCloudKitServer: Sendable {
         /// sending bytes, as a remote CloudKit costs the client's machine nothing. The pages take
         /// memory in proportion to the feed; any admin change drops them.
         public var preparesPages: Bool
+        /// HTTPS with this certificate and key; nil serves plain HTTP/1.1.
+        public var tls: TLSIdentity?
+        /// What ALPN offers over TLS: HTTP/2, HTTP/1.1 or both (CloudKit's edge negotiates h2).
+        public var httpVersions: HTTPVersions
+        /// The web courier's port (0 picks a free one): the courier is an origin of its own, as
+        /// Apple's courier host is, and each origin answers 421 to the other's paths.
+        public var courierPort: Int
+
+        public enum HTTPVersions: String, Sendable, CaseIterable {
+            case http1 = "1.1"
+            case http2 = "2"
+            case both
+        }
 
         public init(
             host: String = "127.0.0.1", port: Int = 0, container: String = "iCloud.com.example.fake",
@@ -79,7 +97,8 @@ public struct FakeCloudKitServer: Sendable {
             redirectURL: String = "https://idmsa.apple.com/IDMSWebAuth/signin?fake=1",
             preparesPages: Bool = false, tokenWindow: Int? = nil, tokenRetirement: TokenRetirement = .onUse,
             latency: Duration = .zero, jitter: Duration = .zero,
-            maxInFlight: Int? = nil, throttleRetryAfter: Double = 0.25
+            maxInFlight: Int? = nil, throttleRetryAfter: Double = 0.25,
+            tls: TLSIdentity? = nil, httpVersions: HTTPVersions = .both, courierPort: Int = 0
         ) {
             self.host = host
             self.port = port
@@ -98,15 +117,29 @@ public struct FakeCloudKitServer: Sendable {
             self.jitter = jitter
             self.maxInFlight = maxInFlight
             self.throttleRetryAfter = throttleRetryAfter
+            self.tls = tls
+            self.httpVersions = httpVersions
+            self.courierPort = courierPort
         }
+
+        /// `https` over TLS, else `http`.
+        public var scheme: String { tls == nil ? "http" : "https" }
     }
 
-    /// The server as a Hummingbird application, for a caller that runs it in its own
-    /// `ServiceGroup`. `onReady` is called with the bound port once the server listens.
-    /// Throws when the scenario file cannot be read.
-    public static func makeApplication(
-        _ configuration: Configuration, logger: Logger, onReady: @escaping @Sendable (Int) async -> Void
-    ) async throws -> some ApplicationProtocol {
+    /// What listens once the server is up.
+    public struct Listening: Sendable {
+        /// The CloudKit API's port (and the admin endpoints').
+        public var port: Int
+        /// The web courier's port.
+        public var courierPort: Int
+    }
+
+    /// The two origins as Hummingbird applications, for a caller that runs them in its own
+    /// `ServiceGroup`. `onReady` is called once both listen. Throws when the scenario file cannot
+    /// be read or the TLS identity is not usable.
+    static func makeApplications(
+        _ configuration: Configuration, logger: Logger, onReady: @escaping @Sendable (Listening) async -> Void
+    ) async throws -> [any Service] {
         let store = try await FakeCloudKitStore(configuration: configuration)
         if configuration.preparesPages {
             let started = ContinuousClock.now
@@ -118,37 +151,111 @@ public struct FakeCloudKitServer: Sendable {
                     "seconds": "\(String(format: "%.1f", (ContinuousClock.now - started).seconds))",
                 ])
         }
-        return Application(
-            responder: FakeCloudKitResponder(store: store),
-            configuration: ApplicationConfiguration(
-                address: .hostname(configuration.host, port: configuration.port), serverName: "AppleHttpServer/fake"),
-            onServerRunning: { channel in await onReady(channel.localAddress?.port ?? configuration.port) },
-            logger: logger)
+        let ready = ReadyPorts(onReady: onReady)
+        func application(_ origin: FakeCloudKitResponder.Origin, port: Int) throws -> any Service {
+            Application(
+                responder: FakeCloudKitResponder(store: store, origin: origin),
+                server: try HTTPServerBuilder.fake(configuration),
+                configuration: ApplicationConfiguration(
+                    address: .hostname(configuration.host, port: port), serverName: "AppleHttpServer/fake"),
+                onServerRunning: { channel in
+                    let bound = channel.localAddress?.port ?? port
+                    if origin == .courier { await store.setCourierPort(bound) }
+                    await ready.listening(origin, on: bound)
+                },
+                logger: logger)
+        }
+        return [try application(.api, port: configuration.port), try application(.courier, port: configuration.courierPort)]
     }
 
-    /// Runs the server until the calling task is cancelled; `onReady` gets the bound port (the
-    /// real one when the configuration asks for port 0).
+    /// Runs the server until the calling task is cancelled; `onReady` gets the bound ports (the
+    /// real ones when the configuration asks for port 0).
     ///
     /// Cancellation stops the server at once, cutting open connections; HummingbirdCore logs
     /// that at error level ("Waiting on child channel: CancellationError()"), so a test passes a
-    /// logger set to `.critical`. For a graceful stop, run `makeApplication`'s result in a
-    /// `ServiceGroup` and trigger its graceful shutdown (`runFromCommandLine` does so on signals).
+    /// logger set to `.critical`. `runFromCommandLine` stops gracefully on signals.
     public static func run(
-        _ configuration: Configuration, logger: Logger, onReady: @escaping @Sendable (Int) async -> Void
+        _ configuration: Configuration, logger: Logger, onReady: @escaping @Sendable (Listening) async -> Void
     ) async throws {
-        try await makeApplication(configuration, logger: logger, onReady: onReady).run()
+        let services = try await makeApplications(configuration, logger: logger, onReady: onReady)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for service in services { group.addTask { try await service.run() } }
+            defer { group.cancelAll() }
+            try await group.next()
+        }
     }
 
     /// `zonefeed fake-server`: prints one line to stdout when the server listens, then serves
-    /// until SIGINT or SIGTERM.
-    public static func runFromCommandLine(_ configuration: Configuration, logger: Logger) async throws {
-        let app = try await makeApplication(configuration, logger: logger) { port in
-            let line =
-                "fake CloudKit server listening on http://\(configuration.host):\(port) "
-                + "(container \(configuration.container), environment \(configuration.environment))\n"
-            // Unbuffered, so that a parent process reading a pipe sees the line at once.
-            FileHandle.standardOutput.write(Data(line.utf8))
+    /// until SIGINT or SIGTERM. Over TLS with a certificate it made, the line names the file the
+    /// CA certificate was written to (`caFile`), and the file is removed at exit.
+    public static func runFromCommandLine(_ configuration: Configuration, caFile: String?, logger: Logger) async throws {
+        if let caFile, let pem = configuration.tls?.caCertificatePEM {
+            try Data(pem.utf8).write(to: URL(fileURLWithPath: caFile), options: .atomic)
         }
-        try await app.runService()
+        defer { if let caFile, configuration.tls?.caCertificatePEM != nil { try? FileManager.default.removeItem(atPath: caFile) } }
+        let services = try await makeApplications(configuration, logger: logger) { listening in
+            let scheme = configuration.scheme
+            var line =
+                "fake CloudKit server listening on \(scheme)://\(configuration.host):\(listening.port) "
+                + "(container \(configuration.container), environment \(configuration.environment)); "
+                + "web courier on \(scheme)://\(configuration.host):\(listening.courierPort)"
+            if configuration.tls != nil {
+                line += "; TLS offering \(configuration.httpVersions.alpnDescription)"
+                if let caFile, configuration.tls?.caCertificatePEM != nil { line += "; CA certificate in \(caFile)" }
+            }
+            // Unbuffered, so that a parent process reading a pipe sees the line at once.
+            FileHandle.standardOutput.write(Data((line + "\n").utf8))
+        }
+        let group = ServiceGroup(
+            configuration: .init(
+                services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+    }
+}
+
+/// Calls `onReady` once both origins listen.
+private actor ReadyPorts {
+    let onReady: @Sendable (FakeCloudKitServer.Listening) async -> Void
+    var api: Int?
+    var courier: Int?
+
+    init(onReady: @escaping @Sendable (FakeCloudKitServer.Listening) async -> Void) { self.onReady = onReady }
+
+    func listening(_ origin: FakeCloudKitResponder.Origin, on port: Int) async {
+        switch origin {
+        case .api: api = port
+        case .courier: courier = port
+        }
+        if let api, let courier { await onReady(.init(port: api, courierPort: courier)) }
+    }
+}
+
+extension FakeCloudKitServer.Configuration.HTTPVersions {
+    var alpnDescription: String {
+        switch self {
+        case .http1: "http/1.1"
+        case .http2: "h2"
+        case .both: "h2 and http/1.1"
+        }
+    }
+}
+
+extension HTTPServerBuilder {
+    /// Plain HTTP/1.1, or TLS offering by ALPN what the configuration asks.
+    static func fake(_ configuration: FakeCloudKitServer.Configuration) throws -> HTTPServerBuilder {
+        guard let identity = configuration.tls else { return .http1() }
+        let chain = try NIOSSLCertificate.fromPEMBytes(Array(identity.certificateChainPEM.utf8)).map { NIOSSLCertificateSource.certificate($0) }
+        let key = try NIOSSLPrivateKey(bytes: Array(identity.privateKeyPEM.utf8), format: .pem)
+        var tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+        switch configuration.httpVersions {
+        case .both:
+            return try .http2Upgrade(tlsConfiguration: tls)
+        case .http2:
+            tls.applicationProtocols = ["h2"]
+            return try .tls(.plaintextHTTP2(), tlsConfiguration: tls)
+        case .http1:
+            tls.applicationProtocols = ["http/1.1"]
+            return try .tls(.http1(), tlsConfiguration: tls)
+        }
     }
 }

@@ -27,10 +27,11 @@ import Foundation
 /// | `faults/stall` | `{zone, mode}` | the zone's `records/changes` never advances, always saying more is coming: `sameToken` (the token it was asked from), `emptyPages` (no records, a new token each time), `repeatPage` (the same records, a new token each time); until `faults/clear` |
 /// | `faults/garbage` | `{count: 1, status: 200, pathSuffix?}` | answers with an HTML page instead of JSON |
 /// | | | every `faults/…` but `stall` also takes `zone`: only that zone's `records/changes` meets the fault |
+/// | `faults/misdirect` | `{count: 1}` | the next CloudKit request marks the connection it came on as misdirected: that request and the next `count - 1` on the same connection are answered 421 Misdirected Request with an HTML page, not CloudKit's JSON body (Apple's edge, for a connection made for another host); other connections are answered as usual, and the fault ends when the connection closes |
 /// | `faults/clear` | `{}` | drops every pending fault, stall and delay |
 /// | `notifications` | `{drop?, delayMilliseconds?, refuseCourier?, courierTimeoutMilliseconds?}` | drops the notifications of changes from now on (lost, as pushes may be), delays them, makes the courier answer 401 to every token, or sets how long an empty long poll waits (25 s unless told) |
 /// | `stats/reset` | `{}` | starts the traffic counters of `state` over (the prepared pages stay) |
-/// | `state` (GET or POST) | | counts: requests served, faults served, prepared pages served, zones with their history length and epoch, zone events; and `traffic`: CloudKit requests since `stats/reset`, the peak in flight, how many arrived while another was in flight (`overlapped`), how many were throttled for too many in flight and the peak in flight once the first of those had its `retryAfter` waited out (`peakInFlightAfterThrottle`), and how many carried a web auth token the server no longer accepts (`staleTokenRefusals`) |
+/// | `state` (GET or POST) | | counts: requests served, faults served, prepared pages served, zones with their history length and epoch, zone events; and `traffic`: CloudKit requests since `stats/reset`, the peak in flight, how many arrived while another was in flight (`overlapped`), how many were throttled for too many in flight and the peak in flight once the first of those had its `retryAfter` waited out (`peakInFlightAfterThrottle`), how many carried a web auth token the server no longer accepts (`staleTokenRefusals`), how many connections carried them (`connections`) and how many were answered 421 by `faults/misdirect` (`misdirected`) |
 extension FakeCloudKitStore {
     struct AdminBody: Decodable {
         var database: String?
@@ -77,6 +78,8 @@ extension FakeCloudKitStore {
         guard method == "POST" else { return .adminError("admin endpoints take POST with a JSON body", status: 405) }
         if operation == "stats/reset" {
             traffic = Traffic(inFlight: traffic.inFlight)
+            // Connections are counted again from their next request.
+            openConnections = [:]
             return .admin(.object(["ok": .bool(true)]))
         }
         preparedPages = [:]
@@ -212,6 +215,9 @@ extension FakeCloudKitStore {
             faults.append(Fault(action: action, remaining: count, pathSuffix: body.pathSuffix, zone: body.zone))
             return .admin(.object(["ok": .bool(true), "pendingFaults": .int(Int64(faults.count))]))
 
+        case "faults/misdirect":
+            misdirect = (remaining: max(1, body.count ?? 1), connection: nil)
+            return .admin(.object(["ok": .bool(true)]))
         case "faults/delay":
             guard let milliseconds = body.milliseconds, milliseconds >= 0 else { return .adminError("faults/delay needs milliseconds") }
             delayMilliseconds = milliseconds
@@ -223,6 +229,7 @@ extension FakeCloudKitStore {
             stalls = [:]
             delayMilliseconds = 0
             delayRemaining = nil
+            misdirect = nil
             return .admin(.object(["ok": .bool(true)]))
 
         default:
@@ -277,6 +284,8 @@ extension FakeCloudKitStore {
             "overlapped": .int(Int64(traffic.overlapped)),
             "throttled": .int(Int64(traffic.throttled)),
             "staleTokenRefusals": .int(Int64(traffic.staleTokenRefusals)),
+            "connections": .int(Int64(traffic.connections)),
+            "misdirected": .int(Int64(traffic.misdirected)),
         ]
         if let peak = traffic.peakInFlightAfterThrottle { trafficJSON["peakInFlightAfterThrottle"] = .int(Int64(peak)) }
         return .admin(

@@ -28,8 +28,9 @@ extension FakeCloudKitStore {
         var apiToken: String?
         var webAuthToken: String?
         var body: [UInt8]
-        /// `http://host:port` as the client reached this server: the courier URLs point there.
-        var courierBase = ""
+        /// The host as the client reached this server: the courier URLs name it, with the
+        /// courier's own port.
+        var courierHost = "127.0.0.1"
     }
 
     /// What the responder sends back.
@@ -105,7 +106,7 @@ extension FakeCloudKitStore {
             isDevice
             ? routeDevice(
                 method: request.method, container: container, environment: environment, operation: operation, body: request.body,
-                courierBase: request.courierBase)
+                courierBase: "\(configuration.scheme)://\(request.courierHost):\(courierPort)")
             : route(
                 method: request.method, container: container, environment: environment, database: database,
                 operation: operation, body: request.body)

@@ -1,6 +1,7 @@
 import CloudKitModel
 import FakeCloudKit
 import Foundation
+import NIOCore
 
 /// The fake server's whole state, behind one actor so that every request sees a consistent
 /// history: the zones of each database with their append-only histories, the zone-event log of
@@ -119,6 +120,10 @@ actor FakeCloudKitStore {
         /// Requests refused because their web auth token was one the server had issued (or
         /// been configured with) but no longer accepts.
         var staleTokenRefusals = 0
+        /// Connections (TCP, whatever the HTTP version) that carried CloudKit requests.
+        var connections = 0
+        /// Requests answered 421 Misdirected Request by `faults/misdirect`.
+        var misdirected = 0
     }
 
     /// Recent snapshots of live records, by zone incarnation and history position: a nil-token
@@ -148,6 +153,14 @@ actor FakeCloudKitStore {
     /// (`FakeCloudKitStore+Notifications`).
     var subscriptions: [String: Subscription] = [:]
     var pushTokens: [String: PushToken] = [:]
+    /// The web courier's port, once it listens.
+    var courierPort = 0
+    /// The connections open now that have carried CloudKit requests, held until they close so
+    /// that no new connection can take an old one's identity.
+    var openConnections: [ObjectIdentifier: any Channel] = [:]
+    /// `faults/misdirect`: how many more requests the misdirected connection answers 421, and
+    /// which connection that is (the first to carry a request once the fault was set).
+    var misdirect: (remaining: Int, connection: ObjectIdentifier?)?
     var notificationSwitches = NotificationSwitches()
     var notificationCounts = NotificationCounts()
 

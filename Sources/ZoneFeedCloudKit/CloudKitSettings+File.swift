@@ -1,3 +1,4 @@
+import CloudKitWebServices
 import ZoneFeed
 
 extension CloudKitSettings: SourceConfiguration {
@@ -14,7 +15,7 @@ extension CloudKitSettings: SourceConfiguration {
         let allowed = [
             "baseURL", "container", "environment", "database", "zones", "resultsLimit", "desiredKeys",
             "timeoutSeconds", "idleTimeoutSeconds", "maxAttempts", "retryBudgetSeconds", "maxRetryAfterSeconds", "maxConcurrentRequests",
-            "maxResponseBytes", "auth",
+            "maxResponseBytes", "auth", "tls",
         ]
         guard let section = file.subsection("cloudkit", in: source, allowed: allowed, required: true) else { return nil }
         let reported = file.diagnostics.count
@@ -62,6 +63,7 @@ extension CloudKitSettings: SourceConfiguration {
         let maxRetryAfter = file.number("maxRetryAfterSeconds", in: section, range: CloudKitSettings.maxRetryAfterSecondsRange, unit: "seconds")
         let maxResponseBytes = file.integer("maxResponseBytes", in: section, range: CloudKitSettings.maxResponseBytesRange)
         let auth = readAuth(in: section, from: file)
+        let tlsCAFile = readTLS(in: section, from: file)
         guard file.diagnostics.count == reported, let container, let auth else { return nil }
 
         var settings = CloudKitSettings(container: container, auth: auth)
@@ -78,6 +80,7 @@ extension CloudKitSettings: SourceConfiguration {
         if let idleTimeout { settings.idleTimeoutSeconds = idleTimeout }
         if let maxRetryAfter { settings.maxRetryAfterSeconds = maxRetryAfter }
         if let maxResponseBytes { settings.maxResponseBytes = maxResponseBytes }
+        settings.tlsCAFile = tlsCAFile
         if settings.auth.webAuthTokenFile == nil, settings.auth.webAuthTokenStore == .file, let pipelineName {
             // Tokens rotate with every request: a run that did not keep the newest could not
             // start again after a crash.
@@ -117,6 +120,21 @@ extension CloudKitSettings: SourceConfiguration {
             }
         }
         return failed ? nil : .named(names)
+    }
+
+    /// `tls: {caFile: PATH}`: the file is read now, so that one that is missing or holds no
+    /// certificate is refused at its line rather than at the first connection.
+    static func readTLS(in cloudKit: PipelineSection, from file: PipelineFileReader) -> String? {
+        guard let section = file.subsection("tls", in: cloudKit, allowed: ["caFile"], required: false),
+            let value = file.nonEmptyText("caFile", in: section, expected: "the path of a PEM file of CA certificates")
+        else { return nil }
+        do {
+            _ = try TLSTrust(caFile: value)
+        } catch {
+            file.report("\(section.path(of: "caFile")): \(error)", at: section["caFile"]?.valuePosition ?? section.position)
+            return nil
+        }
+        return value
     }
 
     static func readAuth(in cloudKit: PipelineSection, from file: PipelineFileReader) -> CloudKitSettings.Auth? {

@@ -47,7 +47,7 @@ extension CloudKitSource: ChangeNotifying {
                         continuation.finish(throwing: error)
                         return
                     }
-                    let courier = WebCourier(url: token.webcourierURL)
+                    let courier = WebCourier(url: token.webcourierURL, trust: client.configuration.tlsTrust)
                     // Listening from now on: a change made before the token was registered was
                     // notified to nobody, so the watcher looks once more.
                     continuation.yield(ChangeHint(zone: nil, kind: .listening))

@@ -55,6 +55,13 @@ public struct CloudKitSource: ChangeSource {
         configuration.apiToken = settings.auth.apiToken?.value
         configuration.webAuthToken = settings.auth.webAuthToken?.value
         configuration.webAuthTokenFile = settings.auth.webAuthTokenFile
+        if let caFile = settings.tlsCAFile {
+            do {
+                configuration.tlsTrust = try TLSTrust(caFile: caFile)
+            } catch {
+                throw SyncError(.failed, message: "source.cloudkit.tls.caFile: \(error)")
+            }
+        }
         switch (settings.auth.serverKeyID, settings.auth.serverPrivateKeyFile) {
         case (let keyID?, let file?):
             configuration.serverKey = try ServerKey(keyID: keyID, pemFile: file)

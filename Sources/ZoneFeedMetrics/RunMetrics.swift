@@ -25,6 +25,7 @@ public final class RunMetrics: Sendable {
         // The CloudKit client's series that exist in every output, at zero when nothing was
         // retried or throttled (the client makes them as requests happen).
         Counter(label: ZoneFeedMetric.cloudKitRetries.name).increment(by: 0)
+        Counter(label: ZoneFeedMetric.misdirectedRetries.name).increment(by: 0)
         FloatingPointCounter(label: ZoneFeedMetric.throttleWait.name).increment(by: 0)
     }
 

@@ -23,11 +23,15 @@ public struct ZoneFeedMetric: Sendable, Hashable {
     public static let cloudKitRequests = ZoneFeedMetric(
         "zonefeed_cloudkit_requests_total", "CloudKit Web Services requests, retries included, by HTTP status (none: no response).")
     public static let cloudKitRetries = ZoneFeedMetric("zonefeed_cloudkit_retries_total", "CloudKit requests tried again after a retryable failure.")
+    public static let misdirectedRetries = ZoneFeedMetric(
+        "zonefeed_cloudkit_misdirected_retries_total",
+        "CloudKit requests sent again on a fresh connection after a 421 Misdirected Request without CloudKit's body.")
     public static let throttleWait = ZoneFeedMetric(
         "zonefeed_cloudkit_throttle_wait_seconds_total", "Seconds requests were paused because CloudKit throttled (Retry-After).")
 
     public static let all: [ZoneFeedMetric] = [
-        lastSuccess, finished, duration, status, exitCode, runID, records, pages, resyncs, zones, cloudKitRequests, cloudKitRetries, throttleWait,
+        lastSuccess, finished, duration, status, exitCode, runID, records, pages, resyncs, zones, cloudKitRequests, cloudKitRetries, misdirectedRetries,
+        throttleWait,
     ]
 
     /// The help text of a metric by name; a name not in the catalog gets none.

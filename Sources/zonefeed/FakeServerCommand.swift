@@ -91,6 +91,33 @@ struct FakeServerCommand: AsyncParsableCommand {
         help: "The retryAfter, in seconds (0...3600), of the 429 that --max-in-flight answers (0.25 unless told).")
     var throttleRetryAfter: Double = 0.25
 
+    @Flag(
+        help: """
+            Serve HTTPS with a certificate made at start, signed by a CA made at start whose \
+            certificate is written to --ca-file (the ready line names it; give it to a pipeline as \
+            source.cloudkit.tls.caFile). With --tls-cert and --tls-key, serve those instead.
+            """)
+    var tls = false
+
+    @Option(help: "Over TLS, what ALPN offers: 1.1, 2 or both (the default, as CloudKit's edge).")
+    var http: FakeCloudKitServer.Configuration.HTTPVersions = .both
+
+    @Option(name: .customLong("tls-cert"), help: "With --tls: a PEM file with the server's certificate chain, leaf first.")
+    var tlsCert: String?
+
+    @Option(name: .customLong("tls-key"), help: "With --tls-cert: a PEM file with the certificate's private key.")
+    var tlsKey: String?
+
+    @Option(
+        name: .customLong("ca-file"),
+        help: "With --tls and no --tls-cert: where to write the CA certificate (a file in the temporary folder unless told; removed at exit).")
+    var caFile: String?
+
+    @Option(
+        name: .customLong("courier-port"),
+        help: "The web courier's port, 0 to 65535 (0, the default, picks a free one): the courier is an origin of its own.")
+    var courierPort = 0
+
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.", transform: Logger.Level.parse)
     var logLevel: Logger.Level = .notice
 
@@ -119,6 +146,17 @@ struct FakeServerCommand: AsyncParsableCommand {
 
     func validate() throws {
         try FlagRange.check("--port", port, in: Self.portRange)
+        try FlagRange.check("--courier-port", courierPort, in: Self.portRange)
+        if !tls {
+            for (flag, given) in [("--tls-cert", tlsCert != nil), ("--tls-key", tlsKey != nil), ("--ca-file", caFile != nil), ("--http", http != .both)]
+            where given {
+                throw ValidationError("\(flag) needs --tls: without it the server speaks plain HTTP/1.1")
+            }
+        }
+        guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together: a certificate and its key") }
+        if tlsCert != nil, caFile != nil {
+            throw ValidationError("--ca-file is where the server writes the CA it makes; with --tls-cert, hand clients the CA that signed your certificate")
+        }
         try FlagRange.check("--zones", zones, in: FakeSettings.zonesRange)
         try FlagRange.check("--records-per-zone", recordsPerZone, in: FakeSettings.recordsPerZoneRange)
         try FlagRange.check("--page-size", pageSize, in: FakeSettings.pageSizeRange)
@@ -131,14 +169,44 @@ struct FakeServerCommand: AsyncParsableCommand {
     func run() async throws {
         let level = logLevel
         let logger = Logger(label: "zonefeed.fake-server") { label in ZoneFeedLogHandler(label: label, format: .text, logLevel: level) }
+        var identity: TLSIdentity?
+        var caFile = caFile
+        if tls {
+            if let tlsCert, let tlsKey {
+                identity = TLSIdentity(
+                    certificateChainPEM: try Self.readPEM(tlsCert, what: "--tls-cert"), privateKeyPEM: try Self.readPEM(tlsKey, what: "--tls-key"))
+            } else {
+                identity = try FakeCertificateAuthority.makeIdentity(hosts: [host])
+                caFile =
+                    caFile
+                    ?? FileManager.default.temporaryDirectory.appendingPathComponent(
+                        "zonefeed-fake-server-\(ProcessInfo.processInfo.processIdentifier)-ca.pem"
+                    ).path
+            }
+        }
         let configuration = FakeCloudKitServer.Configuration(
             host: host, port: port,
             settings: FakeSettings(seed: seed, zones: zones, recordsPerZone: recordsPerZone, pageSize: pageSize, churn: !noChurn),
             scenarioFile: scenario, apiToken: apiToken, webAuthTokens: [webAuthToken], preparesPages: preparePages,
             tokenWindow: tokenWindow, tokenRetirement: tokenRetirement, latency: .milliseconds(latency?.milliseconds ?? 0),
-            jitter: .milliseconds(latency?.jitterMilliseconds ?? 0), maxInFlight: maxInFlight, throttleRetryAfter: throttleRetryAfter)
-        try await FakeCloudKitServer.runFromCommandLine(configuration, logger: logger)
+            jitter: .milliseconds(latency?.jitterMilliseconds ?? 0), maxInFlight: maxInFlight, throttleRetryAfter: throttleRetryAfter,
+            tls: identity, httpVersions: http, courierPort: courierPort)
+        try await FakeCloudKitServer.runFromCommandLine(configuration, caFile: caFile, logger: logger)
+    }
+
+    /// A PEM file's text, read up to 1 MiB (a chain is a few kilobytes) and checked to be PEM.
+    static func readPEM(_ path: String, what: String) throws -> String {
+        guard let handle = FileHandle(forReadingAtPath: path) else { throw ValidationError("\(what) \(path) cannot be opened") }
+        defer { try? handle.close() }
+        let limit = 1 << 20
+        let data = try handle.read(upToCount: limit + 1) ?? Data()
+        guard data.count <= limit else { throw ValidationError("\(what) \(path) is larger than 1 MiB: it is not a PEM file") }
+        guard let text = String(data: data, encoding: .utf8), text.contains("-----BEGIN ") else {
+            throw ValidationError("\(what) \(path) is not a PEM file (no -----BEGIN line)")
+        }
+        return text
     }
 }
 
 extension FakeCloudKitServer.Configuration.TokenRetirement: ExpressibleByArgument {}
+extension FakeCloudKitServer.Configuration.HTTPVersions: ExpressibleByArgument {}

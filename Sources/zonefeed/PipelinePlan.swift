@@ -55,6 +55,12 @@ struct PipelinePlan: CustomStringConvertible {
             row(
                 "maxConcurrentRequests",
                 "\(cloudKit.maxConcurrentRequests) requests in flight at most (fewer while throttled; one if the server accepts only the newest token)")
+            if cloudKit.baseURL.hasPrefix("https://") {
+                row(
+                    "tls",
+                    "certificates verified against the system's certificate authorities"
+                        + (cloudKit.tlsCAFile.map { " and those of \($0)" } ?? "") + "; HTTP/2 where the server offers it")
+            }
             let auth = cloudKit.auth
             var kinds: [String] = []
             if auth.apiToken != nil { kinds.append("apiToken <redacted>") }

@@ -24,6 +24,8 @@ import ZoneFeed
             server = try await FakeServerProcess(
                 zonefeed, seed: fake.seed, zones: fake.zones, recordsPerZone: fake.recordsPerZone, options: options)
             p.serverURL = server.url
+            // Over TLS (`--tls` among the options) the pipeline trusts the CA the server made.
+            if let caFile = server.caFile { p.moreCloudKit += ["tls:", "  caFile: \(caFile)"] }
             configure(&p)
             file = try p.write(to: zonefeed.directory)
         }
@@ -420,10 +422,13 @@ import ZoneFeed
         #expect(try s.liveDifferences() == [])
     }
 
-    @Test func aServerThatThrottlesPastTwoRequestsInFlightGetsAboutTwo() async throws {
+    /// Over plain HTTP/1.1, and over TLS where the eight requests are streams of one HTTP/2
+    /// connection: the server's limit is met either way.
+    @Test(arguments: [false, true])
+    func aServerThatThrottlesPastTwoRequestsInFlightGetsAboutTwo(overTLS: Bool) async throws {
         let s = try await Setup(
-            "inflightcap", fake: FakeSettings(seed: 75, zones: 8, recordsPerZone: 800),
-            server: ["--token-window", "64", "--latency", "20,5", "--max-in-flight", "2"]
+            overTLS ? "inflightcaptls" : "inflightcap", fake: FakeSettings(seed: 75, zones: 8, recordsPerZone: 800),
+            server: ["--token-window", "64", "--latency", "20,5", "--max-in-flight", "2"] + (overTLS ? FakeServerProcess.tls : [])
         ) { $0.maxConcurrentRequests = 8 }
         defer { s.stop() }
         let output = try await s.run()

@@ -81,8 +81,13 @@ import Testing
         return try z.start(["watch", s.file, "--poll-interval", "\(pollInterval)"])
     }
 
-    @Test func aWatcherBringsEachChangeWithinSecondsAndStopsCleanlyOnSIGTERM() async throws {
-        let s = try await CloudKitEndToEndTests.Setup("watch", fake: FakeSettings(seed: 95, zones: 2, recordsPerZone: 400))
+    /// Over plain HTTP, and over TLS with HTTP/2 where the courier is an HTTPS origin of its own
+    /// (another port, its own certificate check, its own connection).
+    @Test(arguments: [false, true])
+    func aWatcherBringsEachChangeWithinSecondsAndStopsCleanlyOnSIGTERM(overTLS: Bool) async throws {
+        let s = try await CloudKitEndToEndTests.Setup(
+            overTLS ? "watchtls" : "watch", fake: FakeSettings(seed: 95, zones: 2, recordsPerZone: 400),
+            server: FakeServerProcess.strict + (overTLS ? FakeServerProcess.tls : []))
         defer { s.stop() }
         let watching = try await startWatching(s, pollInterval: 600)
         #expect(await Self.within(.seconds(90)) { try s.liveDifferences() == [] } != nil, "caught up: \(watching.stderrSoFar)")

@@ -33,7 +33,7 @@ struct FakeServerHarness: Sendable {
         }()
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
-                try await FakeCloudKitServer.run(configuration, logger: logger) { port in continuation.yield(port) }
+                try await FakeCloudKitServer.run(configuration, logger: logger) { listening in continuation.yield(listening.port) }
             }
             var iterator = ports.makeAsyncIterator()
             guard let port = await iterator.next() else { throw HarnessError("the server did not start") }

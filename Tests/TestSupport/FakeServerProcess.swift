@@ -2,11 +2,17 @@ import AsyncHTTPClient
 import CloudKitModel
 import Foundation
 import NIOCore
+import NIOSSL
 
 /// `zonefeed fake-server` as a separate process on a free loopback port, with its admin API.
 public final class FakeServerProcess: @unchecked Sendable {
     public let url: String
+    /// With `--tls`: the CA certificate the server wrote, for `source.cloudkit.tls.caFile`.
+    public let caFile: String?
     let running: ZonefeedBinary.Running
+
+    /// `--tls`: HTTPS with a certificate from a CA made at start, offering h2 and http/1.1.
+    public static let tls = ["--tls"]
 
     /// As strict as CloudKit may be: only the newest two web auth tokens are accepted (Apple
     /// documents one; the configured token is retired once a rotated one is used), and every
@@ -23,10 +29,14 @@ public final class FakeServerProcess: @unchecked Sendable {
                 "fake-server", "--port", "0", "--seed", "\(seed)", "--zones", "\(zones)", "--records-per-zone", "\(recordsPerZone)",
             ] + options)
         var found: String?
+        var caFile: String?
         for _ in 0..<600 where found == nil {
             let out = (try? String(contentsOf: running.out, encoding: .utf8)) ?? ""
             if let range = out.range(of: "listening on "), let end = out[range.upperBound...].firstIndex(of: " ") {
                 found = String(out[range.upperBound..<end])
+                if let ca = out.range(of: "CA certificate in ") {
+                    caFile = String(out[ca.upperBound...].prefix { $0 != "\n" })
+                }
             } else if !running.isRunning {
                 break
             } else {
@@ -38,6 +48,15 @@ public final class FakeServerProcess: @unchecked Sendable {
             throw FakeServerError(message: "the fake server did not start: \(output.stderr)")
         }
         url = found
+        self.caFile = caFile
+    }
+
+    /// TLS that trusts the server's CA, for a client of the test's own.
+    public var tlsConfiguration: TLSConfiguration? {
+        guard let caFile else { return nil }
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        configuration.additionalTrustRoots = [.file(caFile)]
+        return configuration
     }
 
     /// Stops the server without waiting for it to end (a `defer` cannot wait).
@@ -52,13 +71,30 @@ public final class FakeServerProcess: @unchecked Sendable {
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
         request.body = .bytes(ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: body)))
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
-        let bytes = try await response.body.collect(upTo: 16 << 20)
-        let text = String(buffer: bytes)
-        guard (200..<300).contains(response.status.code) else {
-            throw FakeServerError(message: "admin \(path) answered \(response.status.code): \(text)")
+        let (status, text) = try await Self.send(request, tls: tlsConfiguration)
+        guard (200..<300).contains(status) else {
+            throw FakeServerError(message: "admin \(path) answered \(status): \(text)")
         }
         return text
+    }
+
+    /// One request, over TLS trusting `tls`'s CA when given (a client made for it and shut down
+    /// after), else through the shared client.
+    static func send(_ request: HTTPClientRequest, tls: TLSConfiguration?) async throws -> (status: UInt, text: String) {
+        guard let tls else {
+            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+            return (response.status.code, String(buffer: try await response.body.collect(upTo: 16 << 20)))
+        }
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(tlsConfiguration: tls))
+        do {
+            let response = try await client.execute(request, timeout: .seconds(30))
+            let text = String(buffer: try await response.body.collect(upTo: 16 << 20))
+            try await client.shutdown()
+            return (response.status.code, text)
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
     }
 
     /// `GET /admin/state`'s `traffic`: how the CloudKit requests overlapped since `stats/reset`.

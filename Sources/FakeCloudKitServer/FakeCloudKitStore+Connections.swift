@@ -1,0 +1,35 @@
+import NIOCore
+
+/// The connections CloudKit requests arrive on: counted (how many TCP connections a client used,
+/// over HTTP/2 or HTTP/1.1), and misdirected on request (`faults/misdirect`): a connection Apple's
+/// edge holds for another host answers 421 to whatever is sent on it.
+extension FakeCloudKitStore {
+    func setCourierPort(_ port: Int) {
+        courierPort = port
+    }
+
+    /// Notes a CloudKit request on `connection`; true when the request is to be answered 421
+    /// Misdirected Request.
+    func arrived(on connection: any Channel) -> Bool {
+        let id = ObjectIdentifier(connection)
+        if openConnections[id] == nil {
+            openConnections[id] = connection
+            traffic.connections += 1
+            connection.closeFuture.whenComplete { _ in Task { await self.closed(id) } }
+        }
+        guard var fault = misdirect else { return false }
+        if fault.connection == nil { fault.connection = id }
+        guard fault.connection == id else { return false }
+        fault.remaining -= 1
+        misdirect = fault.remaining > 0 ? fault : nil
+        traffic.misdirected += 1
+        return true
+    }
+
+    private func closed(_ id: ObjectIdentifier) {
+        openConnections[id] = nil
+        // A misdirected connection that closed takes its fault with it: Apple's edge answers
+        // a fresh connection normally.
+        if misdirect?.connection == id { misdirect = nil }
+    }
+}
