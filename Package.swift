@@ -146,6 +146,8 @@ let package = Package(
                 "ZoneFeed", "ZoneFeedComponents", "ZoneFeedPostgres", "FakeCloudKit", "LibPQ", "CloudKitModel",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Subprocess", package: "swift-subprocess"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]

@@ -134,12 +134,11 @@ public struct Bench: Sendable {
         report.httpSeconds = http.seconds
         report.httpPeakRSSBytes = http.peakRSSBytes
 
-        let wan = try await measureOverWAN()
         report.wanRecords = options.wanRecords
         report.wanZones = options.wanZones
         report.wanLatencyMilliseconds = options.wanLatency
-        report.wanSeconds = wan.seconds
-        report.wanPeakRSSBytes = wan.peakRSSBytes
+        report.wanRuns.append(try await measureOverWAN(tls: false))
+        report.wanRuns.append(try await measureOverWAN(tls: true))
 
         progress("incremental no-op runs: zonefeed run on the in-process pipeline, \(Self.noOpRuns) times…")
         for i in 1...Self.noOpRuns {
@@ -152,6 +151,7 @@ public struct Bench: Sendable {
             try dropSchema(inProcess)
             try dropSchema(named: "bench_http")
             try dropSchema(named: "bench_wan")
+            try dropSchema(named: "bench_wantls")
         }
         return report
     }
@@ -226,14 +226,20 @@ public struct Bench: Sendable {
     /// what many requests in flight buy over one page per round trip. The server accepts
     /// every token it issued, as one live test found CloudKit does; against one that accepts
     /// only the newest, zonefeed goes one request at a time (README).
-    func measureOverWAN() async throws -> ProcessRun {
-        try checkNotInterrupted()
+    func measureOverWAN(tls: Bool) async throws -> BenchReport.WANRun {
         let wanSettings = FakeSettings(
             seed: 43, zones: options.wanZones, recordsPerZone: options.wanRecords / options.wanZones, pageSize: 200, churn: false)
-        progress("over a WAN: starting zonefeed fake-server with \(options.wanLatency) ms of latency…")
-        return try await runAgainstFakeServer(
-            name: "wan", label: "the run over a WAN", settings: wanSettings,
-            serverArguments: ["--latency", "\(options.wanLatency),\(max(1, options.wanLatency / 5))"], defaults: true)
+        let transport = tls ? "TLS + HTTP/2" : "HTTP/1.1"
+        progress("over a WAN (\(transport)): starting zonefeed fake-server with \(options.wanLatency) ms of latency…")
+        var connections = 0
+        let run = try await runAgainstFakeServer(
+            name: tls ? "wantls" : "wan", label: "the run over a WAN (\(transport))", settings: wanSettings,
+            serverArguments: ["--latency", "\(options.wanLatency),\(max(1, options.wanLatency / 5))"] + (tls ? ["--tls"] : []), defaults: true
+        ) { server in
+            connections = try await server.trafficCount("connections")
+        }
+        return BenchReport.WANRun(
+            transport: transport, key: tls ? "wan_tls" : "wan", seconds: run.seconds, peakRSSBytes: run.peakRSSBytes, connections: connections)
     }
 
     /// Starts `zonefeed fake-server --prepare-pages` with `settings`, runs a pipeline
@@ -241,29 +247,32 @@ public struct Bench: Sendable {
     /// on every path. `defaults`: the pipeline leaves commitEvery and parallelZones to their
     /// defaults.
     func runAgainstFakeServer(
-        name: String, label: String, settings: FakeSettings, serverArguments: [String], defaults: Bool
+        name: String, label: String, settings: FakeSettings, serverArguments: [String], defaults: Bool,
+        afterwards: (BenchServer) async throws -> Void = { _ in }
     ) async throws -> ProcessRun {
         let records = settings.zones * settings.recordsPerZone
         let arguments = [
             "--zones", "\(settings.zones)", "--records-per-zone", "\(settings.recordsPerZone)",
             "--seed", "\(settings.seed)", "--page-size", "\(settings.pageSize)", "--no-churn", "--prepare-pages",
         ]
-        return try await withFakeServer(name: name, arguments: arguments + serverArguments, records: records) { baseURL in
+        return try await withFakeServer(name: name, arguments: arguments + serverArguments, records: records) { server in
+            let baseURL = server.baseURL
             let pipeline = try writePipeline(
-                "bench-\(name)", schema: "bench_\(name)", defaults: defaults, source: fakeServerSource(baseURL: baseURL, name: name))
+                "bench-\(name)", schema: "bench_\(name)", defaults: defaults, source: fakeServerSource(server, name: name))
             try dropSchema(pipeline)
             progress("\(label): zonefeed run against \(baseURL), \(records.grouped) records in \(settings.zones) zones…")
             let run = try await Self.offThePool { try runPipeline(pipeline, label: label, logName: "\(name)-run") }
             try checkLiveRows(pipeline, label: label, logName: "\(name)-run", expected: records)
+            try await afterwards(server)
             return run
         }
     }
 
-    /// Runs `body` with the base URL of a `zonefeed fake-server --port 0 <arguments>` (through
+    /// Runs `body` with a `zonefeed fake-server --port 0 <arguments>` (through
     /// swift-subprocess; its output in `<name>-server.stdout` and `.stderr`), ended with SIGTERM
     /// when `body` returns or throws. `records` tells how long it may take to get ready.
     func withFakeServer<T: Sendable>(
-        name: String, arguments: [String], records: Int, _ body: (String) async throws -> T
+        name: String, arguments: [String], records: Int, _ body: (BenchServer) async throws -> T
     ) async throws -> T {
         // The server's output goes to files: nobody has to keep reading a pipe it writes to.
         let stdoutPath = path("\(name)-server.stdout")
@@ -284,16 +293,16 @@ public struct Bench: Sendable {
         ) { execution in
             // The server serves until the phase is over, however it ends.
             defer { try? execution.send(signal: .terminate) }
-            let baseURL = try await readyURL(in: stdoutPath, of: execution.processIdentifier.value, logName: "\(name)-server", records: records)
-            return try await body(baseURL)
+            let server = try await readyServer(in: stdoutPath, of: execution.processIdentifier.value, logName: "\(name)-server", records: records)
+            return try await body(server)
         }
         return result.closureResult
     }
 
     /// The URL in the fake server's ready line,
-    /// `fake CloudKit server listening on http://127.0.0.1:PORT (container …)`, read from its
-    /// stdout file as it is written.
-    func readyURL(in stdoutPath: String, of pid: pid_t, logName: String, records: Int) async throws -> String {
+    /// `fake CloudKit server listening on http://127.0.0.1:PORT (container …)`, and over TLS the
+    /// CA certificate file it names, read from its stdout file as it is written.
+    func readyServer(in stdoutPath: String, of pid: pid_t, logName: String, records: Int) async throws -> BenchServer {
         // The server renders its pages before it listens: a few seconds per 100,000 records.
         let timeout = 60 + records / 10_000
         let deadline = ContinuousClock.now + .seconds(timeout)
@@ -301,7 +310,8 @@ public struct Bench: Sendable {
             try checkNotInterrupted()
             let output = (try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? ""
             if let range = output.range(of: " listening on "), let url = output[range.upperBound...].split(separator: " ").first {
-                return String(url)
+                let caFile = output.range(of: "CA certificate in ").map { String(output[$0.upperBound...].prefix { $0 != "\n" }) }
+                return BenchServer(baseURL: String(url), caFile: caFile)
             }
             // Gone (reaped by swift-subprocess): it will not listen.
             if kill(pid, 0) != 0 && errno == ESRCH {
@@ -436,10 +446,10 @@ public struct Bench: Sendable {
 
     /// The `source:` section of a pipeline that reads a bench's fake server, with the tokens the
     /// server accepts and a token file in the work folder.
-    func fakeServerSource(baseURL: String, name: String) -> String {
+    func fakeServerSource(_ server: BenchServer, name: String) -> String {
         """
           cloudkit:
-            baseURL: \(yamlString(baseURL))
+            baseURL: \(yamlString(server.baseURL))\(server.caFile.map { "\n    tls:\n      caFile: \(yamlString($0))" } ?? "")
             container: iCloud.com.example.fake
             environment: development
             database: private

@@ -17,8 +17,20 @@ public struct BenchReport: Sendable {
     var wanRecords = 0
     var wanZones = 0
     var wanLatencyMilliseconds = 0
-    var wanSeconds = 0.0
-    var wanPeakRSSBytes = 0
+    /// Plain HTTP/1.1 first, then TLS with HTTP/2: the same zones, records and latency.
+    var wanRuns: [WANRun] = []
+
+    /// One run of the WAN phase.
+    struct WANRun: Sendable {
+        /// "HTTP/1.1" or "TLS + HTTP/2".
+        var transport: String
+        /// The key prefix in the JSON: `wan` or `wan_tls`.
+        var key: String
+        var seconds: Double
+        var peakRSSBytes: Int
+        /// TCP connections that carried CloudKit requests, as the fake server counted them.
+        var connections: Int
+    }
     var inProcessSeconds = 0.0
     var inProcessPeakRSSBytes = 0
     var httpSeconds = 0.0
@@ -33,7 +45,7 @@ public struct BenchReport: Sendable {
 
     var inProcessRPS: Double { Double(records) / inProcessSeconds }
     var httpRPS: Double { Double(records) / httpSeconds }
-    var wanRPS: Double { Double(wanRecords) / wanSeconds }
+    func wanRPS(_ run: WANRun) -> Double { Double(wanRecords) / run.seconds }
     /// One request at a time: a page of 200 records per round trip.
     var wanBoundRPS: Double { 200 / (Double(wanLatencyMilliseconds) / 1000) }
     var noOpMedianSeconds: Double { noOpRunSeconds.sorted()[noOpRunSeconds.count / 2] }
@@ -52,11 +64,13 @@ public struct BenchReport: Sendable {
             rate("ceiling (COPY, \(c.sessions) session\(c.sessions == 1 ? "" : "s"))", rps: c.rowsPerSecond, seconds: c.seconds, peakRSS: nil)
                 + String(format: "   %.0f bytes/row, %.1f MB/s", c.bytesPerRow, c.megabytesPerSecond)
         }
-        let wan =
+        let wan = wanRuns.map { run in
             "over a WAN (\(wanLatencyMilliseconds) ms, \(wanZones) zones)".padding(toLength: 33, withPad: " ", startingAt: 0)
-            + leftPadded(Int(wanRPS.rounded()).grouped, 9) + " records/s"
-            + leftPadded(String(format: "%.1fx", wanRPS / wanBoundRPS), 8) + " the one-request bound (\(Int(wanBoundRPS).grouped)/s)"
-            + "   \(Self.seconds(wanSeconds))   peak RSS \(Int((Double(wanPeakRSSBytes) / 1_000_000).rounded()).grouped) MB"
+                + leftPadded(Int(wanRPS(run).rounded()).grouped, 9) + " records/s"
+                + leftPadded(String(format: "%.1fx", wanRPS(run) / wanBoundRPS), 8) + " the one-request bound (\(Int(wanBoundRPS).grouped)/s)"
+                + "   \(Self.seconds(run.seconds))   peak RSS \(Int((Double(run.peakRSSBytes) / 1_000_000).rounded()).grouped) MB"
+                + "   \(run.transport), \(run.connections) TCP connection\(run.connections == 1 ? "" : "s")"
+        }
         let header = [
             "zonefeed bench: \(records.grouped) records, \(zones) zones (\(parallelZones) at once), PostgreSQL \(postgresVersion)",
             "ratios are to the fastest ceiling; COPY writes \(ceilingRowsPerTransaction.grouped) rows a transaction",
@@ -65,9 +79,9 @@ public struct BenchReport: Sendable {
             (header + ceilingLines + [
                 rate("in-process run", rps: inProcessRPS, seconds: inProcessSeconds, peakRSS: inProcessPeakRSSBytes),
                 rate("over HTTP (fake-server)", rps: httpRPS, seconds: httpSeconds, peakRSS: httpPeakRSSBytes),
-                wan,
+            ] + wan + [
                 "incremental no-op run".padding(toLength: 33, withPad: " ", startingAt: 0)
-                    + "\(Self.seconds(noOpMedianSeconds)) wall (median of \(noOpRunSeconds.map { String(format: "%.2f", $0) }.joined(separator: ", ")))",
+                    + "\(Self.seconds(noOpMedianSeconds)) wall (median of \(noOpRunSeconds.map { String(format: "%.2f", $0) }.joined(separator: ", ")))"
             ]).joined(separator: "\n")
     }
 
@@ -85,7 +99,7 @@ public struct BenchReport: Sendable {
     public var jsonData: Data {
         get throws {
             func rounded(_ value: Double) -> JSONValue { .double((value * 1000).rounded() / 1000) }
-            let object: [String: JSONValue] = [
+            var object: [String: JSONValue] = [
                 "records": .int(Int64(records)),
                 "zones": .int(Int64(zones)),
                 "parallel_zones": .int(Int64(parallelZones)),
@@ -108,11 +122,7 @@ public struct BenchReport: Sendable {
                 "wan_records": .int(Int64(wanRecords)),
                 "wan_zones": .int(Int64(wanZones)),
                 "wan_latency_ms": .int(Int64(wanLatencyMilliseconds)),
-                "wan_rps": .int(Int64(wanRPS.rounded())),
                 "wan_bound_rps": .int(Int64(wanBoundRPS.rounded())),
-                "wan_ratio_to_bound": rounded(wanRPS / wanBoundRPS),
-                "wan_seconds": rounded(wanSeconds),
-                "wan_peak_rss_bytes": .int(Int64(wanPeakRSSBytes)),
                 "inprocess_rps": .int(Int64(inProcessRPS.rounded())),
                 "inprocess_ratio": rounded(inProcessRPS / ceilingRPS),
                 "inprocess_seconds": rounded(inProcessSeconds),
@@ -124,6 +134,13 @@ public struct BenchReport: Sendable {
                 "noop_run_seconds": rounded(noOpMedianSeconds),
                 "noop_run_seconds_all": .array(noOpRunSeconds.map(rounded)),
             ]
+            for run in wanRuns {
+                object["\(run.key)_rps"] = .int(Int64(wanRPS(run).rounded()))
+                object["\(run.key)_ratio_to_bound"] = rounded(wanRPS(run) / wanBoundRPS)
+                object["\(run.key)_seconds"] = rounded(run.seconds)
+                object["\(run.key)_peak_rss_bytes"] = .int(Int64(run.peakRSSBytes))
+                object["\(run.key)_connections"] = .int(Int64(run.connections))
+            }
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
             return try encoder.encode(JSONValue.object(object)) + Data("\n".utf8)

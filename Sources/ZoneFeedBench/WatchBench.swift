@@ -68,15 +68,16 @@ public struct WatchBench: Sendable {
             "--zones", "\(settings.zones)", "--records-per-zone", "\(settings.recordsPerZone)", "--seed", "\(settings.seed)", "--no-churn",
             "--token-window", "2", "--latency", "\(options.latencyMilliseconds),\(options.latencyMilliseconds / 5)",
         ]
-        return try await bench.withFakeServer(name: "watch", arguments: arguments, records: 1_000) { baseURL in
-            try await measure(against: baseURL, initialRecords: settings.zones * settings.recordsPerZone)
+        return try await bench.withFakeServer(name: "watch", arguments: arguments, records: 1_000) { server in
+            try await measure(against: server, initialRecords: settings.zones * settings.recordsPerZone)
         }
     }
 
-    func measure(against baseURL: String, initialRecords: Int) async throws -> Report {
+    func measure(against server: BenchServer, initialRecords: Int) async throws -> Report {
+        let baseURL = server.baseURL
         let pipeline = try bench.writePipeline(
             "bench-watch", schema: "bench_watch",
-            source: bench.fakeServerSource(baseURL: baseURL, name: "watch"))
+            source: bench.fakeServerSource(server, name: "watch"))
         try bench.dropSchema(pipeline)
         let watcher = try ChildProcess(
             name: "zonefeed watch", executable: ChildProcess.currentExecutable,

@@ -1,0 +1,30 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOFoundationCompat
+import NIOSSL
+
+/// A `zonefeed fake-server` the bench started: where it listens, the CA certificate to trust
+/// over TLS, and its admin counters.
+struct BenchServer: Sendable {
+    var baseURL: String
+    /// With `--tls`: the CA certificate file the server wrote.
+    var caFile: String?
+
+    /// One number of `GET /admin/state`'s `traffic` (`connections`, `peakInFlight`, …).
+    func trafficCount(_ name: String) async throws -> Int {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        if let caFile { tls.additionalTrustRoots = [.file(caFile)] }
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(tlsConfiguration: tls))
+        do {
+            let response = try await client.execute(HTTPClientRequest(url: "\(baseURL)/admin/state"), timeout: .seconds(30))
+            let body = try await response.body.collect(upTo: 16 << 20)
+            try await client.shutdown()
+            let state = try JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any]
+            return ((state?["traffic"] as? [String: Any])?[name] as? NSNumber)?.intValue ?? 0
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+    }
+}
