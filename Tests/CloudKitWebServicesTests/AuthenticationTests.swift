@@ -44,7 +44,9 @@ import Testing
         let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").map(String.init)
         #expect(lines.first == Secrets.rotatedToken, "the newest token first")
         #expect(
-            lines.dropFirst().allSatisfy { $0.hasPrefix("earlier=") || $0.hasPrefix("configured-token-sha256=") || $0.hasPrefix("requests=") },
+            lines.dropFirst().allSatisfy { line in
+                ["earlier=", "configured-token-sha256=", "requests=", "rotated-at=", "used-at="].contains { line.hasPrefix($0) }
+            },
             "then only the file's keyed lines: \(lines.count) lines")
         #expect(!lines.contains(Secrets.webAuthToken), "the refused configured token is not kept")
         let mode = try #require(try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? NSNumber)
