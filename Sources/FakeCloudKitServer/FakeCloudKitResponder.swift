@@ -42,6 +42,11 @@ struct FakeCloudKitResponder: HTTPResponder {
             context.logger.debug("admin request", metadata: ["path": "\(path)", "status": "\(reply.status)"])
             return Self.response(reply)
         }
+        if path == "/signin" {
+            // The browser sign-in page a 421's redirectURL points at (FakeCloudKitStore+SignIn).
+            let form = Self.formDecode(request.method == .post ? String(decoding: body, as: UTF8.self) : request.uri.query)
+            return Self.response(await store.handleSignIn(method: request.method.rawValue, form: form))
+        }
         if path.hasPrefix("/courier/") {
             // The web courier: its own URL, the push token in it, no CloudKit authentication.
             return Self.response(await store.pollCourier(token: String(path.dropFirst("/courier/".count))))

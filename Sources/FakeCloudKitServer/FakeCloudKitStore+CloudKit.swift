@@ -81,7 +81,7 @@ extension FakeCloudKitStore {
         let operation = parts[(isDevice ? 4 : 5)...].joined(separator: "/")
 
         let rotated: String
-        switch authenticate(apiToken: request.apiToken, webAuthToken: request.webAuthToken) {
+        switch authenticate(apiToken: request.apiToken, webAuthToken: request.webAuthToken, origin: request.courierBase) {
         case .refused(let reply):
             // No new token on an authentication failure: handing out a valid token with a 401
             // would let a client that always keeps the newest token carry on as if signed in.
