@@ -93,7 +93,8 @@ struct LoginCommand: AsyncParsableCommand {
         do {
             (user, location) = try await store(token, settings: settings, pipeline: pipeline, configuration: configuration, logger: logger)
         } catch let error as CloudKitError where error.isAuthenticationFailure {
-            throw Self.stop("CloudKit refused the token the sign-in gave (\(error.code)); the stored tokens are as they were. Sign in again.", Exit.authentication)
+            throw Self.stop(
+                "CloudKit refused the token the sign-in gave (\(error.code)); the stored tokens are as they were. Sign in again.", Exit.authentication)
         } catch let error as ExitCode {
             throw error
         } catch {

@@ -116,7 +116,8 @@ struct StatusCommand: AsyncParsableCommand {
         let magnitude = min(abs(seconds), 1e12)  // a date is at most year 10000: no conversion below can trap
         let text =
             magnitude < 120
-            ? "\(Int(magnitude)) s" : magnitude < 7200 ? "\(Int(magnitude / 60)) min" : magnitude < 172_800 ? "\(Int(magnitude / 3600)) h" : "\(Int(magnitude / 86400)) days"
+            ? "\(Int(magnitude)) s"
+            : magnitude < 7200 ? "\(Int(magnitude / 60)) min" : magnitude < 172_800 ? "\(Int(magnitude / 3600)) h" : "\(Int(magnitude / 86400)) days"
         return seconds >= 0 ? "\(text) ago" : "in \(text)"
     }
 

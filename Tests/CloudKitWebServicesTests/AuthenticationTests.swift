@@ -96,7 +96,8 @@ import Testing
             let text = error.description
             #expect(
                 text.contains(
-                    "web auth token rejected (AUTHENTICATION_FAILED): sign in again (zonefeed login, or a new CLOUDKIT_WEB_AUTH_TOKEN; see README: signing in)"))
+                    "web auth token rejected (AUTHENTICATION_FAILED): sign in again (zonefeed login, or a new CLOUDKIT_WEB_AUTH_TOKEN; see README: signing in)")
+            )
             #expect(Secrets.leaked(in: text).isEmpty, "\(text)")
             #expect(!text.contains("ckAPIToken") && !text.contains("?"))
         }
