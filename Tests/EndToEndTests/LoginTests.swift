@@ -174,6 +174,26 @@ import Testing
         }
     }
 
+    @Test func aSignInIsStoredInTheDatabaseWhenThePipelineKeepsItsTokensThere() async throws {
+        let s = try await Self.setup("login-db", callbackPort: 9) { p in
+            p.webAuthTokenFile = nil
+            p.webAuthTokenStore = "database"
+        }
+        defer { s.stop() }
+        let callback = try await Self.submitSignIn(s.server, "action=sign-in")
+        var z = s.zonefeed
+        z.environment.merge(s.p.environment) { _, new in new }
+        let pasted = try await z.shell("printf '%s\\n' '\(callback)' | '\(ZonefeedBinary.path)' login '\(s.file)' --paste")
+        #expect(pasted.status == 0, "\(pasted.stdout)\n\(pasted.stderr)")
+        #expect(pasted.stdout.contains("zonefeed_web_auth_tokens"), "says where the token went: \(pasted.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: s.zonefeed.directory.appendingPathComponent(".zonefeed").path), "no token file")
+        let run = try await s.run()
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(try s.liveDifferences() == [])
+        let status = try await z.run(["status", s.file])
+        #expect(status.stdout.contains("_fakeUser, signed in"), "\(status.stdout)")
+    }
+
     @Test func aCancelledSignInExitsThreeAndStoresNothing() async throws {
         let port = try TestPushgateway.freeLoopbackPort()
         let s = try await Self.setup("login-cancel", callbackPort: port)

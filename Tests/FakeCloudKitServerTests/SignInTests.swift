@@ -87,13 +87,16 @@ import Testing
     }
 
     @Test func aSessionEndsItsLifetimeAfterSignInHoweverOftenItsTokenRotates() async throws {
-        try await Harness.with(Self.configuration(sessionLifetime: .seconds(2))) { server in
+        // 20 s: long enough for a first request on a loaded machine, short enough to wait out.
+        let lifetime = Duration.seconds(20)
+        try await Harness.with(Self.configuration(sessionLifetime: lifetime)) { server in
+            let signedIn = ContinuousClock.now
             let short = try #require(Self.token(in: try await Self.submit(server, "action=sign-in").location))
             let kept = try #require(Self.token(in: try await Self.submit(server, "keep=1&action=sign-in").location))
             let first = try await server.cloudKit("users/caller", database: "public", method: "GET", webAuthToken: short)
             #expect(first.status == 200)
             let rotated = try #require(first.rotatedToken)
-            try await Task.sleep(for: .milliseconds(2_500))
+            try await Task.sleep(until: signedIn + lifetime + .seconds(1))
 
             // The rotated token is the short session's, which has ended: 421 and a way to sign in.
             let ended = try await server.cloudKit("users/caller", database: "public", method: "GET", webAuthToken: rotated)
