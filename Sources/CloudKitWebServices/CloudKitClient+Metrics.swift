@@ -15,5 +15,11 @@ extension CloudKitClient {
         static let misdirectedRetries = Counter(label: "zonefeed_cloudkit_misdirected_retries_total")
         /// Seconds every request was paused because the server throttled.
         static let throttleWait = FloatingPointCounter(label: "zonefeed_cloudkit_throttle_wait_seconds_total")
+        /// When the newest web auth token arrived (a sign-in or a rotation), Unix seconds: a
+        /// token that stops rotating is a session that has ended, or runs that have stopped.
+        static func webAuthTokenRotated() -> Gauge { Gauge(label: "zonefeed_web_auth_token_last_rotated_timestamp_seconds") }
+        /// When the person signed in (`zonefeed login`), Unix seconds: CloudKit counts a
+        /// session's two weeks (or 30 minutes) from here, however often its token rotates.
+        static func webAuthTokenSignedIn() -> Gauge { Gauge(label: "zonefeed_web_auth_token_signed_in_timestamp_seconds") }
     }
 }

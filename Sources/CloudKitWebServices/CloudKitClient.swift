@@ -362,6 +362,7 @@ public final class CloudKitClient: Sendable {
             secrets.append(rotated)
             fault = faults(operation: operation, path: path, secrets: secrets)
         }
+        if sentToken != nil { tokens.used() }
 
         let limit = configuration.maxResponseBytes
         let announced = response.headers.first(name: "Content-Length").flatMap(Int.init)

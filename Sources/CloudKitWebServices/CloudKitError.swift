@@ -171,9 +171,10 @@ public struct CloudKitError: Error, Sendable, CustomStringConvertible {
         switch code {
         case .authenticationFailed:
             return
-                "web auth token rejected \(tag): sign in again and set CLOUDKIT_WEB_AUTH_TOKEN (see README: obtaining a web auth token); check CLOUDKIT_API_TOKEN belongs to this container"
+                "web auth token rejected \(tag): sign in again (zonefeed login, or a new CLOUDKIT_WEB_AUTH_TOKEN; see README: signing in); check CLOUDKIT_API_TOKEN belongs to this container"
         case .authenticationRequired:
-            return "web auth token rejected \(tag): sign in again and set CLOUDKIT_WEB_AUTH_TOKEN (see README: obtaining a web auth token)"
+            return
+                "web auth token rejected \(tag): the session has ended, or no token was given; sign in again (zonefeed login, or a new CLOUDKIT_WEB_AUTH_TOKEN; see README: signing in)"
         case .accessDenied:
             return "access denied \(tag): check that the container, environment and database are right and that the signed-in user may read them"
         case .badRequest:

@@ -18,19 +18,31 @@ import Foundation
 ///     earlier=<a token received before it>
 ///     configured-token-sha256=<16 hex digits>
 ///     requests=one-at-a-time
+///     user=<the userRecordName users/caller answered at sign-in>
+///     signed-in-at=<Unix seconds>
+///     rotated-at=<Unix seconds>
+///     used-at=<Unix seconds>
 ///
 /// `earlier` lines hold the tokens received just before the newest, newest first: with requests
 /// in flight together, the token received last is not always the one the server issued last.
 /// The fingerprint of the configured token tells a later run whether a person has signed in again
 /// since (a new configured token then wins over the saved ones). `requests=one-at-a-time` says
 /// the server refused a token that concurrent requests had overtaken, so requests go one at a
-/// time. A file of one line, as older versions wrote, is a token alone.
+/// time. `user` and `signed-in-at` are written by `zonefeed login`; `rotated-at` is when the
+/// newest token arrived (from a sign-in or a response), `used-at` when CloudKit last answered a
+/// request that carried a saved token: what `zonefeed status` and the metrics tell. Older
+/// versions ignore these lines. A file of one line, as older versions wrote, is a token alone.
 struct WebAuthTokenFile: WebAuthTokenVault {
     struct Contents: Sendable, Equatable {
         /// Newest first.
         var tokens: [String] = []
         var configuredFingerprint: String?
         var oneAtATime = false
+        /// Who signed in (`users/caller`), when known; never a token.
+        var userRecordName: String?
+        var signedInAt: Date?
+        var rotatedAt: Date?
+        var usedAt: Date?
     }
 
     let path: String
@@ -87,6 +99,10 @@ struct WebAuthTokenFile: WebAuthTokenVault {
             case "earlier": if !value.isEmpty { contents.tokens.append(value) }
             case "configured-token-sha256": contents.configuredFingerprint = value
             case "requests": contents.oneAtATime = value == "one-at-a-time"
+            case "user": contents.userRecordName = Self.userRecordName(value)
+            case "signed-in-at": contents.signedInAt = Self.date(value)
+            case "rotated-at": contents.rotatedAt = Self.date(value)
+            case "used-at": contents.usedAt = Self.date(value)
             default: continue  // written by a newer version; ignored
             }
         }
@@ -98,7 +114,28 @@ struct WebAuthTokenFile: WebAuthTokenVault {
         lines += contents.tokens.dropFirst().map { "earlier=\($0)" }
         if let fingerprint = contents.configuredFingerprint { lines.append("configured-token-sha256=\(fingerprint)") }
         if contents.oneAtATime { lines.append("requests=one-at-a-time") }
+        if let user = contents.userRecordName.flatMap(Self.userRecordName) { lines.append("user=\(user)") }
+        for (key, date) in [("signed-in-at", contents.signedInAt), ("rotated-at", contents.rotatedAt), ("used-at", contents.usedAt)] {
+            // Whole seconds; a date a Double cannot hold as an Int64 (none a clock gives) is 0.
+            if let date { lines.append("\(key)=\(Int64(exactly: date.timeIntervalSince1970.rounded(.down)) ?? 0)") }
+        }
         return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// A user record name as the file keeps it: one line of at most 255 bytes without control
+    /// characters or spaces at its ends; anything else (a server's odd answer) is not kept.
+    static func userRecordName(_ text: String) -> String? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        guard !trimmed.isEmpty, trimmed.utf8.count <= 255,
+            !trimmed.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0.properties.isWhitespace && $0 != " " })
+        else { return nil }
+        return trimmed
+    }
+
+    /// Unix seconds, as the file writes them; nil for anything else or a time past year 10000.
+    static func date(_ text: String) -> Date? {
+        guard let seconds = Int64(text), (0...253_402_300_799).contains(seconds) else { return nil }
+        return Date(timeIntervalSince1970: TimeInterval(seconds))
     }
 
     /// The first 16 hex digits of the token's SHA-256: enough to notice a new sign-in, too few to

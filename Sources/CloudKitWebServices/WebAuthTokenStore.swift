@@ -81,6 +81,11 @@ final class WebAuthTokenStore: Sendable {
                 logger.debug("using the web auth token saved by an earlier run", metadata: ["file": "\(file)"])
                 contents.tokens = saved.tokens
                 contents.oneAtATime = saved.oneAtATime
+                // Who signed in and when belong to the saved tokens, not to a configured one.
+                contents.userRecordName = saved.userRecordName
+                contents.signedInAt = saved.signedInAt
+                contents.rotatedAt = saved.rotatedAt
+                contents.usedAt = saved.usedAt
                 // A file from before fingerprints is brought up to date with the next write.
                 if saved.configuredFingerprint != contents.configuredFingerprint, contents.configuredFingerprint != nil { version = 1 }
             }
@@ -90,7 +95,16 @@ final class WebAuthTokenStore: Sendable {
         var state = State(contents: contents, version: version)
         state.failure = failure
         self.state = NIOLockedValueBox(state)
+        // What an alert on a session about to end watches (README, "Metrics"); absent when
+        // unknown (a token file from before these lines, a configured token).
+        if let rotated = contents.rotatedAt { CloudKitClient.Metrics.webAuthTokenRotated().record(rotated.timeIntervalSince1970) }
+        if let signedIn = contents.signedInAt { CloudKitClient.Metrics.webAuthTokenSignedIn().record(signedIn.timeIntervalSince1970) }
     }
+
+    /// When the newest token arrived, from a sign-in or a response; who signed in and when.
+    var rotatedAt: Date? { state.withLockedValue { $0.contents.rotatedAt } }
+    var signedInAt: Date? { state.withLockedValue { $0.contents.signedInAt } }
+    var userRecordName: String? { state.withLockedValue { $0.contents.userRecordName } }
 
     /// The newest token known. A secret: never print it.
     var current: String? { state.withLockedValue { $0.contents.tokens.first } }
@@ -113,19 +127,42 @@ final class WebAuthTokenStore: Sendable {
     func received(_ newToken: String, logger: Logger) {
         let token = newToken.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !token.isEmpty else { return }
+        let now = Date()
         let changed = state.withLockedValue { state -> Bool in
             guard state.contents.tokens.first != token else { return false }
             state.contents.tokens.removeAll { $0 == token }
             state.contents.tokens.insert(token, at: 0)
             if state.contents.tokens.count > Self.tokensKept { state.contents.tokens.removeLast() }
+            state.contents.rotatedAt = now
+            state.contents.usedAt = now
             state.version += 1
             return true
         }
         guard changed else { return }
+        CloudKitClient.Metrics.webAuthTokenRotated().record(now.timeIntervalSince1970)
         logger.trace("the server rotated the web auth token")
         // Written now rather than before the next request: a process killed while it reads
         // this response must not leave the token the server has just moved past.
         if let file { writer.async { _ = self.save(to: file, logger: logger) } }
+    }
+
+    /// CloudKit answered a request that carried a saved token (accepted or not): `zonefeed
+    /// status` says when a run last used the token. Saved with the next write, or at `flush`;
+    /// not a write of its own for every answer.
+    func used(at now: Date = Date()) {
+        state.withLockedValue { state in
+            if let last = state.contents.usedAt, abs(now.timeIntervalSince(last)) < 1 { return }
+            state.contents.usedAt = now
+            state.version += 1
+        }
+    }
+
+    /// `zonefeed login` checked the newest token with `users/caller`: who it belongs to.
+    func signedIn(as userRecordName: String) {
+        state.withLockedValue { state in
+            state.contents.userRecordName = userRecordName
+            state.version += 1
+        }
     }
 
     /// Forgets a token the server refused. Returns whether another token is left to try.

@@ -64,12 +64,18 @@ struct FakeCloudKitResponder: HTTPResponder {
             context.logger.debug("admin request", metadata: ["path": "\(path)", "status": "\(reply.status)"])
             return Self.response(reply)
         }
+        if path == "/signin" {
+            // The browser sign-in page a 421's redirectURL points at (FakeCloudKitStore+SignIn).
+            let form = Self.formDecode(request.method == .post ? String(decoding: body, as: UTF8.self) : request.uri.query)
+            return Self.response(await store.handleSignIn(method: request.method.rawValue, form: form))
+        }
         if await store.arrived(on: context.connection) { return Self.misdirected }
         let query = Self.formDecode(request.uri.query)
         var cloudKitRequest = FakeCloudKitStore.CloudKitRequest(
             method: request.method.rawValue, path: path, apiToken: query["ckAPIToken"],
             webAuthToken: query["ckWebAuthToken"], body: body)
         cloudKitRequest.courierHost = Self.host(ofAuthority: request.head.authority)
+        cloudKitRequest.apiOrigin = "\(store.configuration.scheme)://\(request.head.authority ?? "127.0.0.1")"
         let request = cloudKitRequest
         // In flight from its arrival until its response leaves, the latency included.
         let result = await store.handleInFlight(request)

@@ -68,8 +68,11 @@ public struct FakeCloudKitServer: Sendable {
         /// `THROTTLED` with `retryAfter` `throttleRetryAfter` seconds. nil: no limit.
         public var maxInFlight: Int?
         public var throttleRetryAfter: Double
-        /// The `redirectURL` of a 421 `AUTHENTICATION_REQUIRED`.
-        public var redirectURL: String
+        /// The `redirectURL` of a 421 `AUTHENTICATION_REQUIRED`; nil: the server's own sign-in
+        /// page (`signIn`), at the address the client reached the server by.
+        public var redirectURL: String?
+        /// The sign-in page and the sessions' lifetimes.
+        public var signIn = SignIn()
         /// Render each zone's pages from a nil token (200 records a page) before listening, and
         /// answer those requests from memory: a backfill then costs the server little more than
         /// sending bytes, as a remote CloudKit costs the client's machine nothing. The pages take
@@ -94,7 +97,7 @@ public struct FakeCloudKitServer: Sendable {
             environment: String = "development", settings: FakeSettings = FakeSettings(), scenarioFile: String? = nil,
             userRecordName: String = "_fakeUser", apiToken: String = "fake-api-token",
             webAuthTokens: [String] = ["fake-web-auth-token"],
-            redirectURL: String = "https://idmsa.apple.com/IDMSWebAuth/signin?fake=1",
+            redirectURL: String? = nil,
             preparesPages: Bool = false, tokenWindow: Int? = nil, tokenRetirement: TokenRetirement = .onUse,
             latency: Duration = .zero, jitter: Duration = .zero,
             maxInFlight: Int? = nil, throttleRetryAfter: Double = 0.25,

@@ -16,6 +16,7 @@ import Foundation
 /// | `zones/expire-tokens` | `{zone}` | every token issued so far for the zone is answered 400 `BAD_REQUEST` |
 /// | `auth/revoke` | `{initial: true}` or `{all: true}` | revokes the configured web auth tokens, or every token |
 /// | `auth/grant` | `{webAuthToken}` | accepts one more web auth token |
+/// | `auth/sign-in` | `{callback?, refuse?}` | where the sign-in page sends the browser (the API token's sign-in callback), and whether it refuses every sign-in (`error=refused` on the callback); answers the counts of sign-ins, cancels, refusals and requests refused because their session had ended |
 /// | `user` | `{userRecordName}` | what `users/caller` answers from now on |
 /// | `faults/fail` | `{status: 503, count: 1, pathSuffix?, serverErrorCode?, reason?, retryAfter?, body?, headers?}` | the next `count` CloudKit requests (ending in `pathSuffix`, if set) get that status (200...599) and a CloudKit error body (or `body` as given: a 200 with a body of the wrong shape, say) |
 /// | `faults/throttle` | `{count: 1, retryAfter: 1, retryAfterHeader: false, pathSuffix?}` | 429 `THROTTLED` with `retryAfter`, and a `Retry-After` header (whole seconds, rounded up) when asked |
@@ -44,6 +45,8 @@ extension FakeCloudKitStore {
         var all: Bool?
         var webAuthToken: String?
         var userRecordName: String?
+        var callback: String?
+        var refuse: Bool?
         // faults
         var count: Int?
         var pathSuffix: String?
@@ -143,6 +146,9 @@ extension FakeCloudKitStore {
             guard let token = body.webAuthToken, !token.isEmpty else { return .adminError("auth/grant needs a webAuthToken") }
             initialTokens.insert(token)
             return .admin(.object(["ok": .bool(true)]))
+
+        case "auth/sign-in":
+            return configureSignIn(callback: body.callback, refuse: body.refuse)
 
         case "user":
             guard let name = body.userRecordName, !name.isEmpty else { return .adminError("user needs a userRecordName") }

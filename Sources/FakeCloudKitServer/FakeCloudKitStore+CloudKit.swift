@@ -31,6 +31,8 @@ extension FakeCloudKitStore {
         /// The host as the client reached this server: the courier URLs name it, with the
         /// courier's own port.
         var courierHost = "127.0.0.1"
+        /// `scheme://host:port` as the client reached this server: the sign-in page's origin.
+        var apiOrigin = "http://127.0.0.1"
     }
 
     /// What the responder sends back.
@@ -82,7 +84,7 @@ extension FakeCloudKitStore {
         let operation = parts[(isDevice ? 4 : 5)...].joined(separator: "/")
 
         let rotated: String
-        switch authenticate(apiToken: request.apiToken, webAuthToken: request.webAuthToken) {
+        switch authenticate(apiToken: request.apiToken, webAuthToken: request.webAuthToken, origin: request.apiOrigin) {
         case .refused(let reply):
             // No new token on an authentication failure: handing out a valid token with a 401
             // would let a client that always keeps the newest token carry on as if signed in.

@@ -90,6 +90,8 @@ actor FakeCloudKitStore {
     /// Configured tokens retired by the use of a rotated one (with a `tokenWindow`).
     var retiredTokens: Set<String> = []
     var faults: [Fault] = []
+    /// The sessions and the sign-in page (`FakeCloudKitStore+SignIn`).
+    var signIn = SignInState()
     /// Zones whose feed never advances (`faults/stall`), by zone name, and the records a
     /// repeating one repeats.
     var stalls: [String: StalledZone] = [:]
@@ -390,14 +392,17 @@ actor FakeCloudKitStore {
     }
 
     /// Checks the API token and web auth token of a request and, when they are good, issues the
-    /// next web auth token.
-    func authenticate(apiToken: String?, webAuthToken: String?) -> Authentication {
+    /// next web auth token. `origin` is how the client reached the server: the sign-in page's
+    /// address in a 421 is there.
+    func authenticate(apiToken: String?, webAuthToken: String?, origin: String = "http://127.0.0.1") -> Authentication {
         guard let apiToken, apiToken == configuration.apiToken else {
             return .refused(.error(401, "AUTHENTICATION_FAILED", apiToken == nil ? "missing ckAPIToken" : "unknown API token (ckAPIToken)"))
         }
         guard let webAuthToken, !webAuthToken.isEmpty else {
             return .refused(
-                .error(421, "AUTHENTICATION_REQUIRED", "request needs a user context: sign in and pass ckWebAuthToken", redirectURL: configuration.redirectURL))
+                .error(
+                    421, "AUTHENTICATION_REQUIRED", "request needs a user context: sign in and pass ckWebAuthToken",
+                    redirectURL: signInAddress(origin: origin)))
         }
         let isRotated = isAcceptedRotatedToken(webAuthToken)
         if isRotated, let position = tokenPositions[webAuthToken] { newestUsedPosition = max(newestUsedPosition, position) }
@@ -405,13 +410,17 @@ actor FakeCloudKitStore {
             if everIssued.contains(webAuthToken) || retiredTokens.contains(webAuthToken) { traffic.staleTokenRefusals += 1 }
             return .refused(.error(401, "AUTHENTICATION_FAILED", "web auth token (ckWebAuthToken) is unknown, expired or revoked"))
         }
+        // A session ends however often its token rotates, as CloudKit's do.
+        if sessionHasEnded(for: webAuthToken) { return .refused(sessionEndedReply(origin: origin)) }
         if isRotated, configuration.tokenWindow != nil, !initialTokens.isEmpty {
             // "The previous token becomes invalid": a session that has moved on to a rotated
             // token cannot go back to the one it signed in with.
             retiredTokens.formUnion(initialTokens)
             initialTokens = []
         }
-        return .accepted(rotatedToken: issueToken())
+        let rotated = issueToken()
+        inheritSession(from: webAuthToken, to: rotated)
+        return .accepted(rotatedToken: rotated)
     }
 
     /// Whether `token` is one the server issued and still accepts: any of them, or with a

@@ -29,9 +29,16 @@ public struct ZoneFeedMetric: Sendable, Hashable {
     public static let throttleWait = ZoneFeedMetric(
         "zonefeed_cloudkit_throttle_wait_seconds_total", "Seconds requests were paused because CloudKit throttled (Retry-After).")
 
+    public static let webAuthTokenRotated = ZoneFeedMetric(
+        "zonefeed_web_auth_token_last_rotated_timestamp_seconds",
+        "When the newest web auth token arrived (a sign-in, or a rotation on a CloudKit answer), in Unix seconds; absent when unknown.")
+    public static let webAuthTokenSignedIn = ZoneFeedMetric(
+        "zonefeed_web_auth_token_signed_in_timestamp_seconds",
+        "When the person signed in with zonefeed login for the stored web auth token, in Unix seconds; absent for a token not obtained so.")
+
     public static let all: [ZoneFeedMetric] = [
         lastSuccess, finished, duration, status, exitCode, runID, records, pages, resyncs, zones, cloudKitRequests, cloudKitRetries, misdirectedRetries,
-        throttleWait,
+        throttleWait, webAuthTokenRotated, webAuthTokenSignedIn,
     ]
 
     /// The help text of a metric by name; a name not in the catalog gets none.

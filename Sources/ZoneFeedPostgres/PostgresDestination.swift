@@ -18,7 +18,8 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
     let mappedSchema: PostgresSchema
     let pipelineName: String
     let settings: PostgresSettings
-    let conninfo: String
+    /// The libpq connection string: it may hold a password; never print it.
+    public let conninfo: String
     let logger: Logger
 
     /// One connection and what is used with it. Its members are touched only on its `queue`.

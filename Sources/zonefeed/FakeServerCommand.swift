@@ -118,6 +118,26 @@ struct FakeServerCommand: AsyncParsableCommand {
         help: "The web courier's port, 0 to 65535 (0, the default, picks a free one): the courier is an origin of its own.")
     var courierPort = 0
 
+    @Option(
+        name: .customLong("sign-in-callback"),
+        help: """
+            Where the sign-in page (the 421's redirectURL, /signin on this server) sends the browser with ckWebAuthToken: \
+            the API token's sign-in callback, as set in CloudKit Dashboard (zonefeed login's default unless told).
+            """)
+    var signInCallback = FakeCloudKitServer.Configuration.SignIn().callbackURL
+
+    @Option(
+        name: .customLong("session-lifetime"),
+        help:
+            "End a session SECONDS (1 to 31536000) after its sign-in (the configured token's: after the server starts): its tokens are then answered 421 AUTHENTICATION_REQUIRED. Apple's: 1800. Without it sessions never end."
+    )
+    var sessionLifetime: Int?
+
+    @Option(
+        name: .customLong("long-session-lifetime"),
+        help: "The same for a sign-in with \"Keep me signed in\" ticked. Apple's: 1209600 (two weeks). Without it such sessions never end.")
+    var longSessionLifetime: Int?
+
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.", transform: Logger.Level.parse)
     var logLevel: Logger.Level = .notice
 
@@ -143,6 +163,7 @@ struct FakeServerCommand: AsyncParsableCommand {
     static let latencyRange = 0...60_000
     static let maxInFlightRange = 1...10_000
     static let throttleRetryAfterRange = 0.0...3_600.0
+    static let sessionLifetimeRange = 1...31_536_000
 
     func validate() throws {
         try FlagRange.check("--port", port, in: Self.portRange)
@@ -164,6 +185,13 @@ struct FakeServerCommand: AsyncParsableCommand {
         if let latency { try FlagRange.check("--latency", latency.milliseconds, in: Self.latencyRange, unit: "milliseconds") }
         if let maxInFlight { try FlagRange.check("--max-in-flight", maxInFlight, in: Self.maxInFlightRange) }
         try FlagRange.check("--throttle-retry-after", throttleRetryAfter, in: Self.throttleRetryAfterRange, unit: "seconds")
+        if let sessionLifetime { try FlagRange.check("--session-lifetime", sessionLifetime, in: Self.sessionLifetimeRange, unit: "seconds") }
+        if let longSessionLifetime {
+            try FlagRange.check("--long-session-lifetime", longSessionLifetime, in: Self.sessionLifetimeRange, unit: "seconds")
+        }
+        guard signInCallback.hasPrefix("http://") || signInCallback.hasPrefix("https://") else {
+            throw ValidationError("--sign-in-callback must be an http:// or https:// URL, such as http://127.0.0.1:8790/callback")
+        }
     }
 
     func run() async throws {
@@ -184,13 +212,15 @@ struct FakeServerCommand: AsyncParsableCommand {
                     ).path
             }
         }
-        let configuration = FakeCloudKitServer.Configuration(
+        var configuration = FakeCloudKitServer.Configuration(
             host: host, port: port,
             settings: FakeSettings(seed: seed, zones: zones, recordsPerZone: recordsPerZone, pageSize: pageSize, churn: !noChurn),
             scenarioFile: scenario, apiToken: apiToken, webAuthTokens: [webAuthToken], preparesPages: preparePages,
             tokenWindow: tokenWindow, tokenRetirement: tokenRetirement, latency: .milliseconds(latency?.milliseconds ?? 0),
             jitter: .milliseconds(latency?.jitterMilliseconds ?? 0), maxInFlight: maxInFlight, throttleRetryAfter: throttleRetryAfter,
             tls: identity, httpVersions: http, courierPort: courierPort)
+        configuration.signIn = .init(
+            callbackURL: signInCallback, sessionLifetime: sessionLifetime.map { .seconds($0) }, longSessionLifetime: longSessionLifetime.map { .seconds($0) })
         try await FakeCloudKitServer.runFromCommandLine(configuration, caFile: caFile, logger: logger)
     }
 

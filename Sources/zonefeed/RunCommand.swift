@@ -58,7 +58,8 @@ struct RunCommand: AsyncParsableCommand {
         if let failure {
             switch failure.kind {
             case .interrupted: logger.warning("run interrupted; the next run resumes from the last committed page")
-            case .authentication, .usage: logger.error("\(failure.message)")
+            case .authentication: logger.error("\(LoginCommand.signInNeeded(pipelineFile: options.pipelineFile, message: failure.message))")
+            case .usage: logger.error("\(failure.message)")
             default: logger.error("run failed: \(failure.message)")
             }
         }

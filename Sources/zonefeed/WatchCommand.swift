@@ -50,7 +50,9 @@ struct WatchCommand: AsyncParsableCommand {
                     configuration: .init(pollInterval: settings.pollInterval),
                     notifier: source as? any ChangeNotifying, health: health, logger: logger
                 ) { trigger in
-                    try await Self.cycle(pipeline, source: source, conninfo: conninfo, trigger: trigger, metrics: metrics, logger: logger)
+                    try await Self.cycle(
+                        pipeline, source: source, conninfo: conninfo, trigger: trigger, metrics: metrics, logger: logger,
+                        pipelineFile: options.pipelineFile)
                 }
                 var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
                     .init(service: WatchService(watcher: watcher), successTerminationBehavior: .gracefullyShutdownGroup)
@@ -78,7 +80,8 @@ struct WatchCommand: AsyncParsableCommand {
 
     /// One incremental run on a destination of its own: the same work as `zonefeed run`.
     static func cycle(
-        _ pipeline: Pipeline, source: any ChangeSource, conninfo: String, trigger: Watcher.Trigger, metrics: MetricsExport, logger: Logger
+        _ pipeline: Pipeline, source: any ChangeSource, conninfo: String, trigger: Watcher.Trigger, metrics: MetricsExport, logger: Logger,
+        pipelineFile: String
     ) async throws -> RunSummary {
         let destination = PostgresDestination(pipelineName: pipeline.name, settings: pipeline.postgres, conninfo: conninfo, logger: logger)
         let runner = Runner(
@@ -100,6 +103,11 @@ struct WatchCommand: AsyncParsableCommand {
         } catch let error as RunError {
             await destination.close()
             let code = RunCommand.exitCode(of: error, signal: nil)
+            // Watch goes on polling (and /healthz turns unhealthy). It keeps its tokens in
+            // memory and would write them over a new sign-in's: stop it, sign in, start it.
+            if error.kind == .authentication {
+                logger.error("\(LoginCommand.signInNeeded(pipelineFile: pipelineFile, message: error.message, watching: true))")
+            }
             metrics.run.finish(status: error.summary?.status, exitCode: code, runID: error.summary?.runID, seconds: error.summary?.seconds)
             guard let failed = error.summary else { throw error }
             return failed

@@ -13,8 +13,8 @@ struct ZoneFeedCommand: AsyncParsableCommand {
             """,
         version: BuildInfo.versionText,
         subcommands: [
-            RunCommand.self, WatchCommand.self, StatusCommand.self, ResetCommand.self, ValidateCommand.self, SchemaCommand.self, PsqlCommand.self,
-            FakeServerCommand.self, BenchCommand.self,
+            RunCommand.self, WatchCommand.self, StatusCommand.self, ResetCommand.self, ValidateCommand.self, LoginCommand.self, SchemaCommand.self,
+            PsqlCommand.self, FakeServerCommand.self, BenchCommand.self,
         ]
     )
 

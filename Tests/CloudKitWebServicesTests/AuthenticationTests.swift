@@ -44,7 +44,9 @@ import Testing
         let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").map(String.init)
         #expect(lines.first == Secrets.rotatedToken, "the newest token first")
         #expect(
-            lines.dropFirst().allSatisfy { $0.hasPrefix("earlier=") || $0.hasPrefix("configured-token-sha256=") || $0.hasPrefix("requests=") },
+            lines.dropFirst().allSatisfy { line in
+                ["earlier=", "configured-token-sha256=", "requests=", "rotated-at=", "used-at="].contains { line.hasPrefix($0) }
+            },
             "then only the file's keyed lines: \(lines.count) lines")
         #expect(!lines.contains(Secrets.webAuthToken), "the refused configured token is not kept")
         let mode = try #require(try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? NSNumber)
@@ -94,7 +96,8 @@ import Testing
             let text = error.description
             #expect(
                 text.contains(
-                    "web auth token rejected (AUTHENTICATION_FAILED): sign in again and set CLOUDKIT_WEB_AUTH_TOKEN (see README: obtaining a web auth token)"))
+                    "web auth token rejected (AUTHENTICATION_FAILED): sign in again (zonefeed login, or a new CLOUDKIT_WEB_AUTH_TOKEN; see README: signing in)")
+            )
             #expect(Secrets.leaked(in: text).isEmpty, "\(text)")
             #expect(!text.contains("ckAPIToken") && !text.contains("?"))
         }

@@ -126,6 +126,44 @@ import Testing
         }
     }
 
+    @Test func whoSignedInAndWhenTheTokenRotatedAndWasUsedAreKeptWithTheTokens() async throws {
+        try await withStore(configured: "configured", syncInterval: .seconds(3600)) { store, file in
+            let before = Date().addingTimeInterval(-1)
+            store.received("rotated-1", logger: logger)
+            store.signedIn(as: "_alice")
+            try await store.flush(logger: logger)
+            let saved = try lines(file)
+            #expect(saved.contains("user=_alice"))
+            #expect(saved.contains { $0.hasPrefix("rotated-at=") } && saved.contains { $0.hasPrefix("used-at=") })
+
+            let next = WebAuthTokenStore(configured: "configured", file: file, logger: logger)
+            #expect(next.userRecordName == "_alice")
+            #expect(next.rotatedAt.map { $0 >= before.addingTimeInterval(-1) } == true)
+            // A person who configures a new token has signed in elsewhere: who and when are unknown.
+            let configured = WebAuthTokenStore(configured: "new-sign-in", file: file, logger: logger)
+            #expect(configured.userRecordName == nil && configured.rotatedAt == nil)
+        }
+    }
+
+    @Test func aSignInSavedAheadOfAStaleConfiguredTokenWinsAtTheNextStart() throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let file = WebAuthTokenFile(path: folder + "/notes.web-auth-token")
+        var contents = WebAuthTokenFile.Contents(tokens: ["signed-in"], configuredFingerprint: WebAuthTokenFile.fingerprint(of: "stale"))
+        contents.userRecordName = "_alice"
+        contents.signedInAt = Date(timeIntervalSince1970: 1_800_000_000)
+        try file.write(contents)
+        let store = WebAuthTokenStore(configured: "stale", file: file.path, logger: logger)
+        #expect(store.current == "signed-in")
+        #expect(store.signedInAt == Date(timeIntervalSince1970: 1_800_000_000))
+    }
+
+    @Test func aUserNameOrATimeThatIsNotOneIsNotTaken() {
+        let contents = WebAuthTokenFile.contents(of: "token\nuser=_a\u{1b}[2J\nsigned-in-at=soon\nrotated-at=99999999999999999999\nused-at=-5\n")
+        #expect(contents?.tokens == ["token"])
+        #expect(contents?.userRecordName == nil && contents?.signedInAt == nil && contents?.rotatedAt == nil && contents?.usedAt == nil)
+    }
+
     @Test func aOneLineFileFromAnEarlierVersionIsATokenAlone() throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }

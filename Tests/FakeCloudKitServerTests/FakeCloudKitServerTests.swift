@@ -183,7 +183,7 @@ import Testing
             #expect(required.status == 421)
             let body = try #require(required.json)
             #expect(body["serverErrorCode"]?.stringValue == "AUTHENTICATION_REQUIRED")
-            #expect(body["redirectURL"]?.stringValue?.hasPrefix("https://") == true)
+            #expect(body["redirectURL"]?.stringValue?.hasPrefix("http://127.0.0.1:\(server.port)/signin") == true, "the fake's own sign-in page")
             #expect(body["uuid"]?.stringValue != nil)
             #expect(body["reason"]?.stringValue != nil)
             #expect(required.rotatedToken == nil)

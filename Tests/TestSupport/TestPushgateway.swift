@@ -62,7 +62,7 @@ public final class TestPushgateway: @unchecked Sendable {
 
     /// A port the kernel has just handed out and taken back: free unless someone else grabs it
     /// in the instant before the gateway does.
-    static func freeLoopbackPort() throws -> Int {
+    public static func freeLoopbackPort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw FakeServerError(message: "socket: \(String(cString: strerror(errno)))") }
         defer { close(fd) }

@@ -46,6 +46,8 @@ public struct ZonefeedBinary {
         public var pid: Int32 { process.processIdentifier }
         public var isRunning: Bool { process.isRunning }
         public func signal(_ sig: Int32) { Glibc.kill(process.processIdentifier, sig) }
+        /// What the process has written to stdout so far.
+        public var stdoutSoFar: String { (try? String(contentsOf: out, encoding: .utf8)) ?? "" }
         /// What the process has written to stderr so far.
         public var stderrSoFar: String { (try? String(contentsOf: err, encoding: .utf8)) ?? "" }
 

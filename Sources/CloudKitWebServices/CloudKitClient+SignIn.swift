@@ -1,0 +1,118 @@
+import Foundation
+import Logging
+
+// The browser sign-in (reference §5.1): a request with the API token alone is answered 421
+// `AUTHENTICATION_REQUIRED` with a `redirectURL`; the person signs in there, and CloudKit sends
+// the browser to the API token's sign-in callback with `ckWebAuthToken`. What happens in the
+// browser, and how the callback is caught, is the program's (`zonefeed login`); the client asks
+// for the address, checks the token it brings back and stores it where runs look first.
+extension CloudKitClient {
+    /// Where CloudKit sends a person to sign in: the `redirectURL` of the 421 that `users/caller`
+    /// gets when sent with the API token alone. Throws the `CloudKitError` of any other answer
+    /// (a wrong API token is 401), and `SignInError` when CloudKit answers without an address.
+    public static func signInAddress(configuration: Configuration, logger: Logger) async throws -> String {
+        var anonymous = configuration
+        anonymous.webAuthToken = nil
+        anonymous.webAuthTokenFile = nil
+        anonymous.webAuthTokenVault = nil
+        anonymous.serverKey = nil
+        do {
+            _ = try await withClient(configuration: anonymous, logger: logger) { try await $0.caller() }
+        } catch let error as CloudKitError where error.code == .authenticationRequired || error.httpStatus == 421 {
+            guard let address = error.redirectURL, !address.isEmpty else {
+                throw SignInError("CloudKit asked for a sign-in (AUTHENTICATION_REQUIRED) but gave no address to sign in at (redirectURL)")
+            }
+            return address
+        }
+        throw SignInError(
+            "CloudKit answered users/caller without a signed-in user: this API token needs no sign-in, or baseURL is not CloudKit Web Services")
+    }
+
+    /// Stores `token`, which a person has just signed in for, in the configured token store
+    /// (`webAuthTokenVault`, else `webAuthTokenFile`) ahead of every saved one, checks it with
+    /// `users/caller`, and records who signed in and when. Returns the user.
+    ///
+    /// The token is saved before it is used, as every token is (a server that rotates it on this
+    /// first answer must find its successor saved), with the fingerprint of the configured
+    /// `webAuthToken`: the next run takes the saved tokens over that configured one, which is
+    /// the stale token a person signs in to replace. A token CloudKit refuses is not kept: the
+    /// store gets back what it held before.
+    public static func storeSignedInToken(_ token: String, configuration: Configuration, logger: Logger) async throws -> UserIdentity {
+        guard let vault = configuration.webAuthTokenVault ?? configuration.webAuthTokenFile.map(WebAuthTokenFile.init(path:)) else {
+            throw SignInError("the pipeline names no place to keep web auth tokens (auth.webAuthTokenFile or auth.webAuthTokenStore)")
+        }
+        let previous: String?
+        do {
+            previous = try vault.load()
+        } catch {
+            throw WebAuthTokenFileFailure(error: error, reading: true)
+        }
+        let saved = previous.flatMap(WebAuthTokenFile.contents(of:))
+        let now = Date()
+        let configured = configuration.webAuthToken.flatMap { $0.isEmpty ? nil : $0 }
+        var contents = WebAuthTokenFile.Contents(
+            tokens: [token], configuredFingerprint: configured.map(WebAuthTokenFile.fingerprint(of:)), oneAtATime: saved?.oneAtATime ?? false)
+        contents.signedInAt = now
+        contents.rotatedAt = now
+        contents.usedAt = saved?.usedAt
+        do {
+            try vault.save(WebAuthTokenFile.text(of: contents))
+        } catch {
+            throw WebAuthTokenFileFailure(error: error, reading: false)
+        }
+        var checking = configuration
+        checking.webAuthTokenVault = vault
+        do {
+            return try await withClient(configuration: checking, logger: logger) { client in
+                let user = try await client.caller(logger: logger)
+                client.tokens.signedIn(as: user.userRecordName)
+                return user
+            }
+        } catch let error as CloudKitError where error.isAuthenticationFailure {
+            if let previous {
+                try? vault.save(previous)
+                vault.sync()
+            }
+            throw error
+        }
+    }
+
+    /// Who signed in for the newest token, when, and when it last rotated, as the token store
+    /// says; nil when it holds no token. Never a token.
+    public static func webAuthTokenSummary(configuration: Configuration) throws -> WebAuthTokenSummary? {
+        guard let vault = configuration.webAuthTokenVault ?? configuration.webAuthTokenFile.map(WebAuthTokenFile.init(path:)) else { return nil }
+        do {
+            return try vault.load().flatMap(WebAuthTokenFile.contents(of:)).map { WebAuthTokenSummary($0, location: vault.location) }
+        } catch {
+            throw WebAuthTokenFileFailure(error: error, reading: true)
+        }
+    }
+}
+
+/// What `zonefeed status` shows of a pipeline's web auth tokens: never a token.
+public struct WebAuthTokenSummary: Sendable, Equatable {
+    /// A path or a table.
+    public var location: String
+    /// The `userRecordName` `users/caller` answered at sign-in; nil for a token not obtained
+    /// through `zonefeed login` (or saved by an older version).
+    public var userRecordName: String?
+    public var signedInAt: Date?
+    /// When the newest token arrived, from a sign-in or a response.
+    public var rotatedAt: Date?
+    /// When CloudKit last answered a request that carried a saved token.
+    public var usedAt: Date?
+
+    init(_ contents: WebAuthTokenFile.Contents, location: String) {
+        self.location = location
+        userRecordName = contents.userRecordName
+        signedInAt = contents.signedInAt
+        rotatedAt = contents.rotatedAt
+        usedAt = contents.usedAt
+    }
+}
+
+/// A sign-in that cannot go on, as a sentence without secrets.
+public struct SignInError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}

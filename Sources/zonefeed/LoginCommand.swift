@@ -1,0 +1,210 @@
+import ArgumentParser
+import CloudKitWebServices
+import Foundation
+import Logging
+import ZoneFeed
+import ZoneFeedCloudKit
+import ZoneFeedComponents
+import ZoneFeedPostgres
+
+/// `zonefeed login PIPELINE.yml`: the browser sign-in of `cloudkit-web-services.md` §5.1, as
+/// `gh auth login` does it (`field-notes.md` §8). CloudKit gives the sign-in address (the
+/// `redirectURL` of a 421 to `users/caller` with the API token alone); the person signs in
+/// there; CloudKit sends the browser to the API token's sign-in callback with `ckWebAuthToken`,
+/// which a one-shot listener on 127.0.0.1 catches (or the person pastes the final address);
+/// the token is checked with `users/caller` and stored in the pipeline's token store, where the
+/// next run looks first. The token is never printed.
+struct LoginCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "login",
+        abstract: "Sign in to CloudKit in a browser and store the web auth token where the pipeline's runs find it.",
+        discussion: """
+            Prints the sign-in address CloudKit gives, opens a browser where there is one, and waits on \
+            http://127.0.0.1:8790/callback (--callback-port) for the browser to come back with the token: \
+            set that address as the API token's sign-in callback in CloudKit Dashboard. On a machine without \
+            a browser, --paste reads the address the browser ended at from stdin instead. Exit codes: 0 signed \
+            in and stored; 2 usage or pipeline-file error; 3 the sign-in was cancelled, refused or timed out, \
+            or CloudKit refused the token; 1 anything else.
+            """)
+
+    @OptionGroup var options: PipelineOptions
+
+    @Option(
+        name: .customLong("callback-port"),
+        help: "The loopback port the sign-in callback is caught on, 1 to 65535: the callback is http://127.0.0.1:PORT/callback.")
+    var callbackPort = SignInCallbackListener.defaultPort
+
+    @Flag(name: .customLong("no-browser"), help: "Do not open a browser; print the address only.")
+    var noBrowser = false
+
+    @Flag(help: "Read the address the browser ended at (with ckWebAuthToken) from stdin instead of listening for it.")
+    var paste = false
+
+    @Option(help: "How long to wait for the sign-in, in seconds (1 to 3600).")
+    var timeout = 300
+
+    static let timeoutRange = 1...3_600
+
+    func validate() throws {
+        try FlagRange.check("--callback-port", callbackPort, in: SignInCallbackListener.portRange)
+        try FlagRange.check("--timeout", timeout, in: Self.timeoutRange, unit: "seconds")
+    }
+
+    func run() async throws {
+        let pipeline = try options.loadPipeline()
+        guard let settings = pipeline.source as? CloudKitSettings else {
+            throw Self.stop("pipeline \(pipeline.name) reads no CloudKit container (its source is not source.cloudkit): it needs no sign-in", Exit.usage)
+        }
+        let logger = options.makeLogger(for: pipeline)
+        var configuration: CloudKitClient.Configuration
+        do {
+            configuration = try CloudKitSource.clientConfiguration(for: settings)
+        } catch {
+            throw Self.stop("\(error)", Exit.usage)
+        }
+
+        let address: String
+        do {
+            address = try await CloudKitClient.signInAddress(configuration: configuration, logger: logger)
+        } catch let error as CloudKitError where error.isAuthenticationFailure {
+            throw Self.stop("CloudKit refused to start a sign-in: \(error)", Exit.authentication)
+        } catch {
+            throw Self.stop("could not ask CloudKit where to sign in: \(error)", Exit.failed)
+        }
+
+        let callback = paste ? try await pasted(address: address) : try await caught(address: address, logger: logger)
+        let token: String
+        switch callback {
+        case .token(let value):
+            token = value
+        case .noToken(let error):
+            let why =
+                switch error {
+                case "cancelled"?: "the sign-in was cancelled in the browser"
+                case "refused"?: "CloudKit refused the sign-in"
+                case let other?: "the sign-in did not complete (\(InertText.escaped(other.prefix(200))))"
+                case nil: "the address has no ckWebAuthToken: the sign-in did not complete"
+                }
+            throw Self.stop("\(why); nothing was stored. To try again: \(Self.command(pipelineFile: options.pipelineFile))", Exit.authentication)
+        }
+
+        let user: UserIdentity
+        let location: String
+        do {
+            (user, location) = try await store(token, settings: settings, pipeline: pipeline, configuration: configuration, logger: logger)
+        } catch let error as CloudKitError where error.isAuthenticationFailure {
+            throw Self.stop(
+                "CloudKit refused the token the sign-in gave (\(error.code)); the stored tokens are as they were. Sign in again.", Exit.authentication)
+        } catch let error as ExitCode {
+            throw error
+        } catch {
+            throw Self.stop("the sign-in could not be checked or stored: \(error)", Exit.failed)
+        }
+        var who = user.userRecordName
+        let name = [user.givenName, user.familyName].compactMap { $0 }.joined(separator: " ")
+        if !name.isEmpty { who += " (\(name))" }
+        Self.say("Signed in as \(InertText.escaped(who)).")
+        Self.say("The web auth token is stored in \(InertText.escaped(location)); the next run of \(InertText.escaped(options.pipelineFile)) uses it.")
+    }
+
+    /// Listens on the loopback callback, prints the address and opens a browser once it listens,
+    /// and waits for the browser to come back.
+    private func caught(address: String, logger: Logger) async throws -> SignInCallback {
+        let listener = SignInCallbackListener(port: callbackPort)
+        let openBrowser = !noBrowser
+        let seconds = timeout
+        let result: SignInCallback?
+        do {
+            result = try await listener.waitForCallback(timeout: .seconds(timeout), logger: logger) {
+                Self.say("Sign in to CloudKit at this address:")
+                Self.say("")
+                Self.say("  \(InertText.escaped(address))")
+                Self.say("")
+                if openBrowser, await Browser.open(address) {
+                    Self.say("(opened in your browser)")
+                } else if openBrowser {
+                    Self.say("(no browser here: open the address on any machine and use --paste, or open it in a browser on this one)")
+                }
+                Self.say(
+                    "Waiting up to \(seconds) s for the browser to come back to \(listener.url), "
+                        + "the API token's sign-in callback in CloudKit Dashboard.")
+            }
+        } catch let error as SignInCallbackListener.ListenError {
+            throw Self.stop("\(error)", Exit.failed)
+        }
+        guard let result else {
+            throw Self.stop(
+                "no sign-in came back to \(listener.url) within \(seconds) s; nothing was stored. Check that it is the API token's "
+                    + "sign-in callback in CloudKit Dashboard, or sign in on another machine with --paste",
+                Exit.authentication)
+        }
+        return result
+    }
+
+    /// Prints the address and reads the one the browser ended at from stdin.
+    private func pasted(address: String) async throws -> SignInCallback {
+        Self.say("Sign in to CloudKit at this address, in a browser on any machine:")
+        Self.say("")
+        Self.say("  \(InertText.escaped(address))")
+        Self.say("")
+        Self.say(
+            "The browser then goes to the API token's sign-in callback (http://127.0.0.1:\(SignInCallbackListener.defaultPort)/callback "
+                + "unless set otherwise in CloudKit Dashboard); the page may fail to load there, which is expected.")
+        Self.say("Copy the whole address from the browser's address bar, paste it here and press Enter:")
+        switch await StandardInput.readLine(maxBytes: SignInCallback.maxAddressBytes, timeout: .seconds(timeout)) {
+        case .line(let line):
+            return SignInCallback(address: line)
+        case .tooLong:
+            throw Self.stop("the pasted address is longer than a sign-in's (\(SignInCallback.maxAddressBytes) bytes); nothing was stored", Exit.authentication)
+        case .endOfInput:
+            throw Self.stop("no address was pasted (stdin ended); nothing was stored", Exit.authentication)
+        case .timedOut:
+            throw Self.stop("no address was pasted within \(timeout) s; nothing was stored", Exit.authentication)
+        }
+    }
+
+    /// Checks the token and stores it in the pipeline's token store: the file, or the table in
+    /// the destination (the embedded server started for it).
+    private func store(
+        _ token: String, settings: CloudKitSettings, pipeline: Pipeline, configuration: CloudKitClient.Configuration, logger: Logger
+    ) async throws -> (UserIdentity, String) {
+        guard settings.auth.webAuthTokenStore == .database else {
+            let user = try await CloudKitClient.storeSignedInToken(token, configuration: configuration, logger: logger)
+            return (user, configuration.webAuthTokenFile ?? "the token file")
+        }
+        return try await options.withDestination(pipeline, logger: logger) { conninfo in
+            let table = WebAuthTokenTable(pipelineName: pipeline.name, schema: pipeline.postgres.schema, conninfo: conninfo)
+            defer { table.close() }
+            var configuration = configuration
+            configuration.webAuthTokenVault = table
+            let user = try await CloudKitClient.storeSignedInToken(token, configuration: configuration, logger: logger)
+            return (user, table.location)
+        }
+    }
+
+    /// `zonefeed login <the pipeline file as given>`, as the exit-3 sentences of run and watch
+    /// name it.
+    static func command(pipelineFile: String) -> String {
+        "\(Invocation.command) login \(Invocation.shellWord(pipelineFile))"
+    }
+
+    /// What run and watch say when CloudKit wants a person: the command first, then CloudKit's
+    /// words.
+    static func signInNeeded(pipelineFile: String, message: String, watching: Bool = false) -> String {
+        let login = command(pipelineFile: pipelineFile)
+        return watching
+            ? "CloudKit needs a new sign-in: stop this watch, run \(login), then start it again. \(message)"
+            : "CloudKit needs a new sign-in: run \(login), then run again. \(message)"
+    }
+
+    /// A line on stdout at once (stdout may be a file, which Swift's print would hold back).
+    static func say(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+
+    /// Prints the sentence on stderr and returns the exit code to throw.
+    static func stop(_ sentence: String, _ code: ExitCode) -> ExitCode {
+        FileHandle.standardError.write(Data("zonefeed login: \(sentence)\n".utf8))
+        return code
+    }
+}

@@ -1,0 +1,201 @@
+import Foundation
+import Hummingbird
+import Logging
+import ServiceLifecycle
+
+/// What the browser brings back to the sign-in callback, or what a person pastes: the address
+/// CloudKit sent the browser to after the sign-in page.
+enum SignInCallback: Sendable, Equatable {
+    /// `ckWebAuthToken`: a secret, never printed.
+    case token(String)
+    /// No token: the sign-in was cancelled or refused (`error`, as the fake server says; real
+    /// CloudKit's words are not documented), or the address is not the callback's.
+    case noToken(error: String?)
+
+    /// The most of an address read: a web auth token is a few hundred bytes.
+    static let maxAddressBytes = 64 * 1024
+
+    /// The callback's query, or a whole address (its query, or a fragment holding
+    /// `ckWebAuthToken`, where a `postMessage`-style page may put it).
+    init(address: String) {
+        let text = address.trimmingCharacters(in: .whitespacesAndNewlines)
+        var parts: [Substring] = []
+        if let question = text.firstIndex(of: "?") {
+            let query = text[text.index(after: question)...]
+            parts.append(query.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? query)
+        }
+        if let hash = text.firstIndex(of: "#") { parts.append(text[text.index(after: hash)...]) }
+        if parts.isEmpty { parts.append(Substring(text)) }
+        var fields: [String: String] = [:]
+        for part in parts {
+            for pair in part.split(separator: "&") {
+                let pieces = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                let name = Self.percentDecoded(pieces[0])
+                if fields[name] == nil { fields[name] = pieces.count > 1 ? Self.percentDecoded(pieces[1]) : "" }
+            }
+        }
+        if let token = fields["ckWebAuthToken"], Self.isToken(token) {
+            self = .token(token)
+        } else if fields["ckWebAuthToken"] != nil {
+            self = .noToken(error: "the address's ckWebAuthToken is empty or not a token")
+        } else {
+            self = .noToken(error: fields["error"] ?? fields["ckError"])
+        }
+    }
+
+    /// A web auth token: printable, without spaces, at most 16 KiB (what the token file takes).
+    static func isToken(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 16 * 1024
+            && text.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value != 0x7F && !(0x80...0x9F).contains($0.value) }
+    }
+
+    /// `%XX` as bytes; a `+` stays a `+` (base64 tokens hold them, and a token has no spaces).
+    static func percentDecoded(_ text: Substring) -> String {
+        let utf8 = Array(text.utf8)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(utf8.count)
+        var i = 0
+        while i < utf8.count {
+            if utf8[i] == UInt8(ascii: "%"), i + 2 < utf8.count, let hi = hexValue(utf8[i + 1]), let lo = hexValue(utf8[i + 2]) {
+                bytes.append(hi << 4 | lo)
+                i += 3
+            } else {
+                bytes.append(utf8[i])
+                i += 1
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    private static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+}
+
+/// The one-shot loopback listener of `zonefeed login` (RFC 8252 §7.3): 127.0.0.1 only, the
+/// first request to `/callback` is the answer, and the browser is told it may close the tab.
+/// Anything else (a favicon) is answered 404 and waited past.
+struct SignInCallbackListener {
+    /// The documented default, so that the callback set in CloudKit Dashboard stays the same:
+    /// `http://127.0.0.1:8790/callback`.
+    static let defaultPort = 8790
+    static let portRange = 1...65_535
+
+    let port: Int
+
+    var url: String { "http://127.0.0.1:\(port)/callback" }
+
+    /// Listens, runs `onListening` once bound (print the address, open the browser), and returns
+    /// the first callback, or nil when none came within `timeout`. Throws `ListenError` when the
+    /// port cannot be had. The page reaches the browser before the listener stops.
+    func waitForCallback(timeout: Duration, logger: Logger, onListening: @escaping @Sendable () async -> Void) async throws -> SignInCallback? {
+        let (callbacks, arrived) = AsyncStream.makeStream(of: SignInCallback.self)
+        let router = Router()
+        router.get("callback") { request, _ -> Response in
+            let query = request.uri.query ?? ""
+            let callback =
+                query.utf8.count > SignInCallback.maxAddressBytes
+                ? SignInCallback.noToken(error: "the callback's address is longer than a sign-in's") : SignInCallback(address: "?" + query)
+            arrived.yield(callback)
+            return Response(
+                status: .ok, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
+                body: .init(byteBuffer: ByteBuffer(string: Self.page(for: callback))))
+        }
+        var quiet = logger
+        quiet.logLevel = .error
+        let app = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: port), serverName: "zonefeed-login"),
+            onServerRunning: { _ in await onListening() }, logger: quiet)
+        let group = ServiceGroup(configuration: .init(services: [app], logger: quiet))
+
+        enum Event: Sendable {
+            case serverEnded
+            case serverFailed(String)
+            case answer(SignInCallback?)
+        }
+        return try await withThrowingTaskGroup(of: Event.self) { tasks in
+            tasks.addTask {
+                do {
+                    try await group.run()
+                    return .serverEnded
+                } catch {
+                    return .serverFailed("\(error)")
+                }
+            }
+            tasks.addTask {
+                for await callback in callbacks { return .answer(callback) }
+                return .answer(nil)
+            }
+            tasks.addTask {
+                try? await Task.sleep(for: timeout)
+                return .answer(nil)
+            }
+            var answer: SignInCallback?
+            var answered = false
+            while let event = try await tasks.next() {
+                switch event {
+                case .serverFailed(let reason):
+                    tasks.cancelAll()
+                    if answered { return answer }
+                    throw ListenError(port: port, reason: reason)
+                case .serverEnded:
+                    tasks.cancelAll()
+                    return answer
+                case .answer(let callback):
+                    // The first answer wins: the timer, or the stream's end, after it is nothing.
+                    guard !answered else { continue }
+                    answered = true
+                    answer = callback
+                    arrived.finish()
+                    // A graceful shutdown lets the page reach the browser, within 10 s.
+                    await group.triggerGracefulShutdown()
+                    tasks.addTask {
+                        try? await Task.sleep(for: .seconds(10))
+                        return .serverEnded
+                    }
+                }
+            }
+            return answer
+        }
+    }
+
+    struct ListenError: Error, CustomStringConvertible {
+        var port: Int
+        var reason: String
+        var description: String {
+            "cannot listen on 127.0.0.1:\(port) for the sign-in callback (\(reason)): free the port, or pass --callback-port N "
+                + "and set http://127.0.0.1:N/callback as the API token's sign-in callback in CloudKit Dashboard"
+        }
+    }
+
+    /// The page the browser shows at the callback: never the token.
+    static func page(for callback: SignInCallback) -> String {
+        let (title, text): (String, String)
+        switch callback {
+        case .token:
+            title = "Signed in"
+            text = "zonefeed has the sign-in and is checking it with CloudKit. You may close this tab and go back to the terminal."
+        case .noToken(let error):
+            title = "Sign-in did not complete"
+            text =
+                "The sign-in did not complete\(error.map { " (\(htmlEscaped($0)))" } ?? ""); zonefeed has stopped and stored nothing. "
+                + "You may close this tab."
+        }
+        return """
+            <!doctype html>
+            <html lang="en"><head><meta charset="utf-8"><title>zonefeed: \(title)</title></head>
+            <body><h1 id="result">\(title)</h1><p>\(text)</p></body></html>
+
+            """
+    }
+
+    static func htmlEscaped(_ text: String) -> String {
+        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+    }
+}

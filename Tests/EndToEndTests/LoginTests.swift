@@ -1,0 +1,276 @@
+import AsyncHTTPClient
+import FakeCloudKit
+import Foundation
+import TestSupport
+import Testing
+
+/// `zonefeed login` in the built binary against `zonefeed fake-server`, whose 421 sends a person
+/// to its own sign-in page: in headless Chromium, through the pasted final address, and every
+/// way a sign-in can fail. The server accepts only the tokens its sign-in page hands out (the
+/// pipeline's configured token is stale), so a run succeeds only with the stored sign-in.
+@Suite struct LoginTests {
+    typealias Setup = CloudKitEndToEndTests.Setup
+
+    /// A pipeline whose configured token the server never accepts, and a server whose sign-in
+    /// page sends the browser to `callbackPort`.
+    static func setup(_ prefix: String, callbackPort: Int, server more: [String] = [], configure: (inout FakePipeline) -> Void = { _ in }) async throws
+        -> Setup
+    {
+        try await Setup(
+            prefix, fake: FakeSettings(seed: 91, zones: 2, recordsPerZone: 300),
+            server: ["--web-auth-token", "never-handed-out-\(UUID().uuidString)", "--sign-in-callback", "http://127.0.0.1:\(callbackPort)/callback"]
+                + FakeServerProcess.strict + more
+        ) { p in
+            p.webAuthToken = "stale-configured-token"
+            configure(&p)
+        }
+    }
+
+    /// Waits (asynchronously, generously) for login to print the sign-in address.
+    static func signInAddress(of login: ZonefeedBinary.Running) async throws -> String {
+        let deadline = ContinuousClock.now + .seconds(180)
+        while ContinuousClock.now < deadline {
+            if let line = login.stdoutSoFar.split(separator: "\n").first(where: { $0.contains("/signin") }) {
+                return line.trimmingCharacters(in: .whitespaces)
+            }
+            guard login.isRunning else { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let output = await login.stop()
+        throw LoginTestError("login printed no sign-in address: \(output.stdout) \(output.stderr)")
+    }
+
+    /// The sign-in form submitted as a browser does, the 303 not followed: the callback address.
+    static func submitSignIn(_ server: FakeServerProcess, _ form: String) async throws -> String {
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
+        var request = HTTPClientRequest(url: "\(server.url)/signin")
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
+        request.body = .bytes(Array(form.utf8))
+        do {
+            let response = try await client.execute(request, timeout: .seconds(60))
+            _ = try await response.body.collect(upTo: 1 << 20)
+            try await client.shutdown()
+            guard response.status.code == 303, let location = response.headers.first(name: "Location") else {
+                throw LoginTestError("the sign-in page answered \(response.status.code) without a Location")
+            }
+            return location
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+    }
+
+    /// What the browser does with the 303: a GET of the callback address; the page it shows.
+    static func visit(_ address: String) async throws -> String {
+        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: address), timeout: .seconds(60))
+        return String(buffer: try await response.body.collect(upTo: 1 << 20))
+    }
+
+    /// The tokens in a token file (the newest and the earlier ones): none may ever be printed.
+    static func tokens(in lines: [String]) -> [String] {
+        lines.enumerated().compactMap { index, line in
+            index == 0 ? line : line.hasPrefix("earlier=") ? String(line.dropFirst("earlier=".count)) : nil
+        }
+    }
+
+    @Test func signingInWithHeadlessChromiumStoresATokenTheNextRunUses() async throws {
+        let port = try TestPushgateway.freeLoopbackPort()
+        let s = try await Self.setup("login-browser", callbackPort: port)
+        defer { s.stop() }
+        let stale = try await s.run()
+        #expect(stale.status == 3, "the configured token is stale: \(stale.stderr)")
+        #expect(stale.stderr.contains("login \(s.file)"), "the exit-3 sentence names the command: \(stale.stderr)")
+
+        var z = s.zonefeed
+        z.environment.merge(s.p.environment) { _, new in new }
+        let login = try z.start(["login", s.file, "--no-browser", "--callback-port", "\(port)", "--timeout", "900"])
+        defer { login.end() }
+        let address = try await Self.signInAddress(of: login)
+        #expect(address.hasPrefix("\(s.server.url)/signin"))
+
+        let driver = try await ChromeDriver()
+        defer { driver.stop() }
+        let browser = try await driver.newSession(profile: s.zonefeed.directory.appendingPathComponent("chromium-profile"))
+        let screenshot = s.zonefeed.directory.deletingLastPathComponent().appendingPathComponent("zonefeed-login-\(s.p.name).png")
+        do {
+            try await browser.navigate(to: address)
+            try await browser.click("#keep-signed-in")
+            try await browser.click("#sign-in")
+            let callback = "http://127.0.0.1:\(port)/callback"
+            let deadline = ContinuousClock.now + .seconds(180)
+            var reached = ""
+            while ContinuousClock.now < deadline {
+                reached = try await browser.currentURL
+                if reached.hasPrefix(callback) { break }
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            #expect(reached.hasPrefix(callback + "?ckWebAuthToken="), "the browser reached zonefeed's callback: \(reached)")
+            let page = try await browser.pageText
+            #expect(page.contains("You may close this tab"), "\(page)")
+            try await browser.screenshot().write(to: screenshot)
+            print("LoginTests: the browser's page at the callback: \(screenshot.path)")
+        } catch {
+            await browser.end()
+            throw error
+        }
+        await browser.end()
+
+        let (output, timedOut) = await login.wait(within: .seconds(300))
+        #expect(!timedOut)
+        #expect(output.status == 0, "\(output.stdout)\n\(output.stderr)")
+        #expect(output.stdout.contains("Signed in as _fakeUser"), "\(output.stdout)")
+        print("LoginTests: zonefeed login said:\n\(output.stdout)")
+        let lines = try s.tokenFileLines()
+        let stored = Self.tokens(in: lines)
+        #expect(stored.first?.hasPrefix("fake+") == true, "the sign-in's token (rotated once by users/caller) is first")
+        #expect(lines.contains("user=_fakeUser"))
+        for token in stored {
+            #expect(!output.stdout.contains(token) && !output.stderr.contains(token), "a token was printed")
+        }
+
+        let run = try await s.run()
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(try s.liveDifferences() == [])
+    }
+
+    @Test func aPastedFinalAddressSignsInAndStatusAndMetricsTellTheSession() async throws {
+        let s = try await Self.setup("login-paste", callbackPort: 9)
+        defer { s.stop() }
+        let callback = try await Self.submitSignIn(s.server, "keep=1&action=sign-in")
+        #expect(callback.hasPrefix("http://127.0.0.1:9/callback?ckWebAuthToken="))
+        let signedIn = try #require(callback.split(separator: "=", maxSplits: 1).last.flatMap { String($0).removingPercentEncoding })
+
+        var z = s.zonefeed
+        z.environment.merge(s.p.environment) { _, new in new }
+        let pasted = try await z.shell("printf '%s\\n' '\(callback)' | '\(ZonefeedBinary.path)' login '\(s.file)' --paste")
+        #expect(pasted.status == 0, "\(pasted.stdout)\n\(pasted.stderr)")
+        #expect(pasted.stdout.contains("\(s.server.url)/signin"), "the address to sign in at is printed")
+        #expect(pasted.stdout.contains("Signed in as _fakeUser"))
+        let stored = Self.tokens(in: try s.tokenFileLines())
+        #expect(stored.contains(signedIn), "the signed-in token is stored (users/caller rotated it once)")
+
+        let metrics = s.zonefeed.directory.appendingPathComponent("zonefeed.prom").path
+        let run = try await s.run(["--metrics-file", metrics])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(try s.liveDifferences() == [])
+        let text = try String(contentsOfFile: metrics, encoding: .utf8)
+        let now = Date().timeIntervalSince1970
+        for name in ["zonefeed_web_auth_token_last_rotated_timestamp_seconds", "zonefeed_web_auth_token_signed_in_timestamp_seconds"] {
+            let sample = text.split(separator: "\n").first { $0.hasPrefix(name + "{") }
+            let value = sample?.split(separator: " ").last.flatMap { Double($0) }
+            #expect(value.map { abs(now - $0) < 3_600 } == true, "\(name): \(sample ?? "missing")")
+        }
+
+        let status = try await z.run(["status", s.file])
+        #expect(status.status == 0, "\(status.stderr)")
+        #expect(status.stdout.contains("_fakeUser, signed in"), "\(status.stdout)")
+        #expect(status.stdout.contains("last rotated"))
+        #expect(status.stdout.contains("last used by a run"))
+        for token in stored + Self.tokens(in: try s.tokenFileLines()) {
+            for text in [pasted.stdout, pasted.stderr, run.stdout, run.stderr, status.stdout, status.stderr] {
+                #expect(!text.contains(token), "a token was printed")
+            }
+        }
+    }
+
+    @Test func aSignInIsStoredInTheDatabaseWhenThePipelineKeepsItsTokensThere() async throws {
+        let s = try await Self.setup("login-db", callbackPort: 9) { p in
+            p.webAuthTokenFile = nil
+            p.webAuthTokenStore = "database"
+        }
+        defer { s.stop() }
+        let callback = try await Self.submitSignIn(s.server, "action=sign-in")
+        var z = s.zonefeed
+        z.environment.merge(s.p.environment) { _, new in new }
+        let pasted = try await z.shell("printf '%s\\n' '\(callback)' | '\(ZonefeedBinary.path)' login '\(s.file)' --paste")
+        #expect(pasted.status == 0, "\(pasted.stdout)\n\(pasted.stderr)")
+        #expect(pasted.stdout.contains("zonefeed_web_auth_tokens"), "says where the token went: \(pasted.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: s.zonefeed.directory.appendingPathComponent(".zonefeed").path), "no token file")
+        let run = try await s.run()
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(try s.liveDifferences() == [])
+        let status = try await z.run(["status", s.file])
+        #expect(status.stdout.contains("_fakeUser, signed in"), "\(status.stdout)")
+    }
+
+    @Test func aCancelledSignInExitsThreeAndStoresNothing() async throws {
+        let port = try TestPushgateway.freeLoopbackPort()
+        let s = try await Self.setup("login-cancel", callbackPort: port)
+        defer { s.stop() }
+        var z = s.zonefeed
+        z.environment.merge(s.p.environment) { _, new in new }
+        let login = try z.start(["login", s.file, "--no-browser", "--callback-port", "\(port)", "--timeout", "900"])
+        defer { login.end() }
+        _ = try await Self.signInAddress(of: login)
+        let page = try await Self.visit(try await Self.submitSignIn(s.server, "action=cancel"))
+        #expect(page.contains("did not complete"), "\(page)")
+        let (output, timedOut) = await login.wait(within: .seconds(300))
+        #expect(!timedOut)
+        #expect(output.status == 3)
+        #expect(output.stderr.contains("the sign-in was cancelled in the browser; nothing was stored"), "\(output.stderr)")
+        #expect(output.stderr.contains("login \(s.file)"), "says how to try again")
+        #expect((try? s.tokenFileLines()) == nil, "no token file")
+    }
+
+    @Test func aRefusedSignInExitsThree() async throws {
+        let port = try TestPushgateway.freeLoopbackPort()
+        let s = try await Self.setup("login-refuse", callbackPort: port)
+        defer { s.stop() }
+        try await s.server.admin("auth/sign-in", ["refuse": true])
+        var z = s.zonefeed
+        z.environment.merge(s.p.environment) { _, new in new }
+        let login = try z.start(["login", s.file, "--no-browser", "--callback-port", "\(port)", "--timeout", "900"])
+        defer { login.end() }
+        _ = try await Self.signInAddress(of: login)
+        _ = try await Self.visit(try await Self.submitSignIn(s.server, "action=sign-in"))
+        let (output, timedOut) = await login.wait(within: .seconds(300))
+        #expect(!timedOut)
+        #expect(output.status == 3)
+        #expect(output.stderr.contains("CloudKit refused the sign-in; nothing was stored"), "\(output.stderr)")
+    }
+
+    @Test func aSignInThatNeverComesBackTimesOutWithExitThree() async throws {
+        let port = try TestPushgateway.freeLoopbackPort()
+        let s = try await Self.setup("login-timeout", callbackPort: port)
+        defer { s.stop() }
+        var z = s.zonefeed
+        z.environment.merge(s.p.environment) { _, new in new }
+        let started = ContinuousClock.now
+        let login = try z.start(["login", s.file, "--no-browser", "--callback-port", "\(port)", "--timeout", "2"])
+        let (output, timedOut) = await login.wait(within: .seconds(300))
+        #expect(!timedOut)
+        #expect(output.status == 3)
+        #expect(output.stderr.contains("no sign-in came back to http://127.0.0.1:\(port)/callback within 2 s"), "\(output.stderr)")
+        print("LoginTests: login with --timeout 2 ended after \(ContinuousClock.now - started)")
+    }
+
+    @Test func aSessionThatEndsStopsTheRunWithExitThreeNamingLoginAndASignInMendsIt() async throws {
+        // The configured token is good, but its session (from the server's start) lasts 3 s.
+        let s = try await Setup(
+            "login-session", fake: FakeSettings(seed: 92, zones: 2, recordsPerZone: 200),
+            server: ["--session-lifetime", "3", "--sign-in-callback", "http://127.0.0.1:9/callback"] + FakeServerProcess.strict)
+        defer { s.stop() }
+        try await Task.sleep(for: .seconds(4))
+        let ended = try await s.run()
+        #expect(ended.status == 3, "\(ended.stderr)")
+        #expect(ended.stderr.contains("CloudKit needs a new sign-in: run "), "\(ended.stderr)")
+        #expect(ended.stderr.contains("login \(s.file), then run again"), "\(ended.stderr)")
+        #expect(ended.stderr.contains("AUTHENTICATION_REQUIRED"))
+
+        // "Keep me signed in": the long session has no end on this server.
+        let callback = try await Self.submitSignIn(s.server, "keep=1&action=sign-in")
+        var z = s.zonefeed
+        z.environment.merge(s.p.environment) { _, new in new }
+        let pasted = try await z.shell("printf '%s\\n' '\(callback)' | '\(ZonefeedBinary.path)' login '\(s.file)' --paste")
+        #expect(pasted.status == 0, "\(pasted.stderr)")
+        let run = try await s.run()
+        #expect(run.status == 0, "the stored sign-in wins over the configured token whose session ended: \(run.stderr)")
+        #expect(try s.liveDifferences() == [])
+    }
+}
+
+struct LoginTestError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
