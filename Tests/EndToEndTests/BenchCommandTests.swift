@@ -28,10 +28,15 @@ import Testing
         #expect(figures["wan_latency_ms"] as? Int == 40)
         #expect(figures["wan_bound_rps"] as? Int == 5_000, "200 records a page, one page per 40 ms")
         #expect([1, 3].contains(figures["ceiling_sessions"] as? Int ?? 0))
+        // The WAN phase twice: HTTP/1.1 on a connection per request in flight, TLS + HTTP/2 on one.
+        #expect(output.stdout.contains("HTTP/1.1, "), "\(output.stdout)")
+        #expect(output.stdout.contains("TLS + HTTP/2, 1 TCP connection"), "\(output.stdout)")
+        #expect(figures["wan_tls_connections"] as? Int == 1)
+        #expect(figures["wan_connections"] as? Int ?? 0 >= 1)
         #expect((figures["ceilings"] as? [Any])?.count == 2)
         for key in [
             "ceiling_rps", "inprocess_rps", "http_rps", "noop_run_seconds", "inprocess_peak_rss_bytes", "http_peak_rss_bytes",
-            "wan_rps", "wan_peak_rss_bytes", "ceiling_bytes_per_row", "ceiling_mb_per_second",
+            "wan_rps", "wan_peak_rss_bytes", "wan_tls_rps", "wan_tls_peak_rss_bytes", "ceiling_bytes_per_row", "ceiling_mb_per_second",
         ] {
             let value = (figures[key] as? NSNumber)?.doubleValue ?? 0
             #expect(value > 0, "\(key) is a positive figure, not \(String(describing: figures[key]))")
