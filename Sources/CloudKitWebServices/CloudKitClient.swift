@@ -312,14 +312,10 @@ public final class CloudKitClient: Sendable {
         var query: [String] = []
         if let apiToken = configuration.apiToken { query.append("ckAPIToken=\(PercentEncoding.encode(apiToken))") }
         if let sentToken { query.append("ckWebAuthToken=\(PercentEncoding.encode(sentToken))") }
-        var request = HTTPClientRequest(url: origin + path + (query.isEmpty ? "" : "?" + query.joined(separator: "&")))
-        request.method = method
-        request.headers.add(name: "Accept", value: "application/json")
-        request.headers.add(name: "User-Agent", value: "zonefeed")
-        if let body {
-            request.headers.add(name: "Content-Type", value: "application/json; charset=utf-8")
-            request.body = .bytes(ByteBuffer(bytes: body))
-        }
+        var headers = HTTPHeaders()
+        headers.add(name: "Accept", value: "application/json")
+        headers.add(name: "User-Agent", value: "zonefeed")
+        if body != nil { headers.add(name: "Content-Type", value: "application/json; charset=utf-8") }
         if let signer {
             let signature: RequestSigner.Headers
             do {
@@ -328,24 +324,65 @@ public final class CloudKitClient: Sendable {
                 throw CloudKitError(
                     code: .signingFailed, reason: "the request could not be signed with the server-to-server key", operation: operation, path: path)
             }
-            request.headers.add(name: "X-Apple-CloudKit-Request-KeyID", value: signature.keyID)
-            request.headers.add(name: "X-Apple-CloudKit-Request-ISO8601Date", value: signature.date)
-            request.headers.add(name: "X-Apple-CloudKit-Request-SignatureV1", value: signature.signature)
+            headers.add(name: "X-Apple-CloudKit-Request-KeyID", value: signature.keyID)
+            headers.add(name: "X-Apple-CloudKit-Request-ISO8601Date", value: signature.date)
+            headers.add(name: "X-Apple-CloudKit-Request-SignatureV1", value: signature.signature)
         }
 
         var fault = faults(operation: operation, path: path, secrets: secrets)
+        let request: HTTPClient.Request
+        do {
+            request = try HTTPClient.Request(
+                url: origin + path + (query.isEmpty ? "" : "?" + query.joined(separator: "&")), method: method, headers: headers,
+                body: body.map { .byteBuffer(ByteBuffer(bytes: $0)) })
+        } catch {
+            // The URL is made from baseURL and the container: never quote it, it holds the tokens.
+            throw fault(.network, "the request's address could not be made from baseURL \(origin)", nil)
+        }
 
         // One deadline for the whole answer, head and body: a server that sends its head at
         // once and then trickles the body is given up on when it passes, not never.
-        let deadline = ContinuousClock.now + configuration.timeout
-        let response: HTTPClientResponse
+        let limit = configuration.maxResponseBytes
+        let collector = ResponseCollector(limit: limit)
         let lease = connections.lease()
         defer { connections.giveBack(lease) }
+        // AsyncHTTPClient gets no logger: its trace lines could show the request, tokens and all.
+        let task = lease.client.execute(request: request, delegate: collector, deadline: .now() + configuration.timeout.timeAmount)
+        let answer: Result<Data, any Error>
         do {
-            // AsyncHTTPClient gets no logger: its trace lines could show the request, tokens and all.
-            response = try await lease.client.execute(request, deadline: .now() + configuration.timeout.timeAmount)
+            answer = .success(
+                try await withTaskCancellationHandler {
+                    try await task.futureResult.get()
+                } onCancel: {
+                    task.cancel()
+                })
         } catch {
+            answer = .failure(error)
+        }
+
+        // Every response rotates the token, error responses included, and one whose body then
+        // failed too.
+        let head = collector.head
+        if let rotated = head?.headers.first(name: "X-Apple-CloudKit-Web-Auth-Token") {
+            tokens.received(rotated, logger: logger)
+            secrets.append(rotated)
+            fault = faults(operation: operation, path: path, secrets: secrets)
+        }
+        if head != nil, sentToken != nil { tokens.used() }
+
+        let bytes: Data
+        switch answer {
+        case .success(let data):
+            bytes = data
+        case .failure(let error as ResponseCollector.TooLarge):
+            throw fault(
+                .responseTooLarge, error.announced.map { "the server announced \($0) bytes" } ?? "the body passed \(limit) bytes", head?.status)
+        case .failure(let error as HTTPClientError) where error == .deadlineExceeded && head != nil:
+            if Task.isCancelled { throw CancellationError() }
+            throw fault(.timeout, "the body had not arrived whole by the deadline", head?.status)
+        case .failure(let error):
             var failure = try Self.transportFault(error, fault: fault, host: hostDescription)
+            failure.httpStatus = head?.status
             if let error = error as? HTTPClientError, error == .connectTimeout, origin.hasPrefix("https://"),
                 await TCPProbe.connects(toOrigin: origin, within: Self.connectTimeout(configuration))
             {
@@ -354,23 +391,7 @@ public final class CloudKitClient: Sendable {
             }
             throw failure
         }
-        let status = Int(response.status.code)
-
-        // Every response rotates the token, error responses included.
-        if let rotated = response.headers.first(name: "X-Apple-CloudKit-Web-Auth-Token") {
-            tokens.received(rotated, logger: logger)
-            secrets.append(rotated)
-            fault = faults(operation: operation, path: path, secrets: secrets)
-        }
-        if sentToken != nil { tokens.used() }
-
-        let limit = configuration.maxResponseBytes
-        let announced = response.headers.first(name: "Content-Length").flatMap(Int.init)
-        if let announced, announced > limit {
-            throw fault(.responseTooLarge, "the server announced \(announced) bytes", status)
-        }
-        let bytes = try await Self.readBody(
-            of: response, announced: announced, limit: limit, until: deadline, status: status, host: hostDescription, fault: fault)
+        let status = head?.status ?? 0
         logger.debug("CloudKit answered", metadata: ["status": "\(status)", "bytes": "\(bytes.count)"])
 
         guard (200..<300).contains(status) else {
@@ -387,7 +408,7 @@ public final class CloudKitClient: Sendable {
             var error = CloudKitError(
                 code: code, httpStatus: status, reason: errorBody.reason.map { Self.scrub($0, secrets: secrets) },
                 uuid: errorBody.uuid, redirectURL: errorBody.redirectURL, operation: operation, path: path)
-            let headerDelay = response.headers.first(name: "Retry-After").flatMap(Self.parseRetryAfter)
+            let headerDelay = head?.headers.first(name: "Retry-After").flatMap(Self.parseRetryAfter)
             // The server's number is taken at most as `maxRetryAfter`, whatever it is (1e300, a
             // date years away): the rest of the client only ever sees a bounded wait.
             if let asked = [errorBody.retryAfter, headerDelay].compactMap({ $0 }).filter({ !$0.isNaN && $0 >= 0 }).max() {
