@@ -40,7 +40,7 @@ import Testing
     @Test func killedAtRandomMomentsOverTLSTheBackfillResumesAndAppliesEachRecordOnce() async throws {
         let wanted = ProcessInfo.processInfo.environment["ZONEFEED_TLS_KILLS"].flatMap(Int.init) ?? 3
         let s = try await Setup(
-            "tlscrash", fake: FakeSettings(seed: 203, zones: 3, recordsPerZone: max(6_000, wanted * 500)), server: Self.strictTLS
+            "tlscrash", fake: FakeSettings(seed: 203, zones: 3, recordsPerZone: max(20_000, wanted * 500)), server: Self.strictTLS
         ) { $0.commitEvery = 400 }
         defer { s.stop() }
         var z = s.zonefeed
