@@ -251,6 +251,8 @@ import Testing
             "login-session", fake: FakeSettings(seed: 92, zones: 2, recordsPerZone: 200),
             server: ["--session-lifetime", "3", "--sign-in-callback", "http://127.0.0.1:9/callback"] + FakeServerProcess.strict)
         defer { s.stop() }
+        // Not synchronisation but the behaviour under test: the session began when the server
+        // started, before Setup returned, so four seconds on it has ended whatever the load.
         try await Task.sleep(for: .seconds(4))
         let ended = try await s.run()
         #expect(ended.status == 3, "\(ended.stderr)")
