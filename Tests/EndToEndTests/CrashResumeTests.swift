@@ -28,6 +28,8 @@ import ZoneFeed
             let status = await running.wait().status
             if status == SIGKILL { kills += 1 }
             try await p.waitForSessionsToEnd()
+            // What the killed run committed after it was seen: the next run must commit beyond it.
+            applied = try p.recordsApplied()
             if status == 0 { break }  // the backfill is done: nothing is left to kill
         }
         let final = try await zonefeed.run(["run", file, "--progress", "never"])

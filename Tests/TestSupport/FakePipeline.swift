@@ -160,14 +160,19 @@ public struct FakePipeline: Sendable {
         await destination.close()
     }
 
+    /// The records the checkpoints say were applied so far, over every run; 0 before the first.
+    public func recordsApplied() throws -> Int {
+        try Connection.withConnection(url) { c -> Int in
+            let exists = try c.query("SELECT to_regclass($1) IS NOT NULL", ["\(schema).zonefeed_checkpoints"]).scalar == "t"
+            guard exists else { return 0 }
+            return Int(try c.query("SELECT coalesce(sum(records_applied), 0) FROM \(quoteIdentifier(schema)).zonefeed_checkpoints").scalar ?? "0") ?? 0
+        }
+    }
+
     /// Polls the checkpoints until more records are applied than `beyond` (or the process ends).
     public func waitForProgress(beyond: Int = 0, while running: ZonefeedBinary.Running) async throws -> Int {
         for _ in 0..<1_500 {
-            let applied = try Connection.withConnection(url) { c -> Int in
-                let exists = try c.query("SELECT to_regclass($1) IS NOT NULL", ["\(schema).zonefeed_checkpoints"]).scalar == "t"
-                guard exists else { return 0 }
-                return Int(try c.query("SELECT coalesce(sum(records_applied), 0) FROM \(quoteIdentifier(schema)).zonefeed_checkpoints").scalar ?? "0") ?? 0
-            }
+            let applied = try recordsApplied()
             if applied > beyond || !running.isRunning { return applied }
             try await Task.sleep(for: .milliseconds(20))
         }
