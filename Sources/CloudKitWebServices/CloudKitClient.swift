@@ -214,14 +214,22 @@ public final class CloudKitClient: Sendable {
             var error: CloudKitError
             let retryAfter: Duration?
             do {
-                let response = try await attemptOnce(
-                    operation: operation, method: method, path: path, body: body, token: token, logger: logger, decode: decode)
+                let answer = try await attemptOnce(operation: operation, method: method, path: path, body: body, token: token, logger: logger)
                 Metrics.requests(status: "200").increment()
+                // The slot goes back before the answer is decoded: the server counts a request
+                // in flight until it has answered, and the limiter learns the server's cap from
+                // its own count, which decoding on a loaded machine would inflate.
                 let oneAtATime = await limiter.release(ticket, .succeeded)
                 // Only a refused token that a newer one then got past says that the server
                 // wants one request at a time; a revoked session says nothing of the kind.
                 if oneAtATime, tokenRetries > 0 { tokens.learnOneAtATime() }
-                return response
+                do {
+                    return try decode(answer.bytes)
+                } catch let decoding {
+                    error = answer.malformed(decoding)
+                    error.attempts = attempt
+                    retryAfter = retryDelay(for: error, attempt: attempt, since: start, policy: policy)
+                }
             } catch let failure as CloudKitError {
                 Metrics.requests(status: failure.httpStatus.map(String.init) ?? "none").increment()
                 error = failure
@@ -303,10 +311,9 @@ public final class CloudKitClient: Sendable {
     }
 
     /// One HTTP exchange. Throws `CloudKitError` for every failure except cancellation.
-    private func attemptOnce<Response>(
-        operation: String, method: HTTPMethod, path: String, body: [UInt8]?, token sentToken: String?, logger: Logger,
-        decode: (Data) throws -> Response
-    ) async throws -> Response {
+    private func attemptOnce(
+        operation: String, method: HTTPMethod, path: String, body: [UInt8]?, token sentToken: String?, logger: Logger
+    ) async throws -> Answer {
         var secrets = [configuration.apiToken, configuration.webAuthToken, sentToken].compactMap { $0 }
 
         var query: [String] = []
@@ -418,10 +425,18 @@ public final class CloudKitClient: Sendable {
             }
             throw error
         }
-        do {
-            return try decode(bytes)
-        } catch {
-            throw fault(.malformedResponse, Self.summary(of: error, byteCount: bytes.count), status)
+        return Answer(bytes: bytes, status: status, fault: fault)
+    }
+
+    /// A successful answer, not yet decoded.
+    private struct Answer {
+        let bytes: Data
+        let status: Int
+        let fault: @Sendable (CloudKitError.Code, String, Int?) -> CloudKitError
+
+        /// The failure to report when `bytes` do not decode.
+        func malformed(_ error: any Error) -> CloudKitError {
+            fault(.malformedResponse, CloudKitClient.summary(of: error, byteCount: bytes.count), status)
         }
     }
 
