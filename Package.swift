@@ -98,7 +98,7 @@ let package = Package(
         ),
         .target(
             name: "FakeCloudKit",
-            dependencies: ["CloudKitModel", "ZoneFeed"]
+            dependencies: ["CloudKitModel", "ZoneFeed", .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "FakeCloudKitServer",

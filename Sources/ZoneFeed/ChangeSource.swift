@@ -24,9 +24,14 @@ public protocol ChangeSource: Sendable {
 
     /// How long the source has waited so far because its server throttled it, in seconds.
     func throttledSeconds() async -> Double
+
+    /// Gives back what the source holds (connections) and saves what must outlive the command
+    /// (the newest web auth token). Called once, on every path, by whoever made the source.
+    func shutdown() async throws
 }
 
 extension ChangeSource {
     public var concurrentZones: Int? { nil }
     public func throttledSeconds() async -> Double { 0 }
+    public func shutdown() async throws {}
 }

@@ -4,6 +4,9 @@ import ZoneFeed
 extension PostgresSettings: DestinationConfiguration {
     public static let topLevelKeys = ["recordTypes", "schemaEvolution", "unmappedFields", "unknownRecordTypes", "onBadRecord"]
 
+    /// The source's vault is the pipeline's row of `zonefeed_web_auth_tokens` in the schema.
+    public func vaultLocation(pipelineName: String) -> String? { "table \(schema).\(WebAuthTokenTable.tableName)" }
+
     public static func read(_ top: PipelineSection, pipelineName: String?, from file: PipelineFileReader) -> PostgresSettings? {
         let reader = PostgresSettingsReader(file: file)
         let destination = reader.readDestination(in: top, pipelineName: pipelineName)

@@ -1,5 +1,6 @@
 import Foundation
 import LibPQ
+import ZoneFeed
 
 /// `zonefeed_web_auth_tokens` in the destination's schema: the CloudKit web auth tokens of a
 /// pipeline whose runs do not keep a disk (a Kubernetes CronJob's pod), one row per pipeline,
@@ -11,7 +12,7 @@ import LibPQ
 /// `synchronous_commit = on` makes a commit durable: the same rule as the file (saved before a
 /// request relies on it), with a power loss covered too. Calls block; the token store makes
 /// them from its own queue, one at a time.
-public final class WebAuthTokenTable: @unchecked Sendable {
+public final class WebAuthTokenTable: SourceVault, @unchecked Sendable {
     public let pipelineName: String
     let schema: String
     let conninfo: String

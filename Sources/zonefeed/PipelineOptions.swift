@@ -1,10 +1,8 @@
 import ArgumentParser
 import EmbeddedPostgresServer
-import FakeCloudKit
 import Foundation
 import Logging
 import ZoneFeed
-import ZoneFeedCloudKit
 import ZoneFeedComponents
 import ZoneFeedPostgres
 
@@ -82,44 +80,35 @@ struct PipelineOptions: ParsableArguments {
         }
     }
 
-    /// Runs `body` with the pipeline's source, shut down on every path. `conninfo` is the
-    /// destination's, where `auth.webAuthTokenStore: database` keeps the web auth tokens.
+    /// Runs `body` with the pipeline's source, which its settings make, shut down on every path.
+    /// `conninfo` is the destination's, where it keeps the source's vault (the web auth tokens
+    /// of `auth.webAuthTokenStore: database`).
     func withSource<T>(_ pipeline: Pipeline, conninfo: String, logger: Logger, _ body: (any ChangeSource) async throws -> T) async throws -> T {
-        switch pipeline.source {
-        case let settings as FakeSettings:
-            return try await body(FakeSource(settings: settings))
-        case let settings as CloudKitSettings:
-            var source: CloudKitSource
-            let tokenTable =
-                settings.auth.webAuthTokenStore == .database
-                ? WebAuthTokenTable(pipelineName: pipeline.name, schema: pipeline.postgres.schema, conninfo: conninfo) : nil
+        let vault = WebAuthTokenTable(pipelineName: pipeline.name, schema: pipeline.postgres.schema, conninfo: conninfo)
+        let source: any ChangeSource
+        do {
+            source = try pipeline.source.makeSource(SourceContext(pipelineName: pipeline.name, vault: vault), logger: logger)
+        } catch {
+            logger.error("\(error)")
+            throw Exit.usage
+        }
+        // The vault is closed after the source, whose shutdown saves the newest token.
+        do {
+            let value = try await body(source)
             do {
-                source = try CloudKitSource(settings: settings, tokenVault: tokenTable, logger: logger)
-                source.subscriptionPrefix = "zonefeed.\(pipeline.name)."
+                try await source.shutdown()
             } catch {
+                // What the source keeps between runs is not saved: the next run may be refused.
+                vault.close()
                 logger.error("\(error)")
-                throw Exit.usage
+                throw Exit.failed
             }
-            // The token table is closed after the source, whose shutdown saves the newest token.
-            do {
-                let value = try await body(source)
-                do {
-                    try await source.shutdown()
-                } catch {
-                    // The newest web auth token is not saved: the next run may be refused.
-                    tokenTable?.close()
-                    logger.error("\(error)")
-                    throw Exit.failed
-                }
-                tokenTable?.close()
-                return value
-            } catch {
-                try? await source.shutdown()
-                tokenTable?.close()
-                throw error
-            }
-        default:
-            preconditionFailure("source \(type(of: pipeline.source)) is in PipelineComponents.zonefeed but not here")
+            vault.close()
+            return value
+        } catch {
+            try? await source.shutdown()
+            vault.close()
+            throw error
         }
     }
 }

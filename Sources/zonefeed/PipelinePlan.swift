@@ -1,9 +1,7 @@
 import EmbeddedPostgresServer
-import FakeCloudKit
 import Foundation
 import Logging
 import ZoneFeed
-import ZoneFeedCloudKit
 import ZoneFeedComponents
 import ZoneFeedMetrics
 import ZoneFeedPostgres
@@ -31,61 +29,9 @@ struct PipelinePlan: CustomStringConvertible {
             out.append("  " + head.padding(toLength: max(20, head.count + 1), withPad: " ", startingAt: 0) + value)
         }
 
-        switch pipeline.source {
-        case let cloudKit as CloudKitSettings:
-            out.append("source: CloudKit Web Services")
-            row("baseURL", cloudKit.baseURL)
-            row("container", cloudKit.container)
-            row("environment", cloudKit.environment.rawValue)
-            row("database", cloudKit.database.rawValue)
-            switch cloudKit.zones {
-            case .all: row("zones", "all (discovered through the database change feed)")
-            case .named(let names): row("zones", names.joined(separator: ", "))
-            }
-            row("resultsLimit", "\(cloudKit.resultsLimit) records per request")
-            row("desiredKeys", cloudKit.desiredKeys.map { $0.isEmpty ? "none" : $0.joined(separator: ", ") } ?? "all fields")
-            row(
-                "requests",
-                "timeout \(seconds(cloudKit.timeoutSeconds)) for a whole answer (\(seconds(cloudKit.idleTimeoutSeconds)) without a byte), "
-                    + "answers up to \(cloudKit.maxResponseBytes.grouped) bytes")
-            row(
-                "retries",
-                "at most \(cloudKit.maxAttempts) attempts within \(seconds(cloudKit.retryBudgetSeconds)); "
-                    + "a server's retryAfter counts up to \(seconds(cloudKit.maxRetryAfterSeconds))")
-            row(
-                "maxConcurrentRequests",
-                "\(cloudKit.maxConcurrentRequests) requests in flight at most (fewer while throttled; one if the server accepts only the newest token)")
-            if cloudKit.baseURL.hasPrefix("https://") {
-                row(
-                    "tls",
-                    "certificates verified against the system's certificate authorities"
-                        + (cloudKit.tlsCAFile.map { " and those of \($0)" } ?? "") + "; HTTP/2 where the server offers it")
-            }
-            let auth = cloudKit.auth
-            var kinds: [String] = []
-            if auth.apiToken != nil { kinds.append("apiToken <redacted>") }
-            if auth.webAuthToken != nil { kinds.append("webAuthToken <redacted>") }
-            if let file = auth.webAuthTokenFile {
-                kinds.append("webAuthTokenFile \(file)" + (auth.webAuthTokenFileIsDefault ? " (the default for this pipeline)" : ""))
-            }
-            if auth.webAuthTokenStore == .database {
-                kinds.append("webAuthTokenStore database (table \(destination.schema).\(WebAuthTokenTable.tableName))")
-            }
-            if auth.serverKeyID != nil { kinds.append("serverKeyID <redacted>") }
-            if let file = auth.serverPrivateKeyFile { kinds.append("serverPrivateKeyFile \(file)") }
-            row("auth", kinds.joined(separator: ", "))
-        case let fake as FakeSettings:
-            out.append("source: fake (deterministic generator)")
-            row("seed", "\(fake.seed)")
-            row("zones", "\(fake.zones)")
-            row("recordsPerZone", "\(fake.recordsPerZone)")
-            row("pageSize", "\(fake.pageSize)")
-            row("badRecordEvery", fake.badRecordEvery.map { "1 in every \($0) created records" } ?? "never")
-            row("owner", fake.owner)
-            row("churn", fake.churn ? "updates, deletions and re-creations" : "none (every entry creates a record)")
-        default:
-            out.append("source: \(type(of: pipeline.source))")
-        }
+        let source = pipeline.source.plan(PlanContext(pipelineName: pipeline.name, vaultLocation: destination.vaultLocation(pipelineName: pipeline.name)))
+        out.append(source.heading)
+        for r in source.rows { row(r.label, r.value) }
 
         out.append("")
         out.append("destination: PostgreSQL")
@@ -187,5 +133,3 @@ struct PipelinePlan: CustomStringConvertible {
         return out.map { InertText.escaped($0) }.joined(separator: "\n")
     }
 }
-
-private func seconds(_ value: Double) -> String { Duration.secondsText(value) }

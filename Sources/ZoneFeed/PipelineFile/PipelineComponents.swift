@@ -1,3 +1,5 @@
+import Logging
+
 /// A source's settings, read from its section under `source:` by the module that implements it
 /// (Vector's `SourceConfig`, Benthos' `ConfigSpec`): the engine only knows the section's name.
 public protocol SourceConfiguration: Sendable {
@@ -11,6 +13,13 @@ public protocol SourceConfiguration: Sendable {
     /// The zones the file names, when it names them rather than discovering them: a zone named
     /// there can be reset before it has ever been fetched.
     var namedZones: [String]? { get }
+
+    /// Makes the source these settings describe, for one command. The caller calls its
+    /// `shutdown()` on every path, and closes the context's vault after that.
+    func makeSource(_ context: SourceContext, logger: Logger) throws -> any ChangeSource
+
+    /// What `zonefeed validate` shows of the source. Never a secret: tokens are `<redacted>`.
+    func plan(_ context: PlanContext) -> PlanSection
 }
 
 extension SourceConfiguration {
@@ -32,6 +41,14 @@ public protocol DestinationConfiguration: Sendable {
     var commitEvery: Int { get }
     /// How many zones are applied at once, each on a connection of its own.
     var parallelZones: Int { get }
+
+    /// Where the destination keeps its source's vault, for plans (`table s.zonefeed_web_auth_tokens`);
+    /// nil when it keeps none.
+    func vaultLocation(pipelineName: String) -> String?
+}
+
+extension DestinationConfiguration {
+    public func vaultLocation(pipelineName: String) -> String? { nil }
 }
 
 /// A top-level section read by a module that is neither the source nor the destination
@@ -46,8 +63,9 @@ public protocol SectionConfiguration: Sendable {
 }
 
 /// What a pipeline file may name: the sources a program was built with, its destination and the
-/// other sections it understands. Adding a source is a new module with a `SourceConfiguration`
-/// and a line where the program lists its components; no engine file changes.
+/// other sections it understands. Adding a source is a new module with a `SourceConfiguration`,
+/// which reads its section, makes its source and describes it, and a line where the program
+/// lists its components; no engine or command-line file changes.
 public struct PipelineComponents: Sendable {
     public var sources: [any SourceConfiguration.Type]
     public var destination: any DestinationConfiguration.Type

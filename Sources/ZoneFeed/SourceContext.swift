@@ -1,0 +1,64 @@
+/// Text a destination keeps for the pipeline's source between runs, in its own storage (the
+/// PostgreSQL destination: the pipeline's row of `zonefeed_web_auth_tokens`), for a source whose
+/// secrets must outlive a pod with no disk. It holds secrets and never prints them.
+public protocol SourceVault: Sendable {
+    /// Where the text is kept, for messages: never the text.
+    var location: String { get }
+
+    /// What was saved last; nil when nothing was.
+    func load() throws -> String?
+
+    /// Replaces what is saved; durable once this returns.
+    func save(_ text: String) throws
+
+    /// Gives back what the vault holds open (a connection). It may be used again after.
+    func close()
+}
+
+/// What a source is made with besides its own settings: which pipeline it serves, and the
+/// vault its destination keeps for it.
+public struct SourceContext: Sendable {
+    public var pipelineName: String
+    /// nil when the destination keeps nothing for its source.
+    public var vault: (any SourceVault)?
+
+    public init(pipelineName: String, vault: (any SourceVault)? = nil) {
+        self.pipelineName = pipelineName
+        self.vault = vault
+    }
+}
+
+/// What `zonefeed validate` prints of a component: a heading (`source: CloudKit Web Services`)
+/// and labelled rows, laid out by the command.
+public struct PlanSection: Sendable, Equatable {
+    public struct Row: Sendable, Equatable {
+        /// Empty for a row that goes on the one before.
+        public var label: String
+        public var value: String
+    }
+
+    public var heading: String
+    public var rows: [Row] = []
+
+    public init(heading: String) {
+        self.heading = heading
+    }
+
+    public mutating func row(_ label: String, _ value: String) {
+        rows.append(Row(label: label, value: value))
+    }
+}
+
+/// What a component's plan may say of the others: where the destination keeps the source's
+/// vault, for a source that uses one.
+public struct PlanContext: Sendable {
+    public var pipelineName: String
+    /// The destination's words for where it keeps the source's vault (`table s.zonefeed_web_auth_tokens`);
+    /// nil when it keeps none.
+    public var vaultLocation: String?
+
+    public init(pipelineName: String, vaultLocation: String?) {
+        self.pipelineName = pipelineName
+        self.vaultLocation = vaultLocation
+    }
+}

@@ -1,0 +1,69 @@
+import CloudKitWebServices
+import Logging
+import ZoneFeed
+
+/// `source.cloudkit` makes its source and describes it: the command line knows neither.
+extension CloudKitSettings {
+    public func makeSource(_ context: SourceContext, logger: Logger) throws -> any ChangeSource {
+        var source = try CloudKitSource(settings: self, tokenVault: context.vault.map(DestinationTokenVault.init), logger: logger)
+        source.subscriptionPrefix = "zonefeed.\(context.pipelineName)."
+        return source
+    }
+
+    public func plan(_ context: PlanContext) -> PlanSection {
+        var plan = PlanSection(heading: "source: CloudKit Web Services")
+        plan.row("baseURL", baseURL)
+        plan.row("container", container)
+        plan.row("environment", environment.rawValue)
+        plan.row("database", database.rawValue)
+        switch zones {
+        case .all: plan.row("zones", "all (discovered through the database change feed)")
+        case .named(let names): plan.row("zones", names.joined(separator: ", "))
+        }
+        plan.row("resultsLimit", "\(resultsLimit) records per request")
+        plan.row("desiredKeys", desiredKeys.map { $0.isEmpty ? "none" : $0.joined(separator: ", ") } ?? "all fields")
+        let seconds = Duration.secondsText
+        plan.row(
+            "requests",
+            "timeout \(seconds(timeoutSeconds)) for a whole answer (\(seconds(idleTimeoutSeconds)) without a byte), "
+                + "answers up to \(maxResponseBytes.grouped) bytes")
+        plan.row(
+            "retries",
+            "at most \(maxAttempts) attempts within \(seconds(retryBudgetSeconds)); "
+                + "a server's retryAfter counts up to \(seconds(maxRetryAfterSeconds))")
+        plan.row(
+            "maxConcurrentRequests",
+            "\(maxConcurrentRequests) requests in flight at most (fewer while throttled; one if the server accepts only the newest token)")
+        if baseURL.hasPrefix("https://") {
+            plan.row(
+                "tls",
+                "certificates verified against the system's certificate authorities"
+                    + (tlsCAFile.map { " and those of \($0)" } ?? "") + "; HTTP/2 where the server offers it")
+        }
+        var kinds: [String] = []
+        if auth.apiToken != nil { kinds.append("apiToken <redacted>") }
+        if auth.webAuthToken != nil { kinds.append("webAuthToken <redacted>") }
+        if let file = auth.webAuthTokenFile {
+            kinds.append("webAuthTokenFile \(file)" + (auth.webAuthTokenFileIsDefault ? " (the default for this pipeline)" : ""))
+        }
+        if auth.webAuthTokenStore == .database {
+            kinds.append("webAuthTokenStore database (\(context.vaultLocation ?? "which this destination cannot keep"))")
+        }
+        if auth.serverKeyID != nil { kinds.append("serverKeyID <redacted>") }
+        if let file = auth.serverPrivateKeyFile { kinds.append("serverPrivateKeyFile \(file)") }
+        plan.row("auth", kinds.joined(separator: ", "))
+        return plan
+    }
+}
+
+/// The vault the destination keeps for its source, as the client's keeper of web auth tokens
+/// (`auth.webAuthTokenStore: database`). Its saves are durable when they return (the
+/// PostgreSQL destination's are commits): nothing is left to sync.
+struct DestinationTokenVault: WebAuthTokenVault {
+    let vault: any SourceVault
+
+    var location: String { vault.location }
+    func load() throws -> String? { try vault.load() }
+    func save(_ text: String) throws { try vault.save(text) }
+    func sync() {}
+}
