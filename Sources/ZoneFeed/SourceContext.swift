@@ -1,3 +1,5 @@
+import Foundation
+
 /// Text a destination keeps for the pipeline's source between runs, in its own storage (the
 /// PostgreSQL destination: the pipeline's row of `zonefeed_web_auth_tokens`), for a source whose
 /// secrets must outlive a pod with no disk. It holds secrets and never prints them.
@@ -60,5 +62,25 @@ public struct PlanContext: Sendable {
     public init(pipelineName: String, vaultLocation: String?) {
         self.pipelineName = pipelineName
         self.vaultLocation = vaultLocation
+    }
+}
+
+/// What a source's lines in `zonefeed status` may use: the vault its destination keeps for it,
+/// and how to write a command on this pipeline for the advice it gives.
+public struct StatusContext: Sendable {
+    public var pipelineName: String
+    /// nil when the destination keeps nothing for its source.
+    public var vault: (any SourceVault)?
+    /// A zonefeed command on this pipeline as the person would type it: `command("login")` is
+    /// `zonefeed login pipelines/x.yml`.
+    public var command: @Sendable (String) -> String
+    /// The time the lines are written at, for "5 min ago".
+    public var now: Date
+
+    public init(pipelineName: String, vault: (any SourceVault)?, now: Date = Date(), command: @escaping @Sendable (String) -> String) {
+        self.pipelineName = pipelineName
+        self.vault = vault
+        self.now = now
+        self.command = command
     }
 }

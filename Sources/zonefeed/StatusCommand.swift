@@ -1,9 +1,7 @@
 import ArgumentParser
-import CloudKitWebServices
 import EmbeddedPostgresServer
 import Foundation
 import ZoneFeed
-import ZoneFeedCloudKit
 import ZoneFeedComponents
 import ZoneFeedPostgres
 
@@ -17,17 +15,17 @@ struct StatusCommand: AsyncParsableCommand {
     func run() async throws {
         let pipeline = try options.loadPipeline()
         let logger = options.makeLogger()
-        let (status, token) = try await options.withPostgresDestination(pipeline, logger: logger) { destination in
+        let (status, aboutSource) = try await options.withPostgresDestination(pipeline, logger: logger) { destination in
             try await destination.connect()
-            return (try await destination.status(), webAuthTokenLines(pipeline, conninfo: destination.conninfo))
+            return (try await destination.status(), sourceLines(pipeline, conninfo: destination.conninfo))
         }
         guard status.tablesExist, !(status.zones.isEmpty && status.runs.isEmpty) else {
             print("pipeline \(pipeline.name): no runs yet (run: zonefeed run \(InertText.escaped(options.pipelineFile)))")
-            for line in token { print(line) }
+            for line in aboutSource { print(line) }
             return
         }
         print("pipeline \(pipeline.name) (schema \(InertText.escaped(pipeline.postgres.schema)))")
-        for line in token { print(line) }
+        for line in aboutSource { print(line) }
         if pipeline.postgres.isEmbedded {
             let cluster = PipelineOptions.embeddedPostgres(logger: logger)
             print("embedded PostgreSQL cluster: \(InertText.escaped(cluster.configuration.directory))")
@@ -71,54 +69,15 @@ struct StatusCommand: AsyncParsableCommand {
         print(Self.table(changes))
     }
 
-    /// For a CloudKit pipeline, what its token store says of the stored web auth token: who
-    /// signed in and when, when it last rotated, when a run last used it. Never the token.
-    func webAuthTokenLines(_ pipeline: Pipeline, conninfo: String, now: Date = Date()) -> [String] {
-        guard let settings = pipeline.source as? CloudKitSettings else { return [] }
-        let table =
-            settings.auth.webAuthTokenStore == .database
-            ? WebAuthTokenTable(pipelineName: pipeline.name, schema: pipeline.postgres.schema, conninfo: conninfo) : nil
-        defer { table?.close() }
-        let summary: WebAuthTokenSummary?
-        do {
-            var configuration = try CloudKitSource.clientConfiguration(for: settings)
-            configuration.webAuthTokenVault = table
-            summary = try CloudKitClient.webAuthTokenSummary(configuration: configuration)
-        } catch {
-            return ["web auth token: cannot be read: \(InertText.escaped("\(error)"))"]
-        }
-        let login = LoginCommand.command(pipelineFile: options.pipelineFile)
-        guard let summary else {
-            let place = table?.location ?? settings.auth.webAuthTokenFile ?? "the token file"
-            return ["web auth token: none stored in \(InertText.escaped(place)) (to sign in: \(login))"]
-        }
-        func when(_ date: Date?) -> String {
-            guard let date else { return "unknown" }
-            return "\(Self.utc(date)) (\(Self.ago(now.timeIntervalSince(date))))"
-        }
-        let user = summary.userRecordName.map { "\($0), signed in \(when(summary.signedInAt))" } ?? "unknown (not signed in with \(login))"
-        let rows = [("user", user), ("last rotated", when(summary.rotatedAt)), ("last used by a run", when(summary.usedAt))]
-        return ["web auth token: \(InertText.escaped(summary.location))"]
-            + rows.map { "  " + $0.0.padding(toLength: 20, withPad: " ", startingAt: 0) + InertText.escaped($0.1) }
-    }
-
-    static func utc(_ date: Date) -> String {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss 'UTC'"
-        return formatter.string(from: date)
-    }
-
-    /// `42 s ago`, `5 min ago`, `3 h ago`, `13 days ago`; `in 5 s` for a clock behind.
-    static func ago(_ seconds: Double) -> String {
-        guard seconds.isFinite else { return "unknown" }
-        let magnitude = min(abs(seconds), 1e12)  // a date is at most year 10000: no conversion below can trap
-        let text =
-            magnitude < 120
-            ? "\(Int(magnitude)) s"
-            : magnitude < 7200 ? "\(Int(magnitude / 60)) min" : magnitude < 172_800 ? "\(Int(magnitude / 3600)) h" : "\(Int(magnitude / 86400)) days"
-        return seconds >= 0 ? "\(text) ago" : "in \(text)"
+    /// What the source says of itself under the heading (a CloudKit source: its stored web
+    /// auth token's user and times). `conninfo` is the destination's, where it keeps the
+    /// source's vault.
+    func sourceLines(_ pipeline: Pipeline, conninfo: String) -> [String] {
+        let vault = WebAuthTokenTable(pipelineName: pipeline.name, schema: pipeline.postgres.schema, conninfo: conninfo)
+        defer { vault.close() }
+        let file = options.pipelineFile
+        return pipeline.source.statusLines(
+            StatusContext(pipelineName: pipeline.name, vault: vault) { "\(Invocation.command) \($0) \(Invocation.shellWord(file))" })
     }
 
     /// The rows as columns. Every cell is escaped here, the one place status prints them: zone

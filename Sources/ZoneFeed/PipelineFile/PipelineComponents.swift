@@ -20,10 +20,15 @@ public protocol SourceConfiguration: Sendable {
 
     /// What `zonefeed validate` shows of the source. Never a secret: tokens are `<redacted>`.
     func plan(_ context: PlanContext) -> PlanSection
+
+    /// What `zonefeed status` shows of the source under the pipeline's heading (who is signed
+    /// in, and since when); none by default. Never a secret.
+    func statusLines(_ context: StatusContext) -> [String]
 }
 
 extension SourceConfiguration {
     public var namedZones: [String]? { nil }
+    public func statusLines(_ context: StatusContext) -> [String] { [] }
 }
 
 /// A destination's settings, read by the module that implements it. Besides its `destination:`
