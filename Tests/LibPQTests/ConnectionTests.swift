@@ -21,6 +21,18 @@ import Testing
         }
     }
 
+    /// libpq's own reading of a connection string: a URI's percent-encoding and a quoted value's
+    /// escapes undone, nothing added that the string does not set.
+    @Test(arguments: [
+        "postgresql://app:p%40ss%3Aw%20rd%27@db.example:5433/notes?sslmode=require",
+        #"host=db.example port=5433 user=app password='p@ss:w rd\'' dbname=notes sslmode=require"#,
+    ])
+    func libpqSaysWhatAConnectionStringSets(conninfo: String) {
+        let parameters = Connection.parameters(of: conninfo)?.map { "\($0.keyword)=\($0.value)" }
+        #expect(parameters == ["user=app", "password=p@ss:w rd'", "dbname=notes", "host=db.example", "port=5433", "sslmode=require"])
+        #expect(Connection.parameters(of: "host=db password='unclosed") == nil)
+    }
+
     @Test func aFailedConnectionNeverPrintsThePassword() async throws {
         let secret = "hunter2-very-secret"
         do {
