@@ -39,16 +39,21 @@ public struct Watcher: Sendable {
     public let notifier: (any ChangeNotifying)?
     public let health: WatchHealth
     public let logger: Logger
+    /// What the poll, the debounce and the push retry sleep on: the continuous clock, or a test's
+    /// manual clock, so that the watcher's timing can be tested without waiting for it. The
+    /// health reads a clock of its own: give it the same.
+    public let clock: any Clock<Duration>
     let followed = FollowedZones()
 
     public init(
         configuration: Configuration, notifier: (any ChangeNotifying)?, health: WatchHealth = WatchHealth(), logger: Logger,
-        cycle: @escaping @Sendable (Trigger) async throws -> RunSummary
+        clock: any Clock<Duration> = ContinuousClock(), cycle: @escaping @Sendable (Trigger) async throws -> RunSummary
     ) {
         self.configuration = configuration
         self.notifier = notifier
         self.health = health
         self.logger = logger
+        self.clock = clock
         self.cycle = cycle
     }
 
@@ -60,7 +65,7 @@ public struct Watcher: Sendable {
         await withDiscardingTaskGroup { group in
             group.addTask {
                 while !Task.isCancelled {
-                    do { try await Task.sleep(for: configuration.pollInterval) } catch { return }
+                    do { try await clock.sleep(for: configuration.pollInterval) } catch { return }
                     trigger.yield(.poll)
                 }
             }
@@ -72,7 +77,7 @@ public struct Watcher: Sendable {
                     if Task.isCancelled { break }
                     if next == .notification {
                         // Let the burst settle; what arrives meanwhile is taken by this cycle.
-                        do { try await Task.sleep(for: configuration.debounce) } catch { break }
+                        do { try await clock.sleep(for: configuration.debounce) } catch { break }
                     }
                     await runCycle(next)
                 }
@@ -138,7 +143,7 @@ public struct Watcher: Sendable {
                         metadata: ["error": "\(error)"])
                     saidUnavailable = true
                 }
-                do { try await Task.sleep(for: configuration.pushRetryInterval) } catch { return }
+                do { try await clock.sleep(for: configuration.pushRetryInterval) } catch { return }
             }
         }
     }
@@ -167,23 +172,28 @@ public actor WatchHealth {
 
     public private(set) var caughtUp = false
     public private(set) var push = Push.starting
-    public private(set) var lastSuccess: ContinuousClock.Instant?
-    /// Since when cycles have been failing (nil while they succeed).
-    public private(set) var failingSince: ContinuousClock.Instant?
+    /// Since when cycles have been failing (nil while they succeed), as a time on `now`.
+    private var failingSince: Duration?
     public private(set) var lastError: String?
     public private(set) var cycles = 0
+    /// The time on the health's clock, counted from when the health was made: a clock's instants
+    /// have a type of their own, which the actor would otherwise have to be generic over.
+    private let now: @Sendable () -> Duration
 
-    public init() {}
+    /// `clock`: the continuous clock, or a test's manual clock.
+    public init<C: Clock>(clock: C = ContinuousClock()) where C.Duration == Duration {
+        let start = clock.now
+        now = { start.duration(to: clock.now) }
+    }
 
     func cycleEnded(succeeded: Bool, error: String?) {
         cycles += 1
         if succeeded {
             caughtUp = true
-            lastSuccess = .now
             failingSince = nil
             lastError = nil
         } else {
-            if failingSince == nil { failingSince = .now }
+            if failingSince == nil { failingSince = now() }
             lastError = error
         }
     }
@@ -194,7 +204,7 @@ public actor WatchHealth {
     public func isHealthy(failingFor threshold: Duration) -> Bool {
         guard caughtUp else { return false }
         guard let failingSince else { return true }
-        return ContinuousClock.now - failingSince < threshold
+        return now() - failingSince < threshold
     }
 }
 
