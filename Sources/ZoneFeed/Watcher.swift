@@ -62,6 +62,7 @@ public struct Watcher: Sendable {
         if notifier == nil { await health.pushChanged(.off) }
         await runCycle(.catchUp)
         let (triggers, trigger) = AsyncStream.makeStream(of: Trigger.self, bufferingPolicy: .bufferingNewest(1))
+        let notifications = HeardNotifications()
         await withDiscardingTaskGroup { group in
             group.addTask {
                 while !Task.isCancelled {
@@ -70,15 +71,19 @@ public struct Watcher: Sendable {
                 }
             }
             if let notifier {
-                group.addTask { await listen(to: notifier, trigger: trigger) }
+                group.addTask { await listen(to: notifier, trigger: trigger, notifications: notifications) }
             }
             group.addTask {
                 for await next in triggers {
                     if Task.isCancelled { break }
                     if next == .notification {
+                        // Heard before the last cycle began, which took it: it stayed in the
+                        // stream while that cycle's debounce let the burst settle.
+                        guard await notifications.uncovered else { continue }
                         // Let the burst settle; what arrives meanwhile is taken by this cycle.
                         do { try await clock.sleep(for: configuration.debounce) } catch { break }
                     }
+                    await notifications.cover()
                     await runCycle(next)
                 }
             }
@@ -116,7 +121,7 @@ public struct Watcher: Sendable {
 
     /// Subscribes, then turns every hint into a trigger; when push fails, says so once and tries
     /// again every `pushRetryInterval` while the safety poll carries on.
-    func listen(to notifier: any ChangeNotifying, trigger: AsyncStream<Trigger>.Continuation) async {
+    func listen(to notifier: any ChangeNotifying, trigger: AsyncStream<Trigger>.Continuation, notifications: HeardNotifications) async {
         var saidUnavailable = false
         while !Task.isCancelled {
             do {
@@ -124,6 +129,7 @@ public struct Watcher: Sendable {
                 for try await hint in notifier.changeHints(logger: logger) {
                     switch hint.kind {
                     case .change, .listening:
+                        await notifications.heard()
                         trigger.yield(.notification)
                     case .confirmed:
                         guard await health.push != .on else { continue }
@@ -147,6 +153,18 @@ public struct Watcher: Sendable {
             }
         }
     }
+}
+
+/// How many notifications the watcher has heard, and how many of them a cycle began after.
+actor HeardNotifications {
+    private var count = 0
+    private var covered = 0
+
+    func heard() { count += 1 }
+    /// True when one was heard since the last cycle began.
+    var uncovered: Bool { count > covered }
+    /// A cycle begins: it fetches every change notified so far.
+    func cover() { covered = count }
 }
 
 /// The zones the watcher's subscriptions were last made for.

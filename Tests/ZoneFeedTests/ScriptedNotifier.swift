@@ -24,7 +24,7 @@ final class ScriptedNotifier: ChangeNotifying {
     func follow(logger: Logger) async throws {
         try state.update { state in
             state.follows += 1
-            if state.unavailable { throw WatchError("the subscriptions could not be made (scripted)") }
+            if state.unavailable { throw WatchError(.notificationsEnded, "the subscriptions could not be made (scripted)") }
         }
     }
 
@@ -54,7 +54,7 @@ final class ScriptedNotifier: ChangeNotifying {
     }
 
     /// Ends the stream the watcher listens to now with an error, as a courier that went away.
-    func failHints() { state.current.hints?.finish(throwing: WatchError("the courier went away (scripted)")) }
+    func failHints() { state.current.hints?.finish(throwing: WatchError(.notificationsEnded, "the courier went away (scripted)")) }
 
     /// Returns once the watcher has asked for the hints `count` times in all.
     func listening(_ count: Int = 1, sourceLocation: SourceLocation = #_sourceLocation) async throws {

@@ -141,14 +141,7 @@ import ZoneFeed
             // Until the poll's cycle begins, or another debounce shows that one more cycle for the
             // burst comes first (begun a debounce before the poll, or waiting a debounce after it).
             await Self.until { w.cycles.current.count > 2 || w.clock.deadlines.contains(Self.poll + Self.debounce) }
-            withKnownIssue(
-                """
-                A notification that arrives during the debounce stays buffered in the watcher's \
-                trigger stream and starts one more cycle, a debounce after the burst's.
-                """
-            ) {
-                #expect(w.cycles.current == [Cycle(.catchUp, at: .zero), Cycle(.notification, at: Self.debounce), Cycle(.poll, at: Self.poll)])
-            }
+            #expect(w.cycles.current == [Cycle(.catchUp, at: .zero), Cycle(.notification, at: Self.debounce), Cycle(.poll, at: Self.poll)])
         }
     }
 
@@ -271,7 +264,7 @@ import ZoneFeed
     @Test func healthTurnsUnhealthyAfterFailingForUnhealthyAfterAndHealthyAgainOnASuccess() async throws {
         let unhealthyAfter = Duration.seconds(600)
         let caughtUp = Observed(false)
-        let couldNotStart = WatchError("the database is down (scripted)")
+        let couldNotStart = ScriptedFailure(description: "the database is down (scripted)")
         try await watching(
             nil,
             outcome: { number in
@@ -372,4 +365,9 @@ import ZoneFeed
 
         func log(event: LogEvent) { lines.update { $0.append("\(event.level) \(event.message)") } }
     }
+}
+
+/// A cycle that could not start, as the test scripts it.
+private struct ScriptedFailure: Error, CustomStringConvertible {
+    let description: String
 }
