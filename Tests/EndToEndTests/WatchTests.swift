@@ -242,10 +242,13 @@ import Testing
     /// Two watchers of one pipeline (a Deployment with two replicas): both hear every change,
     /// zones are claimed with PostgreSQL locks, and each change is applied once.
     @Test func twoWatchersOnOnePipelineApplyEachChangeOnce() async throws {
-        // A server that accepts every web auth token it issued, as the real service was found to
-        // do. With the strict window of two, each watcher rotates the token they both started
-        // with, and the second is refused at its first request (the first has retired it): it
-        // then never listens, and this test would prove nothing of two watchers.
+        // A server that accepts every web auth token it issued, as one live test found Apple's
+        // to do, not the strict window of two that Apple's words ("each token works once") allow.
+        // Against that window two processes sharing one session race: each rotation retires the
+        // token the other holds, and the second watcher is refused at its first request and never
+        // listens. zonefeed does not survive that yet (a gap recorded for the next session: the
+        // replicas must take turns with the session, e.g. under a lock in the database store);
+        // until then this test proves that two watchers share the work, on the lenient server.
         let s = try await CloudKitEndToEndTests.Setup(
             "watchtwo", fake: FakeSettings(seed: 103, zones: 2, recordsPerZone: 300), server: ["--latency", "20,10"])
         defer { s.stop() }
