@@ -185,7 +185,6 @@ let package = Package(
             dependencies: [
                 "ZoneFeed", "ZoneFeedCloudKit", "ZoneFeedPostgres", "ZoneFeedComponents", "ZoneFeedMetrics", "FakeCloudKit", "CloudKitModel",
                 "TestSupport",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -357,8 +357,7 @@ public struct Runner: Sendable {
                 page = next
             } catch let error as SyncError where error.code == .changeTokenExpired {
                 guard checkpoint.token != nil || token != nil, !resyncedThisRun else {
-                    throw SyncError(
-                        .failed, message: "the server rejected the zone's token again after a resync: \(error.message)", underlying: error)
+                    throw SyncError(.failed, message: "the server rejected the zone's token again after a resync: \(error.message)")
                 }
                 // Nothing uncommitted is kept: the resync starts over from a nil token.
                 resyncedThisRun = true
