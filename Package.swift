@@ -185,6 +185,7 @@ let package = Package(
             dependencies: [
                 "ZoneFeed", "ZoneFeedCloudKit", "ZoneFeedPostgres", "ZoneFeedComponents", "ZoneFeedMetrics", "FakeCloudKit", "CloudKitModel",
                 "TestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -61,12 +61,11 @@ struct WebAuthTokenFile: WebAuthTokenVault {
         do {
             text = try SecretFile.read(path, what: "web auth token file", maxBytes: Self.maxBytes)
         } catch {
-            throw WebAuthTokenFileError(path: path, problem: error.problem, reading: true)
+            throw WebAuthTokenFileError(.read, path: path, problem: error.problem)
         }
         if let text, let long = text.split(whereSeparator: \.isNewline).first(where: { $0.utf8.count > Self.maxTokenBytes }) {
             throw WebAuthTokenFileError(
-                path: path, problem: "it holds a line of \(long.utf8.count) bytes, and a web auth token is a few hundred; it is not a token file",
-                reading: true)
+                .read, path: path, problem: "it holds a line of \(long.utf8.count) bytes, and a web auth token is a few hundred; it is not a token file")
         }
         return text
     }
@@ -159,13 +158,13 @@ struct WebAuthTokenFile: WebAuthTokenVault {
                 try FileManager.default.createDirectory(
                     atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             } catch {
-                throw WebAuthTokenFileError(path: path, problem: "its folder cannot be created")
+                throw WebAuthTokenFileError(.write, path: path, problem: "its folder cannot be created")
             }
         }
         let name = path[(path.lastIndex(of: "/").map { path.index(after: $0) } ?? path.startIndex)...]
         let temporary = "\(folder)/.\(name).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw WebAuthTokenFileError(path: path, problem: String(cString: strerror(errno))) }
+        guard fd >= 0 else { throw WebAuthTokenFileError(.write, path: path, problem: String(cString: strerror(errno))) }
         var renamed = false
         defer {
             if !renamed { unlink(temporary) }
@@ -173,18 +172,18 @@ struct WebAuthTokenFile: WebAuthTokenVault {
         do {
             defer { close(fd) }
             // umask may have removed bits, never added them; make the mode exact anyway.
-            guard fchmod(fd, 0o600) == 0 else { throw WebAuthTokenFileError(path: path, problem: String(cString: strerror(errno))) }
+            guard fchmod(fd, 0o600) == 0 else { throw WebAuthTokenFileError(.write, path: path, problem: String(cString: strerror(errno))) }
             var bytes = Array(text.utf8)[...]
             while !bytes.isEmpty {
                 let written = bytes.withUnsafeBytes { systemWrite(fd, $0.baseAddress, $0.count) }
                 if written < 0 {
                     if errno == EINTR { continue }
-                    throw WebAuthTokenFileError(path: path, problem: String(cString: strerror(errno)))
+                    throw WebAuthTokenFileError(.write, path: path, problem: String(cString: strerror(errno)))
                 }
                 bytes = bytes.dropFirst(written)
             }
         }
-        guard rename(temporary, path) == 0 else { throw WebAuthTokenFileError(path: path, problem: String(cString: strerror(errno))) }
+        guard rename(temporary, path) == 0 else { throw WebAuthTokenFileError(.write, path: path, problem: String(cString: strerror(errno))) }
         renamed = true
     }
 

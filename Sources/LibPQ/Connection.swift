@@ -43,6 +43,29 @@ public final class Connection: @unchecked Sendable {
         return true
     }
 
+    /// The parameters a connection string or URI sets, in libpq's order, with the values as libpq
+    /// reads them (quotes, backslash escapes and percent-encoding undone); nil when libpq cannot
+    /// parse it. Its sentence for one it cannot is not returned: it may quote the password.
+    public static func parameters(of conninfo: String) -> [(keyword: String, value: String)]? {
+        // > PQconninfoParse: "All legal options will be present in the result array, but the
+        // > PQconninfoOption for any option not present in the connection string will have val
+        // > set to NULL." … "Note that only options explicitly specified in the string will have
+        // > values set in the result array; no defaults are inserted."
+        var error: UnsafeMutablePointer<CChar>?
+        guard let options = PQconninfoParse(conninfo, &error) else {
+            if let error { PQfreemem(error) }
+            return nil
+        }
+        defer { PQconninfoFree(options) }
+        var parameters: [(keyword: String, value: String)] = []
+        var option = options
+        while let keyword = option.pointee.keyword {
+            if let value = option.pointee.val { parameters.append((String(cString: keyword), String(cString: value))) }
+            option += 1
+        }
+        return parameters
+    }
+
     /// The version of the libpq this process runs with, such as `15.18`.
     public static var libraryVersion: String {
         // > PQlibVersion: "The result is formed by multiplying the library's major version number

@@ -31,7 +31,7 @@ public struct Pipeline: Sendable {
     public func destination<D: DestinationConfiguration>(as type: D.Type) throws -> D {
         guard let settings = destination as? D else {
             throw PipelineComponentError(
-                "pipeline \(name) writes to a destination of type \(Swift.type(of: destination)), not \(D.self)")
+                .wrongDestinationType, "pipeline \(name) writes to a destination of type \(Swift.type(of: destination)), not \(D.self)")
         }
         return settings
     }
@@ -39,8 +39,22 @@ public struct Pipeline: Sendable {
 
 /// A pipeline handed to a component that was not built for it.
 public struct PipelineComponentError: Error, Sendable, CustomStringConvertible {
+    /// A struct rather than an enum, so that a new code breaks no caller's switch.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        public let description: String
+        private init(_ description: String) { self.description = description }
+
+        /// The pipeline's destination settings are of another type than the module expects.
+        public static let wrongDestinationType = Code("wrongDestinationType")
+    }
+
+    public var code: Code
     public var description: String
-    public init(_ description: String) { self.description = description }
+
+    public init(_ code: Code, _ description: String) {
+        self.code = code
+        self.description = description
+    }
 }
 
 extension String {

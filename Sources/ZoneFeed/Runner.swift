@@ -357,7 +357,8 @@ public struct Runner: Sendable {
                 page = next
             } catch let error as SyncError where error.code == .changeTokenExpired {
                 guard checkpoint.token != nil || token != nil, !resyncedThisRun else {
-                    throw SyncError(.failed, message: "the server rejected the zone's token again after a resync: \(error.message)")
+                    throw SyncError(
+                        .failed, message: "the server rejected the zone's token again after a resync: \(error.message)", underlying: error)
                 }
                 // Nothing uncommitted is kept: the resync starts over from a nil token.
                 resyncedThisRun = true

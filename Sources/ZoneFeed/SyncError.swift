@@ -25,11 +25,15 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
     public var code: Code
     public var zoneID: ZoneID?
     public var message: String
+    /// The error this one stands for (a `CloudKitError`, say), for callers that want its own
+    /// code; `message` is what is shown, and this never adds to it.
+    public var underlying: (any Error & Sendable)?
 
-    public init(_ code: Code, zoneID: ZoneID? = nil, message: String) {
+    public init(_ code: Code, zoneID: ZoneID? = nil, message: String, underlying: (any Error & Sendable)? = nil) {
         self.code = code
         self.zoneID = zoneID
         self.message = message
+        self.underlying = underlying
     }
 
     public var description: String { message }

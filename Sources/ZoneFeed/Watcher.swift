@@ -128,7 +128,7 @@ public struct Watcher: Sendable {
                     }
                 }
                 if Task.isCancelled { return }
-                throw WatchError("the change notifications ended")
+                throw WatchError(.notificationsEnded, "the change notifications ended")
             } catch {
                 if Task.isCancelled { return }
                 await health.pushChanged(.off)
@@ -198,7 +198,22 @@ public actor WatchHealth {
     }
 }
 
+/// Why watching could not go on as it was; `description` is the sentence shown.
 public struct WatchError: Error, CustomStringConvertible, Sendable {
+    /// A struct rather than an enum, so that a new code breaks no caller's switch.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        public let description: String
+        private init(_ description: String) { self.description = description }
+
+        /// The stream of change notifications ended: the watch polls until they are back.
+        public static let notificationsEnded = Code("notificationsEnded")
+    }
+
+    public var code: Code
     public var description: String
-    public init(_ description: String) { self.description = description }
+
+    public init(_ code: Code, _ description: String) {
+        self.code = code
+        self.description = description
+    }
 }

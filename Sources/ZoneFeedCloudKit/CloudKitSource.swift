@@ -59,7 +59,7 @@ public struct CloudKitSource: ChangeSource {
             do {
                 configuration.tlsTrust = try TLSTrust(caFile: caFile)
             } catch {
-                throw SyncError(.failed, message: "source.cloudkit.tls.caFile: \(error)")
+                throw SyncError(.failed, message: "source.cloudkit.tls.caFile: \(error)", underlying: error)
             }
         }
         switch (settings.auth.serverKeyID, settings.auth.serverPrivateKeyFile) {
@@ -165,10 +165,10 @@ public struct CloudKitSource: ChangeSource {
     /// How the engine should take a client failure (PRODUCT.md, "Errors").
     func sourceError(for error: CloudKitError, zone: ZoneID?, carriedToken: Bool) -> SyncError {
         if error.isAuthenticationFailure {
-            return SyncError(.authenticationRequired, zoneID: zone, message: error.description)
+            return SyncError(.authenticationRequired, zoneID: zone, message: error.description, underlying: error)
         }
         if error.code == .zoneNotFound {
-            return SyncError(.zoneNotFound, zoneID: zone, message: error.description)
+            return SyncError(.zoneNotFound, zoneID: zone, message: error.description, underlying: error)
         }
         // REST documents no error for a stale sync token; a 400 on a token-bearing call is the
         // likely form (reference §0), so it is taken as one. The engine resyncs at most once per
@@ -183,8 +183,8 @@ public struct CloudKitSource: ChangeSource {
             let reason = error.reason.map { ": \($0)" } ?? ""
             return SyncError(
                 .changeTokenExpired, zoneID: zone,
-                message: "the server no longer accepts the sync token (\(error.code))\(reason)")
+                message: "the server no longer accepts the sync token (\(error.code))\(reason)", underlying: error)
         }
-        return SyncError(.failed, zoneID: zone, message: error.description)
+        return SyncError(.failed, zoneID: zone, message: error.description, underlying: error)
     }
 }

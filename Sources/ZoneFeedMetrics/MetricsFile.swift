@@ -19,6 +19,7 @@ struct MetricsFile {
         var info = stat()
         if stat(path, &info) == 0, info.st_mode & S_IFMT != S_IFREG {
             throw MetricsExportError(
+                .fileNotRegular,
                 "the metrics file \(path) exists and is not a regular file (a folder, a device or a FIFO): name a file in node_exporter's textfile folder")
         }
         var text = text
@@ -36,7 +37,7 @@ struct MetricsFile {
             guard rename(temporary.path, path) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
         } catch {
             try? FileManager.default.removeItem(at: temporary)
-            throw MetricsExportError("the metrics file \(path) cannot be written: \(error.localizedDescription)")
+            throw MetricsExportError(.fileNotWritten, "the metrics file \(path) cannot be written: \(error.localizedDescription)")
         }
     }
 
@@ -51,6 +52,26 @@ struct MetricsFile {
 
 /// A metrics export that failed: a sentence, without secrets.
 public struct MetricsExportError: Error, Sendable, CustomStringConvertible {
+    /// A struct rather than an enum, so that a new code breaks no caller's switch.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        public let description: String
+        private init(_ description: String) { self.description = description }
+
+        /// `--metrics-file` names a folder, a device or a FIFO.
+        public static let fileNotRegular = Code("fileNotRegular")
+        /// The metrics file could not be written or renamed into place.
+        public static let fileNotWritten = Code("fileNotWritten")
+        /// The Pushgateway could not be reached.
+        public static let pushgatewayUnreachable = Code("pushgatewayUnreachable")
+        /// The Pushgateway answered with a status other than 2xx.
+        public static let pushgatewayRefused = Code("pushgatewayRefused")
+    }
+
+    public let code: Code
     public let description: String
-    init(_ description: String) { self.description = description }
+
+    init(_ code: Code, _ description: String) {
+        self.code = code
+        self.description = description
+    }
 }

@@ -38,12 +38,13 @@ struct Pushgateway {
         do {
             response = try await httpClient.execute(request, timeout: .seconds(15))
         } catch {
-            throw MetricsExportError("the Pushgateway at \(Self.redacted(baseURL)) cannot be reached: \(error)")
+            throw MetricsExportError(.pushgatewayUnreachable, "the Pushgateway at \(Self.redacted(baseURL)) cannot be reached: \(error)")
         }
         let body = try? await response.body.collect(upTo: 4096)
         guard (200..<300).contains(Int(response.status.code)) else {
             let said = body.map { String(buffer: $0).trimmingCharacters(in: .whitespacesAndNewlines) } ?? ""
             throw MetricsExportError(
+                .pushgatewayRefused,
                 "the Pushgateway at \(Self.redacted(baseURL)) refused the metrics: HTTP \(response.status.code)" + (said.isEmpty ? "" : ": \(said)"))
         }
     }

@@ -261,6 +261,10 @@ extension PostgresDestination {
             } catch let error as PostgresError where direct[t] && error.sqlState == "23505" {
                 // > unique_violation: 23505
                 throw DirectCopyConflict(table: table.mapping.table)
+            } catch let error as PostgresError {
+                // The server names a table for a constraint, not for a value a trigger or a
+                // cast refused: the log and the run's error say which table was being written.
+                throw error.inTable(table.mapping.table)
             }
             // Fields without a column, met while encoding: once every table's are known, the
             // batch is applied again with their columns (and nothing of this try is kept).
@@ -268,9 +272,13 @@ extension PostgresDestination {
                 growth.add(field: field.name, typeTag: field.typeTag, of: table.mapping.recordType)
             }
             if !direct[t] {
-                try c.query(
-                    rows.repeatsARecord ? table.mergeKeepingLast : table.merge,
-                    [zone.ownerRecordName, zone.zoneName, String(batch.runID), String(batch.generation)])
+                do {
+                    try c.query(
+                        rows.repeatsARecord ? table.mergeKeepingLast : table.merge,
+                        [zone.ownerRecordName, zone.zoneName, String(batch.runID), String(batch.generation)])
+                } catch let error as PostgresError {
+                    throw error.inTable(table.mapping.table)
+                }
             }
         }
         if !growth.isEmpty { throw growth }

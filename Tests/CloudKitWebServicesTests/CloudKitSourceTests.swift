@@ -101,6 +101,29 @@ import ZoneFeedCloudKit
         }
     }
 
+    /// The engine's error keeps the client's, whose code a caller may want, and shows the same
+    /// sentence as before.
+    @Test(arguments: [
+        (410, "CHANGE_TOKEN_EXPIRED", SyncError.Code.changeTokenExpired), (404, "ZONE_NOT_FOUND", .zoneNotFound),
+        (421, "AUTHENTICATION_REQUIRED", .authenticationRequired), (403, "ACCESS_DENIED", .failed),
+    ])
+    func aSourceErrorKeepsTheCloudKitErrorItStandsFor(status: Int, serverErrorCode: String, code: SyncError.Code) async throws {
+        try await withSource { server, source in
+            server.always(.error(status, code: serverErrorCode, reason: "as the server said"))
+            let error = try await #require(throws: SyncError.self) {
+                _ = try await source.fetchZoneChanges(in: zone, since: ChangeToken("t"))
+            }
+            #expect(error.code == code)
+            let underlying = try #require(error.underlying as? CloudKitError, "\(String(describing: error.underlying))")
+            #expect(underlying.code == CloudKitError.Code(serverErrorCode: serverErrorCode))
+            if code == .changeTokenExpired {
+                #expect(error.message == "the server no longer accepts the sync token (\(serverErrorCode)): as the server said")
+            } else {
+                #expect(error.message == underlying.description)
+            }
+        }
+    }
+
     @Test func zonePagesCarryTheSettingsAndTheFeed() async throws {
         try await withSource { server, source in
             server.enqueue(.json(200, #"{"records":[{"recordName":"r","deleted":true}],"syncToken":"t2","moreComing":true}"#))

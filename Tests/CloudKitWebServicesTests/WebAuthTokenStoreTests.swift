@@ -278,6 +278,58 @@ import Testing
         await #expect(throws: WebAuthTokenFileFailure.self) { try await store.flush(logger: logger) }
     }
 
+    /// A token file that cannot be read says so, with its path and the cause, and says nothing
+    /// of writing. As root (CI) a file's mode does not stop a read, so a folder stands where the
+    /// file should be; as anyone else, a file of mode 000 is tried too.
+    @Test func aTokenFileThatCannotBeReadSaysItCannotBeReadAndWhy() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let aFolder = folder + "/folder.web-auth-token"
+        try FileManager.default.createDirectory(atPath: aFolder, withIntermediateDirectories: false)
+        var cases = [(file: aFolder, cause: "it is not a regular file")]
+        if geteuid() != 0 {
+            let unreadable = folder + "/unreadable.web-auth-token"
+            try "saved-token\n".write(toFile: unreadable, atomically: true, encoding: .utf8)
+            #expect(chmod(unreadable, 0o000) == 0)
+            cases.append((unreadable, "Permission denied"))
+        }
+        for (file, cause) in cases {
+            let store = WebAuthTokenStore(configured: "configured", file: file, logger: logger)
+            let error = await #expect(throws: WebAuthTokenFileFailure.self) { _ = try await store.tokenForRequest(logger: logger) }
+            let said = error?.description ?? ""
+            #expect(error?.reading == true)
+            #expect(said.hasPrefix("cannot read the web auth token file \(file): \(cause)"), "\(said)")
+            #expect(!said.contains("write") && !said.contains("writable"), "a read failure gives no advice about writing: \(said)")
+        }
+    }
+
+    /// A rotated token that cannot be written says so, with the path and the cause, and what to
+    /// check. As root (CI) a folder's mode does not stop a write, so the folder is a file; as
+    /// anyone else, a folder of mode 0500 is tried too.
+    @Test func aTokenFileThatCannotBeWrittenSaysItCannotBeWrittenAndWhatToCheck() async throws {
+        let folder = try temporaryFolder()
+        defer {
+            chmod(folder + "/read-only", 0o700)
+            try? FileManager.default.removeItem(atPath: folder)
+        }
+        try "".write(toFile: folder + "/blocker", atomically: true, encoding: .utf8)
+        var cases = [(file: folder + "/blocker/notes.web-auth-token", cause: "Not a directory")]
+        if geteuid() != 0 {
+            try FileManager.default.createDirectory(atPath: folder + "/read-only", withIntermediateDirectories: false)
+            #expect(chmod(folder + "/read-only", 0o500) == 0)
+            cases.append((folder + "/read-only/notes.web-auth-token", "Permission denied"))
+        }
+        for (file, cause) in cases {
+            let store = WebAuthTokenStore(configured: nil, file: file, logger: logger)
+            store.received("rotated-1", logger: logger)
+            let error = await #expect(throws: WebAuthTokenFileFailure.self) { _ = try await store.tokenForRequest(logger: logger) }
+            #expect(error?.reading == false)
+            #expect(
+                error?.description == "cannot write the web auth token file \(file) (\(cause)): check that its folder exists and is writable",
+                "\(error.map(\.description) ?? "")")
+        }
+    }
+
     /// Runs `body` with a store for `notes.web-auth-token` in a new folder, and removes the
     /// folder once the store's writes are done. A token's arrival queues a write that a test
     /// need not wait for; when the folder was removed before it landed, the write made it

@@ -111,6 +111,52 @@ import Testing
         let tables = try query(s, "SELECT count(*)::text FROM pg_tables WHERE schemaname = '\(s.p.schema)'")
         #expect(tables == [["1"]], "nothing was made beside the table that was there")
     }
+
+    /// A trigger a team added to a table casts a field, and PostgreSQL's refusal quotes the
+    /// record's value (`invalid input syntax for type bigint: "…"`): the run fails and says the
+    /// SQLSTATE, the zone and the table, but the value reaches neither zonefeed_runs.error, nor
+    /// the checkpoint's last error, nor `zonefeed status`, nor the log.
+    @Test func aRowValueInPostgreSQLsMessageIsKeptOutOfTheRunsErrorStatusAndLog() async throws {
+        let s = try await Setup("rowvalue", fake: FakeSettings(seed: 307, zones: 1, recordsPerZone: 20))
+        defer { s.stop() }
+        let first = try await s.run()
+        #expect(first.status == 0, "\(first.stderr)")
+        let schema = quoteIdentifier(s.p.schema)
+        try Connection.withConnection(s.p.url) { c in
+            _ = try c.execute(
+                """
+                CREATE FUNCTION \(schema).title_is_a_number() RETURNS trigger LANGUAGE plpgsql AS $$
+                    BEGIN PERFORM NEW.title::bigint; RETURN NEW; END $$;
+                CREATE TRIGGER title_is_a_number BEFORE INSERT OR UPDATE ON \(schema).notes FOR EACH ROW
+                    WHEN (NEW.record_name = 'ROW-VALUE-1') EXECUTE FUNCTION \(schema).title_is_a_number()
+                """)
+        }
+        let secret = "zf-row-value-\(UUID().uuidString)"
+        try await s.server.admin(
+            "records/add",
+            [
+                "zone": "Zone01",
+                "records": try FakeServerProcess.wire([
+                    Record(recordName: "ROW-VALUE-1", recordType: "Note", recordChangeTag: "v1", fields: ["title": .string(secret)])
+                ]),
+            ])
+
+        let failed = try await s.run()
+        #expect(failed.status == 1, "\(failed.stderr)")
+        let runError = try query(s, "SELECT error FROM \(schema).zonefeed_runs ORDER BY run_id DESC LIMIT 1").first?.first ?? nil
+        let error = try #require(runError, "the failed run has an error")
+        #expect(error.contains("applying a batch of zone Zone01: PostgreSQL error 22P02 in table notes: "), "\(error)")
+        #expect(error.contains("a value is not valid input for its column's type"), "\(error)")
+        let lastErrors = try query(s, "SELECT coalesce(string_agg(last_error, ' '), '') FROM \(schema).zonefeed_checkpoints")
+        let status = try await s.zonefeed.run(["status", s.file])
+        #expect(status.stdout.contains("22P02"), "status shows the run's error: \(status.stdout)")
+        #expect(failed.stderr.contains("22P02"), "the log says the SQLSTATE: \(failed.stderr)")
+        for (place, text) in [
+            ("zonefeed_runs.error", error), ("last_error", "\(lastErrors)"), ("status", status.stdout + status.stderr), ("the log", failed.stderr),
+        ] {
+            #expect(!text.contains(secret) && !text.contains("zf-row-value"), "\(place) holds no row value: \(text)")
+        }
+    }
 }
 
 /// The limit the README documents, as the test reads it.

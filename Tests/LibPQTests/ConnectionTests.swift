@@ -21,6 +21,41 @@ import Testing
         }
     }
 
+    /// A value the server quotes in its message (class 22, data exceptions) or in its DETAIL
+    /// line (a unique key) is not in what the error prints, which logs and zonefeed_runs keep;
+    /// the SQLSTATE, the table and the constraint are.
+    @Test func anErrorPrintsNoValueTheServerQuoted() async throws {
+        let c = try Connection(try await TestDatabase.connectionString())
+        let secret = "zf-row-value-\(TestDatabase.uniqueName("v"))"
+        let cast = try #require(throws: PostgresError.self) { try c.query("SELECT $1::bigint", [secret]) }
+        #expect(cast.sqlState == "22P02")
+        #expect(cast.message.contains(secret), "the server's own message stays for code: \(cast.message)")
+        #expect(!cast.description.contains(secret), "\(cast)")
+        #expect(
+            cast.description
+                == "PostgreSQL error 22P02: a value is not valid input for its column's type (the server's message is not shown, as it may quote a row's value)"
+        )
+
+        let table = TestDatabase.uniqueName("unique")
+        try c.execute("CREATE TEMP TABLE \(table) (id text PRIMARY KEY)")
+        try c.query("INSERT INTO \(table) VALUES ($1)", [secret])
+        let duplicate = try #require(throws: PostgresError.self) { try c.query("INSERT INTO \(table) VALUES ($1)", [secret]) }
+        #expect(duplicate.detail?.contains(secret) == true, "the DETAIL line quotes the key")
+        #expect(duplicate.description == "PostgreSQL error 23505 in table \(table): duplicate key value violates unique constraint \"\(table)_pkey\"")
+    }
+
+    /// libpq's own reading of a connection string: a URI's percent-encoding and a quoted value's
+    /// escapes undone, nothing added that the string does not set.
+    @Test(arguments: [
+        "postgresql://app:p%40ss%3Aw%20rd%27@db.example:5433/notes?sslmode=require",
+        #"host=db.example port=5433 user=app password='p@ss:w rd\'' dbname=notes sslmode=require"#,
+    ])
+    func libpqSaysWhatAConnectionStringSets(conninfo: String) {
+        let parameters = Connection.parameters(of: conninfo)?.map { "\($0.keyword)=\($0.value)" }
+        #expect(parameters == ["user=app", "password=p@ss:w rd'", "dbname=notes", "host=db.example", "port=5433", "sslmode=require"])
+        #expect(Connection.parameters(of: "host=db password='unclosed") == nil)
+    }
+
     @Test func aFailedConnectionNeverPrintsThePassword() async throws {
         let secret = "hunter2-very-secret"
         do {

@@ -1,0 +1,53 @@
+import LibPQ
+
+/// A connection string with its password taken out, for a program whose command line others can
+/// read (`ps` shows every process's arguments to every local user): the string to pass, and the
+/// password to hand over another way, through a password file (`passwordFileLine`).
+///
+///     postgresql://app:s3cret@db/app?sslmode=require  →  host='db' user='app' dbname='app' sslmode='require' + s3cret
+///     host=db password='se cret' dbname=app           →  host='db' dbname='app' + se cret
+///
+/// libpq itself splits the string (`Connection.parameters(of:)`), so a URI's percent-encoding,
+/// quotes and backslash escapes mean what they mean to libpq; what is left is written back in the
+/// `key='value'` form, which says the same to libpq. A string without a password comes back as
+/// given. `sslpassword` stays: libpq takes it from the connection string only.
+public struct PasswordlessConninfo: Sendable, Equatable {
+    /// The connection string without `password`.
+    public var conninfo: String
+    /// The password it held; nil when none, or an empty one (which libpq takes as none).
+    public var password: String?
+
+    /// Nil when libpq cannot parse `conninfo`.
+    public init?(_ conninfo: String) {
+        guard let parameters = Connection.parameters(of: conninfo) else { return nil }
+        guard let password = parameters.first(where: { $0.keyword == "password" })?.value, !password.isEmpty else {
+            self.conninfo = conninfo
+            password = nil
+            return
+        }
+        self.password = password
+        self.conninfo = parameters.filter { $0.keyword != "password" }
+            .map { "\($0.keyword)='\(Self.quoted($0.value))'" }
+            .joined(separator: " ")
+    }
+
+    /// A value inside single quotes in a `key='value'` string.
+    static func quoted(_ value: String) -> String {
+        // > "To write an empty value, or a value containing spaces, surround it with single quotes,
+        // > for example keyword = 'a value'. Single quotes and backslashes within the value must be
+        // > escaped with a backslash, i.e., \' and \\." (libpq, 34.1.1.1)
+        value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'")
+    }
+
+    /// The one line of a libpq password file (`PGPASSFILE`) that gives the password to whatever
+    /// host, port, database and user the connection string leads to: a file written for one
+    /// program and one connection string, which may name several hosts, a socket folder or none.
+    /// Nil when there is no password, or it holds a line break, which a line cannot hold.
+    public var passwordFileLine: String? {
+        guard let password, !password.unicodeScalars.contains(where: { $0 == "\n" || $0 == "\r" }) else { return nil }
+        // > "Each of the first four fields can be a literal value, or *, which matches anything.
+        // > … If an entry needs to contain : or \, escape this character with \." (libpq, 34.16)
+        let escaped = password.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: ":", with: "\\:")
+        return "*:*:*:*:\(escaped)\n"
+    }
+}

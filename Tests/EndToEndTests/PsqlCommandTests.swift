@@ -1,0 +1,153 @@
+import FakeCloudKit
+import Foundation
+import LibPQ
+import TestSupport
+import Testing
+import ZoneFeedPostgres
+
+/// `zonefeed psql` on a destination that needs a password: psql connects, and the password is
+/// not on psql's command line, which every local user can read (`ps`), nor in its environment.
+@Suite struct PsqlCommandTests {
+    /// Every character that a URI, a quoted value or a password file line must escape.
+    static let password = #"p@ss:w/rd 'q' "d" \b%20&x=1?#é"#
+
+    @Test func psqlConnectsWithAPasswordThatIsNotOnItsCommandLine() async throws {
+        let base = try await TestDatabase.connectionString()
+        let role = TestDatabase.uniqueName("psql")
+        let hba = try await PasswordRole.create(role, password: Self.password, on: base)
+        defer { hba.drop() }
+
+        for (form, url) in [("URI", hba.uri), ("key=value", hba.keyValue)] {
+            var p = try await FakePipeline(prefix: "psqlpw", fake: FakeSettings(seed: 1, zones: 1, recordsPerZone: 1))
+            p.url = url
+            let zonefeed = try ZonefeedBinary(environment: p.environment)
+            defer { zonefeed.remove() }
+            let file = try p.write(to: zonefeed.directory)
+
+            let running = try zonefeed.start(["psql", file, "-At", "-c", "SELECT current_user FROM pg_sleep(3)"])
+            defer { running.end(SIGKILL) }
+            let psql = await Self.child(named: "psql", of: running.pid)
+            let output = await running.wait()
+
+            #expect(output.status == 0, "\(form): \(output.stderr)")
+            #expect(output.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == role, "\(form): psql connected as the role")
+            let seen = try #require(psql, "\(form): psql was found running")
+            #expect(seen.arguments.contains("-d"), "\(form): \(seen.arguments)")
+            let arguments = seen.arguments.joined(separator: " ")
+            for secret in [Self.password, "p@ss:w/rd", "p%40ss"] {
+                #expect(!arguments.contains(secret), "\(form): psql's arguments hold no part of the password: \(arguments)")
+            }
+            #expect(!seen.environment.contains { $0.hasPrefix("PGPASSWORD=") }, "\(form): nor does PGPASSWORD")
+            let passfile = seen.environment.first { $0.hasPrefix("PGPASSFILE=") }.map { String($0.dropFirst("PGPASSFILE=".count)) }
+            let path = try #require(passfile, "\(form): psql was given a password file: \(seen.environment.filter { $0.hasPrefix("PG") })")
+            #expect(seen.passfileMode == 0o600, "\(form): the password file is private")
+            #expect(!FileManager.default.fileExists(atPath: path), "\(form): the password file is removed once psql ends")
+        }
+    }
+
+    /// What a test saw of a running process.
+    struct SeenProcess {
+        var arguments: [String]
+        var environment: [String]
+        var passfileMode: Int?
+    }
+
+    /// The child of `parent` with that command name, as /proc shows it while it runs; nil when
+    /// none appeared within 20 s or `parent` ended first.
+    static func child(named name: String, of parent: Int32) async -> SeenProcess? {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline, kill(parent, 0) == 0 {
+            for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+                guard let pid = Int32(entry), let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                    let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")")
+                else { continue }
+                // `pid (comm) state ppid …`: the command name may hold spaces and parentheses.
+                let comm = stat[stat.index(after: open)..<close]
+                let rest = stat[stat.index(after: close)...].split(separator: " ")
+                guard comm == name, rest.count > 1, Int32(rest[1]) == parent else { continue }
+                let arguments = Self.nulSeparated("/proc/\(pid)/cmdline")
+                let environment = Self.nulSeparated("/proc/\(pid)/environ")
+                guard !arguments.isEmpty else { continue }  // not yet exec'd
+                let passfile = environment.first { $0.hasPrefix("PGPASSFILE=") }.map { String($0.dropFirst("PGPASSFILE=".count)) }
+                let mode = passfile.flatMap { try? FileManager.default.attributesOfItem(atPath: $0)[.posixPermissions] as? Int }
+                return SeenProcess(arguments: arguments, environment: environment, passfileMode: mode)
+            }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return nil
+    }
+
+    static func nulSeparated(_ path: String) -> [String] {
+        guard let data = FileManager.default.contents(atPath: path) else { return [] }
+        return data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+    }
+}
+
+/// A role that must give its password (scram-sha-256) on the test server, and the connection
+/// strings that name it, with the password, in both of libpq's forms.
+struct PasswordRole {
+    let base: String
+    let role: String
+    let uri: String
+    let keyValue: String
+    /// The server's pg_hba.conf as it was, when this test changed it.
+    let hbaFile: (path: String, original: String)?
+
+    /// The throwaway server trusts every local connection: a rule for this role alone comes
+    /// first in its pg_hba.conf (the test's user owns the server or is root). A configured server
+    /// (`ZONEFEED_TEST_DATABASE_URL`) elsewhere is left as it is, and must ask for passwords.
+    static func create(_ role: String, password: String, on base: String) async throws -> PasswordRole {
+        var hbaFile: (String, String)?
+        try Connection.withConnection(base) { c in
+            let create = try c.query("SELECT format('CREATE ROLE %I LOGIN PASSWORD %L', $1::text, $2::text)", [role, password]).scalar ?? ""
+            try c.execute(create)
+            if let path = try c.query("SHOW hba_file").scalar, let original = try? String(contentsOfFile: path, encoding: .utf8) {
+                let rules = "local all \(role) scram-sha-256\nhost all \(role) all scram-sha-256\n"
+                try (rules + original).write(toFile: path, atomically: false, encoding: .utf8)
+                try c.query("SELECT pg_reload_conf()")
+                hbaFile = (path, original)
+            }
+        }
+        var parameters = try #require(Connection.parameters(of: base)).filter { $0.keyword != "user" && $0.keyword != "password" }
+        // Without a dbname libpq would ask for the role's own database, which does not exist.
+        if !parameters.contains(where: { $0.keyword == "dbname" }) { parameters.append(("dbname", "postgres")) }
+        let dbname = parameters.first { $0.keyword == "dbname" }?.value ?? "postgres"
+        func quoted(_ s: String) -> String { "'" + s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'") + "'" }
+        func encoded(_ s: String) -> String {
+            s.addingPercentEncoding(withAllowedCharacters: CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~"))
+                ?? s
+        }
+        let keyValue = (parameters + [("user", role), ("password", password)]).map { "\($0.0)=\(quoted($0.1))" }.joined(separator: " ")
+        let query = parameters.filter { $0.keyword != "dbname" }.map { "\($0.keyword)=\(encoded($0.value))" }.joined(separator: "&")
+        let uri = "postgresql://\(encoded(role)):\(encoded(password))@/\(encoded(dbname))" + (query.isEmpty ? "" : "?\(query)")
+        let made = PasswordRole(base: base, role: role, uri: uri, keyValue: keyValue, hbaFile: hbaFile)
+
+        // The rule holds once the server has read it again: without the password, no entry.
+        let withoutPassword = (parameters + [("user", role)]).map { "\($0.0)=\(quoted($0.1))" }.joined(separator: " ")
+        let deadline = ContinuousClock.now + .seconds(10)
+        while (try? Connection(withoutPassword)) != nil, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        guard (try? Connection(withoutPassword)) == nil else {
+            made.drop()
+            throw PasswordRoleFailure(description: "the test server lets role \(role) in without its password, so the test would prove nothing")
+        }
+        let who = try Connection.withConnection(keyValue) { c in try c.query("SELECT current_user").scalar }
+        #expect(who == role, "with its password, the role connects")
+        return made
+    }
+
+    func drop() {
+        _ = try? Connection.withConnection(base) { c in
+            if let hbaFile {
+                try? hbaFile.original.write(toFile: hbaFile.path, atomically: false, encoding: .utf8)
+                try c.query("SELECT pg_reload_conf()")
+            }
+            try c.execute("DROP ROLE IF EXISTS \(quoteIdentifier(role))")
+        }
+    }
+}
+
+struct PasswordRoleFailure: Error, CustomStringConvertible {
+    var description: String
+}

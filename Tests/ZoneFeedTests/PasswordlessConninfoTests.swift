@@ -1,0 +1,41 @@
+import Testing
+import ZoneFeedPostgres
+
+/// What `zonefeed psql` puts on psql's command line, which every local user can read, and what
+/// it writes in psql's private password file instead.
+@Suite struct PasswordlessConninfoTests {
+    @Test(arguments: [
+        "postgresql://app:p%40ss%3Aw%20rd%27%5C@db.example:5433/notes?sslmode=require",
+        #"host=db.example port=5433 user=app password='p@ss:w rd\'\\' dbname=notes sslmode=require"#,
+    ])
+    func thePasswordLeavesTheConnectionStringAndTheRestMeansTheSame(conninfo: String) throws {
+        let split = try #require(PasswordlessConninfo(conninfo))
+        #expect(split.password == #"p@ss:w rd'\"#)
+        #expect(split.conninfo == "user='app' dbname='notes' host='db.example' port='5433' sslmode='require'")
+        #expect(split.passwordFileLine == #"*:*:*:*:p@ss\:w rd'\\"# + "\n", "':' and '\\' escaped as libpq's password file wants")
+    }
+
+    @Test func aConnectionStringWithoutAPasswordIsPassedAsGiven() throws {
+        for conninfo in ["host=/tmp/zonefeed-pg port=5432 user=zonefeed dbname=zonefeed", "postgresql://app@db/notes", "host=db password=''"] {
+            let split = try #require(PasswordlessConninfo(conninfo))
+            #expect(split.conninfo == conninfo)
+            #expect(split.password == nil)
+            #expect(split.passwordFileLine == nil)
+        }
+    }
+
+    @Test func valuesWithQuotesAndBackslashesAreQuotedForLibpq() throws {
+        let split = try #require(PasswordlessConninfo(#"host=db dbname='it\'s \\ here' password=x"#))
+        #expect(split.conninfo == #"dbname='it\'s \\ here' host='db'"#)
+    }
+
+    @Test func aPasswordWithALineBreakHasNoPasswordFileLine() throws {
+        let split = try #require(PasswordlessConninfo("host=db password='two\nlines'"))
+        #expect(split.password == "two\nlines")
+        #expect(split.passwordFileLine == nil, "a password file cannot hold it; psql gets PGPASSWORD instead")
+    }
+
+    @Test func aStringLibpqCannotParseIsNotSplit() {
+        #expect(PasswordlessConninfo("host=db password='unclosed") == nil)
+    }
+}
