@@ -39,16 +39,21 @@ public struct Watcher: Sendable {
     public let notifier: (any ChangeNotifying)?
     public let health: WatchHealth
     public let logger: Logger
+    /// What the poll, the debounce and the push retry sleep on: the continuous clock, or a test's
+    /// manual clock, so that the watcher's timing can be tested without waiting for it. The
+    /// health reads a clock of its own: give it the same.
+    public let clock: any Clock<Duration>
     let followed = FollowedZones()
 
     public init(
         configuration: Configuration, notifier: (any ChangeNotifying)?, health: WatchHealth = WatchHealth(), logger: Logger,
-        cycle: @escaping @Sendable (Trigger) async throws -> RunSummary
+        clock: any Clock<Duration> = ContinuousClock(), cycle: @escaping @Sendable (Trigger) async throws -> RunSummary
     ) {
         self.configuration = configuration
         self.notifier = notifier
         self.health = health
         self.logger = logger
+        self.clock = clock
         self.cycle = cycle
     }
 
@@ -57,23 +62,28 @@ public struct Watcher: Sendable {
         if notifier == nil { await health.pushChanged(.off) }
         await runCycle(.catchUp)
         let (triggers, trigger) = AsyncStream.makeStream(of: Trigger.self, bufferingPolicy: .bufferingNewest(1))
+        let notifications = HeardNotifications()
         await withDiscardingTaskGroup { group in
             group.addTask {
                 while !Task.isCancelled {
-                    do { try await Task.sleep(for: configuration.pollInterval) } catch { return }
+                    do { try await clock.sleep(for: configuration.pollInterval) } catch { return }
                     trigger.yield(.poll)
                 }
             }
             if let notifier {
-                group.addTask { await listen(to: notifier, trigger: trigger) }
+                group.addTask { await listen(to: notifier, trigger: trigger, notifications: notifications) }
             }
             group.addTask {
                 for await next in triggers {
                     if Task.isCancelled { break }
                     if next == .notification {
+                        // Heard before the last cycle began, which took it: it stayed in the
+                        // stream while that cycle's debounce let the burst settle.
+                        guard await notifications.uncovered else { continue }
                         // Let the burst settle; what arrives meanwhile is taken by this cycle.
-                        do { try await Task.sleep(for: configuration.debounce) } catch { break }
+                        do { try await clock.sleep(for: configuration.debounce) } catch { break }
                     }
+                    await notifications.cover()
                     await runCycle(next)
                 }
             }
@@ -111,7 +121,7 @@ public struct Watcher: Sendable {
 
     /// Subscribes, then turns every hint into a trigger; when push fails, says so once and tries
     /// again every `pushRetryInterval` while the safety poll carries on.
-    func listen(to notifier: any ChangeNotifying, trigger: AsyncStream<Trigger>.Continuation) async {
+    func listen(to notifier: any ChangeNotifying, trigger: AsyncStream<Trigger>.Continuation, notifications: HeardNotifications) async {
         var saidUnavailable = false
         while !Task.isCancelled {
             do {
@@ -119,6 +129,7 @@ public struct Watcher: Sendable {
                 for try await hint in notifier.changeHints(logger: logger) {
                     switch hint.kind {
                     case .change, .listening:
+                        await notifications.heard()
                         trigger.yield(.notification)
                     case .confirmed:
                         guard await health.push != .on else { continue }
@@ -138,10 +149,22 @@ public struct Watcher: Sendable {
                         metadata: ["error": "\(error)"])
                     saidUnavailable = true
                 }
-                do { try await Task.sleep(for: configuration.pushRetryInterval) } catch { return }
+                do { try await clock.sleep(for: configuration.pushRetryInterval) } catch { return }
             }
         }
     }
+}
+
+/// How many notifications the watcher has heard, and how many of them a cycle began after.
+actor HeardNotifications {
+    private var count = 0
+    private var covered = 0
+
+    func heard() { count += 1 }
+    /// True when one was heard since the last cycle began.
+    var uncovered: Bool { count > covered }
+    /// A cycle begins: it fetches every change notified so far.
+    func cover() { covered = count }
 }
 
 /// The zones the watcher's subscriptions were last made for.
@@ -167,23 +190,28 @@ public actor WatchHealth {
 
     public private(set) var caughtUp = false
     public private(set) var push = Push.starting
-    public private(set) var lastSuccess: ContinuousClock.Instant?
-    /// Since when cycles have been failing (nil while they succeed).
-    public private(set) var failingSince: ContinuousClock.Instant?
+    /// Since when cycles have been failing (nil while they succeed), as a time on `now`.
+    private var failingSince: Duration?
     public private(set) var lastError: String?
     public private(set) var cycles = 0
+    /// The time on the health's clock, counted from when the health was made: a clock's instants
+    /// have a type of their own, which the actor would otherwise have to be generic over.
+    private let now: @Sendable () -> Duration
 
-    public init() {}
+    /// `clock`: the continuous clock, or a test's manual clock.
+    public init<C: Clock>(clock: C = ContinuousClock()) where C.Duration == Duration {
+        let start = clock.now
+        now = { start.duration(to: clock.now) }
+    }
 
     func cycleEnded(succeeded: Bool, error: String?) {
         cycles += 1
         if succeeded {
             caughtUp = true
-            lastSuccess = .now
             failingSince = nil
             lastError = nil
         } else {
-            if failingSince == nil { failingSince = .now }
+            if failingSince == nil { failingSince = now() }
             lastError = error
         }
     }
@@ -194,7 +222,7 @@ public actor WatchHealth {
     public func isHealthy(failingFor threshold: Duration) -> Bool {
         guard caughtUp else { return false }
         guard let failingSince else { return true }
-        return ContinuousClock.now - failingSince < threshold
+        return now() - failingSince < threshold
     }
 }
 

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import CloudKitModel
 import FakeCloudKit
 import Foundation
+import LibPQ
 import TestSupport
 import Testing
 
@@ -12,11 +13,11 @@ import Testing
     /// cannot bring it in 30 s); how fast is printed here and measured by the benchmark.
     /// Waits until `condition` holds, checking every 50 ms (an error, such as a table not made
     /// yet, counts as "not yet"); returns how long it took, or nil after `timeout`.
-    static func within(_ timeout: Duration, _ condition: () throws -> Bool) async -> Duration? {
+    static func within(_ timeout: Duration, _ condition: () async throws -> Bool) async -> Duration? {
         let clock = ContinuousClock()
         let start = clock.now
         while clock.now - start < timeout {
-            if (try? condition()) == true { return clock.now - start }
+            if (try? await condition()) == true { return clock.now - start }
             // A sleep that gives the thread back: other tests' servers run in this process.
             try? await Task.sleep(for: .milliseconds(50))
         }
@@ -35,6 +36,34 @@ import Testing
         _ = await within(.seconds(60)) {
             let statuses = try DestinationSnapshot.read(s.p).runStatuses
             return statuses.count >= 2 && !statuses.contains("running")
+        }
+    }
+
+    /// The database's clock, for comparing with the run ledger's `started_at`.
+    static func databaseNow(_ s: CloudKitEndToEndTests.Setup) throws -> String {
+        try Connection.withConnection(s.p.url) { c in try c.query("SELECT clock_timestamp()::text").scalar ?? "" }
+    }
+
+    /// The processes that started a run of the pipeline after `time` (from `databaseNow`).
+    static func runners(_ s: CloudKitEndToEndTests.Setup, since time: String) throws -> Set<Int32> {
+        try Connection.withConnection(s.p.url) { c in
+            let rows = try c.query(
+                "SELECT DISTINCT pid FROM \(quoteIdentifier(s.p.schema)).zonefeed_runs WHERE pipeline = $1 AND started_at > $2::timestamptz",
+                [s.p.name, time]
+            ).rows
+            return Set(rows.compactMap { $0[0].flatMap { Int32($0) } })
+        }
+    }
+
+    /// Until the run ledger has not changed for `quiet` and no run is running; how long it took,
+    /// or nil after a minute.
+    static func runsHoldStill(_ s: CloudKitEndToEndTests.Setup, for quiet: Duration) async -> Duration? {
+        var last: [String] = []
+        var stillSince = ContinuousClock.now
+        return await within(.seconds(60)) {
+            let statuses = try DestinationSnapshot.read(s.p).runStatuses
+            if statuses != last || statuses.contains("running") { (last, stillSince) = (statuses, .now) }
+            return ContinuousClock.now - stillSince >= quiet
         }
     }
 
@@ -213,7 +242,15 @@ import Testing
     /// Two watchers of one pipeline (a Deployment with two replicas): both hear every change,
     /// zones are claimed with PostgreSQL locks, and each change is applied once.
     @Test func twoWatchersOnOnePipelineApplyEachChangeOnce() async throws {
-        let s = try await CloudKitEndToEndTests.Setup("watchtwo", fake: FakeSettings(seed: 103, zones: 2, recordsPerZone: 300))
+        // A server that accepts every web auth token it issued, as one live test found Apple's
+        // to do, not the strict window of two that Apple's words ("each token works once") allow.
+        // Against that window two processes sharing one session race: each rotation retires the
+        // token the other holds, and the second watcher is refused at its first request and never
+        // listens. zonefeed does not survive that yet (a gap recorded for the next session: the
+        // replicas must take turns with the session, e.g. under a lock in the database store);
+        // until then this test proves that two watchers share the work, on the lenient server.
+        let s = try await CloudKitEndToEndTests.Setup(
+            "watchtwo", fake: FakeSettings(seed: 103, zones: 2, recordsPerZone: 300), server: ["--latency", "20,10"])
         defer { s.stop() }
         let first = try await startWatching(s, pollInterval: 600)
         let second = try await startWatching(s, pollInterval: 600)
@@ -222,11 +259,19 @@ import Testing
             second.end()
         }
         #expect(await Self.within(.seconds(90)) { try s.liveDifferences() == [] } != nil)
-        for _ in 0..<200 {
-            if try await s.server.admin("state").contains("\"registeredTokens\":2") { break }
-            try await Task.sleep(for: .milliseconds(50))
+        // Both watchers have registered a push token (each after subscribing): every change from
+        // now on is queued for both.
+        let registered = await Self.within(.seconds(60)) { try await s.server.admin("state").contains("\"registeredTokens\":2") }
+        try #require(registered != nil, "both watchers registered a push token:\n\(first.stderrSoFar)\n\(second.stderrSoFar)")
+        // The cycles before the changes are over: each watcher's catch-up, and the one it starts
+        // when it begins listening. The changes are brought by the cycles they start.
+        let quiet = await Self.within(.seconds(60)) {
+            let statuses = try DestinationSnapshot.read(s.p).runStatuses
+            return statuses.count >= 4 && !statuses.contains("running")
         }
-        try await Task.sleep(for: .seconds(1))
+        try #require(quiet != nil, "each watcher's first two cycles ended: \((try? DestinationSnapshot.read(s.p).runStatuses) ?? [])")
+
+        let changesBegan = try Self.databaseNow(s)
         let names = (1...6).map { "BOTH-\($0)" }
         for (i, name) in names.enumerated() {
             try await s.addTag(name, to: i % 2 == 0 ? "Zone01" : "Zone02")
@@ -234,7 +279,21 @@ import Testing
         }
         #expect(
             await Self.within(.seconds(30)) { try names.enumerated().allSatisfy { try s.hasRow($1, in: $0 % 2 == 0 ? "Zone01" : "Zone02") } } != nil)
-        try await Task.sleep(for: .seconds(2))  // any late duplicate would have landed by now
+        // Both heard every change: each watcher's courier took every notification queued for it.
+        let delivered = await Self.within(.seconds(30)) {
+            let state = try JSONSerialization.jsonObject(with: Data(try await s.server.admin("state").utf8)) as? [String: Any]
+            let counts = (state?["notifications"] as? [String: Any] ?? [:]).compactMapValues { ($0 as? NSNumber)?.intValue }
+            return counts["queued", default: 0] >= names.count * 2 && counts["delivered"] == counts["queued"]
+        }
+        let state = delivered == nil ? (try? await s.server.admin("state")) ?? "" : ""
+        try #require(delivered != nil, "every notification reached both watchers: \(state)")
+        // And the cycles the notifications started are over. A watcher begins one a debounce
+        // (250 ms) after a notification, and nothing outside it shows that wait: so this is a
+        // settle, not a proof: the run ledger unchanged for a second with no run running. A cycle
+        // begun later still (a loaded machine) would escape the count below.
+        let settled = await Self.runsHoldStill(s, for: .seconds(1))
+        try #require(settled != nil, "the cycles ended: \((try? DestinationSnapshot.read(s.p).runStatuses) ?? [])")
+        #expect(try Self.runners(s, since: changesBegan) == [first.pid, second.pid], "both watchers ran a cycle after the changes")
         let snapshot = try DestinationSnapshot.read(s.p)
         #expect(snapshot.runUpserts == s.p.expected().liveCount + names.count, "every record upserted once across both watchers' runs")
         #expect(first.stderrSoFar.contains("trigger=notification") || second.stderrSoFar.contains("trigger=notification"))

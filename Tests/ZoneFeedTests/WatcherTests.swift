@@ -1,0 +1,373 @@
+import Logging
+import Testing
+import ZoneFeed
+
+/// The watcher's timing on a manual clock, with a notifier the test drives and cycles that only
+/// record why they ran: no process, database or network, and minutes of the watcher's time in
+/// milliseconds. Each step waits until the watcher is asleep on the clock (or has handled a hint)
+/// before the test moves the time on.
+@Suite(.timeLimit(.minutes(1))) struct WatcherTests {
+    static let configuration = Watcher.Configuration(pollInterval: .seconds(300), debounce: .milliseconds(250), pushRetryInterval: .seconds(30))
+    static let poll = configuration.pollInterval
+    static let debounce = configuration.debounce
+    static let retry = configuration.pushRetryInterval
+
+    /// A cycle as the watcher started it: why, and when on the manual clock.
+    struct Cycle: Equatable, CustomStringConvertible {
+        var trigger: Watcher.Trigger
+        var at: Duration
+
+        init(_ trigger: Watcher.Trigger, at: Duration) {
+            self.trigger = trigger
+            self.at = at
+        }
+
+        var description: String { "\(trigger.rawValue) at \(at)" }
+    }
+
+    /// A watcher on a manual clock, and what it has done so far.
+    struct Watching {
+        let watcher: Watcher
+        let clock: ManualClock
+        let health: WatchHealth
+        let cycles: Observed<[Cycle]>
+        let logs: Observed<[String]>
+
+        /// Returns once `count` cycles have begun.
+        func began(_ count: Int, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+            let met = await cycles.wait { $0.count >= count }
+            try #require(met, "\(count) cycles began, not \(cycles.current)", sourceLocation: sourceLocation)
+        }
+
+        /// Returns once the health has taken in `count` cycles: it does just after a cycle ends,
+        /// and is an actor with nothing to wait on.
+        func healthTook(_ count: Int) async { await WatcherTests.until { await health.cycles >= count } }
+
+        /// The log lines that contain `text`.
+        func logged(_ text: String) -> [String] { logs.current.filter { $0.contains(text) } }
+    }
+
+    /// Yields until `condition` holds, for what can only be looked at, not waited on: it never
+    /// sleeps.
+    static func until(_ condition: () async -> Bool) async {
+        while await !condition() { await Task.yield() }
+    }
+
+    /// A watcher with `notifier` on a manual clock; `outcome` ends each cycle, given its number
+    /// (0: the catch-up), with a status or an error (the run could not start). All succeed unless
+    /// told otherwise.
+    static func watcher(
+        _ notifier: ScriptedNotifier?, outcome: @escaping @Sendable (Int) async throws -> RunStatus = { _ in .succeeded }
+    ) -> Watching {
+        let clock = ManualClock()
+        let cycles = Observed<[Cycle]>([])
+        let logs = Observed<[String]>([])
+        let health = WatchHealth(clock: clock)
+        let watcher = Watcher(
+            configuration: configuration, notifier: notifier, health: health, logger: Logger(label: "watcher") { _ in LogLines(lines: logs) },
+            clock: clock
+        ) { trigger in
+            let number = cycles.update { cycles in
+                cycles.append(Cycle(trigger, at: clock.now.offset))
+                return cycles.count - 1
+            }
+            var summary = RunSummary(runID: Int64(number + 1), pipeline: "test", status: try await outcome(number))
+            if summary.status == .failed { summary.error = "cycle \(number) failed (scripted)" }
+            return summary
+        }
+        return Watching(watcher: watcher, clock: clock, health: health, cycles: cycles, logs: logs)
+    }
+
+    /// Runs a watcher for as long as `body` takes, then cancels it and waits for its end.
+    func watching(
+        _ notifier: ScriptedNotifier?, outcome: @escaping @Sendable (Int) async throws -> RunStatus = { _ in .succeeded },
+        _ body: (Watching) async throws -> Void
+    ) async throws {
+        let watching = Self.watcher(notifier, outcome: outcome)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await watching.watcher.run() }
+            defer { group.cancelAll() }
+            try await body(watching)
+        }
+    }
+
+    @Test func theCatchUpCycleRunsFirstAndAloneAndThePollIsTimedFromItsEnd() async throws {
+        let notifier = ScriptedNotifier()
+        let caughtUp = Observed(false)
+        try await watching(
+            notifier,
+            outcome: { number in
+                if number == 0 { _ = await caughtUp.wait { $0 } }
+                return .succeeded
+            }
+        ) { w in
+            try await w.began(1)
+            #expect(w.cycles.current == [Cycle(.catchUp, at: .zero)])
+            // The catch-up takes ten seconds of the clock's time.
+            w.clock.advance(by: .seconds(10))
+            #expect(notifier.state.current.follows == 0 && notifier.state.current.listens == 0, "nobody listens before the catch-up is over")
+            #expect(w.clock.deadlines.isEmpty, "no poll is timed before the catch-up is over")
+            caughtUp.update { $0 = true }
+
+            try await notifier.listening()
+            try await w.clock.sleepers(wakingAt: .seconds(10) + Self.poll)
+            #expect(notifier.state.current.follows == 1, "subscribed once")
+            #expect(w.cycles.current == [Cycle(.catchUp, at: .zero)])
+        }
+    }
+
+    @Test func aBurstOfNotificationsWithinTheDebounceIsOneCycleAtItsEnd() async throws {
+        let notifier = ScriptedNotifier()
+        try await watching(notifier) { w in
+            try await notifier.listening()
+            try await w.clock.sleepers(wakingAt: Self.poll)
+
+            notifier.send(.change)
+            try await notifier.handled()
+            try await w.clock.sleepers(wakingAt: Self.debounce, Self.poll)
+            // Two more within the debounce, taken in by the watcher before it ends; they do not
+            // put it off.
+            w.clock.advance(by: .milliseconds(100))
+            notifier.send(.change)
+            notifier.send(.listening)
+            try await notifier.handled()
+            #expect(w.clock.deadlines == [Self.debounce, Self.poll])
+            w.clock.advance(by: Self.debounce - .milliseconds(100))
+            try await w.began(2)
+            #expect(w.cycles.current == [Cycle(.catchUp, at: .zero), Cycle(.notification, at: Self.debounce)])
+
+            // That cycle took the whole burst: the next one is the poll's.
+            w.clock.advance(by: Self.poll - Self.debounce)
+            // Until the poll's cycle begins, or another debounce shows that one more cycle for the
+            // burst comes first (begun a debounce before the poll, or waiting a debounce after it).
+            await Self.until { w.cycles.current.count > 2 || w.clock.deadlines.contains(Self.poll + Self.debounce) }
+            #expect(w.cycles.current == [Cycle(.catchUp, at: .zero), Cycle(.notification, at: Self.debounce), Cycle(.poll, at: Self.poll)])
+        }
+    }
+
+    @Test func aNotificationAfterACycleStartsAnotherADebounceLater() async throws {
+        let notifier = ScriptedNotifier()
+        try await watching(notifier) { w in
+            try await notifier.listening()
+            try await w.clock.sleepers(wakingAt: Self.poll)
+            notifier.send(.change)
+            try await notifier.handled()
+            try await w.clock.sleepers(wakingAt: Self.debounce, Self.poll)
+            w.clock.advance(by: Self.debounce)
+            try await w.began(2)
+
+            // A second later.
+            w.clock.advance(by: .seconds(1))
+            notifier.send(.change)
+            try await notifier.handled()
+            let later = Self.debounce + .seconds(1) + Self.debounce
+            try await w.clock.sleepers(wakingAt: later, Self.poll)
+            w.clock.advance(by: Self.debounce)
+            try await w.began(3)
+
+            // Nothing else was pending: the next cycle is the poll's.
+            try await w.clock.sleepers(wakingAt: Self.poll)
+            w.clock.advance(by: Self.poll - later)
+            try await w.began(4)
+            #expect(
+                w.cycles.current == [
+                    Cycle(.catchUp, at: .zero), Cycle(.notification, at: Self.debounce), Cycle(.notification, at: later), Cycle(.poll, at: Self.poll),
+                ])
+        }
+    }
+
+    @Test func theSafetyPollRunsEveryPollIntervalWhateverTheNotificationsSay() async throws {
+        let notifier = ScriptedNotifier()
+        try await watching(notifier) { w in
+            try await notifier.listening()
+            try await w.clock.sleepers(wakingAt: Self.poll)
+
+            // A notification's cycle does not put the poll off.
+            w.clock.advance(by: .seconds(100))
+            notifier.send(.change)
+            try await notifier.handled()
+            try await w.clock.sleepers(wakingAt: .seconds(100) + Self.debounce, Self.poll)
+            w.clock.advance(by: Self.debounce)
+            try await w.began(2)
+
+            // Not a millisecond early.
+            w.clock.advance(by: Self.poll - .seconds(100) - Self.debounce - .milliseconds(1))
+            #expect(w.clock.deadlines == [Self.poll], "the poll still waits")
+            #expect(w.cycles.current.count == 2)
+            w.clock.advance(by: .milliseconds(1))
+            try await w.began(3)
+
+            // And again a poll interval later.
+            try await w.clock.sleepers(wakingAt: Self.poll * 2)
+            w.clock.advance(by: Self.poll)
+            try await w.began(4)
+            #expect(
+                w.cycles.current == [
+                    Cycle(.catchUp, at: .zero), Cycle(.notification, at: .seconds(100) + Self.debounce), Cycle(.poll, at: Self.poll),
+                    Cycle(.poll, at: Self.poll * 2),
+                ])
+        }
+    }
+
+    /// How push fails: the subscriptions cannot be made, or the hints stop with an error.
+    enum PushFailure: CaseIterable { case follow, hints }
+
+    @Test(arguments: PushFailure.allCases)
+    func unavailablePushIsSaidOnceAndTriedAgainEveryRetryIntervalWhileThePollGoesOn(failure: PushFailure) async throws {
+        let notifier = ScriptedNotifier(unavailable: failure == .follow)
+        try await watching(notifier) { w in
+            /// Attempt `k`, at `k` retry intervals, fails; the watcher sleeps until the next.
+            func attemptFails(_ k: Int) async throws {
+                if failure == .hints {
+                    try await notifier.listening(k + 1)
+                    notifier.failHints()
+                }
+                let now = Self.retry * k
+                try await w.clock.sleepers(wakingAt: now + Self.retry, now < Self.poll ? Self.poll : Self.poll * 2)
+            }
+            try await attemptFails(0)
+            #expect(await w.health.push == .off)
+            #expect(w.logged("change notifications are unavailable; polling every 300 s until they are back").count == 1)
+
+            // Not a millisecond early.
+            w.clock.advance(by: Self.retry - .milliseconds(1))
+            #expect(w.clock.deadlines == [Self.retry, Self.poll])
+            #expect(notifier.state.current.follows == 1)
+            w.clock.advance(by: .milliseconds(1))
+            try await attemptFails(1)
+            #expect(notifier.state.current.follows == 2)
+
+            // Every retry interval up to the first poll, which runs all the same.
+            for k in 2...10 {
+                w.clock.advance(by: Self.retry)
+                try await attemptFails(k)
+            }
+            try await w.began(2)
+            #expect(w.cycles.current == [Cycle(.catchUp, at: .zero), Cycle(.poll, at: Self.poll)])
+            #expect(notifier.state.current.follows == 11)
+            #expect(w.logged("change notifications are unavailable").count == 1, "said once: \(w.logs.current)")
+            #expect(await w.health.push == .off)
+
+            // Back at the next attempt, once the courier answers.
+            notifier.state.update { $0.unavailable = false }
+            let listens = notifier.state.current.listens
+            w.clock.advance(by: Self.retry)
+            try await notifier.listening(listens + 1)
+            notifier.send(.confirmed)
+            try await notifier.handled()
+            #expect(await w.health.push == .on)
+            #expect(w.logged("change notifications are back").count == 1)
+            #expect(w.clock.deadlines == [Self.poll * 2], "no more retries")
+        }
+    }
+
+    @Test func healthTurnsUnhealthyAfterFailingForUnhealthyAfterAndHealthyAgainOnASuccess() async throws {
+        let unhealthyAfter = Duration.seconds(600)
+        let caughtUp = Observed(false)
+        let couldNotStart = ScriptedFailure(description: "the database is down (scripted)")
+        try await watching(
+            nil,
+            outcome: { number in
+                switch number {
+                case 0:
+                    _ = await caughtUp.wait { $0 }
+                    return .succeeded
+                case 1, 3: return .failed
+                case 2: throw couldNotStart
+                default: return .succeeded
+                }
+            }
+        ) { w in
+            try await w.began(1)
+            #expect(await !w.health.isHealthy(failingFor: unhealthyAfter), "not while catching up")
+            caughtUp.update { $0 = true }
+            await w.healthTook(1)
+            #expect(await w.health.isHealthy(failingFor: unhealthyAfter))
+            #expect(await w.health.push == .off, "no notifier: polling alone")
+
+            // Failing since the poll at 300 s: a failed run, then one that could not start.
+            try await w.clock.sleepers(wakingAt: Self.poll)
+            w.clock.advance(by: Self.poll)
+            await w.healthTook(2)
+            #expect(await w.health.isHealthy(failingFor: unhealthyAfter))
+            #expect(await w.health.lastError == "cycle 1 failed (scripted)")
+            try await w.clock.sleepers(wakingAt: Self.poll * 2)
+            w.clock.advance(by: Self.poll)
+            await w.healthTook(3)
+            #expect(await w.health.isHealthy(failingFor: unhealthyAfter))
+            #expect(await w.health.lastError == "\(couldNotStart)")
+
+            // Unhealthy once failing for `unhealthyAfter`, not a millisecond before.
+            try await w.clock.sleepers(wakingAt: Self.poll * 3)
+            w.clock.advance(by: Self.poll - .milliseconds(1))
+            #expect(await w.health.isHealthy(failingFor: unhealthyAfter))
+            w.clock.advance(by: .milliseconds(1))
+            #expect(await !w.health.isHealthy(failingFor: unhealthyAfter))
+            await w.healthTook(4)
+            #expect(await !w.health.isHealthy(failingFor: unhealthyAfter))
+
+            // The next success makes it healthy again.
+            try await w.clock.sleepers(wakingAt: Self.poll * 4)
+            w.clock.advance(by: Self.poll)
+            await w.healthTook(5)
+            #expect(await w.health.isHealthy(failingFor: unhealthyAfter))
+            #expect(await w.health.lastError == nil)
+            #expect(w.cycles.current.map(\.trigger) == [.catchUp, .poll, .poll, .poll, .poll])
+        }
+    }
+
+    /// Where the watcher is when it is cancelled.
+    enum Moment: CaseIterable { case waiting, inACycle }
+
+    @Test(arguments: Moment.allCases)
+    func cancellationEndsTheRunPromptly(moment: Moment) async throws {
+        let notifier = ScriptedNotifier()
+        // The poll's cycle goes on until cancelled, as a long run does until it stops between
+        // batches.
+        let (endless, continuation) = AsyncStream.makeStream(of: Void.self)
+        let w = Self.watcher(notifier) { number in
+            guard number == 1 else { return .succeeded }
+            for await _ in endless {}
+            withExtendedLifetime(continuation) {}
+            return .interrupted
+        }
+        let clock = ContinuousClock()
+        var cancelled = clock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await w.watcher.run() }
+            try await notifier.listening()
+            try await w.clock.sleepers(wakingAt: Self.poll)
+            if moment == .inACycle {
+                w.clock.advance(by: Self.poll)
+                try await w.began(2)
+            }
+            cancelled = clock.now
+            group.cancelAll()
+            try await group.waitForAll()
+        }
+        let took = clock.now - cancelled
+        #expect(took < .seconds(1), "run() ended \(took) after the cancellation")
+        #expect(w.clock.deadlines.isEmpty, "nothing sleeps on")
+        #expect(w.cycles.current.count == (moment == .inACycle ? 2 : 1), "no cycle after the cancellation: \(w.cycles.current)")
+        #expect(w.logged("watch cycle failed").isEmpty, "a stop is not a failure")
+    }
+
+    /// Keeps the log lines for the test to read.
+    struct LogLines: LogHandler {
+        let lines: Observed<[String]>
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(event: LogEvent) { lines.update { $0.append("\(event.level) \(event.message)") } }
+    }
+}
+
+/// A cycle that could not start, as the test scripts it.
+private struct ScriptedFailure: Error, CustomStringConvertible {
+    let description: String
+}
