@@ -37,7 +37,7 @@ final class Observed<Value: Sendable>: @unchecked Sendable {
     /// True once the value meets `condition` (at once if it does already); false when it has not
     /// after `timeout` of real time. The timeout bounds a test that fails, so that it says what it
     /// waited for instead of running into the suite's time limit; it synchronises nothing.
-    func wait(until condition: @escaping @Sendable (Value) -> Bool, timeout: Duration = .seconds(10)) async -> Bool {
+    func wait(until condition: @escaping @Sendable (Value) -> Bool, timeout: Duration = .seconds(30)) async -> Bool {
         await withTaskGroup(of: Bool.self) { group in
             group.addTask {
                 await self.wait(until: condition)
