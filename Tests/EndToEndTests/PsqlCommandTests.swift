@@ -24,9 +24,14 @@ import ZoneFeedPostgres
             defer { zonefeed.remove() }
             let file = try p.write(to: zonefeed.directory)
 
-            let running = try zonefeed.start(["psql", file, "-At", "-c", "SELECT current_user FROM pg_sleep(3)"])
+            // psql reads its query from a pipe the test closes only once it has looked at the
+            // running psql: however slow the machine, psql is there to be seen.
+            let input = Pipe()
+            let running = try zonefeed.start(["psql", file, "-At"], input: input)
             defer { running.end(SIGKILL) }
             let psql = await Self.child(named: "psql", of: running.pid)
+            input.fileHandleForWriting.write(Data("SELECT current_user;\n".utf8))
+            try input.fileHandleForWriting.close()
             let output = await running.wait()
 
             #expect(output.status == 0, "\(form): \(output.stderr)")
@@ -53,9 +58,9 @@ import ZoneFeedPostgres
     }
 
     /// The child of `parent` with that command name, as /proc shows it while it runs; nil when
-    /// none appeared within 20 s or `parent` ended first.
+    /// none appeared within 60 s or `parent` ended first.
     static func child(named name: String, of parent: Int32) async -> SeenProcess? {
-        let deadline = ContinuousClock.now + .seconds(20)
+        let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline, kill(parent, 0) == 0 {
             for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
                 guard let pid = Int32(entry), let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),

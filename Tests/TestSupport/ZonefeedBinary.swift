@@ -98,7 +98,9 @@ public struct ZonefeedBinary {
         }
     }
 
-    public func start(_ arguments: [String], executable: String = ZonefeedBinary.path) throws -> Running {
+    /// Starts the binary with `arguments`; its standard input is `input` when given (the test
+    /// writes to it and closes it), else empty.
+    public func start(_ arguments: [String], executable: String = ZonefeedBinary.path, input: Pipe? = nil) throws -> Running {
         let id = UUID().uuidString.prefix(8)
         let out = directory.appendingPathComponent("out-\(id).txt")
         let err = directory.appendingPathComponent("err-\(id).txt")
@@ -109,7 +111,7 @@ public struct ZonefeedBinary {
         process.arguments = arguments
         process.currentDirectoryURL = directory
         process.environment = environment
-        process.standardInput = FileHandle.nullDevice
+        process.standardInput = input ?? FileHandle.nullDevice
         process.standardOutput = try FileHandle(forWritingTo: out)
         process.standardError = try FileHandle(forWritingTo: err)
         try process.run()
