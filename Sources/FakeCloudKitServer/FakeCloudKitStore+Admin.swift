@@ -23,6 +23,7 @@ import Foundation
 /// | `faults/delay` | `{milliseconds, count?}` | delays the next `count` responses (every response, without `count`; 0 turns it off) |
 /// | `faults/cut` | `{count: 1, pathSuffix?, bytes?}` | sends the real response's head with its full `Content-Length`, `bytes` of the body (half unless told; 0: a connection reset after the head), then closes the connection |
 /// | `faults/trickle` | `{count: 1, pathSuffix?, milliseconds: 1000}` | sends the real response's head at once, then its body one byte every `milliseconds` |
+/// | `faults/hold` | `{count: 1, pathSuffix?, milliseconds}` | keeps the real response, and the request in flight, for `milliseconds` (up to ten minutes) before it leaves: a request the client is surely waiting on |
 /// | `faults/rewrite` | `{count: 1, pathSuffix?, replacements: [{find, replace?, replaceBase64?}]}` | the real response with every `find` in its body replaced by `replace`, or by the raw bytes of `replaceBase64` (text that is not UTF-8, a `\ud800` escape, control characters) |
 /// | `faults/pad` | `{count: 1, pathSuffix?, bytes}` | the real response, its JSON followed by spaces up to `bytes` |
 /// | `faults/stall` | `{zone, mode}` | the zone's `records/changes` never advances, always saying more is coming: `sameToken` (the token it was asked from), `emptyPages` (no records, a new token each time), `repeatPage` (the same records, a new token each time); until `faults/clear` |
@@ -162,7 +163,7 @@ extension FakeCloudKitStore {
             stalls[zone] = StalledZone(mode: mode)
             return .admin(.object(["ok": .bool(true)]))
 
-        case "faults/fail", "faults/throttle", "faults/cut", "faults/garbage", "faults/trickle", "faults/rewrite", "faults/pad":
+        case "faults/fail", "faults/throttle", "faults/cut", "faults/garbage", "faults/trickle", "faults/hold", "faults/rewrite", "faults/pad":
             let count = body.count ?? 1
             guard count >= 1 else { return .adminError("count must be at least 1") }
             let action: Fault.Action
@@ -197,6 +198,11 @@ extension FakeCloudKitStore {
                     return .adminError("faults/trickle needs milliseconds (1...60000)")
                 }
                 action = .trickle(interval: .milliseconds(milliseconds))
+            case "faults/hold":
+                guard let milliseconds = body.milliseconds, (1...600_000).contains(milliseconds) else {
+                    return .adminError("faults/hold needs milliseconds (1...600000)")
+                }
+                action = .hold(.milliseconds(milliseconds))
             case "faults/rewrite":
                 guard let replacements = body.replacements, !replacements.isEmpty, replacements.allSatisfy({ !$0.find.isEmpty }) else {
                     return .adminError("faults/rewrite needs replacements: [{find, replace or replaceBase64}]")

@@ -116,6 +116,7 @@ extension FakeCloudKitStore {
         switch fault {
         case .cutShort(let bytes)?: response.delivery = .cutShort(bytes: bytes)
         case .trickle(let interval)?: response.delivery = .trickle(interval: interval)
+        case .hold(let duration)?: response.delay += duration
         case .rewrite(let pairs)?:
             for pair in pairs { response.reply.body = Self.replacing(pair.find, with: pair.replace, in: response.reply.body) }
         case .pad(let bytes)?: response.reply.body += [UInt8](repeating: UInt8(ascii: " "), count: max(0, bytes - response.reply.body.count))

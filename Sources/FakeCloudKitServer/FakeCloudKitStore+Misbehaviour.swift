@@ -2,7 +2,7 @@ import CloudKitModel
 
 /// Feeds that never get anywhere, and bodies changed on their way out: the misbehaviours of a
 /// broken or hostile server (or a proxy in between) that zonefeed must survive, set by the admin
-/// endpoints `faults/stall`, `faults/rewrite`, `faults/pad`, `faults/trickle` and `faults/cut`.
+/// endpoints `faults/stall`, `faults/rewrite`, `faults/pad`, `faults/trickle`, `faults/hold` and `faults/cut`.
 extension FakeCloudKitStore {
     /// How a stalled zone's `records/changes` answers, always with `moreComing: true`.
     enum Stall: String, Sendable, CaseIterable {

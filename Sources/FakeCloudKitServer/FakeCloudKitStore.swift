@@ -55,6 +55,8 @@ actor FakeCloudKitStore {
             case cutShort(bytes: Int?)
             /// Send the real answer's head at once, then its body a byte every `interval`.
             case trickle(interval: Duration)
+            /// The real answer, kept (and the request in flight) this long before it leaves.
+            case hold(Duration)
             /// The real answer with every `find` in its body replaced by its `replace` (raw bytes:
             /// text that is not UTF-8, escapes of half a surrogate, control characters).
             case rewrite([(find: [UInt8], replace: [UInt8])])

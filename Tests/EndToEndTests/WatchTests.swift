@@ -299,9 +299,9 @@ import Testing
         #expect(first.stderrSoFar.contains("trigger=notification") || second.stderrSoFar.contains("trigger=notification"))
     }
 
-    /// SIGTERM while a burst is being applied: the batch in flight commits or rolls back, the
-    /// cycle is recorded `interrupted` and the watcher exits 0; the next watcher resumes from the
-    /// checkpoints, and across both every change is applied once.
+    /// SIGTERM while a burst's cycle waits on the server: the cycle is recorded `interrupted` and
+    /// the watcher exits 0; the next watcher resumes from the checkpoints, and across both every
+    /// change is applied once.
     @Test func sigtermDuringABurstExitsZeroAndTheNextWatcherAppliesEachChangeOnce() async throws {
         let s = try await CloudKitEndToEndTests.Setup("watchburst", fake: FakeSettings(seed: 107, zones: 2, recordsPerZone: 300)) { p in
             p.commitEvery = 100
@@ -311,21 +311,26 @@ import Testing
         #expect(await Self.within(.seconds(90)) { try s.liveDifferences() == [] } != nil, "caught up: \(first.stderrSoFar)")
         try await Self.waitUntilListening(s)
 
-        // Each CloudKit request now takes 800 ms more: the burst's cycle (five pages a zone, both
-        // zones added within the 250 ms debounce) lasts seconds, and the stop lands in its middle.
-        try await s.server.admin("faults/delay", ["milliseconds": 800])
+        // Zone02's next page is held for ten minutes: the burst's cycle applies Zone01's half and
+        // waits on Zone02 until the stop, however slow the machine.
+        try await s.server.admin("faults/hold", ["zone": "Zone02", "milliseconds": 600_000])
         let burst = (1...2_000).map { "BURST-\($0)" }
         for (zone, names) in [("Zone01", burst[..<1_000]), ("Zone02", burst[1_000...])] {
             let records = names.map { Record(recordName: $0, recordType: "Tag", recordChangeTag: "\($0)-1", fields: [:]) }
             try await s.server.admin("records/add", ["zone": zone, "records": try FakeServerProcess.wire(records)])
         }
         func burstRows() throws -> Int { try DestinationSnapshot.read(s.p).rows.keys.filter { $0.recordName.hasPrefix("BURST-") }.count }
-        #expect(await Self.within(.seconds(30)) { try burstRows() > 0 } != nil, "the burst's cycle began: \(first.stderrSoFar)")
+        #expect(await Self.within(.seconds(60)) { try burstRows() == 1_000 } != nil, "Zone01's half was applied: \(first.stderrSoFar)")
+        var waiting = false
+        for _ in 0..<1_200 where !waiting {
+            waiting = try await s.server.traffic()["inFlight", default: 0] == 1
+            if !waiting { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        let traffic = try await s.server.traffic()
+        #expect(waiting, "a cycle waits on Zone02's page: \(traffic) \(first.stderrSoFar)")
         let stopped = await first.stop()
         #expect(stopped.status == 0, "a requested stop: \(stopped.stderr)")
-        let applied = try burstRows()
-        print("stopped with \(applied) of \(burst.count) burst records applied")
-        #expect(applied > 0 && applied < burst.count, "the stop came in the middle of the burst")
+        #expect(try burstRows() == 1_000, "Zone02's half waits for the next watcher")
         let statuses = try DestinationSnapshot.read(s.p).runStatuses
         #expect(statuses.last == "interrupted", "the cycle in flight is recorded interrupted: \(statuses) \(stopped.stderr)")
 
