@@ -10,7 +10,10 @@
 ///   probes the ceiling again only after a number of successes that doubles with every probe
 ///   the server throttles, and a throttled probe costs only its own wait, not a pause of every
 ///   request, so a run converges to the server's cap instead of paying a pause each time the
-///   limit creeps above it. A request that succeeds at the ceiling lifts it.
+///   limit creeps above it. A request that succeeds at the ceiling lifts it, if no other request
+///   came back while it was out: only then did the server surely hold that many at once (on a
+///   loaded machine an answer can wait to be read long after the server let it go, so the client
+///   counts in flight what the server no longer does).
 /// - A throttle whose `retryAfter` the request will wait out pauses every request of the client
 ///   until then, not only the one that got it, unless the server answered others meanwhile (it
 ///   refused one too many at once, which fewer in flight cures); one the request will not wait
@@ -28,6 +31,8 @@ actor RequestLimiter {
     private var highWater = 0
     /// Requests that succeeded so far.
     private var successes = 0
+    /// Requests that came back so far, however they went.
+    private var returns = 0
     /// The fewest requests in flight that the server throttled; nil when none was or a request
     /// succeeded at that level since.
     private(set) var ceiling: Int?
@@ -53,6 +58,8 @@ actor RequestLimiter {
         let inFlight: Int
         /// Successes before this one started.
         let successes: Int
+        /// Returns before this one started.
+        let returns: Int
     }
 
     enum Outcome: Sendable {
@@ -88,7 +95,7 @@ actor RequestLimiter {
                 inFlight += 1
                 peakInFlight = max(peakInFlight, inFlight)
                 highWater = max(highWater, inFlight)
-                return Ticket(episode: episode, inFlight: inFlight, successes: successes)
+                return Ticket(episode: episode, inFlight: inFlight, successes: successes, returns: returns)
             }
             await withCheckedContinuation { waiting.append($0) }
         }
@@ -99,6 +106,7 @@ actor RequestLimiter {
     @discardableResult
     func release(_ ticket: Ticket, _ outcome: Outcome) -> Bool {
         inFlight -= 1
+        defer { returns += 1 }
         switch outcome {
         case .succeeded:
             succeeded(ticket)
@@ -117,7 +125,7 @@ actor RequestLimiter {
             limit = min(Double(maxConcurrent), limit + 1 / limit)
             return
         }
-        if ticket.inFlight >= ceiling {
+        if ticket.inFlight >= ceiling, returns == ticket.returns {
             // The server took as many as it once refused: what refused them has passed.
             self.ceiling = nil
             successesBeforeProbe = Self.firstProbeAfter

@@ -106,6 +106,27 @@ import Testing
         for ticket in lifted.prefix(2) { await limiter.release(ticket, .succeeded) }
     }
 
+    /// A probe that succeeds after another request came back while it was out leaves the
+    /// ceiling: the server may have let that one go before the probe arrived, and held two.
+    @Test func aProbeThatSucceedsAfterAnotherCameBackLeavesTheCeiling() async throws {
+        let limiter = RequestLimiter(maxConcurrent: 8)
+        let wave = [try await limiter.acquire(), try await limiter.acquire(), try await limiter.acquire(), try await limiter.acquire()]
+        await limiter.release(wave[0], .succeeded)
+        await limiter.release(wave[1], .succeeded)
+        await limiter.release(wave[2], .throttled(pause: 0.05))
+        await limiter.release(wave[3], .throttled(pause: 0.05))
+        #expect(await limiter.ceiling == 3)
+        try #require(await limiter.currentLimit == 2)
+
+        _ = try await Self.succeedTwoAtATime(limiter, untilTheLimitIs: 3)
+        let probe = [try await limiter.acquire(), try await limiter.acquire(), try await limiter.acquire()]
+        await limiter.release(probe[0], .succeeded)
+        await limiter.release(probe[2], .succeeded)
+        #expect(await limiter.ceiling == 3, "one came back while the probe was out: the cap stands")
+        #expect(await limiter.currentLimit == 3, "and the limit stays at the probe's")
+        await limiter.release(probe[1], .succeeded)
+    }
+
     @Test func theLimitIsHeldAndFreedSlotsGoToWaiters() async throws {
         let limiter = RequestLimiter(maxConcurrent: 2)
         let a = try await limiter.acquire()
