@@ -305,7 +305,7 @@ public final class CloudKitClient: Sendable {
                 "CloudKit refused a web auth token; it may accept only the newest, so requests go one at a time from now on\(kept)")
         }
         await limiter.drain()
-        let another = tokens.refused(refused)
+        let another = await tokens.refused(refused, logger: logger)
         if another { logger.info("retrying the request with the newest web auth token") }
         return another
     }

@@ -20,6 +20,10 @@ import NIOConcurrencyHelpers
 ///   is not always the one issued last.
 /// - `oneAtATime` is learned once the server has refused a token that concurrent requests had
 ///   overtaken, and kept in the file for later runs.
+/// - Processes that share one session through one vault (the replicas of a Deployment) each
+///   rotate the token on, and each rotation can retire the token another holds. A refused token
+///   sends the store back to the vault: the tokens saved there since, by another process, are
+///   tried first.
 ///
 /// At start, the file's tokens win over the configured one, unless a person has configured a new
 /// token since the file was written (its fingerprint in the file differs).
@@ -46,6 +50,8 @@ final class WebAuthTokenStore: Sendable {
         /// Why the saved tokens could not be read, or the newest not saved: no request is sent
         /// while it stands (one sent with a token the file lacks could lock the next run out).
         var failure: WebAuthTokenFileFailure?
+        /// Tokens the server refused: never taken back from the vault.
+        var refused: Set<String> = []
         /// How many times the file was written and synced, for tests.
         var writes = 0
         var syncs = 0
@@ -165,14 +171,37 @@ final class WebAuthTokenStore: Sendable {
         }
     }
 
-    /// Forgets a token the server refused. Returns whether another token is left to try.
-    func refused(_ token: String) -> Bool {
-        state.withLockedValue { state in
-            let before = state.contents.tokens.count
-            state.contents.tokens.removeAll { $0 == token }
-            if state.contents.tokens.count != before { state.version += 1 }
-            return !state.contents.tokens.isEmpty
+    /// Forgets a token the server refused and takes in the tokens saved in the vault since, by
+    /// another process sharing the session, newest first. Returns whether another token is left
+    /// to try.
+    func refused(_ token: String, logger: Logger) async -> Bool {
+        var saved: [String] = []
+        if let file {
+            saved = await withCheckedContinuation { done in
+                writer.async {
+                    do {
+                        done.resume(returning: try file.load().flatMap(WebAuthTokenFile.contents(of:))?.tokens ?? [])
+                    } catch {
+                        // The tokens in hand are still worth trying; the next save says if the
+                        // vault stays out of reach.
+                        logger.debug("could not read the saved web auth tokens again", metadata: ["error": "\(error)"])
+                        done.resume(returning: [])
+                    }
+                }
+            }
         }
+        let (left, takenIn) = state.withLockedValue { state in
+            state.refused.insert(token)
+            let before = state.contents.tokens
+            state.contents.tokens.removeAll { $0 == token }
+            let fresh = saved.filter { !state.refused.contains($0) && !state.contents.tokens.contains($0) }
+            state.contents.tokens.insert(contentsOf: fresh, at: 0)
+            state.contents.tokens = Array(state.contents.tokens.prefix(Self.tokensKept))
+            if state.contents.tokens != before { state.version += 1 }
+            return (!state.contents.tokens.isEmpty, fresh.count)
+        }
+        if takenIn > 0 { logger.info("another process rotated the web auth token on; using the newest it saved", metadata: ["tokens": "\(takenIn)"]) }
+        return left
     }
 
     /// Remembers, for this run and the next ones, that this server wants one request at a time.

@@ -90,11 +90,11 @@ import Testing
             _ = try await store.tokenForRequest(logger: logger)
             #expect(try lines(file).prefix(3) == ["rotated-2", "earlier=rotated-1", "earlier=configured"])
 
-            #expect(store.refused("rotated-2"))
+            #expect(await store.refused("rotated-2", logger: logger))
             #expect(try await store.tokenForRequest(logger: logger) == "rotated-1")
             #expect(try lines(file).first == "rotated-1", "a refused token is not kept")
-            #expect(store.refused("rotated-1"))
-            #expect(!store.refused("configured"), "no token is left: a person must sign in")
+            #expect(await store.refused("rotated-1", logger: logger))
+            #expect(await !store.refused("configured", logger: logger), "no token is left: a person must sign in")
             #expect(store.current == nil)
         }
     }
@@ -244,6 +244,27 @@ import Testing
         }
     }
 
+    /// Two processes sharing one session through one file (a Deployment's replicas): the one
+    /// whose token was retired by the other's rotations goes on with the newest token the other
+    /// saved, and never back to one the server refused.
+    @Test func aTokenRefusedAfterAnotherProcessRotatedTheSessionGivesWayToTheOneItSaved() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let file = folder + "/shared.web-auth-token"
+        let first = WebAuthTokenStore(configured: "signed-in", file: file, logger: logger)
+        #expect(try await first.tokenForRequest(logger: logger) == "signed-in")
+        let second = WebAuthTokenStore(configured: "signed-in", file: file, logger: logger)
+        first.received("first-1", logger: logger)
+        first.received("first-2", logger: logger)
+        #expect(try await first.tokenForRequest(logger: logger) == "first-2")
+
+        #expect(await second.refused("signed-in", logger: logger))
+        #expect(second.current == "first-2", "the newest token the other process saved")
+        #expect(await second.refused("first-2", logger: logger))
+        #expect(second.current == "first-1")
+        #expect(await !second.refused("first-1", logger: logger), "every token the file holds was refused: a person must sign in")
+    }
+
     @Test func aTokenFileWithWindowsLineEndsIsRead() async throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
@@ -253,7 +274,7 @@ import Testing
         let store = WebAuthTokenStore(configured: nil, file: file, logger: logger)
         #expect(try await store.tokenForRequest(logger: logger) == "saved-token")
         #expect(store.oneAtATime)
-        #expect(!store.refused("saved-token") == false, "the earlier token is left to try")
+        #expect(await store.refused("saved-token", logger: logger), "the earlier token is left to try")
         #expect(store.current == "older-token")
     }
 
