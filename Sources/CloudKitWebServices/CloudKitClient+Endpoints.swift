@@ -22,23 +22,6 @@ extension CloudKitClient {
             logger: logger)
     }
 
-    /// `fetchRecordZoneChanges`, with the page's records left to decode (`decoded()`), so that
-    /// the next page can be requested first. A body that is not JSON is retried as usual; a
-    /// record the model cannot take is reported by `decoded()` and not retried.
-    public func fetchRecordZoneChangesUndecoded(
-        zoneID: ZoneID, syncToken: String?, resultsLimit: Int? = nil, desiredKeys: [String]? = nil,
-        logger: Logger? = nil
-    ) async throws -> UndecodedRecordZoneChanges {
-        let path = path(for: "records/changes", scope: .database)
-        var logger = logger ?? self.logger
-        logger[metadataKey: "zone"] = "\(zoneID.zoneName)"
-        return try await send(
-            operation: "records/changes", method: .POST,
-            body: Self.recordZoneChangesBody(zoneID: zoneID, syncToken: syncToken, resultsLimit: resultsLimit, desiredKeys: desiredKeys),
-            logger: logger
-        ) { body in try UndecodedRecordZoneChanges(body: body, path: path) }
-    }
-
     static func recordZoneChangesBody(zoneID: ZoneID, syncToken: String?, resultsLimit: Int?, desiredKeys: [String]?) -> JSONValue {
         var body: [String: JSONValue] = ["zoneID": Self.requestJSON(zoneID)]
         if let syncToken { body["syncToken"] = .string(syncToken) }

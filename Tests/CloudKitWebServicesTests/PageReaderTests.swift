@@ -107,30 +107,6 @@ import ZoneFeed
         #expect(record.fields.count == 21)
     }
 
-    @Test func anUndecodedPageKnowsItsTokenAndDecodesAsTheReaderReadsIt() throws {
-        let feed = FakeFeed(settings: FakeSettings(seed: 9, zones: 1, recordsPerZone: 400, badRecordEvery: 40))
-        let entries = feed.entries(zone: 0, range: 0..<400)
-        for moreComing in [true, false] {
-            let page = RecordZoneChangesResponse(records: entries, syncToken: "next\"token", moreComing: moreComing)
-            let body = try JSONEncoder().encode(WirePage(page))
-            let undecoded = try UndecodedRecordZoneChanges(body: body, path: "/records/changes")
-            #expect(undecoded.syncToken == "next\"token")
-            #expect(undecoded.moreComing == moreComing)
-            #expect(try undecoded.decoded() == Self.read(String(decoding: body, as: UTF8.self)))
-        }
-    }
-
-    @Test func aPageWithItsTokenFirstIsReadFromTheStart() throws {
-        let feed = FakeFeed(settings: FakeSettings(seed: 9, zones: 1, recordsPerZone: 400))
-        let records = String(decoding: try JSONEncoder().encode(feed.entries(zone: 0, range: 0..<400)), as: UTF8.self)
-        let body = Data(#"{"syncToken":"first","moreComing":true,"records":\#(records)}"#.utf8)
-        #expect(body.count > 8192, "the token is far from the end")
-        let undecoded = try UndecodedRecordZoneChanges(body: body, path: "/records/changes")
-        #expect(undecoded.syncToken == "first")
-        #expect(undecoded.moreComing)
-        #expect(try undecoded.decoded().records.count == 400)
-    }
-
     /// Text that is not UTF-8 would have to be changed to be stored, and changed it may be
     /// another record's name or field: such an entry is read as unreadable, saying where, and
     /// the rest of the page is read as usual.
@@ -180,8 +156,6 @@ import ZoneFeed
     func malformedPagesAreRefusedByBoth(text: String) {
         #expect(throws: (any Error).self) { try Self.read(text) }
         #expect(throws: (any Error).self) { try Self.decoded(text) }
-        // Read ahead, a page is refused when its token is read, or else when it is decoded.
-        #expect(throws: (any Error).self) { try UndecodedRecordZoneChanges(body: Data(text.utf8), path: "/p").decoded() }
     }
 }
 
