@@ -106,11 +106,6 @@ public struct RetryPolicy: Sendable, Hashable {
 }
 
 extension Duration {
-    var seconds: Double {
-        let (s, attoseconds) = components
-        return Double(s) + Double(attoseconds) / 1e18
-    }
-
     /// `seconds` as a Duration, rounded up to the millisecond, within `0...atMost`: a number
     /// from a server (or anywhere else outside) never traps a conversion, whatever it is
     /// (NaN and negatives count as zero, infinity as `atMost`).

@@ -13,11 +13,6 @@ extension Duration {
         self = .milliseconds(Int64(exactly: milliseconds) ?? (milliseconds < 0 ? Int64.min : Int64.max))
     }
 
-    public var seconds: Double {
-        let (s, attoseconds) = components
-        return Double(s) + Double(attoseconds) / 1e18
-    }
-
     /// `2 s`, `2.5 s`: a number of seconds as a setting gives it.
     public var secondsText: String { Self.secondsText(seconds) }
 

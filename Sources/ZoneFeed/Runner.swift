@@ -23,7 +23,7 @@ public struct Runner: Sendable {
         public var parallelZones: Int
 
         public init(
-            pipeline: String, commitEvery: Int = 5_000, zoneFilter: [String] = [], stall: FeedProgress.Limits = .init(),
+            pipeline: String, commitEvery: Int, zoneFilter: [String] = [], stall: FeedProgress.Limits = .init(),
             parallelZones: Int = 1
         ) {
             self.pipeline = pipeline

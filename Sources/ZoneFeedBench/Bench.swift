@@ -73,7 +73,7 @@ public struct Bench: Sendable {
     let environment: [String: String]
 
     static let databaseURLVariable = "ZONEFEED_BENCH_DATABASE_URL"
-    static let commitEvery = 5_000
+    static let commitEvery = PostgresSettings.defaultCommitEvery
     static let noOpRuns = 3
 
     public init(

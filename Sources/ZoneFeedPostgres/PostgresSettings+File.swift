@@ -82,7 +82,7 @@ struct PostgresSettingsReader {
         let parallelZones = file.integer("parallelZones", in: section, range: PostgresSettings.parallelZonesRange)
         guard file.diagnostics.count == reported, let url, let schema else { return nil }
         return PostgresSettings(
-            url: url, schema: schema, deletes: deletes ?? .tombstone, commitEvery: commitEvery ?? 5_000,
+            url: url, schema: schema, deletes: deletes ?? .tombstone, commitEvery: commitEvery ?? PostgresSettings.defaultCommitEvery,
             parallelZones: parallelZones ?? PostgresSettings.defaultParallelZones)
     }
 
