@@ -191,6 +191,7 @@ let package = Package(
         ),
         .testTarget(name: "LibPQTests", dependencies: ["LibPQ", "TestSupport"]),
         .testTarget(name: "CloudKitSchemaTests", dependencies: ["CloudKitSchema"], exclude: ["Schemas"]),
+        .testTarget(name: "CloudKitModelTests", dependencies: ["CloudKitModel"]),
         .testTarget(
             name: "CloudKitWebServicesTests",
             dependencies: [

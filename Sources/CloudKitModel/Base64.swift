@@ -1,13 +1,11 @@
-/// Standard base64 (RFC 4648, with padding), as CloudKit uses for BYTES values. Decoding is done
-/// for every `bytea` value of a backfill, so it avoids Foundation's `Data` round trip.
+/// Standard base64 (RFC 4648, with padding), as CloudKit uses for BYTES values: the one base64 of
+/// zonefeed, and a strict one. Decoding is done for every `bytea` value of a backfill, so it
+/// avoids Foundation's `Data` round trip (hand-written for that, and kept so).
 public enum Base64 {
     static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
     static let reverse: [UInt8] = {
         var table = [UInt8](repeating: 0xFF, count: 256)
         for (i, c) in alphabet.enumerated() { table[Int(c)] = UInt8(i) }
-        // URL-safe spellings are accepted too.
-        table[Int(UInt8(ascii: "-"))] = 62
-        table[Int(UInt8(ascii: "_"))] = 63
         return table
     }()
 
@@ -34,13 +32,16 @@ public enum Base64 {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// The bytes, or nil when the text is not base64. Padding is optional.
+    /// The bytes, or nil when the text is not standard base64 as RFC 4648 writes it: only the
+    /// standard alphabet (a URL-safe `-` or `_` is refused, not guessed at), a length that is a
+    /// multiple of four with `=` padding, and zero bits where the padding leaves some.
     public static func decode(_ text: String) -> [UInt8]? {
         var text = text
         return text.withUTF8 { utf8 -> [UInt8]? in
+            guard utf8.count % 4 == 0 else { return nil }
             var end = utf8.count
             while end > 0 && utf8[end - 1] == UInt8(ascii: "=") { end -= 1 }
-            if utf8.count - end > 2 || end % 4 == 1 { return nil }
+            if utf8.count - end > 2 { return nil }
             var out: [UInt8] = []
             out.reserveCapacity(end * 3 / 4)
             var accumulator: UInt32 = 0
@@ -55,6 +56,8 @@ public enum Base64 {
                     out.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
                 }
             }
+            // The bits the padding leaves over belong to no byte: another writer's garbage.
+            if accumulator & ((1 << UInt32(bits)) - 1) != 0 { return nil }
             return out
         }
     }

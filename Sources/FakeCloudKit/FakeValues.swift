@@ -93,24 +93,6 @@ struct TextBuilder {
         }
         count += digits
     }
-
-    /// Standard base64 with padding, as `Base64.encode` writes it.
-    mutating func appendBase64(_ bytes: UnsafeBufferPointer<UInt8>) {
-        let alphabet: StaticString = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-        let symbols = alphabet.utf8Start
-        reserve((bytes.count + 2) / 3 * 4)
-        var i = 0
-        while i < bytes.count {
-            let rest = bytes.count - i
-            let n = UInt32(bytes[i]) << 16 | (rest > 1 ? UInt32(bytes[i + 1]) << 8 : 0) | (rest > 2 ? UInt32(bytes[i + 2]) : 0)
-            buffer[count] = symbols[Int(n >> 18)]
-            buffer[count + 1] = symbols[Int(n >> 12 & 63)]
-            buffer[count + 2] = rest > 1 ? symbols[Int(n >> 6 & 63)] : UInt8(ascii: "=")
-            buffer[count + 3] = rest > 2 ? symbols[Int(n & 63)] : UInt8(ascii: "=")
-            count += 4
-            i += 3
-        }
-    }
 }
 
 enum Hex {
@@ -192,7 +174,7 @@ enum FakeBytes {
         if count > 16 { draws.2 = r.next().littleEndian }
         return withUnsafeBytes(of: draws) { raw in
             let bytes = UnsafeBufferPointer(rebasing: raw.bindMemory(to: UInt8.self)[..<count])
-            return TextBuilder.build(capacity: 32) { $0.appendBase64(bytes) }
+            return Base64.encode(Array(bytes))
         }
     }
 }
