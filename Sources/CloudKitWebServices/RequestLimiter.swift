@@ -45,6 +45,9 @@ actor RequestLimiter {
     /// Requests waiting for the others to finish (`drain`); no new request starts meanwhile.
     private var draining = 0
     private var waiting: [CheckedContinuation<Void, Never>] = []
+    /// How many requests (or drains) wait for a slot now: what a test waits for before it
+    /// frees one.
+    var waiters: Int { waiting.count }
 
     static let firstProbeAfter = 16
     static let lastProbeAfter = 4_096

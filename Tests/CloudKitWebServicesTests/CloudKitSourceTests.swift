@@ -204,10 +204,10 @@ import ZoneFeedCloudKit
         }
     }
 
-    @Test func aTokenGuessedWrongBeforeDecodingIsCorrectedByThePage() async throws {
+    @Test func aPagesOwnTokenCountsNotAMemberOfTheSameNameInARecord() async throws {
         try await withSource { server, source in
             // The page's own token comes first; a record's asset holds members of the same names
-            // near the end, where the token is looked for before the page is decoded.
+            // near the end: the page's own are the ones that count.
             server.enqueue(
                 .json(
                     200,
@@ -269,11 +269,23 @@ import ZoneFeedCloudKit
         try await withSource { _, source in #expect(source.namedZones == nil) }
     }
 
+    /// Who the credentials belong to comes from `users/caller` of the public database (whatever
+    /// database the pipeline reads), asked with the session's token, in either shape CloudKit
+    /// answers; an answer that names nobody is an error, not a user.
     @Test func currentUserIsTheCallersRecordName() async throws {
         try await withSource { server, source in
-            server.enqueue(.json(200, #"{"users":[{"userRecordName":"_alice"}]}"#))
-            let user = try await source.currentUser()
-            #expect(user == "_alice")
+            server.enqueue(.json(200, #"{"users":[{"userRecordName":"_alice","firstName":"A"}]}"#))
+            server.enqueue(.json(200, #"{"userRecordName":"_bob"}"#))
+            server.enqueue(.json(200, #"{"users":[]}"#))
+            let alice = try await source.currentUser()
+            let bob = try await source.currentUser()
+            #expect(alice == "_alice" && bob == "_bob")
+            await #expect(throws: SyncError.self) { _ = try await source.currentUser() }
+            for request in server.requests {
+                #expect(request.method == .GET)
+                #expect(request.path.hasSuffix("/public/users/caller"), "\(request.path)")
+                #expect(request.rawQueryValue("ckWebAuthToken") != nil, "the session's token is carried")
+            }
         }
     }
 }

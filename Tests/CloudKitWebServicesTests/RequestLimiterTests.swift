@@ -132,7 +132,7 @@ import Testing
         let a = try await limiter.acquire()
         _ = try await limiter.acquire()
         let waiter = Task { try await limiter.acquire() }
-        try await Task.sleep(for: .milliseconds(100))
+        try await Self.untilWaiting(1, limiter)
         #expect(await limiter.inFlight == 2, "the third request waits")
         await limiter.release(a, .succeeded)
         _ = try await waiter.value
@@ -147,18 +147,29 @@ import Testing
         #expect(await limiter.becomeOneAtATime())
         #expect(await !limiter.becomeOneAtATime(), "only the first says it is new")
         let drained = Task { await limiter.drain() }
+        try await Self.untilWaiting(1, limiter)
         await limiter.release(a, .failed)
-        try await Task.sleep(for: .milliseconds(50))
-        #expect(await limiter.inFlight == 1)
+        try await Self.untilWaiting(1, limiter)
+        #expect(await limiter.inFlight == 1, "the drain waits for the last one in flight")
         await limiter.release(b, .succeeded)
         await drained.value
         let c = try await limiter.acquire()
         let blocked = Task { try await limiter.acquire() }
-        try await Task.sleep(for: .milliseconds(50))
-        #expect(await limiter.inFlight == 1)
+        try await Self.untilWaiting(1, limiter)
+        #expect(await limiter.inFlight == 1, "one at a time: the second waits")
         await limiter.release(c, .succeeded)
         _ = try await blocked.value
         #expect(await limiter.currentLimit == 1, "successes do not raise it again")
+    }
+
+    /// Returns once `count` callers wait in the limiter; fails the test when they do not within
+    /// 30 s. It sleeps between looks, giving the thread back.
+    static func untilWaiting(_ count: Int, _ limiter: RequestLimiter, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while case let waiting = await limiter.waiters, waiting != count {
+            try #require(ContinuousClock.now < deadline, "\(count) waiting, not \(waiting)", sourceLocation: sourceLocation)
+            try await Task.sleep(for: .milliseconds(1))
+        }
     }
 
     /// Two requests at a time succeed until the limit reaches `limit`; how many rounds it took.

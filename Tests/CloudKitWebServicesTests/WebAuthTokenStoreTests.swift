@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 import Testing
 
 @testable import CloudKitWebServices
@@ -30,32 +31,56 @@ import Testing
         }
     }
 
+    /// Tokens arrive while requests are handed theirs: each request's token (or a newer one) is
+    /// in the file when the request gets it, and the test counts the requests during which a
+    /// token arrived, so that it proves the overlap it is about.
     @Test func aTokenHandedToARequestIsInTheFileWhileOthersArrive() async throws {
         try await withStore(syncInterval: .seconds(3600)) { store, file in
             let logger = self.logger
-            let missing = try await withThrowingTaskGroup(of: [String].self) { group in
+            let arrived = Counter()
+            let handing = Counter()
+            let (missing, overlapped) = try await withThrowingTaskGroup(of: ([String], Int).self) { group in
                 group.addTask {
+                    // The tokens start arriving once the first request is being handed its token.
+                    while handing.value == 0 { try await Task.sleep(for: .milliseconds(1)) }
                     for i in 1...300 {
                         store.received("rotated-\(i)", logger: logger)
+                        arrived.add()
                         await Task.yield()
                     }
-                    return []
+                    return ([], 0)
                 }
                 group.addTask {
                     var missing: [String] = []
-                    for _ in 0..<300 {
-                        guard let token = try await store.tokenForRequest(logger: logger) else { continue }
+                    var overlapped = 0
+                    while arrived.value < 300 {
+                        let before = arrived.value
+                        handing.add()
+                        let token = try await store.tokenForRequest(logger: logger)
+                        if arrived.value != before { overlapped += 1 }
+                        guard let token else { continue }
                         // The file has this token or a newer one (tokens arrive numbered in order).
                         let newest = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").first.map(String.init) ?? ""
                         func number(_ token: String) -> Int { Int(token.dropFirst("rotated-".count)) ?? -1 }
                         if number(newest) < number(token) { missing.append(token) }
                     }
-                    return missing
+                    return (missing, overlapped)
                 }
-                return try await group.reduce(into: []) { $0 += $1 }
+                return try await group.reduce(into: ([String](), 0)) { total, part in
+                    total.0 += part.0
+                    total.1 += part.1
+                }
             }
+            #expect(overlapped > 0, "tokens arrived while a request was handed its token")
             #expect(missing == [], "every token a request carried was in the file, or a newer one, when it was handed out")
         }
+    }
+
+    /// A count that concurrent tasks share.
+    final class Counter: Sendable {
+        private let count = Mutex(0)
+        var value: Int { count.withLock { $0 } }
+        func add() { count.withLock { $0 += 1 } }
     }
 
     @Test func writesAreSyncedInTheBackgroundAtMostOncePerInterval() async throws {
