@@ -1,5 +1,5 @@
 import AsyncHTTPClient
-import NIOConcurrencyHelpers
+import Synchronization
 
 /// The HTTP client the API's requests go through, with a way to drop its connections: a
 /// connection Apple's edge calls misdirected (421 without CloudKit's body) answers 421 to
@@ -23,30 +23,30 @@ final class RenewableHTTPClient: Sendable {
         var retired: [Int: HTTPClient] = [:]
     }
 
-    private let state: NIOLockedValueBox<State>
+    private let state: Mutex<State>
     /// Makes a fresh client; nil when the client is the caller's.
     private let make: (@Sendable () -> HTTPClient)?
 
     init(owned make: @escaping @Sendable () -> HTTPClient) {
         self.make = make
-        state = NIOLockedValueBox(State(client: make()))
+        state = Mutex(State(client: make()))
     }
 
     init(callersClient client: HTTPClient) {
         make = nil
-        state = NIOLockedValueBox(State(client: client))
+        state = Mutex(State(client: client))
     }
 
     /// The client to send one request through; give it back once its answer is read.
     func lease() -> Lease {
-        state.withLockedValue { state in
+        state.withLock { state in
             state.inFlight[state.generation, default: 0] += 1
             return Lease(client: state.client, generation: state.generation)
         }
     }
 
     func giveBack(_ lease: Lease) {
-        let finished: HTTPClient? = state.withLockedValue { state in
+        let finished: HTTPClient? = state.withLock { state in
             let left = state.inFlight[lease.generation, default: 1] - 1
             state.inFlight[lease.generation] = left > 0 ? left : nil
             guard left <= 0, let retired = state.retired.removeValue(forKey: lease.generation) else { return nil }
@@ -61,7 +61,7 @@ final class RenewableHTTPClient: Sendable {
     @discardableResult
     func renew(after lease: Lease) -> Bool {
         guard let make else { return false }
-        let old: HTTPClient? = state.withLockedValue { state in
+        let old: HTTPClient? = state.withLock { state in
             guard state.generation == lease.generation else { return nil }
             let old = state.client
             state.client = make()
@@ -79,7 +79,7 @@ final class RenewableHTTPClient: Sendable {
     /// Shuts down the current client and every replaced one (nothing is in flight by now).
     func shutdown() async throws {
         guard make != nil else { return }
-        let clients = state.withLockedValue { state in
+        let clients = state.withLock { state in
             let clients = [state.client] + state.retired.values
             state.retired = [:]
             return clients

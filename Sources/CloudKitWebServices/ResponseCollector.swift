@@ -1,8 +1,8 @@
 import AsyncHTTPClient
 import Foundation
-import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
+import Synchronization
 
 /// Gathers an answer's body on the event loop it arrives on, each part copied at once into one
 /// buffer made room for from `Content-Length`, up to `limit` bytes.
@@ -32,18 +32,18 @@ final class ResponseCollector: HTTPClientResponseDelegate, Sendable {
     }
 
     let limit: Int
-    private let state = NIOLockedValueBox(State())
+    private let state = Mutex(State())
 
     init(limit: Int) {
         self.limit = limit
     }
 
     /// The head, once it arrived (also after the body failed).
-    var head: Head? { state.withLockedValue { $0.head } }
+    var head: Head? { state.withLock { $0.head } }
 
     func didReceiveHead(task: HTTPClient.Task<Data>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
         let announced = head.headers.first(name: "Content-Length").flatMap(Int.init)
-        state.withLockedValue { state in
+        state.withLock { state in
             state.head = Head(status: Int(head.status.code), headers: head.headers)
             if let announced, announced > 0, announced <= limit { state.bytes.reserveCapacity(announced) }
         }
@@ -52,7 +52,7 @@ final class ResponseCollector: HTTPClientResponseDelegate, Sendable {
     }
 
     func didReceiveBodyPart(task: HTTPClient.Task<Data>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
-        let fits = state.withLockedValue { state in
+        let fits = state.withLock { state in
             guard state.bytes.count + buffer.readableBytes <= limit else { return false }
             buffer.withUnsafeReadableBytes { state.bytes.append(contentsOf: $0) }
             return true
@@ -61,7 +61,7 @@ final class ResponseCollector: HTTPClientResponseDelegate, Sendable {
     }
 
     func didFinishRequest(task: HTTPClient.Task<Data>) throws -> Data {
-        state.withLockedValue { state in
+        state.withLock { state in
             defer { state.bytes = Data() }
             return state.bytes
         }

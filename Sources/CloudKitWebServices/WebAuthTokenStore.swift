@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
 import Logging
-import NIOConcurrencyHelpers
+import Synchronization
 
 /// The web auth tokens a client knows, newest first. CloudKit sends a new token in
 /// `X-Apple-CloudKit-Web-Auth-Token` on every response, errors included, and Apple documents the
@@ -31,7 +31,7 @@ final class WebAuthTokenStore: Sendable {
     /// Where the tokens are kept between runs: a `WebAuthTokenFile`, or another vault.
     let file: (any WebAuthTokenVault)?
     let syncInterval: Duration
-    private let state: NIOLockedValueBox<State>
+    private let state: Mutex<State>
     /// File writes happen here, one at a time, off the callers' threads...
     private let writer = DispatchQueue(label: "zonefeed.web-auth-token-file")
     /// ...and fsyncs here, so that a disk slow to sync never holds up a request's write.
@@ -100,7 +100,7 @@ final class WebAuthTokenStore: Sendable {
         }
         var state = State(contents: contents, version: version)
         state.failure = failure
-        self.state = NIOLockedValueBox(state)
+        self.state = Mutex(state)
         // What an alert on a session about to end watches (README, "Metrics"); absent when
         // unknown (a token file from before these lines, a configured token).
         if let rotated = contents.rotatedAt { CloudKitClient.Metrics.webAuthTokenRotated().record(rotated.timeIntervalSince1970) }
@@ -108,15 +108,15 @@ final class WebAuthTokenStore: Sendable {
     }
 
     /// When the newest token arrived, from a sign-in or a response; who signed in and when.
-    var rotatedAt: Date? { state.withLockedValue { $0.contents.rotatedAt } }
-    var signedInAt: Date? { state.withLockedValue { $0.contents.signedInAt } }
-    var userRecordName: String? { state.withLockedValue { $0.contents.userRecordName } }
+    var rotatedAt: Date? { state.withLock { $0.contents.rotatedAt } }
+    var signedInAt: Date? { state.withLock { $0.contents.signedInAt } }
+    var userRecordName: String? { state.withLock { $0.contents.userRecordName } }
 
     /// The newest token known. A secret: never print it.
-    var current: String? { state.withLockedValue { $0.contents.tokens.first } }
+    var current: String? { state.withLock { $0.contents.tokens.first } }
 
     /// Whether requests must go one at a time, as learned from this server.
-    var oneAtATime: Bool { state.withLockedValue { $0.contents.oneAtATime } }
+    var oneAtATime: Bool { state.withLock { $0.contents.oneAtATime } }
 
     /// The token for a request about to be sent: the newest known, once the file has it. Throws
     /// when the saved tokens could not be read or the newest cannot be saved: a request sent
@@ -134,7 +134,7 @@ final class WebAuthTokenStore: Sendable {
         let token = newToken.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !token.isEmpty else { return }
         let now = Date()
-        let changed = state.withLockedValue { state -> Bool in
+        let changed = state.withLock { state -> Bool in
             guard state.contents.tokens.first != token else { return false }
             state.contents.tokens.removeAll { $0 == token }
             state.contents.tokens.insert(token, at: 0)
@@ -156,7 +156,7 @@ final class WebAuthTokenStore: Sendable {
     /// status` says when a run last used the token. Saved with the next write, or at `flush`;
     /// not a write of its own for every answer.
     func used(at now: Date = Date()) {
-        state.withLockedValue { state in
+        state.withLock { state in
             if let last = state.contents.usedAt, abs(now.timeIntervalSince(last)) < 1 { return }
             state.contents.usedAt = now
             state.version += 1
@@ -165,7 +165,7 @@ final class WebAuthTokenStore: Sendable {
 
     /// `zonefeed login` checked the newest token with `users/caller`: who it belongs to.
     func signedIn(as userRecordName: String) {
-        state.withLockedValue { state in
+        state.withLock { state in
             state.contents.userRecordName = userRecordName
             state.version += 1
         }
@@ -190,7 +190,7 @@ final class WebAuthTokenStore: Sendable {
                 }
             }
         }
-        let (left, takenIn) = state.withLockedValue { state in
+        let (left, takenIn) = state.withLock { state in
             state.refused.insert(token)
             let before = state.contents.tokens
             state.contents.tokens.removeAll { $0 == token }
@@ -206,7 +206,7 @@ final class WebAuthTokenStore: Sendable {
 
     /// Remembers, for this run and the next ones, that this server wants one request at a time.
     func learnOneAtATime() {
-        state.withLockedValue { state in
+        state.withLock { state in
             guard !state.contents.oneAtATime else { return }
             state.contents.oneAtATime = true
             state.version += 1
@@ -230,15 +230,15 @@ final class WebAuthTokenStore: Sendable {
     }
 
     /// How many times the file has been written and synced.
-    var fileWrites: Int { state.withLockedValue { $0.writes } }
-    var fileSyncs: Int { state.withLockedValue { $0.syncs } }
+    var fileWrites: Int { state.withLock { $0.writes } }
+    var fileSyncs: Int { state.withLock { $0.syncs } }
 
     /// On the writer queue: writes the file if it is behind, schedules a sync, and returns the
     /// newest token, which the file now has; or why it cannot have it.
     private func save(to file: any WebAuthTokenVault, logger: Logger) -> Result<String?, WebAuthTokenFileFailure> {
         // What to write and the token to hand out come from one look at the state: a token that
         // arrives after it is written by the `save` its arrival queued, behind this one.
-        let (contents, version, saved, failure) = state.withLockedValue { state in
+        let (contents, version, saved, failure) = state.withLock { state in
             // With no token left, the file keeps the last ones: a person must sign in anyway.
             guard state.version != state.savedVersion, !state.contents.tokens.isEmpty else {
                 return (WebAuthTokenFile.Contents?.none, state.version, state.contents.tokens.first, state.failure)
@@ -250,7 +250,7 @@ final class WebAuthTokenStore: Sendable {
         guard let contents else { return .success(saved) }
         do {
             try file.save(WebAuthTokenFile.text(of: contents))
-            let scheduleSync = state.withLockedValue { state -> Bool in
+            let scheduleSync = state.withLock { state -> Bool in
                 state.savedVersion = version
                 state.writes += 1
                 state.failure = nil
@@ -262,7 +262,7 @@ final class WebAuthTokenStore: Sendable {
             }
         } catch {
             let failure = WebAuthTokenFileFailure(error: error, reading: false)
-            let first = state.withLockedValue { state -> Bool in
+            let first = state.withLock { state -> Bool in
                 state.failure = failure
                 defer { state.failureLogged = true }
                 return !state.failureLogged
@@ -279,9 +279,9 @@ final class WebAuthTokenStore: Sendable {
 
     /// On the sync queue: whatever the file holds now reaches the disk.
     private func sync(_ file: any WebAuthTokenVault) {
-        state.withLockedValue { $0.syncScheduled = false }
+        state.withLock { $0.syncScheduled = false }
         file.sync()
-        state.withLockedValue { $0.syncs += 1 }
+        state.withLock { $0.syncs += 1 }
     }
 }
 

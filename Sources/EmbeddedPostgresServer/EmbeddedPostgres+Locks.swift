@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -59,12 +60,12 @@ extension EmbeddedPostgres {
 extension EmbeddedPostgres {
     /// This process's share in a running server: a shared flock on users.lock, given up by `stop` (or
     /// when the last copy of the handle goes away, or when the process ends).
-    final class Lease: @unchecked Sendable {
-        private let lock = NSLock()
-        private var descriptor: Int32
+    final class Lease: Sendable {
+        private let descriptor: Mutex<Int32>
 
         init(path: String) throws {
-            descriptor = try openLockFile(path)
+            let descriptor = try openLockFile(path)
+            self.descriptor = Mutex(descriptor)
             if flockRetryingOnInterrupt(descriptor, LOCK_SH) != 0 {
                 let reason = String(cString: strerror(errno))
                 _ = close(descriptor)
@@ -74,15 +75,15 @@ extension EmbeddedPostgres {
 
         /// The descriptor, once; nil after the first call.
         func take() -> Int32? {
-            lock.lock()
-            defer { lock.unlock() }
-            let taken = descriptor
-            descriptor = -1
-            return taken >= 0 ? taken : nil
+            descriptor.withLock { descriptor in
+                let taken = descriptor
+                descriptor = -1
+                return taken >= 0 ? taken : nil
+            }
         }
 
         deinit {
-            if descriptor >= 0 { _ = close(descriptor) }
+            if let descriptor = take() { _ = close(descriptor) }
         }
     }
 }

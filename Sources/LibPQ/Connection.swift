@@ -8,6 +8,8 @@ import CLibPQ
 
 /// One libpq connection. Calls block the calling thread, so callers keep them off Swift's
 /// cooperative pool. A connection is used by one thread at a time.
+// @unchecked: libpq's handle is not thread-safe; what guards it is its owner's (a session's
+// serial queue, the token table's lock, or a single task).
 public final class Connection: @unchecked Sendable {
     private var handle: OpaquePointer?
 

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 
 /// Hands memory the process has freed back to the system.
 ///
@@ -22,22 +23,19 @@ public enum FreedMemory {
     /// `release()` on a queue of its own, so that the caller does not wait; a call made while one
     /// is under way does nothing, as that one releases the same memory.
     public static func releaseInBackground() {
-        lock.lock()
-        let busy = releasing
-        releasing = true
-        lock.unlock()
+        let busy = releasing.withLock { releasing in
+            defer { releasing = true }
+            return releasing
+        }
         guard !busy else { return }
         queue.async {
             release()
-            lock.lock()
-            releasing = false
-            lock.unlock()
+            releasing.withLock { $0 = false }
         }
     }
 
     private static let queue = DispatchQueue(label: "zonefeed.freed-memory", qos: .utility)
-    private static let lock = NSLock()
-    nonisolated(unsafe) private static var releasing = false  // guarded by `lock`
+    private static let releasing = Mutex(false)
 
     #if os(Linux)
         private typealias MallocTrim = @convention(c) (Int) -> Int32

@@ -3,6 +3,7 @@ import FakeCloudKit
 import Foundation
 import LibPQ
 import Subprocess
+import Synchronization
 import SystemPackage
 import ZoneFeed
 import ZoneFeedComponents
@@ -49,12 +50,11 @@ public struct Bench: Sendable {
     }
 
     /// Set by the command when SIGINT or SIGTERM arrives; each phase stops at its next step.
-    public final class Interruption: @unchecked Sendable {
-        private let lock = NSLock()
-        private var interrupted = false
+    public final class Interruption: Sendable {
+        private let interrupted = Mutex(false)
         public init() {}
-        public var isInterrupted: Bool { lock.withLock { interrupted } }
-        public func interrupt() { lock.withLock { interrupted = true } }
+        public var isInterrupted: Bool { interrupted.withLock { $0 } }
+        public func interrupt() { interrupted.withLock { $0 = true } }
     }
 
     public struct Failure: Error, CustomStringConvertible {

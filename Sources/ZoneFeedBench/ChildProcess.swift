@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -155,13 +156,12 @@ public final class ChildProcess {
 
 /// The pids of the children not yet reaped; a signal handler's queue reads it while the bench's
 /// thread changes it.
-private final class RunningChildren: @unchecked Sendable {
-    private let lock = NSLock()
-    private var pids: Set<pid_t> = []
+private final class RunningChildren: Sendable {
+    private let pids = Mutex<Set<pid_t>>([])
 
-    func insert(_ pid: pid_t) { lock.withLock { _ = pids.insert(pid) } }
-    func remove(_ pid: pid_t) { lock.withLock { _ = pids.remove(pid) } }
+    func insert(_ pid: pid_t) { pids.withLock { _ = $0.insert(pid) } }
+    func remove(_ pid: pid_t) { pids.withLock { _ = $0.remove(pid) } }
 
     /// Holds the lock while `body` runs, so that no pid is removed (and reaped) meanwhile.
-    func each(_ body: (pid_t) -> Void) { lock.withLock { for pid in pids { body(pid) } } }
+    func each(_ body: (pid_t) -> Void) { pids.withLock { for pid in $0 { body(pid) } } }
 }

@@ -1,6 +1,7 @@
 import CloudKitModel
 import Foundation
 import LibPQ
+import Synchronization
 import ZoneFeed
 import ZoneFeedPostgres
 
@@ -140,10 +141,9 @@ public struct CopyCeiling {
 }
 
 /// The errors of sessions copying at once.
-private final class Failures: @unchecked Sendable {
-    private let lock = NSLock()
-    private var errors: [any Error] = []
+private final class Failures: Sendable {
+    private let errors = Mutex<[any Error]>([])
 
-    func add(_ error: any Error) { lock.withLock { errors.append(error) } }
-    var first: (any Error)? { lock.withLock { errors.first } }
+    func add(_ error: any Error) { errors.withLock { $0.append(error) } }
+    var first: (any Error)? { errors.withLock { $0.first } }
 }

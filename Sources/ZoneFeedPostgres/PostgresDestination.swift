@@ -10,6 +10,8 @@ import ZoneFeed
 /// liveness lock and does the run-wide work; a zone is applied on the connection that claimed it
 /// (its session holds the zone's advisory lock), one of up to `parallelZones`, opened when first
 /// needed; a session may hold several zones. The session locks vanish if the process dies.
+// @unchecked: the mutable members are touched only with `lock` held, each session's only on its
+// queue. One of the three unchecked types left (with Session and LibPQ's Connection).
 public final class PostgresDestination: Destination, @unchecked Sendable {
     /// The tables as this process last knew them: the pipeline's mapping, grown by the
     /// recorded schema changes when the schema evolves.
@@ -22,7 +24,8 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
     public let conninfo: String
     let logger: Logger
 
-    /// One connection and what is used with it. Its members are touched only on its `queue`.
+    /// One connection and what is used with it. Its members are touched only on its `queue`
+    /// (@unchecked: that queue is what guards them).
     final class Session: @unchecked Sendable {
         let queue: DispatchQueue
         var connection: Connection?

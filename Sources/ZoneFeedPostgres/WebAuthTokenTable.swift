@@ -1,5 +1,6 @@
 import Foundation
 import LibPQ
+import Synchronization
 import ZoneFeed
 
 /// `zonefeed_web_auth_tokens` in the destination's schema: the CloudKit web auth tokens of a
@@ -12,15 +13,13 @@ import ZoneFeed
 /// `synchronous_commit = on` makes a commit durable: the same rule as the file (saved before a
 /// request relies on it), with a power loss covered too. Calls block; the token store makes
 /// them from its own queue, one at a time.
-public final class WebAuthTokenTable: SourceVault, @unchecked Sendable {
+public final class WebAuthTokenTable: SourceVault, Sendable {
     public let pipelineName: String
     let schema: String
     let conninfo: String
     private let table: String
-    private let lock = NSLock()
-    // Guarded by `lock`.
-    private var connection: Connection?
-    private var created = false
+    /// The table's connection, once opened, and whether the table is known to exist.
+    private let state = Mutex<(connection: Connection?, created: Bool)>((nil, false))
 
     public init(pipelineName: String, schema: String, conninfo: String) {
         self.pipelineName = pipelineName
@@ -53,30 +52,30 @@ public final class WebAuthTokenTable: SourceVault, @unchecked Sendable {
     }
 
     public func close() {
-        lock.withLock {
-            connection?.close()
-            connection = nil
+        state.withLock { state in
+            state.connection?.close()
+            state.connection = nil
         }
     }
 
     /// Runs `body` on the table's connection, opened (and the table created) when first needed;
     /// a connection that failed is opened again once, as a restarted server needs.
-    private func withConnection<T>(doing what: String, _ body: (Connection) throws -> T) throws -> T {
-        try lock.withLock {
+    private func withConnection<T: Sendable>(doing what: String, _ body: (Connection) throws -> T) throws -> T {
+        try state.withLock { state in
             var attempt = 0
             while true {
                 attempt += 1
                 do {
-                    let c = try connection ?? Connection(conninfo)
-                    connection = c
-                    if !created {
+                    let c = try state.connection ?? Connection(conninfo)
+                    state.connection = c
+                    if !state.created {
                         try createTable(on: c)
-                        created = true
+                        state.created = true
                     }
                     return try body(c)
                 } catch let error as PostgresError {
-                    connection?.close()
-                    connection = nil
+                    state.connection?.close()
+                    state.connection = nil
                     if attempt >= 2 { throw error.withContext(what) }
                 }
             }

@@ -1,5 +1,6 @@
 import Foundation
 import ServiceLifecycle
+import Synchronization
 import UnixSignals
 
 /// SIGINT and SIGTERM while a command works: the first asks its `ServiceGroup` for a graceful
@@ -45,14 +46,13 @@ final class ShutdownSignals: Sendable {
 }
 
 private final class LockedSignal: Sendable {
-    private let lock = NSLock()
-    nonisolated(unsafe) private var signal: UnixSignal?
+    private let signal = Mutex<UnixSignal?>(nil)
 
-    var value: UnixSignal? { lock.withLock { signal } }
+    var value: UnixSignal? { signal.withLock { $0 } }
 
     /// Whether this was the first.
     func set(_ new: UnixSignal) -> Bool {
-        lock.withLock {
+        signal.withLock { signal in
             guard signal == nil else { return false }
             signal = new
             return true

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// One line of stdin, read on a thread of its own: a read that blocks (a person who has not
 /// pasted yet) must not hold a thread of the cooperative pool, and is given up after `timeout`.
@@ -41,14 +42,13 @@ enum StandardInput {
     }
 
     /// Resumes a continuation with the first value given; later ones are dropped.
-    private final class ResumeOnce: @unchecked Sendable {
-        private let lock = NSLock()
-        private var continuation: CheckedContinuation<Line, Never>?
+    private final class ResumeOnce: Sendable {
+        private let continuation: Mutex<CheckedContinuation<Line, Never>?>
 
-        init(_ continuation: CheckedContinuation<Line, Never>) { self.continuation = continuation }
+        init(_ continuation: CheckedContinuation<Line, Never>) { self.continuation = Mutex(continuation) }
 
         func resume(_ line: Line) {
-            let pending = lock.withLock { () -> CheckedContinuation<Line, Never>? in
+            let pending = continuation.withLock { continuation in
                 defer { continuation = nil }
                 return continuation
             }

@@ -1,15 +1,16 @@
 import Foundation
+import Synchronization
 
 /// stderr, shared by the logs and the progress line so that a log line never lands in the middle
 /// of the progress line.
-final class Terminal: @unchecked Sendable {
+final class Terminal: Sendable {
     static let shared = Terminal()
-    private let lock = NSLock()
-    private var progressShown = false
+    /// Whether the progress line is on the screen; held while writing, so that lines never mix.
+    private let progressShown = Mutex(false)
     let isTTY = isatty(STDERR_FILENO) == 1
 
     func writeLine(_ line: String) {
-        lock.withLock {
+        progressShown.withLock { progressShown in
             if progressShown {
                 write("\r\u{1B}[K")
                 progressShown = false
@@ -19,14 +20,14 @@ final class Terminal: @unchecked Sendable {
     }
 
     func showProgress(_ line: String) {
-        lock.withLock {
+        progressShown.withLock { progressShown in
             write("\r\u{1B}[K" + line)
             progressShown = true
         }
     }
 
     func endProgress() {
-        lock.withLock {
+        progressShown.withLock { progressShown in
             if progressShown { write("\n") }
             progressShown = false
         }
