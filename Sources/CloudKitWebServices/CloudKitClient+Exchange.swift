@@ -1,0 +1,275 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+
+/// One exchange with CloudKit: the request as sent (query, headers, signature, the newest web
+/// auth token) and its answer as read (size limits, faults mapped to `CloudKitError`, secrets
+/// scrubbed from every message).
+extension CloudKitClient {
+    /// One HTTP exchange. Throws `CloudKitError` for every failure except cancellation.
+    func attemptOnce(
+        operation: String, method: HTTPMethod, path: String, body: [UInt8]?, token sentToken: String?, logger: Logger
+    ) async throws -> Answer {
+        var secrets = [configuration.apiToken, configuration.webAuthToken, sentToken].compactMap { $0 }
+
+        var query: [String] = []
+        if let apiToken = configuration.apiToken { query.append("ckAPIToken=\(PercentEncoding.encode(apiToken))") }
+        if let sentToken { query.append("ckWebAuthToken=\(PercentEncoding.encode(sentToken))") }
+        var headers = HTTPHeaders()
+        headers.add(name: "Accept", value: "application/json")
+        headers.add(name: "User-Agent", value: "zonefeed")
+        if body != nil { headers.add(name: "Content-Type", value: "application/json; charset=utf-8") }
+        if let signer {
+            let signature: RequestSigner.Headers
+            do {
+                signature = try signer.sign(body: body ?? [], path: path, date: Date())
+            } catch {
+                throw CloudKitError(
+                    code: .signingFailed, reason: "the request could not be signed with the server-to-server key", operation: operation, path: path)
+            }
+            headers.add(name: "X-Apple-CloudKit-Request-KeyID", value: signature.keyID)
+            headers.add(name: "X-Apple-CloudKit-Request-ISO8601Date", value: signature.date)
+            headers.add(name: "X-Apple-CloudKit-Request-SignatureV1", value: signature.signature)
+        }
+
+        var fault = faults(operation: operation, path: path, secrets: secrets)
+        let request: HTTPClient.Request
+        do {
+            request = try HTTPClient.Request(
+                url: origin + path + (query.isEmpty ? "" : "?" + query.joined(separator: "&")), method: method, headers: headers,
+                body: body.map { .byteBuffer(ByteBuffer(bytes: $0)) })
+        } catch {
+            // The URL is made from baseURL and the container: never quote it, it holds the tokens.
+            throw fault(.network, "the request's address could not be made from baseURL \(origin)", nil)
+        }
+
+        // One deadline for the whole answer, head and body: a server that sends its head at
+        // once and then trickles the body is given up on when it passes, not never.
+        let limit = configuration.maxResponseBytes
+        let collector = ResponseCollector(limit: limit)
+        let lease = connections.lease()
+        defer { connections.giveBack(lease) }
+        // AsyncHTTPClient gets no logger: its trace lines could show the request, tokens and all.
+        let task = lease.client.execute(request: request, delegate: collector, deadline: .now() + configuration.timeout.timeAmount)
+        let answer: Result<Data, any Error>
+        do {
+            answer = .success(
+                try await withTaskCancellationHandler {
+                    try await task.futureResult.get()
+                } onCancel: {
+                    task.cancel()
+                })
+        } catch {
+            answer = .failure(error)
+        }
+
+        // Every response rotates the token, error responses included, and one whose body then
+        // failed too.
+        let head = collector.head
+        if let rotated = head?.headers.first(name: "X-Apple-CloudKit-Web-Auth-Token") {
+            tokens.received(rotated, logger: logger)
+            secrets.append(rotated)
+            fault = faults(operation: operation, path: path, secrets: secrets)
+        }
+        if head != nil, sentToken != nil { tokens.used() }
+
+        let bytes: Data
+        switch answer {
+        case .success(let data):
+            bytes = data
+        case .failure(let error as ResponseCollector.TooLarge):
+            throw fault(
+                .responseTooLarge, error.announced.map { "the server announced \($0) bytes" } ?? "the body passed \(limit) bytes", head?.status)
+        case .failure(let error as HTTPClientError) where error == .deadlineExceeded && head != nil:
+            if Task.isCancelled { throw CancellationError() }
+            throw fault(.timeout, "the body had not arrived whole by the deadline", head?.status)
+        case .failure(let error):
+            var failure = try Self.transportFault(error, fault: fault, host: hostDescription)
+            failure.httpStatus = head?.status
+            if let error = error as? HTTPClientError, error == .connectTimeout, origin.hasPrefix("https://"),
+                await TCPProbe.connects(toOrigin: origin, within: Self.connectTimeout(configuration))
+            {
+                failure = fault(.tlsFailed, "the TLS connection to \(hostDescription) failed: \(TLSFailure.handshakeTimedOut)", nil)
+                failure.tlsHost = hostDescription
+            }
+            throw failure
+        }
+        let status = head?.status ?? 0
+        logger.debug("CloudKit answered", metadata: ["status": "\(status)", "bytes": "\(bytes.count)"])
+
+        guard (200..<300).contains(status) else {
+            let errorBody = ServerErrorBody(bytes)
+            if status == 421, errorBody.serverErrorCode == nil {
+                // Not CloudKit's answer but its edge's: this connection was made for another
+                // host. The next request gets a fresh connection, whoever sends it.
+                connections.renew(after: lease)
+                throw fault(.misdirected, "421 Misdirected Request without CloudKit's error body, from \(hostDescription)", status)
+            }
+            let code =
+                errorBody.serverErrorCode.map { CloudKitError.Code(serverErrorCode: $0) }
+                ?? CloudKitError.Code(httpStatus: status) ?? CloudKitError.Code(serverErrorCode: "HTTP_\(status)")
+            var error = CloudKitError(
+                code: code, httpStatus: status, reason: errorBody.reason.map { Self.scrub($0, secrets: secrets) },
+                uuid: errorBody.uuid, redirectURL: errorBody.redirectURL, operation: operation, path: path)
+            let headerDelay = head?.headers.first(name: "Retry-After").flatMap(Self.parseRetryAfter)
+            // The server's number is taken at most as `maxRetryAfter`, whatever it is (1e300, a
+            // date years away): the rest of the client only ever sees a bounded wait.
+            if let asked = [errorBody.retryAfter, headerDelay].compactMap({ $0 }).filter({ !$0.isNaN && $0 >= 0 }).max() {
+                let most = configuration.maxRetryAfter.seconds
+                error.retryAfter = min(asked, most)
+                if asked > most { error.retryAfterAsked = asked }
+            }
+            throw error
+        }
+        return Answer(bytes: bytes, status: status, fault: fault)
+    }
+
+    /// A successful answer, not yet decoded.
+    struct Answer {
+        let bytes: Data
+        let status: Int
+        let fault: @Sendable (CloudKitError.Code, String, Int?) -> CloudKitError
+
+        /// The failure to report when `bytes` do not decode.
+        func malformed(_ error: any Error) -> CloudKitError {
+            fault(.malformedResponse, CloudKitClient.summary(of: error, byteCount: bytes.count), status)
+        }
+    }
+
+    /// How a failure of the transport or of the answer becomes a `CloudKitError`, with every
+    /// secret scrubbed out of its reason.
+    func faults(operation: String, path: String, secrets: [String]) -> @Sendable (CloudKitError.Code, String, Int?) -> CloudKitError {
+        let timeout = configuration.timeout
+        let (maxResponseBytes, setting) = (configuration.maxResponseBytes, configuration.maxResponseBytesSetting)
+        return { code, reason, status in
+            var error = CloudKitError(code: code, httpStatus: status, reason: Self.scrub(reason, secrets: secrets), operation: operation, path: path)
+            if code == .timeout { error.limit = "\(String(format: "%g", timeout.seconds)) s for the whole answer" }
+            if code == .responseTooLarge { error.limit = "more than \(maxResponseBytes) bytes; the limit is \(setting)" }
+            return error
+        }
+    }
+
+    /// The body, read until `deadline` and up to `limit` bytes. A page is a few hundred
+    /// kilobytes: made room for once rather than grown chunk by chunk, and gathered where it is
+    /// decoded, with no copy in between. `WebCourier` reads its answers with it too.
+    static func readBody(
+        of response: HTTPClientResponse, announced: Int?, limit: Int, until deadline: ContinuousClock.Instant, status: Int, host: String,
+        fault: @escaping @Sendable (CloudKitError.Code, String, Int?) -> CloudKitError
+    ) async throws -> Data {
+        let body = response.body
+        let read: @Sendable () async throws -> Data = {
+            var bytes = Data()
+            if let announced, announced > 0 { bytes.reserveCapacity(announced) }
+            for try await chunk in body {
+                guard bytes.count + chunk.readableBytes <= limit else {
+                    throw fault(.responseTooLarge, "the body passed \(limit) bytes", status)
+                }
+                chunk.withUnsafeReadableBytes { bytes.append(contentsOf: $0) }
+            }
+            return bytes
+        }
+        do {
+            return try await withThrowingTaskGroup(of: Data?.self) { group in
+                group.addTask { try await read() }
+                // Cancelling the reader cancels the request, which closes its connection.
+                group.addTask {
+                    try await Task.sleep(until: deadline)
+                    return nil
+                }
+                defer { group.cancelAll() }
+                guard let bytes = try await group.next() ?? nil else {
+                    throw fault(.timeout, "the body had not arrived whole by the deadline", status)
+                }
+                return bytes
+            }
+        } catch let error as CloudKitError {
+            throw error
+        } catch {
+            throw try transportFault(error, fault: fault, host: host)
+        }
+    }
+
+    /// `host:port` of `baseURL`, for messages.
+    var hostDescription: String { Self.hostDescription(ofOrigin: origin) }
+
+    static func hostDescription(ofOrigin origin: String) -> String {
+        guard let schemeEnd = origin.range(of: "://") else { return origin }
+        return String(origin[schemeEnd.upperBound...])
+    }
+
+    /// A transport error as a `CloudKitError`; cancellation stays a `CancellationError`. A TLS
+    /// failure is one of its own, never retried: a certificate that did not verify will not
+    /// verify on the next attempt either.
+    static func transportFault(
+        _ error: any Error, fault: (CloudKitError.Code, String, Int?) -> CloudKitError, host: String
+    ) throws -> CloudKitError {
+        if error is CancellationError || Task.isCancelled { throw CancellationError() }
+        if let cause = TLSFailure.cause(of: error) {
+            var failure = fault(.tlsFailed, "the TLS connection to \(host) failed: \(cause)", nil)
+            failure.tlsHost = host
+            return failure
+        }
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .deadlineExceeded, .readTimeout, .connectTimeout, .writeTimeout:
+                return fault(.timeout, "\(error)", nil)
+            default:
+                return fault(.network, "\(error)", nil)
+            }
+        }
+        return fault(.network, String(describing: error), nil)
+    }
+
+    // MARK: Helpers
+
+    /// Replaces every secret (raw or percent-encoded) with `<redacted>`.
+    static func scrub(_ text: String, secrets: [String]) -> String {
+        var text = text
+        for secret in secrets where !secret.isEmpty {
+            text = text.replacingOccurrences(of: secret, with: "<redacted>")
+            text = text.replacingOccurrences(of: PercentEncoding.encode(secret), with: "<redacted>")
+        }
+        return text
+    }
+
+    /// A decoding error in a few words, without the data.
+    static func summary(of error: any Error, byteCount: Int) -> String {
+        if let failure = error as? JSONReader.Failure {
+            return "\(byteCount) bytes that could not be decoded (\(failure.message) at byte \(failure.offset))"
+        }
+        guard let error = error as? DecodingError else { return "\(byteCount) bytes that could not be decoded" }
+        func at(_ path: [any CodingKey]) -> String {
+            path.isEmpty ? "" : " at " + path.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+        }
+        switch error {
+        case .dataCorrupted(let context):
+            return context.codingPath.isEmpty ? "\(byteCount) bytes that are not JSON (perhaps cut short)" : "a corrupt value\(at(context.codingPath))"
+        case .keyNotFound(let key, let context): return "no \(key.stringValue)\(at(context.codingPath))"
+        case .typeMismatch(_, let context), .valueNotFound(_, let context): return "an unexpected value\(at(context.codingPath))"
+        @unknown default: return "\(byteCount) bytes that could not be decoded"
+        }
+    }
+
+    /// `Retry-After: 120` or `Retry-After: Wed, 21 Oct 2015 07:28:00 GMT`, in seconds from now.
+    static func parseRetryAfter(_ value: String) -> Double? {
+        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        if let seconds = Double(trimmed), seconds.isFinite, seconds >= 0 { return seconds }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        guard let date = formatter.date(from: trimmed) else { return nil }
+        return max(0, date.timeIntervalSinceNow)
+    }
+
+    static func split(baseURL: String) -> (origin: String, pathPrefix: String) {
+        var url = baseURL
+        while url.hasSuffix("/") { url.removeLast() }
+        guard let schemeEnd = url.range(of: "://") else { return (url, "") }
+        let rest = url[schemeEnd.upperBound...]
+        guard let slash = rest.firstIndex(of: "/") else { return (url, "") }
+        return (String(url[..<slash]), String(url[slash...]))
+    }
+}
