@@ -1,0 +1,153 @@
+import CloudKitModel
+import Dispatch
+import Foundation
+import LibPQ
+import Logging
+import ZoneFeed
+
+/// Zones: claimed under a session's advisory lock, their checkpoints, resyncs, errors and
+/// deletions.
+extension PostgresDestination {
+    /// Claims the zone on the session that holds the fewest zones (the first of those), opening
+    /// its connection if it is new; the zone's work then goes to that session until it is
+    /// released. A session applies its zones' batches one after another: zones fetched from far
+    /// away outnumber the connections, which are needed only for writing.
+    public func claimZone(_ zone: ZoneID) async throws -> Bool {
+        let key = self.key
+        let index = lock.withLock { () -> Int in
+            var load = [Int](repeating: 0, count: sessions.count)
+            for session in sessionOfZone.values { load[session] += 1 }
+            let least = sessions.indices.min { load[$0] < load[$1] } ?? 0
+            sessionOfZone[zone] = least
+            return least
+        }
+        let claimed: Bool
+        do {
+            claimed = try await on(sessions[index], opening: true) { c, _ in
+                // > pg_try_advisory_lock: "Obtains an exclusive session-level advisory lock if
+                // > available. This will either obtain the lock immediately and return true, or
+                // > return false without waiting if the lock cannot be acquired immediately."
+                try c.query("SELECT pg_try_advisory_lock(hashtext($1), hashtext($2))", [key, "\(zone.ownerRecordName)/\(zone.zoneName)"]).scalar(as: Bool.self)
+            }
+        } catch {
+            lock.withLock { sessionOfZone[zone] = nil }
+            throw error
+        }
+        if !claimed { lock.withLock { sessionOfZone[zone] = nil } }
+        return claimed
+    }
+
+    public func releaseZone(_ zone: ZoneID) async throws {
+        let key = self.key
+        defer { lock.withLock { sessionOfZone[zone] = nil } }
+        try await onConnection(of: zone) { c, _ in
+            try c.query("SELECT pg_advisory_unlock(hashtext($1), hashtext($2))", [key, "\(zone.ownerRecordName)/\(zone.zoneName)"])
+        }
+    }
+
+    public func zoneCheckpoint(_ zone: ZoneID) async throws -> ZoneCheckpoint {
+        let schema = self.schema
+        let name = pipelineName
+        return try await onConnection(of: zone) { c, _ in
+            let row = try c.query(
+                """
+                INSERT INTO \(schema.checkpoints) (pipeline, scope, zone_owner, zone_name) VALUES ($1, 'zone', $2, $3)
+                ON CONFLICT (pipeline, scope, zone_owner, zone_name) DO UPDATE SET pipeline = EXCLUDED.pipeline
+                RETURNING token, generation, resyncing, pending_seq
+                """, [name, zone.ownerRecordName, zone.zoneName]
+            ).rows[0]
+            let seenPendingSeq: String = try row.decode(3)
+            self.updateState(of: zone) { $0.seenPendingSeq = seenPendingSeq }
+            return ZoneCheckpoint(
+                token: try row.decode(0, as: String?.self).map(ChangeToken.init), generation: try row.decode(1),
+                resyncing: try row.decode(2))
+        }
+    }
+
+    public func beginResync(_ zone: ZoneID, reason: String) async throws -> ZoneCheckpoint {
+        try await onConnection(of: zone) { c, _ in try self.beginResync(zone, on: c) }
+    }
+
+    func beginResync(_ zone: ZoneID, on c: Connection) throws -> ZoneCheckpoint {
+        let row = try c.query(
+            """
+            INSERT INTO \(schema.checkpoints) (pipeline, scope, zone_owner, zone_name, token, generation, resyncing, pending)
+            VALUES ($1, 'zone', $2, $3, NULL, 1, true, true)
+            ON CONFLICT (pipeline, scope, zone_owner, zone_name) DO UPDATE
+                SET token = NULL, generation = \(schema.checkpoints).generation + 1, resyncing = true, pending = true,
+                    pending_seq = \(schema.checkpoints).pending_seq + 1, updated_at = now()
+            RETURNING generation, pending_seq
+            """, [pipelineName, zone.ownerRecordName, zone.zoneName]
+        ).rows[0]
+        let seenPendingSeq: String = try row.decode(1)
+        updateState(of: zone) { $0.seenPendingSeq = seenPendingSeq }
+        return ZoneCheckpoint(token: nil, generation: try row.decode(0), resyncing: true)
+    }
+
+    /// PostgreSQL text holds no NUL: a zone named with one is not followed (stored cut at the
+    /// NUL, `a\u{0}one` and `a\u{0}two` would both be `a`).
+    public func refusal(of zone: ZoneID) -> String? {
+        guard zone.zoneName.containsNUL || zone.ownerRecordName.containsNUL else { return nil }
+        return "the zone's name holds a NUL character, which PostgreSQL text cannot hold; the zone is not exported "
+            + "(stored cut at the NUL, it would share its rows and checkpoint with another zone)"
+    }
+
+    public func recordZoneError(_ zone: ZoneID, message: String?) async throws {
+        let schema = self.schema
+        let name = pipelineName
+        try await onConnection(of: zone) { c, _ in
+            try c.query(
+                "UPDATE \(schema.checkpoints) SET last_error = $4 WHERE pipeline = $1 AND scope = 'zone' AND zone_owner = $2 AND zone_name = $3",
+                [name, zone.ownerRecordName, zone.zoneName, message.map(Self.withoutNUL)])
+        }
+    }
+
+    public func deleteZone(_ deletion: ZoneDeletion, runID: Int64) async throws -> BatchOutcome {
+        try await onConnection(of: deletion.zoneID) { c, _ in
+            try c.transaction {
+                let outcome = try self.deleteZoneRows(deletion, runID: runID, on: c)
+                try self.addToRun(outcome, on: c)
+                return outcome
+            }
+        }
+    }
+
+    /// Tombstones (reason `zone_deleted`) or deletes (`zone_purged`, or `deletes: hard`) every row
+    /// of a zone, logs each in `zonefeed_tombstones`, and drops the zone's checkpoint.
+    func deleteZoneRows(_ deletion: ZoneDeletion, runID: Int64, on c: Connection) throws -> BatchOutcome {
+        let purge = deletion.reason == .purged
+        let reason = purge ? "zone_purged" : "zone_deleted"
+        var outcome = BatchOutcome()
+        for table in try refreshed(schema, on: c).tables {
+            // Only rows that were live are logged: a tombstoned row's deletion was logged already.
+            let change =
+                purge || settings.deletes == .hard
+                ? "DELETE FROM \(table.qualifiedName) WHERE zone_owner = $1 AND zone_name = $2 RETURNING record_name, record_type, deleted_at IS NULL AS was_live"
+                : "UPDATE \(table.qualifiedName) SET deleted_at = now(), synced_at = now(), run_id = $3::bigint WHERE zone_owner = $1 AND zone_name = $2 AND deleted_at IS NULL RETURNING record_name, record_type, true AS was_live"
+            let result = try c.query(
+                """
+                WITH gone AS (\(change))
+                INSERT INTO \(schema.tombstones) (pipeline, zone_owner, zone_name, record_name, record_type, reason, run_id)
+                SELECT $4, $1, $2, record_name, record_type, $5, $3::bigint FROM gone WHERE was_live
+                """, [deletion.zoneID.ownerRecordName, deletion.zoneID.zoneName, String(runID), pipelineName, reason])
+            outcome.tombstones += result.affectedRows
+        }
+        try c.query(
+            "DELETE FROM \(schema.checkpoints) WHERE pipeline = $1 AND scope = 'zone' AND zone_owner = $2 AND zone_name = $3",
+            [pipelineName, deletion.zoneID.ownerRecordName, deletion.zoneID.zoneName])
+        return outcome
+    }
+
+    func addToRun(_ outcome: BatchOutcome, on c: Connection) throws {
+        try c.query(
+            """
+            UPDATE \(schema.runs) SET pages = pages + $2, upserts = upserts + $3, tombstones = tombstones + $4,
+                rejects = rejects + $5, skipped = skipped + $6
+            WHERE run_id = $1
+            """,
+            [
+                String(runID), String(outcome.pages), String(outcome.upserts), String(outcome.tombstones + outcome.swept),
+                String(outcome.rejects), String(outcome.skipped),
+            ])
+    }
+}
