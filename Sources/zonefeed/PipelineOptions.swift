@@ -80,6 +80,19 @@ struct PipelineOptions: ParsableArguments {
         }
     }
 
+    /// One run of `pipeline` from `source` into its destination: what `run` does once and
+    /// `watch` does each cycle, built in this one place. The caller closes the destination.
+    static func runner(
+        for pipeline: Pipeline, source: any ChangeSource, conninfo: String, zones: [String] = [], logger: Logger,
+        events: @escaping SyncEventHandler
+    ) -> (runner: Runner, destination: PostgresDestination) {
+        let destination = PostgresDestination(pipelineName: pipeline.name, settings: pipeline.postgres, conninfo: conninfo, logger: logger)
+        let configuration = Runner.Configuration(
+            pipeline: pipeline.name, commitEvery: pipeline.destination.commitEvery, zoneFilter: zones,
+            parallelZones: pipeline.destination.parallelZones)
+        return (Runner(configuration: configuration, source: source, destination: destination, logger: logger, events: events), destination)
+    }
+
     /// Runs `body` with the pipeline's source, which its settings make, shut down on every path.
     /// `conninfo` is the destination's, where it keeps the source's vault (the web auth tokens
     /// of `auth.webAuthTokenStore: database`).

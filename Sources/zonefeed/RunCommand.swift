@@ -98,12 +98,8 @@ struct RunCommand: AsyncParsableCommand {
         let progressLine = Progress(enabled: showProgress)
         return try await options.withDestination(pipeline, logger: logger) { conninfo in
             try await options.withSource(pipeline, conninfo: conninfo, logger: logger) { source in
-                let destination = PostgresDestination(pipelineName: pipeline.name, settings: pipeline.postgres, conninfo: conninfo, logger: logger)
-                let runner = Runner(
-                    configuration: .init(
-                        pipeline: pipeline.name, commitEvery: pipeline.postgres.commitEvery, zoneFilter: zones,
-                        parallelZones: pipeline.postgres.parallelZones),
-                    source: source, destination: destination, logger: logger,
+                let (runner, destination) = PipelineOptions.runner(
+                    for: pipeline, source: source, conninfo: conninfo, zones: zones, logger: logger,
                     events: { event in
                         metrics?.run.record(event)
                         await progressLine.handle(event)

@@ -83,10 +83,8 @@ struct WatchCommand: AsyncParsableCommand {
         _ pipeline: Pipeline, source: any ChangeSource, conninfo: String, trigger: Watcher.Trigger, metrics: MetricsExport, logger: Logger,
         pipelineFile: String
     ) async throws -> RunSummary {
-        let destination = PostgresDestination(pipelineName: pipeline.name, settings: pipeline.postgres, conninfo: conninfo, logger: logger)
-        let runner = Runner(
-            configuration: .init(pipeline: pipeline.name, commitEvery: pipeline.postgres.commitEvery, parallelZones: pipeline.postgres.parallelZones),
-            source: source, destination: destination, logger: logger,
+        let (runner, destination) = PipelineOptions.runner(
+            for: pipeline, source: source, conninfo: conninfo, logger: logger,
             events: { event in
                 metrics.run.record(event)
                 // A cycle's start is news only when debugging: the cycles that brought something
