@@ -2,7 +2,7 @@ import CoreMetrics
 
 extension CloudKitClient {
     /// What the client counts, through swift-metrics: nothing is recorded until the program
-    /// bootstraps a metrics backend (zonefeed's is Prometheus; README, "Metrics"). Labels stay
+    /// bootstraps a metrics backend (zonefeed's is Prometheus; docs/metrics.md). Labels stay
     /// few: an HTTP status, never a zone or a record.
     enum Metrics {
         /// Every HTTP exchange, retries included, by status code ("none" when no response came).

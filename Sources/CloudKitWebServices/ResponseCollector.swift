@@ -10,7 +10,7 @@ import Synchronization
 /// Why not `HTTPClientResponse.body`, read from a task: over HTTP/2, swift-nio-http2 hands out
 /// each DATA frame as a slice of its receive buffer, and a part waiting for a task to read it
 /// keeps that whole buffer alive, so the decoder copies its buffer afresh for the next bytes.
-/// Measured with 16 pages in flight over one TLS connection 100 ms away (README, "Performance"):
+/// Measured with 16 pages in flight over one TLS connection 100 ms away (docs/performance.md):
 /// 200-235 MB peak RSS and 11,300 records/s read from a task, against 95 MB and 18,000 records/s
 /// over HTTP/1.1; copying on the event loop lets each slice go at once.
 final class ResponseCollector: HTTPClientResponseDelegate, Sendable {

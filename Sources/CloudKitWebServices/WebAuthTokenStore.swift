@@ -101,7 +101,7 @@ final class WebAuthTokenStore: Sendable {
         var state = State(contents: contents, version: version)
         state.failure = failure
         self.state = Mutex(state)
-        // What an alert on a session about to end watches (README, "Metrics"); absent when
+        // What an alert on a session about to end watches (docs/metrics.md); absent when
         // unknown (a token file from before these lines, a configured token).
         if let rotated = contents.rotatedAt { CloudKitClient.Metrics.webAuthTokenRotated().record(rotated.timeIntervalSince1970) }
         if let signedIn = contents.signedInAt { CloudKitClient.Metrics.webAuthTokenSignedIn().record(signedIn.timeIntervalSince1970) }

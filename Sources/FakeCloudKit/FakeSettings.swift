@@ -15,7 +15,7 @@ public struct FakeSettings: Sendable, Hashable {
     /// every entry creates a new record, like a snapshot fetched from a nil token (the benchmark).
     public var churn = true
 
-    // The ranges of the settings (README, "The pipeline file"), shared by `source.fake` and
+    // The ranges of the settings (docs/pipeline-file.md), shared by `source.fake` and
     // `zonefeed fake-server`'s flags. A hundred million entries a zone keeps every position,
     // page and timestamp the generator computes far inside Int64.
     public static let zonesRange = 1...1_000

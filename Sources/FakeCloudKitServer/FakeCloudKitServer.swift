@@ -57,7 +57,7 @@ public struct FakeCloudKitServer: Sendable {
             case onUse = "use"
             /// ...have been *issued*: only the newest N. A response lost with a killed client
             /// takes a place in the window, so with a window of 1 no client survives being killed
-            /// during a request, and with 2 not two such kills in a row (README).
+            /// during a request, and with 2 not two such kills in a row (docs/cloudkit.md, "Web auth tokens").
             case onIssue = "issue"
         }
         /// Every CloudKit response waits `latency`, give or take up to `jitter` (uniformly), as a

@@ -2,7 +2,7 @@ import Foundation
 import Yams
 
 extension Pipeline {
-    /// The largest pipeline file read: 1 MiB. A real one is a few kilobytes (the README's
+    /// The largest pipeline file read: 1 MiB. A real one is a few kilobytes (docs/pipeline-file.md's
     /// commented example is 4); a larger one is the wrong file, and reading on would only spend
     /// memory and time on it.
     public static let maxFileBytes = 1 << 20

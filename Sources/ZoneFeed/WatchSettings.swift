@@ -12,7 +12,7 @@ public struct WatchSettings: SectionConfiguration, Equatable {
     public var listen: String?
     public var unhealthyAfterSeconds: Double = 600
 
-    /// A second to a day: a safety poll rarer than daily is no safety (README, "Watching").
+    /// A second to a day: a safety poll rarer than daily is no safety (docs/watching.md).
     public static let pollIntervalRange = 1.0...86_400.0
     /// A second to a week of failing cycles before `/healthz` says so.
     public static let unhealthyAfterRange = 1.0...604_800.0

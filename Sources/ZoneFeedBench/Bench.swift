@@ -225,7 +225,7 @@ public struct Bench: Sendable {
     /// every request `--wan-latency` ms late, give or take a fifth, as CloudKit far away does:
     /// what many requests in flight buy over one page per round trip. The server accepts
     /// every token it issued, as one live test found CloudKit does; against one that accepts
-    /// only the newest, zonefeed goes one request at a time (README).
+    /// only the newest, zonefeed goes one request at a time (docs/cloudkit.md, "Web auth tokens").
     func measureOverWAN(tls: Bool) async throws -> BenchReport.WANRun {
         let wanSettings = FakeSettings(
             seed: 43, zones: options.wanZones, recordsPerZone: options.wanRecords / options.wanZones, pageSize: 200, churn: false)

@@ -28,13 +28,13 @@ public struct CloudKitSettings: Sendable {
     public var retryBudgetSeconds: Double = 300
     /// The most requests in flight at once, across zones; each zone's pages still come one after
     /// another. 16 keeps a backfill 100 ms from CloudKit well past eight times what one request
-    /// at a time can fetch (README, "Benchmark").
+    /// at a time can fetch (docs/performance.md).
     public var maxConcurrentRequests: Int = 16
     /// `tls.caFile`: a PEM file of CA certificates trusted besides the system's (a TLS-inspecting
     /// proxy's CA, a test server's). Certificates are always verified.
     public var tlsCAFile: String?
 
-    // The ranges of the numbers above (README, "The pipeline file"): a file out of range is
+    // The ranges of the numbers above (docs/pipeline-file.md): a file out of range is
     // refused at its line, and nothing behind them can overflow.
 
     /// CloudKit's own limit for `resultsLimit`.

@@ -1,5 +1,5 @@
 /// Every metric zonefeed exports, with its help text: the names are the contract with dashboards
-/// and alerts (README, "Metrics"). Labels stay low-cardinality: an outcome, a status, an HTTP
+/// and alerts (docs/metrics.md). Labels stay low-cardinality: an outcome, a status, an HTTP
 /// status code and the pipeline, never a zone or a record.
 public struct ZoneFeedMetric: Sendable, Hashable {
     public let name: String

@@ -38,7 +38,7 @@ public struct PostgresSettings: Sendable {
     public static let defaultCommitEvery = 5_000
 
     /// A transaction of up to a million records: batches of that size are held in memory,
-    /// one per connection, so more would only risk the memory (README, "The pipeline file").
+    /// one per connection, so more would only risk the memory (docs/pipeline-file.md).
     public static let commitEveryRange = 1...1_000_000
     public static let parallelZonesRange = 1...16
 

@@ -7,7 +7,7 @@ import ZoneFeed
 /// pipeline whose runs do not keep a disk (a Kubernetes CronJob's pod), one row per pipeline,
 /// holding the token file's text (`auth.webAuthTokenStore: database`). Whoever can read the
 /// table can act as the CloudKit user until the token expires, so it is created with no
-/// privilege for PUBLIC; see README, "Web auth tokens".
+/// privilege for PUBLIC; see docs/cloudkit.md, "Web auth tokens".
 ///
 /// Every `save` is a committed statement before it returns, and PostgreSQL's default
 /// `synchronous_commit = on` makes a commit durable: the same rule as the file (saved before a
