@@ -11,6 +11,9 @@ import ZoneFeed
     static let poll = configuration.pollInterval
     static let debounce = configuration.debounce
     static let retry = configuration.pushRetryInterval
+    /// Where the watcher and the test's steps run: a thread of their own, so that the rest of
+    /// the suite cannot hold them up (`DedicatedExecutor`).
+    static let executor = DedicatedExecutor(label: "zonefeed.tests.watcher")
 
     /// A cycle as the watcher started it: why, and when on the manual clock.
     struct Cycle: Equatable, CustomStringConvertible {
@@ -95,10 +98,12 @@ import ZoneFeed
         _ body: (Watching) async throws -> Void
     ) async throws {
         let watching = Self.watcher(notifier, outcome: outcome)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await watching.watcher.run() }
-            defer { group.cancelAll() }
-            try await body(watching)
+        try await withTaskExecutorPreference(Self.executor) {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await watching.watcher.run() }
+                defer { group.cancelAll() }
+                try await body(watching)
+            }
         }
     }
 
@@ -345,20 +350,22 @@ import ZoneFeed
             return .interrupted
         }
         let ended = Observed(false)
-        let run = Task {
+        let run = Task(executorPreference: Self.executor) {
             await w.watcher.run()
             ended.update { $0 = true }
         }
-        try await notifier.listening()
-        try await w.clock.sleepers(wakingAt: Self.poll)
-        if moment == .inACycle {
-            w.clock.advance(by: Self.poll)
-            try await w.began(2)
+        try await withTaskExecutorPreference(Self.executor) {
+            try await notifier.listening()
+            try await w.clock.sleepers(wakingAt: Self.poll)
+            if moment == .inACycle {
+                w.clock.advance(by: Self.poll)
+                try await w.began(2)
+            }
+            run.cancel()
+            // Only the test moves the manual clock, and it stands still now: nothing but the
+            // cancellation can end the run.
+            #expect(await ended.wait(until: { $0 }), "run() ended after the cancellation")
         }
-        run.cancel()
-        // Only the test moves the manual clock, and it stands still now: nothing but the
-        // cancellation can end the run.
-        #expect(await ended.wait(until: { $0 }), "run() ended after the cancellation")
         #expect(w.clock.deadlines.isEmpty, "nothing sleeps on")
         #expect(w.cycles.current.count == (moment == .inACycle ? 2 : 1), "no cycle after the cancellation: \(w.cycles.current)")
         #expect(w.logged("watch cycle failed").isEmpty, "a stop is not a failure")
