@@ -74,14 +74,7 @@ import Testing
     /// three (a probe) only after enough successes; a refused probe pauses no one and the next
     /// one waits twice as long; a probe that succeeds lifts the ceiling.
     @Test func aServersCapIsFoundAndProbedSeldom() async throws {
-        let limiter = RequestLimiter(maxConcurrent: 8)
-        let wave = [try await limiter.acquire(), try await limiter.acquire(), try await limiter.acquire(), try await limiter.acquire()]
-        await limiter.release(wave[0], .succeeded)
-        await limiter.release(wave[1], .succeeded)
-        await limiter.release(wave[2], .throttled(pause: 0.05))
-        await limiter.release(wave[3], .throttled(pause: 0.05))
-        #expect(await limiter.ceiling == 3, "the third in flight was refused")
-        #expect(await limiter.currentLimit == 2)
+        let limiter = try await Self.limiterThatMetACapOfTwo()
 
         let pairs = try await Self.succeedTwoAtATime(limiter, untilTheLimitIs: 3)
         #expect(pairs * 2 >= RequestLimiter.firstProbeAfter, "no probe before \(RequestLimiter.firstProbeAfter) successes: \(pairs * 2)")
@@ -109,14 +102,7 @@ import Testing
     /// A probe that succeeds after another request came back while it was out leaves the
     /// ceiling: the server may have let that one go before the probe arrived, and held two.
     @Test func aProbeThatSucceedsAfterAnotherCameBackLeavesTheCeiling() async throws {
-        let limiter = RequestLimiter(maxConcurrent: 8)
-        let wave = [try await limiter.acquire(), try await limiter.acquire(), try await limiter.acquire(), try await limiter.acquire()]
-        await limiter.release(wave[0], .succeeded)
-        await limiter.release(wave[1], .succeeded)
-        await limiter.release(wave[2], .throttled(pause: 0.05))
-        await limiter.release(wave[3], .throttled(pause: 0.05))
-        #expect(await limiter.ceiling == 3)
-        try #require(await limiter.currentLimit == 2)
+        let limiter = try await Self.limiterThatMetACapOfTwo()
 
         _ = try await Self.succeedTwoAtATime(limiter, untilTheLimitIs: 3)
         let probe = [try await limiter.acquire(), try await limiter.acquire(), try await limiter.acquire()]
@@ -170,6 +156,20 @@ import Testing
             try #require(ContinuousClock.now < deadline, "\(count) waiting, not \(waiting)", sourceLocation: sourceLocation)
             try await Task.sleep(for: .milliseconds(1))
         }
+    }
+
+    /// A limiter of eight whose first wave of four met a server that takes two: the third and
+    /// fourth were throttled, so the ceiling is three and the limit two.
+    static func limiterThatMetACapOfTwo(sourceLocation: SourceLocation = #_sourceLocation) async throws -> RequestLimiter {
+        let limiter = RequestLimiter(maxConcurrent: 8)
+        let wave = [try await limiter.acquire(), try await limiter.acquire(), try await limiter.acquire(), try await limiter.acquire()]
+        await limiter.release(wave[0], .succeeded)
+        await limiter.release(wave[1], .succeeded)
+        await limiter.release(wave[2], .throttled(pause: 0.05))
+        await limiter.release(wave[3], .throttled(pause: 0.05))
+        #expect(await limiter.ceiling == 3, "the third in flight was refused", sourceLocation: sourceLocation)
+        try #require(await limiter.currentLimit == 2, sourceLocation: sourceLocation)
+        return limiter
     }
 
     /// Two requests at a time succeed until the limit reaches `limit`; how many rounds it took.
