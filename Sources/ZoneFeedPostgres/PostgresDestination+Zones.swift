@@ -14,11 +14,12 @@ extension PostgresDestination {
     /// away outnumber the connections, which are needed only for writing.
     public func claimZone(_ zone: ZoneID) async throws -> Bool {
         let key = self.key
-        let index = lock.withLock { () -> Int in
-            var load = [Int](repeating: 0, count: sessions.count)
-            for session in sessionOfZone.values { load[session] += 1 }
-            let least = sessions.indices.min { load[$0] < load[$1] } ?? 0
-            sessionOfZone[zone] = least
+        let sessionCount = sessions.count
+        let index = state.withLock { state -> Int in
+            var load = [Int](repeating: 0, count: sessionCount)
+            for session in state.sessionOfZone.values { load[session] += 1 }
+            let least = load.indices.min { load[$0] < load[$1] } ?? 0
+            state.sessionOfZone[zone] = least
             return least
         }
         let claimed: Bool
@@ -30,16 +31,16 @@ extension PostgresDestination {
                 try c.query("SELECT pg_try_advisory_lock(hashtext($1), hashtext($2))", [key, "\(zone.ownerRecordName)/\(zone.zoneName)"]).scalar(as: Bool.self)
             }
         } catch {
-            lock.withLock { sessionOfZone[zone] = nil }
+            state.withLock { $0.sessionOfZone[zone] = nil }
             throw error
         }
-        if !claimed { lock.withLock { sessionOfZone[zone] = nil } }
+        if !claimed { state.withLock { $0.sessionOfZone[zone] = nil } }
         return claimed
     }
 
     public func releaseZone(_ zone: ZoneID) async throws {
         let key = self.key
-        defer { lock.withLock { sessionOfZone[zone] = nil } }
+        defer { state.withLock { $0.sessionOfZone[zone] = nil } }
         try await onConnection(of: zone) { c, _ in
             try c.query("SELECT pg_advisory_unlock(hashtext($1), hashtext($2))", [key, "\(zone.ownerRecordName)/\(zone.zoneName)"])
         }

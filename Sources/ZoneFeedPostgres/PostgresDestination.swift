@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import LibPQ
 import Logging
+import Synchronization
 import ZoneFeed
 
 /// The PostgreSQL destination. Each libpq connection is used from a dedicated serial queue so that
@@ -10,12 +11,10 @@ import ZoneFeed
 /// liveness lock and does the run-wide work; a zone is applied on the connection that claimed it
 /// (its session holds the zone's advisory lock), one of up to `parallelZones`, opened when first
 /// needed; a session may hold several zones. The session locks vanish if the process dies.
-// @unchecked: the mutable members are touched only with `lock` held, each session's only on its
-// queue. One of the three unchecked types left (with Session and LibPQ's Connection).
-public final class PostgresDestination: Destination, @unchecked Sendable {
+public final class PostgresDestination: Destination, Sendable {
     /// The tables as this process last knew them: the pipeline's mapping, grown by the
     /// recorded schema changes when the schema evolves.
-    public var schema: PostgresSchema { lock.withLock { _schema } }
+    public var schema: PostgresSchema { state.withLock { $0.schema } }
     /// The pipeline's own mapping, before any change.
     let mappedSchema: PostgresSchema
     let pipelineName: String
@@ -47,12 +46,15 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
     /// (the sessions, which zone is on which, and `on`) is the destination's own; its roles
     /// (runs, zones, applying batches, evolution, admin) are extensions in files of their own.
     let sessions: [Session]
-    let lock = NSLock()
-    // Guarded by `lock`.
-    var sessionOfZone: [ZoneID: Int] = [:]
-    private var zoneState: [ZoneID: ZoneState] = [:]
-    private var _runID: Int64 = 0
-    private var _schema: PostgresSchema
+    /// What the pool and its roles share between calls.
+    struct State {
+        /// The session each claimed zone is applied on.
+        var sessionOfZone: [ZoneID: Int] = [:]
+        var zones: [ZoneID: ZoneState] = [:]
+        var runID: Int64 = 0
+        var schema: PostgresSchema
+    }
+    let state: Mutex<State>
 
     /// What this run knows of a zone it applies.
     struct ZoneState {
@@ -74,23 +76,23 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
         self.pipelineName = pipelineName
         self.settings = settings
         mappedSchema = PostgresSchema(pipelineName: pipelineName, settings: settings)
-        _schema = mappedSchema
+        state = Mutex(State(schema: mappedSchema))
         self.conninfo = conninfo
         self.logger = logger
         sessions = (0..<max(1, settings.parallelZones)).map(Session.init)
     }
 
     var runID: Int64 {
-        get { lock.withLock { _runID } }
-        set { lock.withLock { _runID = newValue } }
+        get { state.withLock { $0.runID } }
+        set { state.withLock { $0.runID = newValue } }
     }
 
     func state(of zone: ZoneID) -> ZoneState {
-        lock.withLock { zoneState[zone] ?? ZoneState() }
+        state.withLock { $0.zones[zone] ?? ZoneState() }
     }
 
     func updateState(of zone: ZoneID, _ change: (inout ZoneState) -> Void) {
-        lock.withLock { change(&zoneState[zone, default: ZoneState()]) }
+        state.withLock { change(&$0.zones[zone, default: ZoneState()]) }
     }
 
     /// Runs `body` on the run's connection.
@@ -102,7 +104,7 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
     /// Runs `body` on the connection that claimed `zone`, or the run's when none did.
     @discardableResult
     func onConnection<T: Sendable>(of zone: ZoneID, _ body: @escaping @Sendable (Connection, Session) throws -> T) async throws -> T {
-        let index = lock.withLock { sessionOfZone[zone] } ?? 0
+        let index = state.withLock { $0.sessionOfZone[zone] } ?? 0
         return try await on(sessions[index], body)
     }
 
@@ -189,7 +191,7 @@ public final class PostgresDestination: Destination, @unchecked Sendable {
 
     /// Makes `schema` the one later batches start from, unless a newer one is known already.
     func publish(_ schema: PostgresSchema) {
-        lock.withLock { if schema.version > _schema.version { _schema = schema } }
+        state.withLock { if schema.version > $0.schema.version { $0.schema = schema } }
     }
 
     public func prepare() async throws {
