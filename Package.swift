@@ -103,7 +103,7 @@ let package = Package(
         .target(
             name: "FakeCloudKitServer",
             dependencies: [
-                "FakeCloudKit", "CloudKitModel",
+                "FakeCloudKit", "CloudKitModel", "ZoneFeed",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),

@@ -1,4 +1,5 @@
 import Foundation
+import ZoneFeed
 
 /// Traffic: how many CloudKit requests are in flight, how they overlapped, which were one too
 /// many (`--max-in-flight`), and each round trip's latency.
@@ -45,7 +46,7 @@ extension FakeCloudKitStore {
         var afterThrottle = false
         // Only requests sent once the pause was over count: one sent before it and still being
         // answered (a slow, loaded server) says nothing of how the client paused.
-        if let first = traffic.firstThrottle, ContinuousClock.now - first >= .milliseconds(Int64(configuration.throttleRetryAfter * 1000)) {
+        if let first = traffic.firstThrottle, ContinuousClock.now - first >= Duration(clampingSeconds: configuration.throttleRetryAfter) {
             afterThrottle = true
             traffic.inFlightAfterThrottle += 1
             traffic.peakInFlightAfterThrottle = max(traffic.peakInFlightAfterThrottle ?? 0, traffic.inFlightAfterThrottle)
@@ -67,7 +68,7 @@ extension FakeCloudKitStore {
         var latency = configuration.latency
         if configuration.jitter > .zero {
             let jitter = configuration.jitter.seconds
-            latency += .nanoseconds(Int64(Double.random(in: -jitter...jitter) * 1e9))
+            latency += Duration(clampingSeconds: Double.random(in: -jitter...jitter))
         }
         return max(latency, .zero)
     }

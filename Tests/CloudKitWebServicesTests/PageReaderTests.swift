@@ -107,6 +107,20 @@ import ZoneFeed
         #expect(record.fields.count == 21)
     }
 
+    /// CloudKit writes the token after the records; a page with its token and `moreComing` first,
+    /// far from the end, is read the same, as JSONDecoder reads it.
+    @Test func aPageWithItsTokenFirstIsReadAsAnyOther() throws {
+        let feed = FakeFeed(settings: FakeSettings(seed: 9, zones: 1, recordsPerZone: 400, badRecordEvery: 40))
+        let records = String(decoding: try JSONEncoder().encode(feed.entries(zone: 0, range: 0..<400)), as: UTF8.self)
+        let text = #"{"syncToken":"next\"token","moreComing":true,"records":\#(records)}"#
+        #expect(text.utf8.count > 8192, "the token is far from the end")
+        let page = try Self.read(text)
+        #expect(page.syncToken == "next\"token")
+        #expect(page.moreComing)
+        #expect(page.records.count == 400)
+        #expect(page == (try Self.decoded(text)))
+    }
+
     /// Text that is not UTF-8 would have to be changed to be stored, and changed it may be
     /// another record's name or field: such an entry is read as unreadable, saying where, and
     /// the rest of the page is read as usual.

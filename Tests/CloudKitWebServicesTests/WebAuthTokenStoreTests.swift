@@ -38,11 +38,12 @@ import Testing
         try await withStore(syncInterval: .seconds(3600)) { store, file in
             let logger = self.logger
             let arrived = Counter()
-            let handing = Counter()
+            // Finished once the first request is being handed its token.
+            let (firstRequest, handing) = AsyncStream.makeStream(of: Void.self)
             let (missing, overlapped) = try await withThrowingTaskGroup(of: ([String], Int).self) { group in
                 group.addTask {
                     // The tokens start arriving once the first request is being handed its token.
-                    while handing.value == 0 { try await Task.sleep(for: .milliseconds(1)) }
+                    for await _ in firstRequest {}
                     for i in 1...300 {
                         store.received("rotated-\(i)", logger: logger)
                         arrived.add()
@@ -55,7 +56,7 @@ import Testing
                     var overlapped = 0
                     while arrived.value < 300 {
                         let before = arrived.value
-                        handing.add()
+                        handing.finish()
                         let token = try await store.tokenForRequest(logger: logger)
                         if arrived.value != before { overlapped += 1 }
                         guard let token else { continue }

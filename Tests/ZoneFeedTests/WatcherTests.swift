@@ -48,6 +48,16 @@ import ZoneFeed
             try await WatcherTests.until("the health took in \(count) cycles", sourceLocation: sourceLocation) { await health.cycles >= count }
         }
 
+        /// Once the watcher listens and waits for its poll, a change is notified (at time zero);
+        /// returns when the watcher waits out its debounce.
+        func notified(by notifier: ScriptedNotifier, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+            try await notifier.listening(sourceLocation: sourceLocation)
+            try await clock.sleepers(wakingAt: WatcherTests.poll, sourceLocation: sourceLocation)
+            notifier.send(.change)
+            try await notifier.handled(sourceLocation: sourceLocation)
+            try await clock.sleepers(wakingAt: WatcherTests.debounce, WatcherTests.poll, sourceLocation: sourceLocation)
+        }
+
         /// The log lines that contain `text`.
         func logged(_ text: String) -> [String] { logs.current.filter { $0.contains(text) } }
     }
@@ -135,12 +145,7 @@ import ZoneFeed
     @Test func aBurstOfNotificationsWithinTheDebounceIsOneCycleAtItsEnd() async throws {
         let notifier = ScriptedNotifier()
         try await watching(notifier) { w in
-            try await notifier.listening()
-            try await w.clock.sleepers(wakingAt: Self.poll)
-
-            notifier.send(.change)
-            try await notifier.handled()
-            try await w.clock.sleepers(wakingAt: Self.debounce, Self.poll)
+            try await w.notified(by: notifier)
             // Two more within the debounce, taken in by the watcher before it ends; they do not
             // put it off.
             w.clock.advance(by: .milliseconds(100))
@@ -166,11 +171,7 @@ import ZoneFeed
     @Test func aNotificationAfterACycleStartsAnotherADebounceLater() async throws {
         let notifier = ScriptedNotifier()
         try await watching(notifier) { w in
-            try await notifier.listening()
-            try await w.clock.sleepers(wakingAt: Self.poll)
-            notifier.send(.change)
-            try await notifier.handled()
-            try await w.clock.sleepers(wakingAt: Self.debounce, Self.poll)
+            try await w.notified(by: notifier)
             w.clock.advance(by: Self.debounce)
             try await w.began(2)
 
