@@ -23,7 +23,8 @@ import Synchronization
 /// - Processes that share one session through one vault (the replicas of a Deployment) each
 ///   rotate the token on, and each rotation can retire the token another holds. A refused token
 ///   sends the store back to the vault: the tokens saved there since, by another process, are
-///   tried first.
+///   tried first. A save keeps them too (the vault's `update`): a process that started before
+///   the other rotated anything must not put back the token it started with alone.
 ///
 /// At start, the file's tokens win over the configured one, unless a person has configured a new
 /// token since the file was written (its fingerprint in the file differs).
@@ -52,9 +53,17 @@ final class WebAuthTokenStore: Sendable {
         var failure: WebAuthTokenFileFailure?
         /// Tokens the server refused: never taken back from the vault.
         var refused: Set<String> = []
+        /// The last tokens pushed out of `contents` by newer ones: when the vault is rewritten,
+        /// a token in it that is neither here nor in `contents` was saved by another process.
+        var pushedOut: [String] = []
         /// How many times the file was written and synced, for tests.
         var writes = 0
         var syncs = 0
+
+        mutating func pushOut(_ token: String) {
+            pushedOut.append(token)
+            if pushedOut.count > 64 { pushedOut.removeFirst() }
+        }
     }
 
     convenience init(configured: String?, file: String?, syncInterval: Duration = .milliseconds(100), logger: Logger) {
@@ -138,7 +147,7 @@ final class WebAuthTokenStore: Sendable {
             guard state.contents.tokens.first != token else { return false }
             state.contents.tokens.removeAll { $0 == token }
             state.contents.tokens.insert(token, at: 0)
-            if state.contents.tokens.count > Self.tokensKept { state.contents.tokens.removeLast() }
+            if state.contents.tokens.count > Self.tokensKept { state.pushOut(state.contents.tokens.removeLast()) }
             state.contents.rotatedAt = now
             state.contents.usedAt = now
             state.version += 1
@@ -194,9 +203,9 @@ final class WebAuthTokenStore: Sendable {
             state.refused.insert(token)
             let before = state.contents.tokens
             state.contents.tokens.removeAll { $0 == token }
-            let fresh = saved.filter { !state.refused.contains($0) && !state.contents.tokens.contains($0) }
+            let fresh = saved.filter { !state.refused.contains($0) && !state.pushedOut.contains($0) && !state.contents.tokens.contains($0) }
             state.contents.tokens.insert(contentsOf: fresh, at: 0)
-            state.contents.tokens = Array(state.contents.tokens.prefix(Self.tokensKept))
+            while state.contents.tokens.count > Self.tokensKept { state.pushOut(state.contents.tokens.removeLast()) }
             if state.contents.tokens != before { state.version += 1 }
             return (!state.contents.tokens.isEmpty, fresh.count)
         }
@@ -249,7 +258,17 @@ final class WebAuthTokenStore: Sendable {
         if let failure, failure.reading { return .failure(failure) }
         guard let contents else { return .success(saved) }
         do {
-            try file.save(WebAuthTokenFile.text(of: contents))
+            try file.update { text in
+                // Another process sharing the vault may have saved tokens since this one read
+                // it: they are kept, beside this one's, or a token it relies on would be lost.
+                let saved = (try? text.flatMap(WebAuthTokenFile.contents(of:)))?.tokens ?? []
+                let others = state.withLock { state in
+                    saved.filter { !state.refused.contains($0) && !state.pushedOut.contains($0) && !contents.tokens.contains($0) }
+                }
+                var merged = contents
+                merged.tokens = Self.interleaving(contents.tokens, others)
+                return WebAuthTokenFile.text(of: merged)
+            }
             let scheduleSync = state.withLock { state -> Bool in
                 state.savedVersion = version
                 state.writes += 1
@@ -275,6 +294,17 @@ final class WebAuthTokenStore: Sendable {
             return .failure(failure)
         }
         return .success(contents.tokens.first)
+    }
+
+    /// This process's tokens and another's, newest of each first, at most `tokensKept`: a
+    /// process starting from the vault tries the newest of both before anything older.
+    static func interleaving(_ ours: [String], _ others: [String]) -> [String] {
+        var tokens: [String] = []
+        for i in 0..<max(ours.count, others.count) {
+            if i < ours.count { tokens.append(ours[i]) }
+            if i < others.count { tokens.append(others[i]) }
+        }
+        return Array(tokens.prefix(tokensKept))
     }
 
     /// On the sync queue: whatever the file holds now reaches the disk.

@@ -14,6 +14,18 @@ public protocol WebAuthTokenVault: Sendable {
     /// or what a later `save` replaced it with.
     func save(_ text: String) throws
 
+    /// Replaces what is saved with what `change` makes of it, as `save` does. Processes that
+    /// share the vault must not interleave here, or one's save drops what the other saved in
+    /// between: a vault they share implements it atomically (a transaction); the default, a
+    /// `load` then a `save`, suits a vault one process uses.
+    func update(_ change: (String?) throws -> String) throws
+
     /// Makes what was saved survive a power loss too: nothing to do when `save` already does.
     func sync()
+}
+
+extension WebAuthTokenVault {
+    public func update(_ change: (String?) throws -> String) throws {
+        try save(change(load()))
+    }
 }

@@ -13,6 +13,10 @@ public protocol SourceVault: Sendable {
     /// Replaces what is saved; durable once this returns.
     func save(_ text: String) throws
 
+    /// Replaces what is saved with what `change` makes of it, durable once this returns, with
+    /// no save by another process in between (the replicas of a Deployment share a vault).
+    func update(_ change: (String?) throws -> String) throws
+
     /// Gives back what the vault holds open (a connection). It may be used again after.
     func close()
 }

@@ -65,5 +65,6 @@ struct DestinationTokenVault: WebAuthTokenVault {
     var location: String { vault.location }
     func load() throws -> String? { try vault.load() }
     func save(_ text: String) throws { try vault.save(text) }
+    func update(_ change: (String?) throws -> String) throws { try vault.update(change) }
     func sync() {}
 }

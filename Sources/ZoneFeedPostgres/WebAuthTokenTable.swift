@@ -42,12 +42,26 @@ public final class WebAuthTokenTable: SourceVault, Sendable {
 
     /// Replaces the saved text; committed when this returns.
     public func save(_ text: String) throws {
+        try withConnection(doing: "saving the web auth tokens in \(location)") { c in try upsert(text, on: c) }
+    }
+
+    private func upsert(_ text: String, on c: Connection) throws {
+        _ = try c.query(
+            """
+            INSERT INTO \(table) (pipeline, tokens, updated_at) VALUES ($1, $2, now())
+            ON CONFLICT (pipeline) DO UPDATE SET tokens = EXCLUDED.tokens, updated_at = EXCLUDED.updated_at
+            """, [pipelineName, text])
+    }
+
+    /// Reads, changes and replaces the saved text in one transaction, holding a lock on the
+    /// pipeline's tokens: two processes saving at once each keep what the other saved.
+    public func update(_ change: (String?) throws -> String) throws {
         try withConnection(doing: "saving the web auth tokens in \(location)") { c in
-            _ = try c.query(
-                """
-                INSERT INTO \(table) (pipeline, tokens, updated_at) VALUES ($1, $2, now())
-                ON CONFLICT (pipeline) DO UPDATE SET tokens = EXCLUDED.tokens, updated_at = EXCLUDED.updated_at
-                """, [pipelineName, text])
+            try c.transaction {
+                try c.query("SELECT pg_advisory_xact_lock(hashtext('zonefeed web auth tokens'), hashtext($1))", [pipelineName])
+                let saved = try c.query("SELECT tokens FROM \(table) WHERE pipeline = $1", [pipelineName]).rows.first?.decode(0, as: String.self)
+                try upsert(change(saved), on: c)
+            }
         }
     }
 

@@ -291,6 +291,33 @@ import Testing
         #expect(await !second.refused("first-1", logger: logger), "every token the file holds was refused: a person must sign in")
     }
 
+    /// Two replicas started together, before either sent a request (CI met it on a loaded
+    /// machine): the second's first save does not put its configured token back alone over the
+    /// tokens the first rotated to since, so once refused it goes on with the first's newest;
+    /// and the first's next save keeps the second's in turn.
+    @Test func aSaveKeepsTheTokensAnotherProcessSavedSince() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let file = folder + "/shared.web-auth-token"
+        let first = WebAuthTokenStore(configured: "signed-in", file: file, logger: logger)
+        let second = WebAuthTokenStore(configured: "signed-in", file: file, logger: logger)
+        #expect(try await first.tokenForRequest(logger: logger) == "signed-in")
+        first.received("first-1", logger: logger)
+        first.received("first-2", logger: logger)
+        #expect(try await first.tokenForRequest(logger: logger) == "first-2")
+
+        #expect(try await second.tokenForRequest(logger: logger) == "signed-in")
+        #expect(try savedTokens(file).prefix(3) == ["signed-in", "first-2", "first-1"], "the second's token beside the first's newest")
+        #expect(await second.refused("signed-in", logger: logger))
+        #expect(second.current == "first-2")
+        second.received("second-1", logger: logger)
+        #expect(try await second.tokenForRequest(logger: logger) == "second-1")
+
+        first.received("first-3", logger: logger)
+        #expect(try await first.tokenForRequest(logger: logger) == "first-3")
+        #expect(try savedTokens(file).prefix(3) == ["first-3", "second-1", "first-2"], "the newest of each first")
+    }
+
     @Test func aTokenFileWithWindowsLineEndsIsRead() async throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
@@ -397,6 +424,11 @@ import Testing
         // The writer queue is serial: the flush's write comes after every write queued before it.
         try await store.flush(logger: logger)
         try? FileManager.default.removeItem(atPath: folder)
+    }
+
+    /// The tokens the file holds, newest first.
+    func savedTokens(_ file: String) throws -> [String] {
+        try WebAuthTokenFile.contents(of: String(contentsOfFile: file, encoding: .utf8))?.tokens ?? []
     }
 
     func lines(_ file: String) throws -> [String] {
