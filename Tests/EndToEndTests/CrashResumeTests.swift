@@ -5,7 +5,7 @@ import TestSupport
 import Testing
 import ZoneFeed
 
-@Suite struct CrashResumeTests {
+@Suite(.onItsOwnThread) struct CrashResumeTests {
     /// The process is killed with SIGKILL at random moments of a backfill, several times, then
     /// run to the end: the tables equal the expected state and no page was applied twice.
     @Test func killedAtRandomPointsThenResumedAppliesEveryPageExactlyOnce() async throws {

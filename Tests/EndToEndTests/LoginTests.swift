@@ -8,7 +8,7 @@ import Testing
 /// to its own sign-in page: in headless Chromium, through the pasted final address, and every
 /// way a sign-in can fail. The server accepts only the tokens its sign-in page hands out (the
 /// pipeline's configured token is stale), so a run succeeds only with the stored sign-in.
-@Suite struct LoginTests {
+@Suite(.onItsOwnThread) struct LoginTests {
     typealias Setup = CloudKitEndToEndTests.Setup
 
     /// A pipeline whose configured token the server never accepts, and a server whose sign-in

@@ -5,12 +5,20 @@ import Dispatch
 /// two on CI) is shared with tests that block its threads in libpq or wait on processes, and a
 /// task resumed there can wait tens of seconds for a thread. A task that prefers this executor,
 /// and every child task and default actor it calls, runs here instead.
-final class DedicatedExecutor: TaskExecutor {
+public final class DedicatedExecutor: TaskExecutor {
     private let queue: DispatchQueue
 
-    init(label: String) { queue = DispatchQueue(label: label) }
+    public init(label: String) {
+        queue = DispatchQueue(label: label)
+        queue.setSpecific(key: Self.labelKey, value: label)
+    }
 
-    func enqueue(_ job: consuming ExecutorJob) {
+    private static let labelKey = DispatchSpecificKey<String>()
+
+    /// The label of the dedicated executor the caller runs on; nil on any other thread.
+    public static var current: String? { DispatchQueue.getSpecific(key: labelKey) }
+
+    public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         queue.async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }

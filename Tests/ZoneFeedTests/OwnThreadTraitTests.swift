@@ -1,0 +1,16 @@
+import TestSupport
+import Testing
+
+/// `.onItsOwnThread` moves each test case off the cooperative pool, onto a queue of its own.
+@Suite(.onItsOwnThread) struct OwnThreadTraitTests {
+    static func queueLabel() -> String { DedicatedExecutor.current ?? "the cooperative pool" }
+
+    @Test(arguments: [1, 2]) func eachCaseRunsOnItsOwnQueueAndSoDoesWhatItAwaits(_ n: Int) async throws {
+        #expect(Self.queueLabel().hasPrefix("zonefeed.tests."), "the body: \(Self.queueLabel())")
+        try await Task.sleep(for: .milliseconds(10))
+        #expect(Self.queueLabel().hasPrefix("zonefeed.tests."), "after a suspension: \(Self.queueLabel())")
+        async let label = Self.queueLabel()
+        let child = await label
+        #expect(child.hasPrefix("zonefeed.tests."), "a child task (an unstructured Task does not inherit the preference): \(child)")
+    }
+}
