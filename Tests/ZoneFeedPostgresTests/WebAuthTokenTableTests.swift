@@ -13,7 +13,7 @@ import ZoneFeedPostgres
         let conninfo = try await TestDatabase.connectionString()
         let schema = TestDatabase.uniqueName("tokens")
         let tables = (0..<2).map { _ in WebAuthTokenTable(pipelineName: "shared", schema: schema, conninfo: conninfo) }
-        defer { tables.forEach { $0.close() } }
+        defer { for table in tables { table.close() } }
         let updates = 100
         let inside = Atomic(0)
         let mostInside = Atomic(0)
