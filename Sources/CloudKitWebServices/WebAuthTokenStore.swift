@@ -261,7 +261,7 @@ final class WebAuthTokenStore: Sendable {
             try file.update { text in
                 // Another process sharing the vault may have saved tokens since this one read
                 // it: they are kept, beside this one's, or a token it relies on would be lost.
-                let saved = (try? text.flatMap(WebAuthTokenFile.contents(of:)))?.tokens ?? []
+                let saved = text.flatMap(WebAuthTokenFile.contents(of:))?.tokens ?? []
                 let others = state.withLock { state in
                     saved.filter { !state.refused.contains($0) && !state.pushedOut.contains($0) && !contents.tokens.contains($0) }
                 }
