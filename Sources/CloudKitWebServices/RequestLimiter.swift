@@ -10,10 +10,11 @@
 ///   probes the ceiling again only after a number of successes that doubles with every probe
 ///   the server throttles, and a throttled probe costs only its own wait, not a pause of every
 ///   request, so a run converges to the server's cap instead of paying a pause each time the
-///   limit creeps above it. A request that succeeds at the ceiling lifts it, if no other request
-///   came back while it was out: only then did the server surely hold that many at once (on a
-///   loaded machine an answer can wait to be read long after the server let it go, so the client
-///   counts in flight what the server no longer does).
+///   limit creeps above it. Probes that succeed lift the ceiling, three of them, each a
+///   probe's wait apart, and each with no other request back while it was out: on a loaded
+///   machine an answer can wait to be read long after the server let it go, so the client counts
+///   in flight what the server no longer does, and one probe's success can be that miscount
+///   (CI met it: a ceiling lifted, and five in flight at a server that takes two).
 /// - A throttle whose `retryAfter` the request will wait out pauses every request of the client
 ///   until then, not only the one that got it, unless the server answered others meanwhile (it
 ///   refused one too many at once, which fewer in flight cures); one the request will not wait
@@ -38,6 +39,8 @@ actor RequestLimiter {
     private(set) var ceiling: Int?
     /// Successes at or under the ceiling before the next probe above it.
     private(set) var successesBeforeProbe = RequestLimiter.firstProbeAfter
+    /// Probes at the ceiling that succeeded since it was set or last refused a probe.
+    private(set) var probesSucceeded = 0
     private var pausedUntil: ContinuousClock.Instant?
     private var pause = PauseClock()
     /// Bumped by every decrease: a ticket from an earlier episode does not decrease again.
@@ -50,6 +53,7 @@ actor RequestLimiter {
     var waiters: Int { waiting.count }
 
     static let firstProbeAfter = 16
+    static let probesToLift = 3
     static let lastProbeAfter = 4_096
     /// No pause, whatever a server asks, is longer than this: the caller caps `retryAfter` well
     /// below it (`maxRetryAfter`); this only keeps the arithmetic from ever trapping.
@@ -128,11 +132,19 @@ actor RequestLimiter {
             limit = min(Double(maxConcurrent), limit + 1 / limit)
             return
         }
-        if ticket.inFlight >= ceiling, returns == ticket.returns {
-            // The server took as many as it once refused: what refused them has passed.
-            self.ceiling = nil
+        if ticket.inFlight >= ceiling {
+            // A probe got through; counted only when nothing came back while it was out.
+            if returns == ticket.returns { probesSucceeded += 1 }
             successesBeforeProbe = Self.firstProbeAfter
-            limit = min(Double(maxConcurrent), limit + 1 / limit)
+            if probesSucceeded >= Self.probesToLift {
+                // The server took as many as it once refused, again and again: what refused
+                // them has passed.
+                self.ceiling = nil
+                probesSucceeded = 0
+                limit = min(Double(maxConcurrent), limit + 1 / limit)
+            } else {
+                limit = min(limit, Double(ceiling - 1))
+            }
             return
         }
         // Under the ceiling the limit grows up to just below it; one over it, a probe, only
@@ -159,6 +171,7 @@ actor RequestLimiter {
         }
         if let ceiling, ticket.inFlight >= ceiling {
             limit = min(limit, Double(max(1, ceiling - 1)))
+            probesSucceeded = 0
             successesBeforeProbe = min(Self.lastProbeAfter, max(Self.firstProbeAfter, successesBeforeProbe) * 2)
             return false
         }
@@ -172,6 +185,7 @@ actor RequestLimiter {
         if ticket.inFlight >= 2 {
             let refusedAt = min(ceiling ?? ticket.inFlight, ticket.inFlight)
             ceiling = refusedAt
+            probesSucceeded = 0
             limit = min(limit, Double(refusedAt - 1))
         }
         successesBeforeProbe = Self.firstProbeAfter

@@ -72,7 +72,7 @@ import Testing
 
     /// A server that refuses a third request in flight: the limit stays at two, and goes to
     /// three (a probe) only after enough successes; a refused probe pauses no one and the next
-    /// one waits twice as long; a probe that succeeds lifts the ceiling.
+    /// one waits twice as long; three probes that succeed lift the ceiling.
     @Test func aServersCapIsFoundAndProbedSeldom() async throws {
         let limiter = try await Self.limiterThatMetACapOfTwo()
 
@@ -92,11 +92,19 @@ import Testing
         #expect(await limiter.currentLimit == 2)
         for ticket in [probe[1], other] { await limiter.release(ticket, .succeeded) }
 
-        _ = try await Self.succeedTwoAtATime(limiter, untilTheLimitIs: 3)
-        let lifted = [try await limiter.acquire(), try await limiter.acquire(), try await limiter.acquire()]
-        await limiter.release(lifted[2], .succeeded)
-        #expect(await limiter.ceiling == nil, "the server took three at once: its cap is gone")
-        for ticket in lifted.prefix(2) { await limiter.release(ticket, .succeeded) }
+        for probe in 1...RequestLimiter.probesToLift {
+            let pairs = try await Self.succeedTwoAtATime(limiter, untilTheLimitIs: 3)
+            #expect(pairs * 2 + 2 >= RequestLimiter.firstProbeAfter, "each probe waits its turn (the two beside the last one count): \(pairs * 2)")
+            let three = [try await limiter.acquire(), try await limiter.acquire(), try await limiter.acquire()]
+            await limiter.release(three[2], .succeeded)
+            if probe < RequestLimiter.probesToLift {
+                #expect(await limiter.ceiling == 3, "probe \(probe) got through: one may be a miscount, the cap stands")
+                #expect(await limiter.currentLimit == 2)
+            } else {
+                #expect(await limiter.ceiling == nil, "the server took three at once, \(probe) times: its cap is gone")
+            }
+            for ticket in three.prefix(2) { await limiter.release(ticket, .succeeded) }
+        }
     }
 
     /// A probe that succeeds after another request came back while it was out leaves the
@@ -109,7 +117,8 @@ import Testing
         await limiter.release(probe[0], .succeeded)
         await limiter.release(probe[2], .succeeded)
         #expect(await limiter.ceiling == 3, "one came back while the probe was out: the cap stands")
-        #expect(await limiter.currentLimit == 3, "and the limit stays at the probe's")
+        #expect(await limiter.probesSucceeded == 0, "and the probe does not count towards lifting it")
+        #expect(await limiter.currentLimit == 2, "the next probe waits its turn")
         await limiter.release(probe[1], .succeeded)
     }
 
