@@ -129,7 +129,8 @@ import Testing
             #expect(took != nil, "\(name) arrived: \(watching.stderrSoFar)")
             print("\(name) visible after \(took.map { "\($0)" } ?? "never")")
         }
-        #expect(watching.stderrSoFar.contains("trigger=notification"))
+        // The row is committed before the cycle's line is logged: the line is waited for.
+        #expect(await Self.within(.seconds(30)) { watching.stderrSoFar.contains("trigger=notification") } != nil)
         try await s.server.admin("records/delete", ["zone": "Zone02", "recordNames": ["LIVE-1"]])
         #expect(
             await Self.within(.seconds(30)) { try DestinationSnapshot.read(s.p).rows[.init(zoneName: "Zone02", recordName: "LIVE-1")]?.deleted == true } != nil,
@@ -151,8 +152,11 @@ import Testing
         try await s.server.admin("notifications", ["drop": true])
         try await s.addTag("POLLED-1", to: "Zone01")
         #expect(await Self.within(.seconds(30)) { try s.hasRow("POLLED-1", in: "Zone01") } != nil, "\(watching.stderrSoFar)")
-        #expect(watching.stderrSoFar.contains("trigger=poll"), "it came with the safety poll")
-        #expect(watching.stderrSoFar.contains("the safety poll found changes no notification had announced"), "and the log says so")
+        // The row is committed before the cycle's lines are logged: they are waited for.
+        #expect(await Self.within(.seconds(30)) { watching.stderrSoFar.contains("trigger=poll") } != nil, "it came with the safety poll")
+        #expect(
+            await Self.within(.seconds(30)) { watching.stderrSoFar.contains("the safety poll found changes no notification had announced") } != nil,
+            "and the log says so")
         #expect(try await s.server.admin("state").contains("\"dropped\":1"), "the notification was dropped indeed")
     }
 
@@ -294,7 +298,9 @@ import Testing
         #expect(try Self.runners(s, since: changesBegan) == [first.pid, second.pid], "both watchers ran a cycle after the changes")
         let snapshot = try DestinationSnapshot.read(s.p)
         #expect(snapshot.runUpserts == s.p.expected().liveCount + names.count, "every record upserted once across both watchers' runs")
-        #expect(first.stderrSoFar.contains("trigger=notification") || second.stderrSoFar.contains("trigger=notification"))
+        #expect(
+            await Self.within(.seconds(30)) { first.stderrSoFar.contains("trigger=notification") || second.stderrSoFar.contains("trigger=notification") }
+                != nil)
         let takenOver = [first, second].map { $0.stderrSoFar.components(separatedBy: "another process rotated the web auth token on").count - 1 }
         print("two watchers on one session: went on with the other's newest token \(takenOver) times")
     }
