@@ -163,8 +163,11 @@ actor RequestLimiter {
         guard ticket.episode == episode else {
             // Answered by the overload already met; when that one showed a ceiling, this says
             // how many were too many as well.
-            if let ceiling, ticket.inFlight >= 2, ticket.inFlight < ceiling {
+            // (Only when the server took another while it refused this one: everyone refused
+            // is an overload, not a cap.)
+            if let ceiling, ticket.inFlight >= 2, ticket.inFlight < ceiling, successes > ticket.successes {
                 self.ceiling = ticket.inFlight
+                probesSucceeded = 0
                 limit = min(limit, Double(ticket.inFlight - 1))
             }
             return false
@@ -181,9 +184,12 @@ actor RequestLimiter {
         episode += 1
         highWater = inFlight
         // A request refused while it had company: the server takes fewer than that at once.
-        // (One refused alone says nothing of how many it takes.)
-        if ticket.inFlight >= 2 {
-            let refusedAt = min(ceiling ?? ticket.inFlight, ticket.inFlight)
+        // (One refused alone says nothing of how many it takes.) A request sent first can reach
+        // the server after the others (streams of one HTTP/2 connection still opening) and be
+        // the one refused: then the company it had is the others still out when it came back.
+        let company = ticket.inFlight >= 2 ? ticket.inFlight : inFlight + 1
+        if company >= 2 {
+            let refusedAt = min(ceiling ?? company, company)
             ceiling = refusedAt
             probesSucceeded = 0
             limit = min(limit, Double(refusedAt - 1))

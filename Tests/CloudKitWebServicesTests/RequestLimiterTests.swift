@@ -122,6 +122,22 @@ import Testing
         await limiter.release(probe[1], .succeeded)
     }
 
+    /// The first request sent reaches the server after two others (HTTP/2 streams over a
+    /// connection still opening: CI met it over TLS) and is the first refused: its company is
+    /// the others still out, and the cap is found all the same, not left to the halving alone.
+    @Test func aCapIsFoundWhenTheFirstRequestSentIsTheFirstRefused() async throws {
+        let limiter = RequestLimiter(maxConcurrent: 8)
+        var tickets: [RequestLimiter.Ticket] = []
+        for _ in 0..<8 { tickets.append(try await limiter.acquire()) }
+        await limiter.release(tickets[0], .throttled(pause: nil))
+        #expect(await limiter.ceiling != nil, "refused with seven others out: the server has a cap")
+        for ticket in tickets[1..<3] { await limiter.release(ticket, .succeeded) }
+        for ticket in tickets[3...] { await limiter.release(ticket, .throttled(pause: nil)) }
+        let ceiling = await limiter.ceiling
+        #expect(ceiling == 4, "the fewest in flight at a refusal with company: \(String(describing: ceiling))")
+        #expect(await limiter.currentLimit <= 3)
+    }
+
     @Test func theLimitIsHeldAndFreedSlotsGoToWaiters() async throws {
         let limiter = RequestLimiter(maxConcurrent: 2)
         let a = try await limiter.acquire()
