@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import NIOCore
+import Synchronization
 
 /// A real Prometheus Pushgateway (Debian's `prometheus-pushgateway`, which `.ci/run` installs)
 /// on a free loopback port, without persistence, stopped with the test.
@@ -60,22 +61,35 @@ public final class TestPushgateway: @unchecked Sendable {
         return (response.status.code, String(buffer: body))
     }
 
-    /// A port the kernel has just handed out and taken back: free unless someone else grabs it
-    /// in the instant before the gateway does.
+    /// A loopback port free now, for a server the test starts and must name in advance. It lies
+    /// below the kernel's ephemeral range (`ip_local_port_range`), where no `bind` to port 0 and
+    /// no outgoing connection lands: a port taken from that range could be given to another
+    /// process in the instant before the test's server binds it (CI met it: `Address already in
+    /// use`). This process never hands the same port out twice.
     public static func freeLoopbackPort() throws -> Int {
+        let ephemeralStart = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))
+            .flatMap { $0.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } } ?? 32_768
+        let candidates = 10_000..<max(10_001, min(ephemeralStart, 65_536))
+        for _ in 0..<1_000 {
+            let port = Int.random(in: candidates)
+            guard handedOut.withLock({ $0.insert(port).inserted }), canBind(port) else { continue }
+            return port
+        }
+        throw FakeServerError(message: "no free loopback port below \(ephemeralStart) after 1,000 tries")
+    }
+
+    private static let handedOut = Mutex<Set<Int>>([])
+
+    private static func canBind(_ port: Int) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw FakeServerError(message: "socket: \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { return false }
         defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
-        guard bound == 0 else { throw FakeServerError(message: "bind: \(String(cString: strerror(errno)))") }
-        let named = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        guard named == 0 else { throw FakeServerError(message: "getsockname: \(String(cString: strerror(errno)))") }
-        return Int(UInt16(bigEndian: address.sin_port))
+        address.sin_port = UInt16(port).bigEndian
+        let length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } } == 0
     }
 }
 
