@@ -67,7 +67,8 @@ public final class TestPushgateway: @unchecked Sendable {
     /// process in the instant before the test's server binds it (CI met it: `Address already in
     /// use`). This process never hands the same port out twice.
     public static func freeLoopbackPort() throws -> Int {
-        let ephemeralStart = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))
+        let ephemeralStart =
+            (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))
             .flatMap { $0.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } } ?? 32_768
         let candidates = 10_000..<max(10_001, min(ephemeralStart, 65_536))
         for _ in 0..<1_000 {
