@@ -62,7 +62,7 @@ extension PipelineFileReader {
             )
             return nil
         }
-        let allowed = ["pipeline", "source", "destination"] + components.destination.topLevelKeys + components.sections.map { $0.key }
+        let allowed = Pipeline.reference.keys.keys(in: "") + ["destination"] + components.destination.topLevelKeys + components.sections.map { $0.key }
         guard let top = section(root, path: "", position: PipelinePosition(root.mark), allowed: allowed)
         else { return nil }
 
@@ -118,4 +118,17 @@ extension PipelineFileReader {
         }
         return first.read(source, pipelineName: pipelineName, from: self)
     }
+}
+
+extension Pipeline {
+    /// The keys the engine itself reads (`zonefeed config reference`): the name and the choice
+    /// of source; what is under a source is its own.
+    public static let reference = PipelineReference(
+        component: "pipeline (ZoneFeed)",
+        keys: [
+            PipelineKey(
+                "pipeline", takes: "a name such as notes (ASCII letters, digits, '_', '-' and '.')", default: "required",
+                "The pipeline's name: the key of its checkpoints and runs, and the default schema."),
+            .section("source", default: "required", "Exactly one of the sources below."),
+        ])
 }

@@ -24,7 +24,7 @@ public struct WatchSettings: SectionConfiguration, Equatable {
     public var unhealthyAfter: Duration { Duration(clampingSeconds: unhealthyAfterSeconds) }
 
     public static func read(_ top: PipelineSection, pipelineName: String?, from file: PipelineFileReader) -> WatchSettings? {
-        guard let section = file.subsection(key, in: top, allowed: ["pollInterval", "listen", "unhealthyAfter"], required: false) else { return nil }
+        guard let section = file.subsection(key, in: top, allowed: reference.keys.keys(in: key), required: false) else { return nil }
         let reported = file.diagnostics.count
         var settings = WatchSettings()
         if let seconds = file.number("pollInterval", in: section, range: pollIntervalRange, unit: "seconds") { settings.pollIntervalSeconds = seconds }
@@ -47,4 +47,20 @@ public struct WatchSettings: SectionConfiguration, Equatable {
         let host = String(text[..<colon])
         return host.isEmpty ? nil : (host, port)
     }
+}
+
+extension WatchSettings {
+    /// Every key of `watch`, for `zonefeed config reference`; the reader takes no other.
+    public static let reference = PipelineReference(
+        component: "watch (ZoneFeed)",
+        keys: [
+            .section("watch", "How zonefeed watch runs (docs/watching.md)."),
+            .number(
+                "watch.pollInterval", pollIntervalRange, unit: "seconds", default: 300,
+                "Seconds between safety polls, whatever the notifications say."),
+            PipelineKey("watch.listen", takes: "host:port such as 127.0.0.1:9464", default: "off", "Serves /healthz and /metrics."),
+            .number(
+                "watch.unhealthyAfter", unhealthyAfterRange, unit: "seconds", default: 600,
+                "Seconds of failing cycles before /healthz says unhealthy."),
+        ])
 }

@@ -12,11 +12,7 @@ extension CloudKitSettings: SourceConfiguration {
     }
 
     public static func read(_ source: PipelineSection, pipelineName: String?, from file: PipelineFileReader) -> CloudKitSettings? {
-        let allowed = [
-            "baseURL", "container", "environment", "database", "zones", "resultsLimit", "desiredKeys",
-            "timeoutSeconds", "idleTimeoutSeconds", "maxAttempts", "retryBudgetSeconds", "maxRetryAfterSeconds", "maxConcurrentRequests",
-            "maxResponseBytes", "auth", "tls",
-        ]
+        let allowed = reference.keys.keys(in: "source.cloudkit")
         guard let section = file.subsection("cloudkit", in: source, allowed: allowed, required: true) else { return nil }
         let reported = file.diagnostics.count
 
@@ -125,7 +121,7 @@ extension CloudKitSettings: SourceConfiguration {
     /// `tls: {caFile: PATH}`: the file is read now, so that one that is missing or holds no
     /// certificate is refused at its line rather than at the first connection.
     static func readTLS(in cloudKit: PipelineSection, from file: PipelineFileReader) -> String? {
-        guard let section = file.subsection("tls", in: cloudKit, allowed: ["caFile"], required: false),
+        guard let section = file.subsection("tls", in: cloudKit, allowed: reference.keys.keys(in: "source.cloudkit.tls"), required: false),
             let value = file.nonEmptyText("caFile", in: section, expected: "the path of a PEM file of CA certificates")
         else { return nil }
         do {
@@ -138,7 +134,7 @@ extension CloudKitSettings: SourceConfiguration {
     }
 
     static func readAuth(in cloudKit: PipelineSection, from file: PipelineFileReader) -> CloudKitSettings.Auth? {
-        let allowed = ["apiToken", "webAuthToken", "webAuthTokenFile", "webAuthTokenStore", "serverKeyID", "serverPrivateKeyFile"]
+        let allowed = reference.keys.keys(in: "source.cloudkit.auth")
         guard let section = file.subsection("auth", in: cloudKit, allowed: allowed, required: true) else { return nil }
         let reported = file.diagnostics.count
 
@@ -185,4 +181,65 @@ extension CloudKitSettings: SourceConfiguration {
         if let webAuthTokenStore { auth.webAuthTokenStore = webAuthTokenStore }
         return auth
     }
+}
+
+extension CloudKitSettings {
+    /// Every key of `source.cloudkit`, for `zonefeed config reference`; the reader takes no other.
+    public static let reference = PipelineReference(
+        component: "source cloudkit (ZoneFeedCloudKit)",
+        keys: [
+            .section("source.cloudkit", default: "one source is required", "Reads the zone change feeds of a CloudKit container through CloudKit Web Services."),
+            PipelineKey(
+                "source.cloudkit.baseURL", takes: "an http:// or https:// URL", default: "https://api.apple-cloudkit.com",
+                "Where CloudKit Web Services answer; a fake server's URL in tests."),
+            PipelineKey(
+                "source.cloudkit.container", takes: "a container identifier starting with iCloud.", default: "required",
+                "The container, such as iCloud.com.example.notes."),
+            .choice("source.cloudkit.environment", Environment.self, default: "production", "The container's environment."),
+            .choice("source.cloudkit.database", Database.self, default: "private", "The database: change feeds exist only in the private and shared ones."),
+            PipelineKey(
+                "source.cloudkit.zones", takes: "'all' or a list of zone names such as [Notes, Archive]", default: "all",
+                "The zones exported; `all` discovers them through the database's changes."),
+            .integer("source.cloudkit.resultsLimit", resultsLimitRange, default: 200, "Records asked for per page."),
+            PipelineKey(
+                "source.cloudkit.desiredKeys", takes: "a list of field names such as [title, body]", default: "every field",
+                "Only these fields are fetched."),
+            .number(
+                "source.cloudkit.timeoutSeconds", timeoutSecondsRange, unit: "seconds", default: 60,
+                "One answer may take this long, from sending the request to its last byte."),
+            .number(
+                "source.cloudkit.idleTimeoutSeconds", idleTimeoutSecondsRange, unit: "seconds", default: 30,
+                "An answer that sends nothing for this long is given up on."),
+            .integer("source.cloudkit.maxAttempts", maxAttemptsRange, default: 8, "Tries of a throttled or failed request..."),
+            .number(
+                "source.cloudkit.retryBudgetSeconds", retryBudgetSecondsRange, unit: "seconds", default: 300,
+                "...and no new try later than this after the first."),
+            .number(
+                "source.cloudkit.maxRetryAfterSeconds", maxRetryAfterSecondsRange, unit: "seconds", default: 300,
+                "A server's retryAfter counts at most this much."),
+            .integer("source.cloudkit.maxResponseBytes", maxResponseBytesRange, default: 32 * 1024 * 1024, "The largest answer read."),
+            .integer("source.cloudkit.maxConcurrentRequests", maxConcurrentRequestsRange, default: 16, "Requests in flight at once, across zones."),
+            .section("source.cloudkit.tls", "Certificates trusted besides the system's."),
+            PipelineKey(
+                "source.cloudkit.tls.caFile", takes: "the path of a PEM file of CA certificates",
+                "CA certificates trusted besides the system's (a TLS-inspecting proxy's); certificates are always verified."),
+            .section("source.cloudkit.auth", default: "required", "How requests are authenticated (docs/cloudkit.md)."),
+            PipelineKey(
+                "source.cloudkit.auth.apiToken", takes: "a token; ${VAR} reads the environment", default: "required, unless serverKeyID",
+                "The container's API token."),
+            PipelineKey(
+                "source.cloudkit.auth.webAuthToken", takes: "a token; ${VAR} reads the environment", default: "the stored sign-in (zonefeed login)",
+                "A user's web auth token; a newer one stored by a sign-in or a run wins."),
+            PipelineKey(
+                "source.cloudkit.auth.webAuthTokenFile", takes: "a file path", default: ".zonefeed/<pipeline>.web-auth-token",
+                "Where rotated web auth tokens are kept between runs (mode 0600)."),
+            .choice(
+                "source.cloudkit.auth.webAuthTokenStore", TokenStore.self, default: "file",
+                "Where rotated tokens are kept: the file, or the destination's zonefeed_web_auth_tokens table (for pods)."),
+            PipelineKey(
+                "source.cloudkit.auth.serverKeyID", takes: "a key ID from CloudKit Dashboard", "Server-to-server signing: the key's ID."),
+            PipelineKey(
+                "source.cloudkit.auth.serverPrivateKeyFile", takes: "the path of a PEM private key file",
+                "Server-to-server signing: the key's PEM file."),
+        ])
 }

@@ -3,7 +3,7 @@ import ZoneFeed
 extension MetricsSettings {
     /// Reads `metrics: { file: PATH, pushgateway: URL, job: NAME }`.
     public static func read(_ top: PipelineSection, pipelineName: String?, from file: PipelineFileReader) -> MetricsSettings? {
-        guard let section = file.subsection(key, in: top, allowed: ["file", "pushgateway", "job"], required: false) else { return nil }
+        guard let section = file.subsection(key, in: top, allowed: reference.keys.keys(in: key), required: false) else { return nil }
         let reported = file.diagnostics.count
         var settings = MetricsSettings()
         settings.file = file.nonEmptyText("file", in: section, expected: "a file path (node_exporter's textfile folder)")
@@ -23,4 +23,16 @@ extension MetricsSettings {
         }
         return file.diagnostics.count == reported ? settings : nil
     }
+}
+
+extension MetricsSettings {
+    /// Every key of `metrics`, for `zonefeed config reference`; the reader takes no other.
+    public static let reference = PipelineReference(
+        component: "metrics (ZoneFeedMetrics)",
+        keys: [
+            .section("metrics", "Where a run's metrics go; run's --metrics-file and --pushgateway win (docs/metrics.md)."),
+            PipelineKey("metrics.file", takes: "a file path (node_exporter's textfile folder)", "A Prometheus text file, written at the end of a run."),
+            PipelineKey("metrics.pushgateway", takes: "a URL such as http://pushgateway:9091", "A Pushgateway the run's metrics are pushed to."),
+            PipelineKey("metrics.job", takes: "a job name", default: "zonefeed", "The Pushgateway's job label."),
+        ])
 }

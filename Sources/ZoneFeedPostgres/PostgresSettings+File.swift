@@ -2,7 +2,7 @@ import LibPQ
 import ZoneFeed
 
 extension PostgresSettings: DestinationConfiguration {
-    public static let topLevelKeys = ["recordTypes", "schemaEvolution", "unmappedFields", "unknownRecordTypes", "onBadRecord"]
+    public static let topLevelKeys = reference.keys.keys(in: "").filter { $0 != "destination" }
 
     /// The source's vault is the pipeline's row of `zonefeed_web_auth_tokens` in the schema.
     public func vaultLocation(pipelineName: String) -> String? { "table \(schema).\(WebAuthTokenTable.tableName)" }
@@ -41,7 +41,7 @@ struct PostgresSettingsReader {
     let file: PipelineFileReader
 
     func readDestination(in top: PipelineSection, pipelineName: String?) -> PostgresSettings? {
-        let allowed = ["url", "schema", "deletes", "commitEvery", "parallelZones"]
+        let allowed = PostgresSettings.reference.keys.keys(in: "destination")
         guard let section = file.subsection("destination", in: top, allowed: allowed, required: true) else { return nil }
         let reported = file.diagnostics.count
 
@@ -124,4 +124,62 @@ struct PostgresSettingsReader {
         if NameSuggestion.closest(to: lowered, among: ["embedded"]) != nil { sentence += " (did you mean 'embedded'?)" }
         return sentence
     }
+}
+
+extension PostgresSettings {
+    /// Every key the PostgreSQL destination reads, for `zonefeed config reference`; its readers
+    /// take no other. `<RecordType>` and `<field>` stand for names.
+    public static let reference = PipelineReference(
+        component: "destination (ZoneFeedPostgres)",
+        keys: [
+            .section("destination", default: "required", "The PostgreSQL database the rows and checkpoints go to."),
+            PipelineKey(
+                "destination.url", takes: "'embedded', a postgresql:// URI or a key=value connection string", default: "required",
+                "Anything libpq accepts (PG* variables and PGPASSFILE work), or embedded: a private cluster under .zonefeed/postgres."),
+            PipelineKey("destination.schema", takes: "a schema name", default: "the pipeline name", "The schema of the tables, checkpoints and runs."),
+            .choice("destination.deletes", DeleteMode.self, default: "tombstone", "A deleted record's row: kept with deleted_at set, or deleted."),
+            .integer(
+                "destination.commitEvery", commitEveryRange, default: defaultCommitEvery, "Records per transaction, whole pages only."),
+            .integer(
+                "destination.parallelZones", parallelZonesRange, default: defaultParallelZones, "Zones written at once, each on its own connection."),
+            PipelineKey(
+                "recordTypes", takes: "auto, a mapping of record type names to tables, or { schemaFile: ... }", default: "none mapped",
+                "How records become rows (docs/pipeline-file.md)."),
+            .section("recordTypes.<RecordType>", "A record type written out: its table and columns."),
+            PipelineKey("recordTypes.<RecordType>.table", takes: "a table name", default: "the record type in snake_case", "The table."),
+            PipelineKey(
+                "recordTypes.<RecordType>.fields", takes: "a mapping of field names to a column type or { column, type, index }",
+                default: "none: every field in the fields jsonb column", "The columns."),
+            PipelineKey(
+                "recordTypes.<RecordType>.fields.<field>.column", takes: "a column name", default: "the field in snake_case", "The field's column."),
+            PipelineKey(
+                "recordTypes.<RecordType>.fields.<field>.type", takes: "a column type such as text", default: "required", "The column's type."),
+            .boolean("recordTypes.<RecordType>.fields.<field>.index", default: false, "An index on the column."),
+            PipelineKey(
+                "recordTypes.schemaFile", takes: "the path of a .ckdb file", default: "required in this form",
+                "Tables from a CloudKit schema file, relative to the pipeline file."),
+            .boolean("recordTypes.stripCoreDataPrefix", default: false, "Core Data's CD_ prefix is left out of table and column names."),
+            .choice(
+                "recordTypes.indexes", SchemaFileMapping.Indexes.self, default: "none", "queryable: an index on each QUERYABLE or SORTABLE field."),
+            PipelineKey("recordTypes.skip", takes: "a list of record type names", default: "none", "Record types given no table."),
+            .section("recordTypes.override", "Per record type of the schema file, all optional."),
+            .section("recordTypes.override.<RecordType>", "One record type's changes."),
+            PipelineKey("recordTypes.override.<RecordType>.table", takes: "a table name", "Its table."),
+            PipelineKey(
+                "recordTypes.override.<RecordType>.fields", takes: "a mapping of field names to omit or { column, type }",
+                "omit keeps a field in the fields jsonb column."),
+            PipelineKey("recordTypes.override.<RecordType>.fields.<field>.column", takes: "a column name", "The field's column."),
+            PipelineKey("recordTypes.override.<RecordType>.fields.<field>.type", takes: "a column type such as text", "The column's type."),
+            .choice(
+                "schemaEvolution", SchemaEvolution.self, default: "freeze for a written-out mapping, evolve for auto and schemaFile",
+                "Whether new fields and record types become columns and tables."),
+            .choice(
+                "unmappedFields", UnmappedFields.self, default: "keep", "A field without a column: kept in the fields jsonb column, or dropped."),
+            .choice(
+                "unknownRecordTypes", UnknownRecordTypes.self, default: "skip",
+                "A record type without a table: skipped (counted), or to zonefeed_rejects; not used when evolving."),
+            .choice(
+                "onBadRecord", OnBadRecord.self, default: "reject",
+                "A record that does not fit: to zonefeed_rejects while the run goes on, or the run fails."),
+        ])
 }

@@ -51,7 +51,9 @@ extension PostgresSettingsReader {
             file.report("a record type name in recordTypes is empty", at: entry.keyPosition)
             return nil
         }
-        guard let section = file.section(entry.value, path: path, position: entry.keyPosition, allowed: ["table", "fields"])
+        guard
+            let section = file.section(
+                entry.value, path: path, position: entry.keyPosition, allowed: PostgresSettings.reference.keys.keys(in: "recordTypes.<RecordType>"))
         else { return nil }
         let reported = file.diagnostics.count
 
@@ -150,7 +152,10 @@ extension PostgresSettingsReader {
             else { return nil }
             return (FieldMapping(field: field, column: field.snakeCased, type: type), entry.keyPosition)
         case .mapping:
-            guard let section = file.section(entry.value, path: path, position: entry.keyPosition, allowed: ["column", "type", "index"])
+            guard
+                let section = file.section(
+                    entry.value, path: path, position: entry.keyPosition,
+                    allowed: PostgresSettings.reference.keys.keys(in: "recordTypes.<RecordType>.fields.<field>"))
             else { return nil }
             let reported = file.diagnostics.count
             let column = file.text("column", in: section, expected: "a column name")

@@ -7,7 +7,7 @@ extension PostgresSettingsReader {
     /// `SchemaFileMapping`). A schema file that does not parse is reported at its own line and
     /// column; an override that names a record type or field the file lacks, at the override.
     func readSchemaFileMapping(_ entry: PipelineEntry) -> RecordTypesSetting? {
-        let allowed = ["schemaFile", "stripCoreDataPrefix", "indexes", "skip", "override"]
+        let allowed = PostgresSettings.reference.keys.keys(in: "recordTypes").filter { $0 != "<RecordType>" }
         guard let section = file.section(entry.value, path: "recordTypes", position: entry.keyPosition, allowed: allowed) else { return nil }
         let reported = file.diagnostics.count
         var options = SchemaFileMapping()
@@ -65,7 +65,10 @@ extension PostgresSettingsReader {
                 file.report("\(path): record type \(pair.key) is also in recordTypes.skip, so it gets no table to override", at: pair.keyPosition)
                 continue
             }
-            guard let section = file.section(pair.value, path: path, position: pair.keyPosition, allowed: ["table", "fields"]) else { continue }
+            guard
+                let section = file.section(
+                    pair.value, path: path, position: pair.keyPosition, allowed: PostgresSettings.reference.keys.keys(in: "recordTypes.override.<RecordType>"))
+            else { continue }
             var override = SchemaFileMapping.Override()
             if let table = file.text("table", in: section, expected: "a table name"), checkTable(table.text, of: pair.key, at: table.position) {
                 if let owner = tableOwners[table.text.lowercased()] {
@@ -107,7 +110,11 @@ extension PostgresSettingsReader {
                 }
                 continue
             }
-            guard let section = file.section(pair.value, path: "\(path).\(pair.key)", position: pair.keyPosition, allowed: ["column", "type"]) else {
+            guard
+                let section = file.section(
+                    pair.value, path: "\(path).\(pair.key)", position: pair.keyPosition,
+                    allowed: PostgresSettings.reference.keys.keys(in: "recordTypes.override.<RecordType>.fields.<field>"))
+            else {
                 continue
             }
             let type = file.text("type", in: section, expected: "a column type such as text").flatMap { columnType($0, field: pair.key) }

@@ -14,6 +14,7 @@ struct ZoneFeedCommand: AsyncParsableCommand {
         version: BuildInfo.versionText,
         subcommands: [
             RunCommand.self, WatchCommand.self, StatusCommand.self, ResetCommand.self, ValidateCommand.self, LoginCommand.self, SchemaCommand.self,
+            ConfigCommand.self,
             PsqlCommand.self, FakeServerCommand.self, BenchCommand.self,
         ]
     )

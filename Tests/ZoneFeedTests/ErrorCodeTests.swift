@@ -68,6 +68,7 @@ import ZoneFeedPostgres
 /// A destination that is not PostgreSQL.
 struct OtherDestination: DestinationConfiguration {
     static let topLevelKeys: [String] = []
+    static let reference = PipelineReference(component: "other", keys: [])
     static func read(_ top: PipelineSection, pipelineName: String?, from file: PipelineFileReader) -> OtherDestination? { nil }
     var commitEvery = 1
     var parallelZones = 1

@@ -24,6 +24,9 @@ public protocol SourceConfiguration: Sendable {
     /// What `zonefeed status` shows of the source under the pipeline's heading (who is signed
     /// in, and since when); none by default. Never a secret.
     func statusLines(_ context: StatusContext) -> [String]
+
+    /// Every key of `source.<key>` (`zonefeed config reference`).
+    static var reference: PipelineReference { get }
 }
 
 extension SourceConfiguration {
@@ -50,6 +53,9 @@ public protocol DestinationConfiguration: Sendable {
     /// Where the destination keeps its source's vault, for plans (`table s.zonefeed_web_auth_tokens`);
     /// nil when it keeps none.
     func vaultLocation(pipelineName: String) -> String?
+
+    /// Every key of `destination` and of `topLevelKeys` (`zonefeed config reference`).
+    static var reference: PipelineReference { get }
 }
 
 extension DestinationConfiguration {
@@ -65,6 +71,9 @@ public protocol SectionConfiguration: Sendable {
     /// Reads the section `key` of `top`, which is there, reporting every problem to `file`; nil
     /// when there were problems.
     static func read(_ top: PipelineSection, pipelineName: String?, from file: PipelineFileReader) -> Self?
+
+    /// Every key of the section (`zonefeed config reference`).
+    static var reference: PipelineReference { get }
 }
 
 /// What a pipeline file may name: the sources a program was built with, its destination and the
@@ -83,5 +92,11 @@ public struct PipelineComponents: Sendable {
         self.sources = sources
         self.destination = destination
         self.sections = sections
+    }
+
+    /// Every key a pipeline file read with these components may hold, by the component that
+    /// reads it: the engine's first, then each source's, the destination's and the sections'.
+    public var reference: [PipelineReference] {
+        [Pipeline.reference] + sources.map { $0.reference } + [destination.reference] + sections.map { $0.reference }
     }
 }

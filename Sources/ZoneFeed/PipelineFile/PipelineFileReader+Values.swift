@@ -71,7 +71,7 @@ extension PipelineFileReader {
     /// A whole number within `range`; anything else (a fraction, `1e300`, a number past the
     /// range) is refused at its line and column, so that no setting behind it can overflow.
     public func integer(_ key: String, in section: PipelineSection, range: ClosedRange<Int>) -> Int? {
-        let expected = "a whole number from \(range.lowerBound.grouped) to \(range.upperBound.grouped)"
+        let expected = Self.expected(range)
         guard let value = text(key, in: section, expected: expected) else { return nil }
         guard let n = parseInteger(value.text), range.contains(n) else {
             report("\(section.path(of: key)) must be \(expected), not \(InertText.quoted(value.text))", at: value.position)
@@ -98,7 +98,7 @@ extension PipelineFileReader {
     /// later (to milliseconds, to a `Duration`) cannot overflow. Every number a pipeline file
     /// holds has a range, with a maximum as well as a minimum.
     public func number(_ key: String, in section: PipelineSection, range: ClosedRange<Double>, unit: String? = nil) -> Double? {
-        let expected = "a number\(unit.map { " of \($0)" } ?? "") from \(Self.bound(range.lowerBound)) to \(Self.bound(range.upperBound))"
+        let expected = Self.expected(range, unit: unit)
         guard let value = text(key, in: section, expected: expected) else { return nil }
         guard let n = parseNumber(value.text), range.contains(n) else {
             report("\(section.path(of: key)) must be \(expected), not \(InertText.quoted(value.text))", at: value.position)
@@ -108,6 +108,19 @@ extension PipelineFileReader {
     }
 
     /// `86,400`, `0.5`: a range's bound as a sentence says it.
+    /// What a key of each kind takes, in the words of the diagnostics (and of the reference).
+    static func expected(_ range: ClosedRange<Int>) -> String {
+        "a whole number from \(range.lowerBound.grouped) to \(range.upperBound.grouped)"
+    }
+
+    static func expected(_ range: ClosedRange<Double>, unit: String? = nil) -> String {
+        "a number\(unit.map { " of \($0)" } ?? "") from \(bound(range.lowerBound)) to \(bound(range.upperBound))"
+    }
+
+    static func expected<E: CaseIterable & RawRepresentable>(_ type: E.Type) -> String where E.RawValue == String {
+        NameSuggestion.alternatives(E.allCases.map(\.rawValue), conjunction: "or")
+    }
+
     static func bound(_ value: Double) -> String {
         value == value.rounded() && abs(value) < 1e15 ? Int(value).grouped : "\(value)"
     }
@@ -118,7 +131,7 @@ extension PipelineFileReader {
         _ type: E.Type, _ key: String, in section: PipelineSection, explanations: [String: String] = [:]
     ) -> E? where E.RawValue == String {
         let names = E.allCases.map(\.rawValue)
-        let expected = NameSuggestion.alternatives(names, conjunction: "or")
+        let expected = Self.expected(type)
         guard let value = text(key, in: section, expected: expected) else { return nil }
         if let choice = E(rawValue: value.text) { return choice }
         if let explanation = explanations[value.text] {
