@@ -25,7 +25,8 @@ extension FakeSettings {
     public static let reference = PipelineReference(
         component: "source fake (FakeCloudKit)",
         keys: [
-            .section("source.fake", default: "one source is required", "A deterministic generator of zone change feeds: the demo, the tests and the benchmark."),
+            .section(
+                "source.fake", default: "one source is required", "A deterministic generator of zone change feeds: the demo, the tests and the benchmark."),
             PipelineKey("source.fake.seed", takes: "a whole number from 0 to \(UInt64.max)", default: "42", "The same seed gives the same feed."),
             .integer("source.fake.zones", zonesRange, default: 3, "Zones generated."),
             .integer("source.fake.recordsPerZone", recordsPerZoneRange, default: 10_000, "Entries (creations, changes, deletions) per zone."),

@@ -188,7 +188,8 @@ extension CloudKitSettings {
     public static let reference = PipelineReference(
         component: "source cloudkit (ZoneFeedCloudKit)",
         keys: [
-            .section("source.cloudkit", default: "one source is required", "Reads the zone change feeds of a CloudKit container through CloudKit Web Services."),
+            .section(
+                "source.cloudkit", default: "one source is required", "Reads the zone change feeds of a CloudKit container through CloudKit Web Services."),
             PipelineKey(
                 "source.cloudkit.baseURL", takes: "an http:// or https:// URL", default: "https://api.apple-cloudkit.com",
                 "Where CloudKit Web Services answer; a fake server's URL in tests."),
