@@ -1,4 +1,6 @@
 import Dispatch
+import Foundation
+import LibPQ
 import Synchronization
 import TestSupport
 import Testing
@@ -7,39 +9,70 @@ import ZoneFeedPostgres
 /// The table of web auth tokens that the replicas of a Deployment share
 /// (`auth.webAuthTokenStore: database`).
 @Suite struct WebAuthTokenTableTests {
-    /// Two processes rewriting the row at once (each on its own connection) each keep what the
-    /// other saved: a save of one never drops a token the other saved in between.
-    @Test func updatesFromTwoConnectionsAtOnceLoseNothing() async throws {
+    /// One process's update under way, another's arrives: the second waits for the first's
+    /// commit, reads what it saved and keeps it. The overlap is made, not hoped for: the first
+    /// holds its transaction open until PostgreSQL shows the second's session waiting for it.
+    @Test func anUpdateThatArrivesDuringAnotherKeepsWhatTheOtherSaved() async throws {
         let conninfo = try await TestDatabase.connectionString()
         let schema = TestDatabase.uniqueName("tokens")
-        let tables = (0..<2).map { _ in WebAuthTokenTable(pipelineName: "shared", schema: schema, conninfo: conninfo) }
-        defer { for table in tables { table.close() } }
-        let updates = 100
-        let inside = Atomic(0)
-        let mostInside = Atomic(0)
-        let failures = Mutex<[String]>([])
-        // Blocking libpq calls, each replica on a thread of its own, off the cooperative pool.
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            let group = DispatchGroup()
-            for (replica, table) in tables.enumerated() {
-                DispatchQueue.global().async(group: group) {
-                    for n in 0..<updates {
-                        let now = inside.add(1, ordering: .sequentiallyConsistent).newValue
-                        mostInside.max(now, ordering: .sequentiallyConsistent)
-                        do {
-                            try table.update { saved in (saved ?? "") + "replica\(replica)-\(n)\n" }
-                        } catch {
-                            failures.withLock { $0.append("\(error)") }
-                        }
-                        inside.subtract(1, ordering: .sequentiallyConsistent)
-                    }
-                }
-            }
-            group.notify(queue: .global()) { done.resume() }
+        let second = "zonefeed-test-\(schema)"
+        let first = WebAuthTokenTable(pipelineName: "shared", schema: schema, conninfo: conninfo)
+        let other = WebAuthTokenTable(pipelineName: "shared", schema: schema, conninfo: Self.conninfo(conninfo, applicationName: second))
+        defer {
+            first.close()
+            other.close()
         }
-        #expect(failures.withLock { $0 } == [])
-        #expect(mostInside.load(ordering: .sequentiallyConsistent) == 2, "the two replicas' saves overlapped")
-        let lines = try #require(try tables[0].load()).split(separator: "\n")
-        #expect(lines.count == 2 * updates && Set(lines).count == 2 * updates, "every line either replica added is kept")
+        // Blocking libpq calls and semaphores: on threads of their own, off the cooperative pool.
+        let (secondWaited, failures) = await withCheckedContinuation { (done: CheckedContinuation<(Bool, [String]), Never>) in
+            DispatchQueue.global().async {
+                var failures: [String] = []
+                var waited = false
+                let secondDone = DispatchSemaphore(value: 0)
+                let secondFailure = Mutex<String?>(nil)
+                do {
+                    try first.save("start\n")
+                    try first.update { saved in
+                        DispatchQueue.global().async {
+                            do { try other.update { ($0 ?? "") + "second\n" } } catch { secondFailure.withLock { $0 = "\(error)" } }
+                            secondDone.signal()
+                        }
+                        waited = Self.until(.seconds(30)) { try Self.isWaitingForALock(applicationName: second, conninfo: conninfo) }
+                        return (saved ?? "") + "first\n"
+                    }
+                } catch {
+                    failures.append("\(error)")
+                }
+                secondDone.wait()
+                if let failure = secondFailure.withLock({ $0 }) { failures.append(failure) }
+                done.resume(returning: (waited, failures))
+            }
+        }
+        #expect(failures == [])
+        #expect(secondWaited, "the second update waited for the first's transaction")
+        #expect(try first.load() == "start\nfirst\nsecond\n", "the second read what the first saved, and kept it")
+    }
+
+    /// `conninfo` with an application name, whichever form it has.
+    static func conninfo(_ conninfo: String, applicationName: String) -> String {
+        guard conninfo.contains("://") else { return conninfo + " application_name=\(applicationName)" }
+        return conninfo + (conninfo.contains("?") ? "&" : "?") + "application_name=\(applicationName)"
+    }
+
+    static func isWaitingForALock(applicationName: String, conninfo: String) throws -> Bool {
+        try Connection.withConnection(conninfo) { c in
+            try c.query(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'", [applicationName]
+            ).scalar != "0"
+        }
+    }
+
+    /// Polls `condition` every 20 ms, blocking, for up to `limit`.
+    static func until(_ limit: Duration, _ condition: () throws -> Bool) -> Bool {
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            if (try? condition()) == true { return true }
+            usleep(20_000)
+        }
+        return false
     }
 }
