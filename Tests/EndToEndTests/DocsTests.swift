@@ -30,4 +30,68 @@ import Testing
             "docs/pipeline-file.md differs from `zonefeed config reference` (paste its output between the markers); first differing line: \(differing.map { "\($0.0) ≠ \($0.1)" } ?? "one is longer")"
         )
     }
+
+    /// A command the docs show: the subcommand (`run`, `schema mapping`) and the flags written
+    /// with it; where it is shown, for the message.
+    struct ShownCommand: Hashable {
+        var subcommand: String
+        var flags: [String]
+        var place: String
+    }
+
+    /// Every `zonefeed …` command line in the README's and docs/'s code: in fenced blocks, a line
+    /// that starts with it (after `$ `, `swift run ` or a path); inline, a code span that does.
+    static func shownCommands() throws -> [ShownCommand] {
+        let files =
+            ["README.md"]
+            + (try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("docs").path))
+            .filter { $0.hasSuffix(".md") }.sorted().map { "docs/\($0)" }
+        var commands: [ShownCommand] = []
+        for file in files {
+            let text = try String(contentsOf: root.appendingPathComponent(file), encoding: .utf8)
+            var inBlock = false
+            for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+                if line.trimmingCharacters(in: .whitespaces).hasPrefix("```") {
+                    inBlock.toggle()
+                    continue
+                }
+                var candidates: [Substring] = []
+                if inBlock {
+                    if let match = line.firstMatch(of: /^\s*(?:\$ )?(?:swift run |\S*\/)?zonefeed (.*)$/) { candidates.append(match.1) }
+                } else {
+                    candidates += line.matches(of: /`zonefeed ([^`]*)`/).map { $0.1 }
+                }
+                for candidate in candidates {
+                    let command = candidate.split(separator: "#", maxSplits: 1).first ?? ""
+                    let words = command.split(separator: " ")
+                    guard let first = words.first.map(String.init), !first.hasSuffix(":") else { continue }  // output, not a command
+                    let subcommand = ["schema", "config"].contains(first) && words.count > 1 ? "\(first) \(words[1])" : first
+                    let flags = command.matches(of: /--[a-z][a-z0-9-]*/).map { String($0.0) }
+                    commands.append(ShownCommand(subcommand: subcommand, flags: flags, place: "\(file):\(number + 1)"))
+                }
+            }
+        }
+        return commands
+    }
+
+    /// Every command the README and docs/ show exists, with every flag shown beside it (its
+    /// `--help` names it): a renamed flag or command cannot linger in the docs.
+    @Test func everyCommandTheDocsShowExistsWithItsFlags() async throws {
+        let shown = try Self.shownCommands()
+        #expect(Set(shown.map(\.subcommand)).isSuperset(of: ["run", "watch", "status", "login", "reset", "validate", "psql", "fake-server", "bench"]))
+        let zonefeed = try ZonefeedBinary()
+        defer { zonefeed.remove() }
+        var help: [String: ZonefeedBinary.Output] = [:]
+        for subcommand in Set(shown.map(\.subcommand)).sorted() {
+            help[subcommand] = try await zonefeed.run(subcommand.split(separator: " ").map(String.init) + ["--help"])
+        }
+        for command in shown {
+            let output = try #require(help[command.subcommand])
+            #expect(output.status == 0, "\(command.place): zonefeed \(command.subcommand) is not a command: \(output.stderr)")
+            for flag in command.flags where !["--help", "--version"].contains(flag) {
+                #expect(output.stdout.contains(flag), "\(command.place): zonefeed \(command.subcommand) has no \(flag)")
+            }
+        }
+        print("DocsTests: \(shown.count) commands shown in the docs, \(help.count) subcommands, \(Set(shown.flatMap(\.flags)).count) flags checked")
+    }
 }
