@@ -58,7 +58,7 @@ extension FakeCloudKitStore {
     /// server) and half after (the answer travels back), so a token is issued halfway through
     /// the round trip, as a server far away issues it; an injected delay comes on top.
     nonisolated func handleInFlight(_ request: CloudKitRequest) async -> CloudKitResponse {
-        let (tooMany, latency, afterThrottle) = await arrive()
+        let (tooMany, latency, afterThrottle) = await arrive(webAuthToken: request.webAuthToken)
         // A cancelled sleep means the client has gone; the request is no longer in flight.
         if latency > .zero { try? await Task.sleep(for: latency / 2) }
         let response = await handle(request, tooManyInFlight: tooMany)

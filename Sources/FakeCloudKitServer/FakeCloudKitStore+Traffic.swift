@@ -21,6 +21,8 @@ extension FakeCloudKitStore {
         /// In flight among the requests that arrived once that `retryAfter` had passed.
         var inFlightAfterThrottle = 0
         var firstThrottle: ContinuousClock.Instant?
+        /// With a token window: the position of the first token issued after the first throttle.
+        var firstThrottleTokenPosition: Int?
         /// Requests refused because their web auth token was one the server had issued (or
         /// been configured with) but no longer accepts.
         var staleTokenRefusals = 0
@@ -33,27 +35,34 @@ extension FakeCloudKitStore {
     /// A CloudKit request arrives: counts it in flight. Returns whether it is one too many
     /// (`maxInFlight`), to be throttled, and its round trip's latency, give or take the jitter.
     /// `afterThrottle` is the request's to hand back to `depart`.
-    func arrive() -> (tooMany: Bool, latency: Duration, afterThrottle: Bool) {
-        let (tooMany, afterThrottle) = countArrival()
+    func arrive(webAuthToken: String? = nil) -> (tooMany: Bool, latency: Duration, afterThrottle: Bool) {
+        let (tooMany, afterThrottle) = countArrival(webAuthToken: webAuthToken)
         return (tooMany, latency(), afterThrottle)
     }
 
-    private func countArrival() -> (tooMany: Bool, afterThrottle: Bool) {
+    private func countArrival(webAuthToken: String?) -> (tooMany: Bool, afterThrottle: Bool) {
         traffic.requests += 1
         if traffic.inFlight > 0 { traffic.overlapped += 1 }
         traffic.inFlight += 1
         traffic.peakInFlight = max(traffic.peakInFlight, traffic.inFlight)
         var afterThrottle = false
         // Only requests sent once the pause was over count: one sent before it and still being
-        // answered (a slow, loaded server) says nothing of how the client paused.
-        if let first = traffic.firstThrottle, ContinuousClock.now - first >= Duration(clampingSeconds: configuration.throttleRetryAfter) {
+        // answered (a slow, loaded server) says nothing of how the client paused. With a token
+        // window, a request that carries a token issued before the first throttle was sent
+        // before any answer after it: one of the first wave, arriving late (the streams of one
+        // HTTP/2 connection on a loaded machine), however late.
+        let sentBefore = webAuthToken.flatMap { tokenPositions[$0] }.map { $0 < traffic.firstThrottleTokenPosition ?? Int.max } ?? false
+        if let first = traffic.firstThrottle, ContinuousClock.now - first >= Duration(clampingSeconds: configuration.throttleRetryAfter), !sentBefore {
             afterThrottle = true
             traffic.inFlightAfterThrottle += 1
             traffic.peakInFlightAfterThrottle = max(traffic.peakInFlightAfterThrottle ?? 0, traffic.inFlightAfterThrottle)
         }
         guard let limit = configuration.maxInFlight, traffic.inFlight > limit else { return (false, afterThrottle) }
         traffic.throttled += 1
-        if traffic.firstThrottle == nil { traffic.firstThrottle = .now }
+        if traffic.firstThrottle == nil {
+            traffic.firstThrottle = .now
+            traffic.firstThrottleTokenPosition = nextTokenPosition
+        }
         return (true, afterThrottle)
     }
 
