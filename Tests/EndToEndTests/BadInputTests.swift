@@ -9,7 +9,7 @@ import ZoneFeed
 /// Issue 22, as an attacker-minded user meets the built binary: bad numbers, huge or endless
 /// files, passwords in broken connection strings and control characters from a server never
 /// crash it, hang it, leak a secret or drive the terminal.
-@Suite(.onItsOwnThread) struct BadInputTests {
+@Suite struct BadInputTests {
     /// A CloudKit pipeline into the embedded database that a run never reaches when the file is
     /// refused; `extra` lines go into `source.cloudkit`.
     static func cloudKitPipeline(_ extra: String) -> String {

@@ -4,7 +4,7 @@ import Testing
 
 /// The benchmark's figures are never asserted (they depend on the machine); what it must do is
 /// run every phase on the records it was given and report them in the keys the README names.
-@Suite(.onItsOwnThread) struct BenchCommandTests {
+@Suite struct BenchCommandTests {
     @Test func aSmallBenchRunsEveryPhaseAndWritesItsFigures() async throws {
         let zonefeed = try ZonefeedBinary()
         defer { zonefeed.remove() }

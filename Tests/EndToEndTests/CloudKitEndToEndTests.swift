@@ -8,7 +8,7 @@ import ZoneFeed
 
 /// The real CloudKit client, in the built binary, against `zonefeed fake-server` over loopback,
 /// into a real PostgreSQL.
-@Suite(.onItsOwnThread) struct CloudKitEndToEndTests {
+@Suite struct CloudKitEndToEndTests {
     struct Setup {
         var p: FakePipeline
         let zonefeed: ZonefeedBinary

@@ -6,7 +6,7 @@ import TestSupport
 import Testing
 import ZoneFeed
 
-@Suite(.onItsOwnThread) struct CommandLineTests {
+@Suite struct CommandLineTests {
     @Test func twoProcessesOnOnePipelineApplyEachZoneOnce() async throws {
         var p = try await FakePipeline(prefix: "twoproc", fake: FakeSettings(seed: 37, zones: 4, recordsPerZone: 3_000))
         p.commitEvery = 500

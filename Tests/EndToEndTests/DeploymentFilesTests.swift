@@ -6,7 +6,7 @@ import Yams
 
 /// docker/compose.yml and docker/kubernetes/ as a user deploys them: they parse, they say what
 /// they mean, and the exit codes they act on are the ones zonefeed really exits with.
-@Suite(.onItsOwnThread) struct DeploymentFilesTests {
+@Suite struct DeploymentFilesTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     static func yaml(_ path: String) throws -> [String: Any] {

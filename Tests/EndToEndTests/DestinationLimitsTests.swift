@@ -9,7 +9,7 @@ import Testing
 /// columns, records with more fields than a table holds, and tables already there of another
 /// shape. The record loads, or the table is named before anything is written; no pipeline is
 /// stuck for good.
-@Suite(.onItsOwnThread) struct DestinationLimitsTests {
+@Suite struct DestinationLimitsTests {
     typealias Setup = CloudKitEndToEndTests.Setup
 
     func query(_ s: Setup, _ sql: String) throws -> [[String?]] {

@@ -3,7 +3,7 @@ import TestSupport
 import Testing
 
 /// What the docs say of the pipeline file is what the program reads.
-@Suite(.onItsOwnThread) struct DocsTests {
+@Suite struct DocsTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     static let begin = "<!-- zonefeed config reference: begin -->\n"
     static let end = "<!-- zonefeed config reference: end -->"

@@ -10,7 +10,7 @@ import Testing
 /// PostgreSQL. Every run ends within a bound, with the documented exit code and sentence; the
 /// zones the misbehaviour does not touch are exported whole; the tables hold what the source
 /// legitimately holds.
-@Suite(.onItsOwnThread) struct HostileServerTests {
+@Suite struct HostileServerTests {
     typealias Setup = CloudKitEndToEndTests.Setup
 
     /// Three zones of 300 entries; the misbehaviour is Zone02's.

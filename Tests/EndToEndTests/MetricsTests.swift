@@ -6,7 +6,7 @@ import Testing
 
 /// `zonefeed run --metrics-file` and `--pushgateway`: Prometheus' two ways for batch jobs, seen
 /// as a monitoring system sees them.
-@Suite(.onItsOwnThread) struct MetricsTests {
+@Suite struct MetricsTests {
     /// The run's row in zonefeed_runs, as the metrics must repeat it.
     struct RunRow: Equatable {
         var runID, pages, upserts, tombstones, rejects, skipped: Int

@@ -4,7 +4,7 @@ import Testing
 import ZoneFeed
 
 /// The examples are part of the product: every file in pipelines/ validates, and the demo runs.
-@Suite(.onItsOwnThread) struct PipelinesFolderTests {
+@Suite struct PipelinesFolderTests {
     static var repository: URL {
         var url = URL(fileURLWithPath: #filePath)
         for _ in 0..<3 { url.deleteLastPathComponent() }

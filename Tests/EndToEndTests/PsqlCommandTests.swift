@@ -7,7 +7,7 @@ import ZoneFeedPostgres
 
 /// `zonefeed psql` on a destination that needs a password: psql connects, and the password is
 /// not on psql's command line, which every local user can read (`ps`), nor in its environment.
-@Suite(.onItsOwnThread) struct PsqlCommandTests {
+@Suite struct PsqlCommandTests {
     /// Every character that a URI, a quoted value or a password file line must escape.
     static let password = #"p@ss:w/rd 'q' "d" \b%20&x=1?#é"#
 

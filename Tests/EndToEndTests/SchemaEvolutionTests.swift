@@ -9,7 +9,7 @@ import Testing
 /// pipeline with no mapping at all, a field and a record type that appear mid-stream, two
 /// processes that meet the same new field at once, and a value whose type is not its column's.
 /// Each runs the built binary against `zonefeed fake-server` into a real PostgreSQL.
-@Suite(.onItsOwnThread) struct SchemaEvolutionTests {
+@Suite struct SchemaEvolutionTests {
     typealias Setup = CloudKitEndToEndTests.Setup
 
     /// The shape changes a pipeline recorded, oldest first: change, record type, table, field,

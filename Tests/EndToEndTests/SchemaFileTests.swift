@@ -7,7 +7,7 @@ import Testing
 /// Tables from a CloudKit schema file, as a user meets them: `zonefeed validate` on a real
 /// export, `zonefeed schema mapping`, and a backfill over HTTP from the fake server into the
 /// columns the schema file yields.
-@Suite(.onItsOwnThread) struct SchemaFileTests {
+@Suite struct SchemaFileTests {
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     static let fakeSchema = repository.appendingPathComponent("pipelines/cloudkit/fake.ckdb").path
     static let realExport = repository.appendingPathComponent("Tests/CloudKitSchemaTests/Schemas/dispatch.ckdb").path

@@ -8,7 +8,7 @@ import Testing
 /// (two tokens good at a time, 10-30 ms a round trip), over HTTPS with a certificate from a
 /// private CA the pipeline is told to trust, negotiating HTTP/2 or HTTP/1.1 by ALPN. The watch
 /// and throttling classes run over TLS in `WatchTests` and `CloudKitEndToEndTests`.
-@Suite(.onItsOwnThread) struct TLSTransportTests {
+@Suite struct TLSTransportTests {
     typealias Setup = CloudKitEndToEndTests.Setup
     static let strictTLS = FakeServerProcess.strict + FakeServerProcess.tls
 

@@ -2,7 +2,7 @@ import Foundation
 import TestSupport
 import Testing
 
-@Suite(.onItsOwnThread) struct ValidateCommandTests {
+@Suite struct ValidateCommandTests {
     /// `zonefeed validate` on PRODUCT.md's example: the plan a person reads before a first run,
     /// with every token and password hidden.
     @Test func validatePrintsThePlanButNoSecret() async throws {

@@ -1,10 +1,10 @@
 import Testing
 
 /// Runs each test of a suite (each case of a parameterized one) on a `DedicatedExecutor`: for
-/// tests that block in libpq or time what they watch (a kill at a random moment of a run, a poll
-/// with a deadline). Their steps then never wait for a thread of the cooperative pool, and they
-/// never hold one: every end-to-end suite runs this way. Not for tests that run a pipeline in
-/// process and prove its overlap: everything they start would share the one thread.
+/// tests that time what they watch (a kill at a random moment of a run, a poll with a deadline),
+/// whose steps must not wait for a thread of the cooperative pool that other tests hold in libpq.
+/// Not for tests that run a pipeline in process and prove its overlap: everything they start
+/// would share the one thread.
 public struct OwnThreadTrait: TestTrait, SuiteTrait, TestScoping {
     public var isRecursive: Bool { true }
 
