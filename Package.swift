@@ -130,7 +130,7 @@ let package = Package(
         .target(
             name: "ZoneFeedPostgres",
             dependencies: [
-                "LibPQ", "ZoneFeed", "CloudKitModel", "CloudKitSchema",
+                "LibPQ", "ZoneFeed", "CloudKitModel", "CloudKitSchema", "EmbeddedPostgresServer",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -41,26 +41,16 @@ struct PipelineOptions: ParsableArguments {
         }
     }
 
-    /// Runs `body` with a libpq connection string for the pipeline's destination. For `embedded`
-    /// the private server is started first (or reused) and stopped afterwards.
+    /// Runs `body` with a libpq connection string for the pipeline's destination, which opens
+    /// itself (starting the embedded server when it is `embedded`); a server that cannot be
+    /// started is logged as a sentence and exits 1.
     func withDestination<T>(_ pipeline: Pipeline, logger: Logger, _ body: (String) async throws -> T) async throws -> T {
-        guard pipeline.postgres.isEmbedded else {
-            return try await body(pipeline.postgres.url.value)
-        }
         do {
-            return try await Self.embeddedPostgres(logger: logger).withServer { handle in
-                try await body(handle.connectionString)
-            }
+            return try await pipeline.postgres.withConninfo(logger: logger, body)
         } catch let error as EmbeddedPostgresError {
-            // The server could not be started: the body's own failures are other errors.
             logger.error("\(error)")
             throw Exit.failed
         }
-    }
-
-    /// The embedded cluster of `destination.url: embedded`, asked for under `.zonefeed/postgres`.
-    static func embeddedPostgres(logger: Logger) -> EmbeddedPostgres {
-        EmbeddedPostgres(EmbeddedPostgres.Configuration(directory: ".zonefeed/postgres"), logger: logger)
     }
 
     /// Runs `body` with a PostgreSQL destination for the pipeline, closed on every path; a

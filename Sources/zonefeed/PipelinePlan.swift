@@ -38,7 +38,7 @@ struct PipelinePlan: CustomStringConvertible {
         if destination.isEmbedded {
             // Where a run will put it, which is not always the folder asked for (as root, from a
             // folder the server's account cannot reach); working that out touches nothing.
-            let cluster = PipelineOptions.embeddedPostgres(logger: Logger(label: "zonefeed.validate"))
+            let cluster = PostgresSettings.embeddedServer(logger: Logger(label: "zonefeed.validate"))
             row("url", "embedded: a private cluster in \(cluster.whereabouts)")
             row("", "to remove it, with no zonefeed command using it: \(cluster.removalCommand)")
         } else {

@@ -27,7 +27,7 @@ struct StatusCommand: AsyncParsableCommand {
         print("pipeline \(pipeline.name) (schema \(InertText.escaped(pipeline.postgres.schema)))")
         for line in aboutSource { print(line) }
         if pipeline.postgres.isEmbedded {
-            let cluster = PipelineOptions.embeddedPostgres(logger: logger)
+            let cluster = PostgresSettings.embeddedServer(logger: logger)
             print("embedded PostgreSQL cluster: \(InertText.escaped(cluster.configuration.directory))")
             if cluster.isRelocated {
                 print("  (PostgreSQL's account cannot reach \(InertText.escaped(cluster.requestedDirectory)), the folder asked for)")
