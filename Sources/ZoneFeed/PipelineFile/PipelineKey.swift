@@ -45,9 +45,6 @@ public struct PipelineKey: Sendable, Equatable {
     public static func boolean(_ path: String, default defaultValue: Bool, _ meaning: String) -> PipelineKey {
         PipelineKey(path, takes: "true or false", default: "\(defaultValue)", meaning)
     }
-
-    /// The last part of the path: the key as written in its section.
-    public var name: Substring { path.split(separator: ".").last ?? Substring(path) }
 }
 
 extension Array where Element == PipelineKey {
