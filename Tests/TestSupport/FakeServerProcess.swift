@@ -98,10 +98,16 @@ public final class FakeServerProcess: @unchecked Sendable {
     }
 
     /// `GET /admin/state`'s `traffic`: how the CloudKit requests overlapped since `stats/reset`.
-    public func traffic() async throws -> [String: Int] {
+    public func traffic() async throws -> [String: Int] { try await counts(in: "traffic") }
+
+    /// `GET /admin/state`'s `notifications`: subscriptions, registered push tokens, and the
+    /// notifications queued, delivered and dropped.
+    public func notifications() async throws -> [String: Int] { try await counts(in: "notifications") }
+
+    func counts(in block: String) async throws -> [String: Int] {
         let text = try await admin("state")
         let state = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
-        return (state?["traffic"] as? [String: Any] ?? [:]).compactMapValues { ($0 as? NSNumber)?.intValue }
+        return (state?[block] as? [String: Any] ?? [:]).compactMapValues { ($0 as? NSNumber)?.intValue }
     }
 
     /// Records in CloudKit's wire form, for `records/add`.
