@@ -137,7 +137,7 @@ let package = Package(
         // The component list of the zonefeed program: what a pipeline file may name.
         .target(
             name: "ZoneFeedComponents",
-            dependencies: ["ZoneFeed", "ZoneFeedCloudKit", "CloudKitWebServices", "FakeCloudKit", "ZoneFeedPostgres", "ZoneFeedMetrics"]
+            dependencies: ["ZoneFeed", "ZoneFeedCloudKit", "FakeCloudKit", "ZoneFeedPostgres", "ZoneFeedMetrics"]
         ),
         // The benchmark and PostgreSQL's own COPY ceiling: support, not the flow.
         .target(
@@ -152,8 +152,10 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
-        .executableTarget(
-            name: "zonefeed",
+        // The commands, as a library: the program below runs them with its components, and a test
+        // runs them with components of its own (a destination registered only there).
+        .target(
+            name: "ZoneFeedCommandLine",
             dependencies: [
                 "ZoneFeed", "ZoneFeedComponents", "ZoneFeedPostgres", "EmbeddedPostgresServer", "FakeCloudKit",
                 "ZoneFeedCloudKit", "CloudKitWebServices", "FakeCloudKitServer", "ZoneFeedBench", "ZoneFeedMetrics", "LibPQ", "CloudKitModel",
@@ -165,6 +167,10 @@ let package = Package(
                 .product(name: "Subprocess", package: "swift-subprocess"),
                 .product(name: "Logging", package: "swift-log"),
             ]
+        ),
+        .executableTarget(
+            name: "zonefeed",
+            dependencies: ["ZoneFeedCommandLine"]
         ),
         .target(
             name: "TestSupport",
@@ -220,7 +226,7 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "zonefeed", "TestSupport", "FakeCloudKit", "FakeCloudKitServer", "ZoneFeed", "LibPQ", "CloudKitModel",
+                "zonefeed", "ZoneFeedCommandLine", "TestSupport", "FakeCloudKit", "FakeCloudKitServer", "ZoneFeed", "LibPQ", "CloudKitModel",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Yams", package: "Yams"),
             ]

@@ -28,7 +28,7 @@ cleanup() {
   mountpoint -q "$rootfs/proc" && umount "$rootfs/proc" || true
   mountpoint -q "$rootfs/dev/pts" && umount "$rootfs/dev/pts" || true
   mountpoint -q "$rootfs/dev" && umount "$rootfs/dev" || true
-  git checkout -q -- Sources/zonefeed/BuildInfo.swift 2>/dev/null || true
+  git checkout -q -- Sources/ZoneFeedCommandLine/BuildInfo.swift 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -38,7 +38,7 @@ commit=$(git rev-parse --short HEAD)
 git diff --quiet HEAD -- Sources Package.swift || commit="$commit-modified"
 docker/stamp-commit.sh "$commit"
 swift build -c release --product zonefeed --static-swift-stdlib 2>&1 | tail -1
-git checkout -q -- Sources/zonefeed/BuildInfo.swift
+git checkout -q -- Sources/ZoneFeedCommandLine/BuildInfo.swift
 binary="$(swift build -c release --show-bin-path)/zonefeed"
 backtrace=$(dirname "$(readlink -f "$(command -v swift)")")/../libexec/swift/linux/swift-backtrace-static
 

@@ -62,13 +62,16 @@ extension PipelineFileReader {
             )
             return nil
         }
-        let allowed = Pipeline.reference.keys.keys(in: "") + ["destination"] + components.destination.topLevelKeys + components.sections.map { $0.key }
+        let destinationType = chooseDestination(in: root, among: components.destinations)
+        let allowed =
+            Pipeline.reference.keys.keys(in: "") + ["destination"] + (destinationType ?? components.destinations[0]).topLevelKeys
+            + components.sections.map { $0.key }
         guard let top = section(root, path: "", position: PipelinePosition(root.mark), allowed: allowed)
         else { return nil }
 
         let name = readName(in: top)
         let source = readSource(in: top, pipelineName: name, sources: components.sources)
-        let destination = components.destination.read(top, pipelineName: name, from: self)
+        let destination = destinationType?.read(top, pipelineName: name, from: self)
         var sections: [String: any SectionConfiguration] = [:]
         var sectionsRead = true
         for type in components.sections where top[type.key] != nil {
@@ -95,6 +98,20 @@ extension PipelineFileReader {
             return nil
         }
         return value.text
+    }
+
+    /// The destination whose key `destination:` holds; the first the program knows when it
+    /// holds none of theirs (which then reports what it misses); nil, reported, when it holds
+    /// the keys of two.
+    func chooseDestination(in root: Node, among destinations: [any DestinationConfiguration.Type]) -> (any DestinationConfiguration.Type)? {
+        guard case .mapping(let top) = root, let section = top.first(where: { $0.key.string == "destination" })?.value,
+            case .mapping(let keys) = section
+        else { return destinations[0] }
+        let named = keys.compactMap { key, _ in destinations.first { $0.key == key.string }.map { (type: $0, mark: key.mark) } }
+        guard named.count > 1 else { return named.first?.type ?? destinations[0] }
+        let both = named.map { "'\($0.type.key)'" }.joined(separator: " and ")
+        report("destination has both \(both): a pipeline writes to exactly one destination", at: PipelinePosition(named[1].mark))
+        return nil
     }
 
     /// Exactly one of the sources the program knows.

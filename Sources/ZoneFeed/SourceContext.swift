@@ -53,6 +53,13 @@ public struct PlanSection: Sendable, Equatable {
     public mutating func row(_ label: String, _ value: String) {
         rows.append(Row(label: label, value: value))
     }
+
+    /// A row as `zonefeed validate` prints it: indented, the label and its colon padded to a
+    /// column (a longer label keeps a space after its colon), then the value.
+    public static func line(_ label: String, _ value: String) -> String {
+        let head = label.isEmpty ? "" : label + ":"
+        return "  " + head.padding(toLength: max(20, head.count + 1), withPad: " ", startingAt: 0) + value
+    }
 }
 
 /// What a component's plan may say of the others: where the destination keeps the source's

@@ -161,7 +161,7 @@ public struct Bench: Sendable {
     /// PostgreSQL's own speed: the generator's records, encoded in memory first, then copied
     /// with plain binary COPY into tables shaped like the pipeline's, in a schema of their own.
     func measureCeiling(pipeline: Pipeline, sessions: Int) throws -> CopyCeiling.Measurement {
-        var shape = pipeline.postgres
+        var shape = try pipeline.postgresSettings()
         shape.schema = "bench_ceiling"
         try dropSchema(named: shape.schema)
         defer { try? dropSchema(named: shape.schema) }
@@ -359,12 +359,12 @@ public struct Bench: Sendable {
     /// A run that lost or duplicated rows is not worth timing.
     func checkLiveRows(_ pipeline: Pipeline, label: String, logName: String, expected: Int? = nil) throws {
         let records = expected ?? self.records
-        let tables = PostgresSchema(pipelineName: pipeline.name, settings: pipeline.postgres).tables
+        let tables = PostgresSchema(pipelineName: pipeline.name, settings: try pipeline.postgresSettings()).tables
         let sql = "SELECT " + tables.map { "(SELECT count(*) FROM \($0.liveViewName))" }.joined(separator: " + ")
         let live = try Connection.withConnection(conninfo) { c in try c.query(sql).scalar.flatMap { Int($0) } ?? 0 }
         guard live == records else {
             throw Failure(
-                "\(label) left \(live.grouped) live rows in schema \(pipeline.postgres.schema) instead of \(records.grouped), "
+                "\(label) left \(live.grouped) live rows in schema \((try pipeline.postgresSettings()).schema) instead of \(records.grouped), "
                     + "so its figures would mean nothing; its log is \(path(logName + ".stderr"))")
         }
     }
@@ -372,7 +372,7 @@ public struct Bench: Sendable {
     /// Every token was current, so the no-op runs must have applied nothing: the runs of the
     /// pipeline upserted the records once in all.
     func checkNothingReapplied(_ pipeline: Pipeline) throws {
-        let runs = "\(quoteIdentifier(pipeline.postgres.schema)).zonefeed_runs"
+        let runs = "\(quoteIdentifier((try pipeline.postgresSettings()).schema)).zonefeed_runs"
         let upserts = try Connection.withConnection(conninfo) { c in
             try c.query("SELECT coalesce(sum(upserts), 0) FROM \(runs) WHERE pipeline = $1", [pipeline.name]).scalar.flatMap { Int($0) } ?? 0
         }
@@ -467,7 +467,7 @@ public struct Bench: Sendable {
     }
 
     func dropSchema(_ pipeline: Pipeline) throws {
-        try dropSchema(named: pipeline.postgres.schema)
+        try dropSchema(named: (try pipeline.postgresSettings()).schema)
     }
 
     func dropSchema(named schema: String) throws {

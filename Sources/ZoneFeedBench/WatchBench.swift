@@ -101,10 +101,10 @@ public struct WatchBench: Sendable {
     }
 
     func measure(pipeline: Pipeline, admin: AdminClient, rows: Connection, initialRecords: Int) async throws -> Report {
-        let table = "\(quoteIdentifier(pipeline.postgres.schema)).\(quoteIdentifier("tags"))"
+        let table = "\(quoteIdentifier((try pipeline.postgresSettings()).schema)).\(quoteIdentifier("tags"))"
 
         bench.progress("watch: catching up with \(initialRecords.grouped) records, then subscribing…")
-        let notes = "\(quoteIdentifier(pipeline.postgres.schema)).\(quoteIdentifier("notes"))"
+        let notes = "\(quoteIdentifier((try pipeline.postgresSettings()).schema)).\(quoteIdentifier("notes"))"
         try await waitUntil(seconds: 120, "the watcher to catch up and listen") {
             let caughtUp = ((try? rows.query("SELECT count(*) FROM \(notes)").scalar(as: Int64.self)) ?? 0) > 0
             return caughtUp ? try await admin.isListening() : false

@@ -5,7 +5,7 @@ import ZoneFeed
 /// `source.cloudkit` makes its source and describes it: the command line knows neither.
 extension CloudKitSettings {
     public func makeSource(_ context: SourceContext, logger: Logger) throws -> any ChangeSource {
-        var source = try CloudKitSource(settings: self, tokenVault: context.vault.map(DestinationTokenVault.init), logger: logger)
+        var source = try CloudKitSource(settings: self, tokenVault: context.vault.map { DestinationTokenVault($0) }, logger: logger)
         source.subscriptionPrefix = "zonefeed.\(context.pipelineName)."
         return source
     }
@@ -59,12 +59,16 @@ extension CloudKitSettings {
 /// The vault the destination keeps for its source, as the client's keeper of web auth tokens
 /// (`auth.webAuthTokenStore: database`). Its saves are durable when they return (the
 /// PostgreSQL destination's are commits): nothing is left to sync.
-struct DestinationTokenVault: WebAuthTokenVault {
+public struct DestinationTokenVault: WebAuthTokenVault {
     let vault: any SourceVault
 
-    var location: String { vault.location }
-    func load() throws -> String? { try vault.load() }
-    func save(_ text: String) throws { try vault.save(text) }
-    func update(_ change: (String?) throws -> String) throws { try vault.update(change) }
-    func sync() {}
+    public init(_ vault: any SourceVault) {
+        self.vault = vault
+    }
+
+    public var location: String { vault.location }
+    public func load() throws -> String? { try vault.load() }
+    public func save(_ text: String) throws { try vault.save(text) }
+    public func update(_ change: (String?) throws -> String) throws { try vault.update(change) }
+    public func sync() {}
 }

@@ -6,19 +6,9 @@ import ZoneFeedPostgres
 
 extension PipelineComponents {
     /// What a pipeline file read by `zonefeed` may name: the command line, the bench and the
-    /// tests read files with these. A new source is a module with a `SourceConfiguration`, listed
-    /// here and built in the command line's `PipelineOptions.withSource`.
+    /// tests read files with these. A new source is a module with a `SourceConfiguration`, a new
+    /// destination one with a `DestinationConfiguration`, listed here: each makes or opens
+    /// itself, and no engine or command-line file changes.
     public static let zonefeed = PipelineComponents(
-        sources: [CloudKitSettings.self, FakeSettings.self], destination: PostgresSettings.self, sections: [MetricsSettings.self, WatchSettings.self])
-}
-
-extension Pipeline {
-    /// The PostgreSQL settings of a pipeline read with `PipelineComponents.zonefeed`, whose only
-    /// destination is PostgreSQL.
-    public var postgres: PostgresSettings {
-        guard let settings = destination as? PostgresSettings else {
-            preconditionFailure("pipeline \(name) was not read with PipelineComponents.zonefeed")
-        }
-        return settings
-    }
+        sources: [CloudKitSettings.self, FakeSettings.self], destinations: [PostgresSettings.self], sections: [MetricsSettings.self, WatchSettings.self])
 }

@@ -2,58 +2,14 @@ import CloudKitModel
 import LibPQ
 import ZoneFeed
 
-/// What `zonefeed status` shows.
-public struct PipelineStatus: Sendable {
-    public struct Zone: Sendable {
-        public var scope: String
-        public var zoneOwner: String
-        public var zoneName: String
-        public var hasToken: Bool
-        public var generation: Int
-        public var resyncing: Bool
-        public var pending: Bool
-        public var recordsApplied: Int64
-        public var updatedAt: String
-        public var lastError: String?
-        public var liveRows: Int64
-        public var deletedRows: Int64
-    }
-
-    public struct Run: Sendable {
-        public var runID: Int64
-        public var status: String
-        public var startedAt: String
-        public var finishedAt: String?
-        public var pages: Int64
-        public var upserts: Int64
-        public var tombstones: Int64
-        public var rejects: Int64
-        /// How long its requests were paused by throttling, in seconds.
-        public var throttledSeconds: Double
-        public var error: String?
-    }
-
-    /// A change of shape, for the table of the last ones.
-    public struct ShapeChange: Sendable {
-        public var changedAt: String
-        public var runID: Int64
-        public var change: SchemaChange
-    }
-
-    public var zones: [Zone] = []
-    public var runs: [Run] = []
-    /// The last changes of shape, newest first.
-    public var shapeChanges: [ShapeChange] = []
-    public var tablesExist = true
-}
-
 extension PostgresDestination {
     /// Checkpoints, row counts, the last runs and the last changes of shape.
     public func status(lastRuns: Int = 10, lastShapeChanges: Int = 20) async throws -> PipelineStatus {
         let name = pipelineName
+        let place = "schema \(settings.schema)"
         return try await onConnection { c in
             var schema = self.mappedSchema
-            var status = PipelineStatus()
+            var status = PipelineStatus(place: place)
             let exists = try c.query("SELECT to_regclass($1) IS NOT NULL", [schema.checkpoints]).scalar(as: Bool.self)
             guard exists else {
                 status.tablesExist = false
@@ -69,10 +25,18 @@ extension PostgresDestination {
                     FROM \(schema.schemaChanges) WHERE pipeline = $1 ORDER BY id DESC LIMIT $2
                     """, [name, String(lastShapeChanges)]
                 ).rows
+                var shapeChanges = [["changed", "run", "change", "table", "column", "type", "why"]]
                 for row in times {
                     let id: Int64 = try row.decode(0)
-                    guard let change = changes.first(where: { $0.id == id }) else { continue }
-                    status.shapeChanges.append(PipelineStatus.ShapeChange(changedAt: try row.decode(2), runID: try row.decode(1), change: change))
+                    guard let c = changes.first(where: { $0.id == id }) else { continue }
+                    shapeChanges.append([
+                        try row.decode(2), String(try row.decode(1, as: Int64.self)), c.kind == .tableCreated ? "table created" : "column added",
+                        c.table, c.column ?? "", c.columnType?.rawValue ?? "", c.why,
+                    ])
+                }
+                if shapeChanges.count > 1 {
+                    status.tables.append(
+                        PipelineStatus.Table(title: "changes of shape, the last \(shapeChanges.count - 1), newest first:", rows: shapeChanges))
                 }
             }
             var counts: [String: (Int64, Int64)] = [:]
@@ -119,12 +83,6 @@ extension PostgresDestination {
             }
             return status
         }
-    }
-
-    public struct ResetOutcome: Sendable {
-        public var reset: [ZoneID] = []
-        public var unknown: [String] = []
-        public var busy: [ZoneID] = []
     }
 
     /// Marks zones for a resync from a nil token under a new generation; the next run refetches

@@ -11,7 +11,7 @@ import ZoneFeed
 /// liveness lock and does the run-wide work; a zone is applied on the connection that claimed it
 /// (its session holds the zone's advisory lock), one of up to `parallelZones`, opened when first
 /// needed; a session may hold several zones. The session locks vanish if the process dies.
-public final class PostgresDestination: Destination, Sendable {
+public final class PostgresDestination: RunDestination, Sendable {
     /// The tables as this process last knew them: the pipeline's mapping, grown by the
     /// recorded schema changes when the schema evolves.
     public var schema: PostgresSchema { state.withLock { $0.schema } }

@@ -2,6 +2,8 @@ import LibPQ
 import ZoneFeed
 
 extension PostgresSettings: DestinationConfiguration {
+    /// A `destination:` with a `url` is PostgreSQL.
+    public static let key = "url"
     public static let topLevelKeys = reference.keys.keys(in: "").filter { $0 != "destination" }
 
     /// The source's vault is the pipeline's row of `zonefeed_web_auth_tokens` in the schema.

@@ -1,5 +1,6 @@
 import FakeCloudKit
 import Foundation
+import Logging
 import Testing
 import ZoneFeed
 import ZoneFeedCloudKit
@@ -15,11 +16,19 @@ private struct PlainDestination: DestinationConfiguration {
     static func read(_ top: PipelineSection, pipelineName: String?, from file: PipelineFileReader) -> PlainDestination? {
         file.subsection("destination", in: top, allowed: reference.keys.keys(in: "destination"), required: true) == nil ? nil : PlainDestination()
     }
+    static let key = "url"
     var commitEvery = 1
     var parallelZones = 1
+
+    /// Only read, never opened: these tests run no command.
+    func open<T>(pipelineName: String, logger: Logger, _ body: (any OpenedDestination) async throws -> T) async throws -> T {
+        throw DestinationUnavailableError(.serverDidNotStart, "a plain destination is only read")
+    }
+
+    func plan(_ context: PlanContext) -> [String] { ["destination: plain"] }
 }
 
-private let components = PipelineComponents(sources: [CloudKitSettings.self, FakeSettings.self], destination: PlainDestination.self)
+private let components = PipelineComponents(sources: [CloudKitSettings.self, FakeSettings.self], destinations: [PlainDestination.self])
 
 /// The diagnostics a file is refused with, as printed; empty when the file is accepted.
 private func problems(_ yaml: String, environment: [String: String] = [:]) -> [String] {

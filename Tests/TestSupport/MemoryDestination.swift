@@ -4,7 +4,7 @@ import ZoneFeed
 /// A destination in memory, for testing the engine without PostgreSQL: the same contract as
 /// `PostgresDestination` (a batch and its token together, generations, resync sweeps, zone
 /// deletions, pending zones), and a log of what was applied, in order.
-public actor MemoryDestination: Destination {
+public actor MemoryDestination: RunDestination {
     public struct Row: Sendable, Hashable {
         public var changeTag: String?
         public var deleted: Bool
@@ -137,6 +137,65 @@ public actor MemoryDestination: Destination {
     public func deleteZone(_ deletion: ZoneDeletion, runID: Int64) async throws -> BatchOutcome { dropZone(deletion) }
 
     public func recordZoneError(_ zone: ZoneID, message: String?) async throws {}
+
+    /// Nothing is held open.
+    public func close() async {}
+
+    // MARK: What the commands ask
+
+    /// `zonefeed status`: the checkpoints with their rows, and the runs, newest first.
+    public func status(place: String) -> PipelineStatus {
+        var status = PipelineStatus(place: place)
+        status.tablesExist = !runs.isEmpty || !checkpoints.isEmpty
+        if databaseToken != nil {
+            status.zones.append(
+                PipelineStatus.Zone(
+                    scope: "database", zoneOwner: "", zoneName: "", hasToken: true, generation: 1, resyncing: false, pending: false,
+                    recordsApplied: 0, updatedAt: "", lastError: nil, liveRows: 0, deletedRows: 0))
+        }
+        for (zone, checkpoint) in checkpoints.sorted(by: { $0.key.zoneName < $1.key.zoneName }) {
+            let zoneRows = rows[zone] ?? [:]
+            let applied = applied.filter { $0.zone == zone }.reduce(0) { $0 + $1.recordNames.count }
+            status.zones.append(
+                PipelineStatus.Zone(
+                    scope: "zone", zoneOwner: zone.ownerRecordName, zoneName: zone.zoneName, hasToken: checkpoint.token != nil,
+                    generation: checkpoint.generation, resyncing: checkpoint.resyncing, pending: pending.contains(zone),
+                    recordsApplied: Int64(applied), updatedAt: "", lastError: nil,
+                    liveRows: Int64(zoneRows.values.filter { !$0.deleted }.count), deletedRows: Int64(zoneRows.values.filter(\.deleted).count)))
+        }
+        for (id, run) in runs.sorted(by: { $0.key > $1.key }) {
+            status.runs.append(
+                PipelineStatus.Run(
+                    runID: id, status: run.status.rawValue, startedAt: "", finishedAt: nil, pages: 0, upserts: 0, tombstones: 0, rejects: 0,
+                    throttledSeconds: run.throttledSeconds, error: run.error))
+        }
+        return status
+    }
+
+    /// `zonefeed reset`: as PostgreSQL's, a zone claimed by a run is left alone and reported.
+    public func reset(zoneNames: [String], all: Bool, addingUnknownZones: Bool) -> ResetOutcome {
+        var outcome = ResetOutcome()
+        let known = checkpoints.keys.sorted { $0.zoneName < $1.zoneName }
+        var targets = all ? known : known.filter { zoneNames.contains($0.zoneName) }
+        outcome.unknown = all ? [] : zoneNames.filter { name in !known.contains { $0.zoneName == name } }
+        if addingUnknownZones {
+            targets += outcome.unknown.map { ZoneID(zoneName: $0) }
+            outcome.unknown = []
+        }
+        for zone in targets {
+            guard !claimed.contains(zone), !heldElsewhere.contains(zone) else {
+                outcome.busy.append(zone)
+                continue
+            }
+            // As PostgreSQL's: the zone is pending, so that the next run fetches it even when
+            // the database feed has nothing new.
+            _ = resync(zone)
+            markPending(zone)
+            outcome.reset.append(zone)
+        }
+        if all { databaseToken = nil }
+        return outcome
+    }
 
     // MARK: Helpers
 

@@ -8,7 +8,7 @@ import ZoneFeedPostgres
 // column 1, so the expected `notes.yml:line:column` can be read off the literal itself.
 
 /// What a file is read with here: the fake source and the PostgreSQL destination.
-private let components = PipelineComponents(sources: [FakeSettings.self], destination: PostgresSettings.self)
+private let components = PipelineComponents(sources: [FakeSettings.self], destinations: [PostgresSettings.self])
 
 /// The diagnostics a file is refused with, as printed; empty when the file is accepted.
 private func problems(_ yaml: String) -> [String] {

@@ -24,10 +24,10 @@ import ZoneFeedPostgres
     /// A component handed a pipeline whose destination is of another type.
     @Test func aDestinationOfAnotherTypeIsRefusedWithItsCode() async throws {
         let fake = try await FakePipeline(prefix: "othertype", fake: FakeSettings(seed: 1, zones: 1, recordsPerZone: 1)).pipeline()
-        let pipeline = Pipeline(name: "other", source: fake.source, destination: OtherDestination())
+        let pipeline = Pipeline(name: "other", source: fake.source, destination: MemoryDestinationSettings(name: "other"))
         let error = try #require(throws: PipelineComponentError.self) { try pipeline.destination(as: PostgresSettings.self) }
         #expect(error.code == .wrongDestinationType)
-        #expect(error.description == "pipeline other writes to a destination of type OtherDestination, not PostgresSettings")
+        #expect(error.description == "pipeline other writes to a destination of type MemoryDestinationSettings, not PostgresSettings")
     }
 
     @Test func aMetricsFileThatCannotBeWrittenSaysWhyWithACode() throws {
@@ -63,13 +63,4 @@ import ZoneFeedPostgres
             refused?.description.hasPrefix("the Pushgateway at \(gateway.url) refused the metrics: HTTP 400") == true, "\(refused.map(\.description) ?? "")")
         try await client.shutdown()
     }
-}
-
-/// A destination that is not PostgreSQL.
-struct OtherDestination: DestinationConfiguration {
-    static let topLevelKeys: [String] = []
-    static let reference = PipelineReference(component: "other", keys: [])
-    static func read(_ top: PipelineSection, pipelineName: String?, from file: PipelineFileReader) -> OtherDestination? { nil }
-    var commitEvery = 1
-    var parallelZones = 1
 }

@@ -50,7 +50,7 @@ import ZoneFeedPostgres
             recordTypes: "recordTypes:\n  schemaFile: cloudkit/schema.ckdb\n",
             schema: "DEFINE SCHEMA\n  RECORD TYPE ItemLive ( a STRING );\n  RECORD TYPE ZonefeedRuns ( b STRING );\n  RECORD TYPE item_live ( c STRING );")
         defer { files.remove() }
-        let tables = try files.load().postgres.recordTypes.map(\.table)
+        let tables = try files.load().postgresSettings().recordTypes.map(\.table)
         #expect(tables.count == 3 && Set(tables).count == 3)
         #expect(tables.allSatisfy { !$0.hasSuffix("_live") && !$0.hasPrefix("zonefeed_") }, "\(tables)")
         #expect(tables[1] == "ck_zonefeed_runs")

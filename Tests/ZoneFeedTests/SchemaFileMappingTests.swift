@@ -72,7 +72,7 @@ import ZoneFeedPostgres
                         CD_thumbnail: omit
                 """, schema: Self.schema)
         defer { files.remove() }
-        let settings = try files.load().postgres
+        let settings = try files.load().postgresSettings()
         #expect(settings.schemaFile == files.folder.appendingPathComponent("cloudkit/schema.ckdb").path)
         #expect(settings.recordTypes.map(\.recordType) == ["CD_Note"], "Users is skipped")
         let note = try #require(settings.recordTypes.first)
@@ -92,7 +92,7 @@ import ZoneFeedPostgres
     @Test func withoutOptionsTablesAndColumnsAreTheSnakeCaseOfTheirNames() throws {
         let files = try Files(recordTypes: "recordTypes:\n  schemaFile: cloudkit/schema.ckdb\n", schema: Self.schema)
         defer { files.remove() }
-        let settings = try files.load().postgres
+        let settings = try files.load().postgresSettings()
         #expect(settings.recordTypes.map(\.table) == ["cd_note", "users"])
         #expect(
             settings.recordTypes[0].fields.map(\.column) == [
@@ -152,7 +152,7 @@ import ZoneFeedPostgres
             recordTypes: "recordTypes:\n  schemaFile: cloudkit/schema.ckdb\n  indexes: queryable\n",
             schema: "DEFINE SCHEMA\n  RECORD TYPE Note ( seq INT64, data BYTES QUERYABLE, title STRING QUERYABLE );\n  RECORD TYPE NotePkey ( a STRING );")
         defer { files.remove() }
-        let mappings = try files.load().postgres.recordTypes
+        let mappings = try files.load().postgresSettings().recordTypes
         let note = try #require(mappings.first)
         #expect(note.fields.map(\.column).first != "seq" && note.fields.map(\.column).first?.hasPrefix("seq_") == true)
         #expect(note.fields.map(\.indexed) == [false, false, true], "no index on bytea")

@@ -38,6 +38,10 @@ extension SourceConfiguration {
 /// section a destination reads the top-level keys that say how records become rows
 /// (`recordTypes` and the record policies); the engine only needs how much to write at once.
 public protocol DestinationConfiguration: Sendable {
+    /// The key under `destination:` that says a file writes to this destination (PostgreSQL:
+    /// `url`), as `source:`'s key names its source.
+    static var key: String { get }
+
     /// The top-level keys besides `destination` that this destination reads.
     static var topLevelKeys: [String] { get }
 
@@ -54,12 +58,43 @@ public protocol DestinationConfiguration: Sendable {
     /// nil when it keeps none.
     func vaultLocation(pipelineName: String) -> String?
 
+    /// Opens the destination for one command and runs `body` with it, closing it on every path
+    /// (a server the destination runs itself is started first and stopped after). A destination
+    /// that cannot be opened throws `DestinationUnavailableError`; the body's errors pass through.
+    func open<T>(pipelineName: String, logger: Logger, _ body: (any OpenedDestination) async throws -> T) async throws -> T
+
+    /// What `zonefeed validate` shows of the destination after the source: its lines, rows laid
+    /// out with `PlanSection.line`. Never a secret: passwords are `<redacted>`.
+    func plan(_ context: PlanContext) -> [String]
+
+    /// What a run does to make the destination ready, for `zonefeed validate`; nil when nothing.
+    func setup(pipelineName: String) -> DestinationSetup?
+
+    /// Lines after a run's summary on how to look at what it wrote; none by default. `command`
+    /// writes a zonefeed command on this pipeline as the person would type it: `command("psql")`
+    /// is `zonefeed psql pipelines/x.yml`.
+    func summaryHints(rejects: Int, command: (String) -> String) -> [String]
+
     /// Every key of `destination` and of `topLevelKeys` (`zonefeed config reference`).
     static var reference: PipelineReference { get }
 }
 
 extension DestinationConfiguration {
     public func vaultLocation(pipelineName: String) -> String? { nil }
+    public func setup(pipelineName: String) -> DestinationSetup? { nil }
+    public func summaryHints(rejects: Int, command: (String) -> String) -> [String] { [] }
+}
+
+/// What a run does to make a destination ready (PostgreSQL: the DDL, each statement idempotent),
+/// as `zonefeed validate` prints it: a heading, then each statement as it is written.
+public struct DestinationSetup: Sendable {
+    public var heading: String
+    public var statements: [String]
+
+    public init(heading: String, statements: [String]) {
+        self.heading = heading
+        self.statements = statements
+    }
 }
 
 /// A top-level section read by a module that is neither the source nor the destination
@@ -76,27 +111,31 @@ public protocol SectionConfiguration: Sendable {
     static var reference: PipelineReference { get }
 }
 
-/// What a pipeline file may name: the sources a program was built with, its destination and the
+/// What a pipeline file may name: the sources and destinations a program was built with and the
 /// other sections it understands. Adding a source is a new module with a `SourceConfiguration`,
 /// which reads its section, makes its source and describes it, and a line where the program
-/// lists its components; no engine or command-line file changes.
+/// lists its components; a destination the same with a `DestinationConfiguration`, which opens
+/// itself. No engine or command-line file changes.
 public struct PipelineComponents: Sendable {
     public var sources: [any SourceConfiguration.Type]
-    public var destination: any DestinationConfiguration.Type
+    /// The first is the one a file's problems are reported for when its `destination:` names
+    /// none of them by key.
+    public var destinations: [any DestinationConfiguration.Type]
     public var sections: [any SectionConfiguration.Type]
 
     public init(
-        sources: [any SourceConfiguration.Type], destination: any DestinationConfiguration.Type,
+        sources: [any SourceConfiguration.Type], destinations: [any DestinationConfiguration.Type],
         sections: [any SectionConfiguration.Type] = []
     ) {
+        precondition(!destinations.isEmpty, "a program writes to at least one kind of destination")
         self.sources = sources
-        self.destination = destination
+        self.destinations = destinations
         self.sections = sections
     }
 
     /// Every key a pipeline file read with these components may hold, by the component that
-    /// reads it: the engine's first, then each source's, the destination's and the sections'.
+    /// reads it: the engine's first, then each source's, the destinations' and the sections'.
     public var reference: [PipelineReference] {
-        [Pipeline.reference] + sources.map { $0.reference } + [destination.reference] + sections.map { $0.reference }
+        [Pipeline.reference] + sources.map { $0.reference } + destinations.map { $0.reference } + sections.map { $0.reference }
     }
 }

@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
 import ZoneFeed
-import ZoneFeedPostgres
 
 struct ResetCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -25,14 +24,13 @@ struct ResetCommand: AsyncParsableCommand {
     func run() async throws {
         let pipeline = try options.loadPipeline()
         let logger = options.makeLogger()
-        let outcome = try await options.withPostgresDestination(pipeline, logger: logger) { destination in
-            try await destination.prepare()
-            return try await destination.reset(zoneNames: zones, all: all, addingUnknownZones: pipeline.source.namedZones != nil)
+        let outcome = try await options.askingDestination(pipeline, logger: logger) { destination in
+            try await destination.reset(zoneNames: zones, all: all, addingUnknownZones: pipeline.source.namedZones != nil)
         }
         for zone in outcome.reset {
-            print("zone \(InertText.escaped(zone.zoneName)): will resync from the beginning on the next run")
+            printLine("zone \(InertText.escaped(zone.zoneName)): will resync from the beginning on the next run")
         }
-        if all && outcome.reset.isEmpty { print("no zones have checkpoints yet; the next run starts from the beginning anyway") }
+        if all && outcome.reset.isEmpty { printLine("no zones have checkpoints yet; the next run starts from the beginning anyway") }
         if !outcome.unknown.isEmpty {
             FileHandle.standardError.write(
                 Data("no checkpoint for zone(s) \(InertText.escaped(outcome.unknown.joined(separator: ", "))): nothing to reset (see zonefeed status)\n".utf8))

@@ -1,8 +1,6 @@
 import ArgumentParser
 import Foundation
 import ZoneFeed
-import ZoneFeedComponents
-import ZoneFeedPostgres
 
 struct ValidateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -13,15 +11,16 @@ struct ValidateCommand: AsyncParsableCommand {
 
     func run() async throws {
         let pipeline = try options.loadPipeline()
-        print("\(InertText.escaped(options.pipelineFile)): valid")
-        print("")
-        print(PipelinePlan(pipeline).description)
-        print("")
-        print("-- DDL a run executes (each statement is idempotent):")
+        printLine("\(InertText.escaped(options.pipelineFile)): valid")
+        printLine("")
+        printLine(PipelinePlan(pipeline).description)
+        guard let setup = pipeline.destination.setup(pipelineName: pipeline.name) else { return }
+        printLine("")
+        printLine(InertText.escaped(setup.heading))
         // A statement's own lines stay lines; the names in them were refused at the file if
         // they held a control character, and are escaped here all the same.
-        for statement in PostgresSchema(pipelineName: pipeline.name, settings: pipeline.postgres).ddl {
-            print(statement.split(separator: "\n", omittingEmptySubsequences: false).map { InertText.escaped($0) }.joined(separator: "\n") + ";")
+        for statement in setup.statements {
+            printLine(statement.split(separator: "\n", omittingEmptySubsequences: false).map { InertText.escaped($0) }.joined(separator: "\n"))
         }
     }
 }

@@ -4,9 +4,7 @@ import Hummingbird
 import Logging
 import ServiceLifecycle
 import ZoneFeed
-import ZoneFeedComponents
 import ZoneFeedMetrics
-import ZoneFeedPostgres
 
 struct WatchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -44,14 +42,14 @@ struct WatchCommand: AsyncParsableCommand {
         let metrics = MetricsExport.bootstrap(pipeline: pipeline.name, settings: pipeline.section(MetricsSettings.self) ?? MetricsSettings())
         let health = WatchHealth()
 
-        try await options.withDestination(pipeline, logger: logger) { conninfo in
-            try await options.withSource(pipeline, conninfo: conninfo, logger: logger) { source in
+        try await options.withDestination(pipeline, logger: logger) { opened in
+            try await options.withSource(pipeline, destination: opened, logger: logger) { source in
                 let watcher = Watcher(
                     configuration: .init(pollInterval: settings.pollInterval),
                     notifier: source as? any ChangeNotifying, health: health, logger: logger
                 ) { trigger in
                     try await Self.cycle(
-                        pipeline, source: source, conninfo: conninfo, trigger: trigger, metrics: metrics, logger: logger,
+                        pipeline, source: source, destination: opened, trigger: trigger, metrics: metrics, logger: logger,
                         pipelineFile: options.pipelineFile)
                 }
                 var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
@@ -80,11 +78,12 @@ struct WatchCommand: AsyncParsableCommand {
 
     /// One incremental run on a destination of its own: the same work as `zonefeed run`.
     static func cycle(
-        _ pipeline: Pipeline, source: any ChangeSource, conninfo: String, trigger: Watcher.Trigger, metrics: MetricsExport, logger: Logger,
+        _ pipeline: Pipeline, source: any ChangeSource, destination opened: any OpenedDestination, trigger: Watcher.Trigger, metrics: MetricsExport,
+        logger: Logger,
         pipelineFile: String
     ) async throws -> RunSummary {
         let (runner, destination) = PipelineOptions.runner(
-            for: pipeline, source: source, conninfo: conninfo, logger: logger,
+            for: pipeline, source: source, destination: opened, logger: logger,
             events: { event in
                 metrics.run.record(event)
                 // A cycle's start is news only when debugging: the cycles that brought something

@@ -4,8 +4,6 @@ import Foundation
 import Logging
 import ZoneFeed
 import ZoneFeedCloudKit
-import ZoneFeedComponents
-import ZoneFeedPostgres
 
 /// `zonefeed login PIPELINE.yml`: the browser sign-in of `cloudkit-web-services.md` §5.1, as
 /// `gh auth login` does it (`field-notes.md` §8). CloudKit gives the sign-in address (the
@@ -172,13 +170,16 @@ struct LoginCommand: AsyncParsableCommand {
             let user = try await CloudKitClient.storeSignedInToken(token, configuration: configuration, logger: logger)
             return (user, configuration.webAuthTokenFile ?? "the token file")
         }
-        return try await options.withDestination(pipeline, logger: logger) { conninfo in
-            let table = WebAuthTokenTable(pipelineName: pipeline.name, schema: pipeline.postgres.schema, conninfo: conninfo)
-            defer { table.close() }
+        return try await options.withDestination(pipeline, logger: logger) { destination in
+            guard let vault = destination.sourceVault else {
+                throw Self.stop(
+                    "auth.webAuthTokenStore is database, but pipeline \(pipeline.name)'s destination keeps no token store; nothing was stored",
+                    Exit.usage)
+            }
             var configuration = configuration
-            configuration.webAuthTokenVault = table
+            configuration.webAuthTokenVault = DestinationTokenVault(vault)
             let user = try await CloudKitClient.storeSignedInToken(token, configuration: configuration, logger: logger)
-            return (user, table.location)
+            return (user, vault.location)
         }
     }
 

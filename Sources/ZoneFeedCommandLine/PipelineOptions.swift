@@ -1,13 +1,11 @@
 import ArgumentParser
-import EmbeddedPostgresServer
 import Foundation
 import Logging
 import ZoneFeed
 import ZoneFeedComponents
-import ZoneFeedPostgres
 
-/// What every command that reads a pipeline shares: the file, the logs, and the destination
-/// (starting the embedded server when the pipeline says `embedded`).
+/// What every command that reads a pipeline shares: the file, the logs, the destination and the
+/// source, each of which its settings open or make.
 struct PipelineOptions: ParsableArguments {
     @Argument(help: "The pipeline file (pipelines/NAME.yml).")
     var pipelineFile: String
@@ -34,36 +32,32 @@ struct PipelineOptions: ParsableArguments {
     /// The pipeline, or exit 2 with every problem as `file:line:column: message`.
     func loadPipeline() throws -> Pipeline {
         do {
-            return try Pipeline.load(path: pipelineFile, components: .zonefeed)
+            return try Pipeline.load(path: pipelineFile, components: ZoneFeedCommand.components)
         } catch let error as PipelineFileError {
             FileHandle.standardError.write(Data((error.description + "\n").utf8))
             throw Exit.usage
         }
     }
 
-    /// Runs `body` with a libpq connection string for the pipeline's destination, which opens
-    /// itself (starting the embedded server when it is `embedded`); a server that cannot be
-    /// started is logged as a sentence and exits 1.
-    func withDestination<T>(_ pipeline: Pipeline, logger: Logger, _ body: (String) async throws -> T) async throws -> T {
+    /// Runs `body` with the pipeline's destination, which opens itself (starting the embedded
+    /// server when the pipeline says `embedded`) and closes on every path; a destination that
+    /// cannot be opened is logged as a sentence and exits 1.
+    func withDestination<T>(_ pipeline: Pipeline, logger: Logger, _ body: (any OpenedDestination) async throws -> T) async throws -> T {
         do {
-            return try await pipeline.postgres.withConninfo(logger: logger, body)
-        } catch let error as EmbeddedPostgresError {
+            return try await pipeline.destination.open(pipelineName: pipeline.name, logger: logger, body)
+        } catch let error as DestinationUnavailableError {
             logger.error("\(error)")
             throw Exit.failed
         }
     }
 
-    /// Runs `body` with a PostgreSQL destination for the pipeline, closed on every path; a
-    /// failure is logged as a sentence and exits 1.
-    func withPostgresDestination<T: Sendable>(_ pipeline: Pipeline, logger: Logger, _ body: (PostgresDestination) async throws -> T) async throws -> T {
-        try await withDestination(pipeline, logger: logger) { conninfo in
-            let destination = PostgresDestination(pipelineName: pipeline.name, settings: pipeline.postgres, conninfo: conninfo, logger: logger)
+    /// Runs `body` with the pipeline's destination for a command that only asks it something
+    /// (`status`, `reset`): any failure is logged as a sentence and exits 1.
+    func askingDestination<T>(_ pipeline: Pipeline, logger: Logger, _ body: (any OpenedDestination) async throws -> T) async throws -> T {
+        try await withDestination(pipeline, logger: logger) { destination in
             do {
-                let value = try await body(destination)
-                await destination.close()
-                return value
+                return try await body(destination)
             } catch {
-                await destination.close()
                 logger.error("\(error)")
                 throw Exit.failed
             }
@@ -71,46 +65,44 @@ struct PipelineOptions: ParsableArguments {
     }
 
     /// One run of `pipeline` from `source` into its destination: what `run` does once and
-    /// `watch` does each cycle, built in this one place. The caller closes the destination.
+    /// `watch` does each cycle, built in this one place. The caller closes the run's destination.
     static func runner(
-        for pipeline: Pipeline, source: any ChangeSource, conninfo: String, zones: [String] = [], logger: Logger,
+        for pipeline: Pipeline, source: any ChangeSource, destination: any OpenedDestination, zones: [String] = [], logger: Logger,
         events: @escaping SyncEventHandler
-    ) -> (runner: Runner, destination: PostgresDestination) {
-        let destination = PostgresDestination(pipelineName: pipeline.name, settings: pipeline.postgres, conninfo: conninfo, logger: logger)
+    ) -> (runner: Runner, destination: any RunDestination) {
+        let runDestination = destination.runDestination(logger: logger)
         let configuration = Runner.Configuration(
             pipeline: pipeline.name, commitEvery: pipeline.destination.commitEvery, zoneFilter: zones,
             parallelZones: pipeline.destination.parallelZones)
-        return (Runner(configuration: configuration, source: source, destination: destination, logger: logger, events: events), destination)
+        return (Runner(configuration: configuration, source: source, destination: runDestination, logger: logger, events: events), runDestination)
     }
 
     /// Runs `body` with the pipeline's source, which its settings make, shut down on every path.
-    /// `conninfo` is the destination's, where it keeps the source's vault (the web auth tokens
-    /// of `auth.webAuthTokenStore: database`).
-    func withSource<T>(_ pipeline: Pipeline, conninfo: String, logger: Logger, _ body: (any ChangeSource) async throws -> T) async throws -> T {
-        let vault = WebAuthTokenTable(pipelineName: pipeline.name, schema: pipeline.postgres.schema, conninfo: conninfo)
+    /// `destination` keeps the source's vault (the web auth tokens of
+    /// `auth.webAuthTokenStore: database`), and closes it after the source's shutdown has saved
+    /// to it.
+    func withSource<T>(
+        _ pipeline: Pipeline, destination: any OpenedDestination, logger: Logger, _ body: (any ChangeSource) async throws -> T
+    ) async throws -> T {
         let source: any ChangeSource
         do {
-            source = try pipeline.source.makeSource(SourceContext(pipelineName: pipeline.name, vault: vault), logger: logger)
+            source = try pipeline.source.makeSource(SourceContext(pipelineName: pipeline.name, vault: destination.sourceVault), logger: logger)
         } catch {
             logger.error("\(error)")
             throw Exit.usage
         }
-        // The vault is closed after the source, whose shutdown saves the newest token.
         do {
             let value = try await body(source)
             do {
                 try await source.shutdown()
             } catch {
                 // What the source keeps between runs is not saved: the next run may be refused.
-                vault.close()
                 logger.error("\(error)")
                 throw Exit.failed
             }
-            vault.close()
             return value
         } catch {
             try? await source.shutdown()
-            vault.close()
             throw error
         }
     }

@@ -1,12 +1,9 @@
 import ArgumentParser
 import Foundation
-import LibPQ
 import Logging
 import ServiceLifecycle
 import ZoneFeed
-import ZoneFeedComponents
 import ZoneFeedMetrics
-import ZoneFeedPostgres
 
 struct RunCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -49,7 +46,7 @@ struct RunCommand: AsyncParsableCommand {
             exitCode = exit.rawValue
         }
         Terminal.shared.endProgress()
-        if let summary { print(Self.summaryText(summary, pipeline: pipeline, pipelineFile: options.pipelineFile)) }
+        if let summary { printLine(Self.summaryText(summary, pipeline: pipeline, pipelineFile: options.pipelineFile)) }
         if let metrics {
             let status: RunStatus? = summary?.status ?? (failure?.kind == .interrupted ? .interrupted : failure == nil ? nil : .failed)
             metrics.run.finish(status: exitCode == 0 ? .succeeded : status, exitCode: exitCode, runID: summary?.runID, seconds: summary?.seconds)
@@ -96,10 +93,10 @@ struct RunCommand: AsyncParsableCommand {
     func execute(_ pipeline: Pipeline, logger: Logger, metrics: MetricsExport?) async throws -> (RunSummary?, RunError?, Int32?) {
         let showProgress = progress == .always || (progress == .auto && Terminal.shared.isTTY)
         let progressLine = Progress(enabled: showProgress)
-        return try await options.withDestination(pipeline, logger: logger) { conninfo in
-            try await options.withSource(pipeline, conninfo: conninfo, logger: logger) { source in
+        return try await options.withDestination(pipeline, logger: logger) { opened in
+            try await options.withSource(pipeline, destination: opened, logger: logger) { source in
                 let (runner, destination) = PipelineOptions.runner(
-                    for: pipeline, source: source, conninfo: conninfo, zones: zones, logger: logger,
+                    for: pipeline, source: source, destination: opened, zones: zones, logger: logger,
                     events: { event in
                         metrics?.run.record(event)
                         await progressLine.handle(event)
@@ -191,26 +188,9 @@ struct RunCommand: AsyncParsableCommand {
             lines.append("  throttled   \(String(format: "%.1f", s.throttledSeconds)) s waiting because CloudKit asked to slow down")
         }
         for (zone, error) in s.zonesFailed { lines.append("  failed      \(zone.zoneName): \(error)") }
-        if let table = pipeline.postgres.recordTypes.first {
-            let view = "\(sqlName(pipeline.postgres.schema)).\(sqlName(table.table + "_live"))"
-            lines.append("Query it:    \(Invocation.command) psql \(Invocation.shellWord(pipelineFile)) -c 'SELECT count(*) FROM \(view)'")
-        }
-        if t.rejects > 0 {
-            lines.append(
-                "Rejects:     \(Invocation.command) psql \(Invocation.shellWord(pipelineFile)) -c 'SELECT record_name, error FROM \(sqlName(pipeline.postgres.schema)).zonefeed_rejects ORDER BY id DESC LIMIT 20'"
-            )
-        }
+        lines += pipeline.destination.summaryHints(rejects: t.rejects) { "\(Invocation.command) \($0) \(Invocation.shellWord(pipelineFile))" }
         // Each line is ours; what a line holds from outside (a zone's name, a server's error)
         // is escaped, so that the summary stays these lines whatever a server said.
         return lines.map { InertText.escaped($0) }.joined(separator: "\n")
     }
-}
-
-/// An identifier as it must be written in the hint's SQL: bare when PostgreSQL would read it
-/// unchanged, double-quoted otherwise.
-func sqlName(_ name: String) -> String {
-    let plain =
-        name.first.map { $0.isLowercase || $0 == "_" } == true
-        && name.allSatisfy { ($0.isLowercase || $0.isNumber || $0 == "_") && $0.isASCII }
-    return plain ? name : "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
 }

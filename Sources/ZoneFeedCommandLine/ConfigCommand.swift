@@ -19,7 +19,7 @@ struct ConfigCommand: ParsableCommand {
                 """)
 
         func run() {
-            print(PipelineReference.markdown(PipelineComponents.zonefeed.reference), terminator: "")
+            print(PipelineReference.markdown(ZoneFeedCommand.components.reference), terminator: "")
         }
     }
 }

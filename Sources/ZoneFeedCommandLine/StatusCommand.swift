@@ -1,9 +1,6 @@
 import ArgumentParser
-import EmbeddedPostgresServer
 import Foundation
 import ZoneFeed
-import ZoneFeedComponents
-import ZoneFeedPostgres
 
 struct StatusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -15,26 +12,18 @@ struct StatusCommand: AsyncParsableCommand {
     func run() async throws {
         let pipeline = try options.loadPipeline()
         let logger = options.makeLogger()
-        let (status, aboutSource) = try await options.withPostgresDestination(pipeline, logger: logger) { destination in
-            try await destination.connect()
-            return (try await destination.status(), sourceLines(pipeline, conninfo: destination.conninfo))
+        let (status, aboutSource) = try await options.askingDestination(pipeline, logger: logger) { destination in
+            (try await destination.status(), sourceLines(pipeline, vault: destination.sourceVault))
         }
         guard status.tablesExist, !(status.zones.isEmpty && status.runs.isEmpty) else {
-            print("pipeline \(pipeline.name): no runs yet (run: zonefeed run \(InertText.escaped(options.pipelineFile)))")
-            for line in aboutSource { print(line) }
+            printLine("pipeline \(pipeline.name): no runs yet (run: zonefeed run \(InertText.escaped(options.pipelineFile)))")
+            for line in aboutSource { printLine(line) }
             return
         }
-        print("pipeline \(pipeline.name) (schema \(InertText.escaped(pipeline.postgres.schema)))")
-        for line in aboutSource { print(line) }
-        if pipeline.postgres.isEmbedded {
-            let cluster = PostgresSettings.embeddedServer(logger: logger)
-            print("embedded PostgreSQL cluster: \(InertText.escaped(cluster.configuration.directory))")
-            if cluster.isRelocated {
-                print("  (PostgreSQL's account cannot reach \(InertText.escaped(cluster.requestedDirectory)), the folder asked for)")
-            }
-            print("  to remove it, with no zonefeed command using it: \(InertText.escaped(cluster.removalCommand))")
-        }
-        print("")
+        printLine("pipeline \(pipeline.name) (\(InertText.escaped(status.place)))")
+        for line in aboutSource { printLine(line) }
+        for line in status.notes { printLine(InertText.escaped(line)) }
+        printLine("")
         var rows = [["zone", "token", "generation", "state", "applied", "live rows", "deleted rows", "updated", "last error"]]
         for z in status.zones {
             let state = z.resyncing ? "resyncing" : (z.pending ? "pending" : "current")
@@ -45,8 +34,8 @@ struct StatusCommand: AsyncParsableCommand {
                 z.updatedAt, z.lastError ?? "",
             ])
         }
-        print(Self.table(rows))
-        print("")
+        printLine(Self.table(rows))
+        printLine("")
         var runs = [["run", "status", "started", "finished", "pages", "upserts", "tombstones", "rejects", "throttled", "error"]]
         for r in status.runs {
             runs.append([
@@ -54,27 +43,17 @@ struct StatusCommand: AsyncParsableCommand {
                 Int(r.tombstones).grouped, Int(r.rejects).grouped, String(format: "%.1f s", r.throttledSeconds), r.error ?? "",
             ])
         }
-        print(Self.table(runs))
-        guard !status.shapeChanges.isEmpty else { return }
-        print("")
-        print("changes of shape, the last \(status.shapeChanges.count), newest first:")
-        var changes = [["changed", "run", "change", "table", "column", "type", "why"]]
-        for s in status.shapeChanges {
-            let c = s.change
-            changes.append([
-                s.changedAt, String(s.runID), c.kind == .tableCreated ? "table created" : "column added", c.table, c.column ?? "",
-                c.columnType?.rawValue ?? "", c.why,
-            ])
+        printLine(Self.table(runs))
+        for table in status.tables {
+            printLine("")
+            printLine(InertText.escaped(table.title))
+            printLine(Self.table(table.rows))
         }
-        print(Self.table(changes))
     }
 
     /// What the source says of itself under the heading (a CloudKit source: its stored web
-    /// auth token's user and times). `conninfo` is the destination's, where it keeps the
-    /// source's vault.
-    func sourceLines(_ pipeline: Pipeline, conninfo: String) -> [String] {
-        let vault = WebAuthTokenTable(pipelineName: pipeline.name, schema: pipeline.postgres.schema, conninfo: conninfo)
-        defer { vault.close() }
+    /// auth token's user and times). `vault` is what the destination keeps for the source.
+    func sourceLines(_ pipeline: Pipeline, vault: (any SourceVault)?) -> [String] {
         let file = options.pipelineFile
         return pipeline.source.statusLines(
             StatusContext(pipelineName: pipeline.name, vault: vault) { "\(Invocation.command) \($0) \(Invocation.shellWord(file))" })

@@ -1,0 +1,62 @@
+import ArgumentParser
+import Foundation
+import Logging
+import Subprocess
+import ZoneFeed
+
+struct PsqlCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "psql",
+        abstract: "Open psql on the pipeline's database (starting the embedded server if the pipeline uses it).",
+        discussion: "Arguments after the pipeline file go to psql, e.g. zonefeed psql pipelines/demo.yml -c 'SELECT 1'.")
+
+    @OptionGroup var options: PipelineOptions
+
+    @Argument(parsing: .captureForPassthrough, help: "Arguments for psql.")
+    var psqlArguments: [String] = []
+
+    func run() async throws {
+        let pipeline = try options.loadPipeline()
+        let logger = options.makeLogger()
+        let arguments = psqlArguments
+        let status = try await options.withDestination(pipeline, logger: logger) { destination -> Int32 in
+            do {
+                let status = try await destination.withShell(arguments: arguments) { shell in await Self.run(shell, logger: logger) }
+                guard let status else {
+                    logger.error("pipeline \(pipeline.name)'s destination has no interactive client")
+                    return Exit.usage.rawValue
+                }
+                return status
+            } catch {
+                logger.error("\(error)")
+                return 1
+            }
+        }
+        if status != 0 { throw ExitCode(status) }
+    }
+
+    /// Runs the destination's client on this terminal and waits for it; its exit status.
+    static func run(_ shell: DestinationShell, logger: Logger) async -> Int32 {
+        // Ctrl-C belongs to the client (psql cancels the query at hand); zonefeed waits for it
+        // rather than dying under it and leaving an embedded server running.
+        let previous = signal(SIGINT, SIG_IGN)
+        defer { signal(SIGINT, previous) }
+        var environment: [Environment.Key: String?] = [:]
+        for (name, value) in shell.environment {
+            // updateValue keeps a nil, which removes the variable (a subscript would drop the entry).
+            if let key = Environment.Key(rawValue: name) { environment.updateValue(value, forKey: key) }
+        }
+        do {
+            let result = try await Subprocess.run(
+                .name(shell.program), arguments: Arguments(shell.arguments), environment: .inherit.updating(environment),
+                input: .currentStandardInput, output: .currentStandardOutput, error: .currentStandardError)
+            switch result.terminationStatus {
+            case .exited(let code): return code
+            case .signaled(let signal): return 128 + signal
+            }
+        } catch {
+            logger.error("could not start \(shell.program) (\(shell.installAdvice)): \(error)")
+            return 1
+        }
+    }
+}

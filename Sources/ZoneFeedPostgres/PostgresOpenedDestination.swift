@@ -1,0 +1,142 @@
+import Foundation
+import Logging
+import ZoneFeed
+
+/// The PostgreSQL destination opened for one command: a connection string (the embedded
+/// cluster's while it runs), from which each run makes a `PostgresDestination` of its own, and
+/// the pipeline's row of `zonefeed_web_auth_tokens` as the source's vault.
+struct PostgresOpenedDestination: OpenedDestination {
+    let pipelineName: String
+    let settings: PostgresSettings
+    let conninfo: String
+    let vault: WebAuthTokenTable
+    /// The command's logger, for the destinations of `status` and `reset`.
+    let logger: Logger
+
+    init(pipelineName: String, settings: PostgresSettings, conninfo: String, logger: Logger) {
+        self.pipelineName = pipelineName
+        self.settings = settings
+        self.conninfo = conninfo
+        self.logger = logger
+        vault = WebAuthTokenTable(pipelineName: pipelineName, schema: settings.schema, conninfo: conninfo)
+    }
+
+    var sourceVault: (any SourceVault)? { vault }
+
+    func runDestination(logger: Logger) -> any RunDestination {
+        PostgresDestination(pipelineName: pipelineName, settings: settings, conninfo: conninfo, logger: logger)
+    }
+
+    /// Connects without creating anything: before the first run there is nothing to show.
+    func status() async throws -> PipelineStatus {
+        var status = try await withDestination { destination in
+            try await destination.connect()
+            return try await destination.status()
+        }
+        status.notes = settings.embeddedNotes(logger: logger)
+        return status
+    }
+
+    func reset(zoneNames: [String], all: Bool, addingUnknownZones: Bool) async throws -> ResetOutcome {
+        try await withDestination { destination in
+            try await destination.prepare()
+            return try await destination.reset(zoneNames: zoneNames, all: all, addingUnknownZones: addingUnknownZones)
+        }
+    }
+
+    /// A destination for `body`, closed after it on every path.
+    private func withDestination<T: Sendable>(_ body: (PostgresDestination) async throws -> T) async throws -> T {
+        let destination = PostgresDestination(pipelineName: pipelineName, settings: settings, conninfo: conninfo, logger: logger)
+        do {
+            let value = try await body(destination)
+            await destination.close()
+            return value
+        } catch {
+            await destination.close()
+            throw error
+        }
+    }
+
+    /// psql on the pipeline's schema. Its arguments are anyone's to read (`ps`), so the password
+    /// is not among them: psql reads it from a password file of this user's own, removed when
+    /// `body` returns.
+    func withShell<T: Sendable>(arguments: [String], _ body: (DestinationShell) async throws -> T) async throws -> T? {
+        guard let connection = PasswordlessConninfo(conninfo) else {
+            throw PsqlError(
+                .unparsableConnectionString,
+                "libpq cannot parse the destination's connection string; check its syntax (it is not shown, as it may hold a password)")
+        }
+        var environment: [String: String?] = ["PGOPTIONS": "-c search_path=\(settings.schema),public"]
+        var passwordFile: String?
+        defer { if let passwordFile { unlink(passwordFile) } }
+        if let password = connection.password {
+            // > "PGPASSWORD behaves the same as the password connection parameter."
+            // It would win over the file, and one inherited from the shell is not this pipeline's.
+            environment.updateValue(nil, forKey: "PGPASSWORD")
+            if let line = connection.passwordFileLine {
+                passwordFile = try Self.writePasswordFile(line)
+                environment["PGPASSFILE"] = passwordFile
+            } else {
+                // A line break cannot be written in a password file; the environment of a
+                // process is readable by its own user only (and root), unlike its arguments.
+                environment["PGPASSWORD"] = password
+            }
+        }
+        let shell = DestinationShell(
+            program: "psql", arguments: ["--no-psqlrc", "-d", connection.conninfo] + arguments, environment: environment,
+            installAdvice: "install the postgresql-client package")
+        return try await body(shell)
+    }
+
+    /// A new file of mode 0600 in the temporary folder holding `line`, for `PGPASSFILE`; its path.
+    static func writePasswordFile(_ line: String) throws(PsqlError) -> String {
+        let parent = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        func failure() -> PsqlError {
+            PsqlError(
+                .passwordFileNotWritten,
+                "could not write a private password file for psql in \(parent) (\(String(cString: strerror(errno)))): "
+                    + "set TMPDIR to a folder this user can write")
+        }
+        // > mkstemp: "The file is created with permissions 0600, that is, read plus write for
+        // > owner only." libpq ignores a password file that group or others may read.
+        var template = Array("\(parent)/zonefeed-pgpass-XXXXXX".utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard fd >= 0 else { throw failure() }
+        let path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        defer { close(fd) }
+        var bytes = Array(line.utf8)[...]
+        while !bytes.isEmpty {
+            let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                let error = failure()
+                unlink(path)
+                throw error
+            }
+            bytes = bytes.dropFirst(written)
+        }
+        return path
+    }
+}
+
+/// Why psql could not be made ready for `zonefeed psql`.
+public struct PsqlError: Error, Sendable, CustomStringConvertible {
+    /// A struct rather than an enum, so that a new code breaks no caller's switch.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        public let description: String
+        private init(_ description: String) { self.description = description }
+
+        /// libpq cannot parse the connection string, so its password cannot be taken out.
+        public static let unparsableConnectionString = Code("unparsableConnectionString")
+        /// The private password file could not be written.
+        public static let passwordFileNotWritten = Code("passwordFileNotWritten")
+    }
+
+    public var code: Code
+    public var description: String
+
+    public init(_ code: Code, _ description: String) {
+        self.code = code
+        self.description = description
+    }
+}
