@@ -1,11 +1,11 @@
-import AsyncAlgorithms
 import CloudKitModel
 
 /// A zone's change feed from a token: its pages one after another, each asked for with the token
 /// the one before ended at, until a page says no more are coming.
 ///
 /// `ChangeSource.zonePages(in:since:readingAhead:)` is the way to read it: the feed behind a
-/// bounded buffer, so that the next pages are fetched while the engine writes the last ones.
+/// bounded buffer (`ZonePages`), so that the next pages are fetched while the engine writes the
+/// last ones.
 public struct ZoneChangeFeed: AsyncSequence, Sendable {
     public typealias Element = ZoneChangePage
 
@@ -43,11 +43,9 @@ public struct ZoneChangeFeed: AsyncSequence, Sendable {
 
 extension ChangeSource {
     /// The zone's pages after `token`, with up to `pages` of them fetched ahead of the reader
-    /// (swift-async-algorithms' bounded buffer: the fetching waits while the buffer is full, and
-    /// stops when the reader goes away). A failure comes after the pages fetched before it.
-    public func zonePages(
-        in zone: ZoneID, since token: ChangeToken?, readingAhead pages: Int
-    ) -> AsyncBufferSequence<ZoneChangeFeed> {
-        ZoneChangeFeed(source: self, zone: zone, token: token).buffer(policy: .bounded(max(1, pages)))
+    /// (`ZonePages`: the fetching waits while the buffer is full, and stops when the reader goes
+    /// away). A failure comes after the pages fetched before it.
+    public func zonePages(in zone: ZoneID, since token: ChangeToken?, readingAhead pages: Int) -> ZonePages {
+        ZonePages(feed: ZoneChangeFeed(source: self, zone: zone, token: token), limit: pages)
     }
 }

@@ -1,0 +1,104 @@
+import CloudKitModel
+import Synchronization
+import Testing
+import ZoneFeed
+
+/// `zonePages(in:since:readingAhead:)`: how far the fetching runs ahead of the engine, and that it
+/// stops when the engine stops reading. Each fetch records how many reads the engine had begun,
+/// so the bound is checked at every fetch, whenever it happens, rather than over a waited-out
+/// moment.
+@Suite struct ZoneChangeFeedTests {
+    let zone = ZoneID(zoneName: "Notes")
+
+    // A fetch that is never cancelled would hang this test: the limit makes that a failure.
+    @Test(.timeLimit(.minutes(1))) func theReadAheadIsBoundedAndStopsWhenTheReaderGoesAway() async throws {
+        // Endless pages; the fifth fetch waits until it is cancelled.
+        let source = WatchedFeed(hangingFetch: 5)
+        var events = source.events.makeAsyncIterator()
+        do {
+            var pages = source.zonePages(in: zone, since: nil, readingAhead: 2).makeAsyncIterator()
+            for read in 1...3 {
+                source.beginRead()
+                let page = try #require(try await pages.next())
+                #expect(page.syncToken == ChangeToken("t\(read)"), "the pages come in order")
+            }
+            // Three read and two ahead: the fifth fetch is under way (and hangs).
+            while case .fetchStarted(let n)? = await events.next(), n < 5 {}
+        }
+        // The reader went away: the fetch under way is cancelled.
+        #expect(await events.next() == .cancelled)
+        let fetches = source.readsBegunAtEachFetch
+        #expect(fetches.count == 5, "nothing was fetched after the reader went away: \(fetches)")
+        for (index, readsBegun) in fetches.enumerated() {
+            // Fetch k starts only once the reader has asked for page k - 2: two pages at most
+            // wait in the buffer while a third is fetched.
+            #expect(readsBegun >= index + 1 - 2, "fetch \(index + 1) started with \(readsBegun) reads begun: \(fetches)")
+        }
+    }
+
+    /// The engine stopped (a run interrupted): the reader's task is cancelled while it waits for a
+    /// page, and the fetch it waits for is cancelled with it.
+    @Test(.timeLimit(.minutes(1))) func aCancelledReaderCancelsTheFetchItWaitsFor() async throws {
+        let source = WatchedFeed(hangingFetch: 1)
+        var events = source.events.makeAsyncIterator()
+        let zone = self.zone
+        let reader = Task {
+            var pages = source.zonePages(in: zone, since: nil, readingAhead: 2).makeAsyncIterator()
+            source.beginRead()
+            return try await pages.next()
+        }
+        #expect(await events.next() == .fetchStarted(1))
+        reader.cancel()
+        #expect(await events.next() == .cancelled)
+        await #expect(throws: CancellationError.self) { try await reader.value }
+    }
+}
+
+/// One zone of endless pages whose fetches the test watches: how many reads the engine had begun
+/// when each fetch started, and the fetch left hanging until it is cancelled.
+private final class WatchedFeed: ChangeSource {
+    enum Event: Equatable, Sendable {
+        case fetchStarted(Int)
+        case cancelled
+    }
+
+    private let hangingFetch: Int
+    private let reads = Mutex<(begun: Int, atEachFetch: [Int])>((0, []))
+    let events: AsyncStream<Event>
+    private let continuation: AsyncStream<Event>.Continuation
+
+    init(hangingFetch: Int) {
+        self.hangingFetch = hangingFetch
+        (events, continuation) = AsyncStream.makeStream()
+    }
+
+    /// The engine is about to ask for the next page.
+    func beginRead() { reads.withLock { $0.begun += 1 } }
+
+    var readsBegunAtEachFetch: [Int] { reads.withLock { $0.atEachFetch } }
+
+    func currentUser() async throws -> String? { nil }
+    var namedZones: [ZoneID]? { nil }
+
+    func fetchDatabaseChanges(since token: ChangeToken?) async throws -> DatabaseChangePage {
+        DatabaseChangePage(modifiedZones: [], deletedZones: [], syncToken: ChangeToken("db"), moreComing: false)
+    }
+
+    func fetchZoneChanges(in zone: ZoneID, since token: ChangeToken?) async throws -> ZoneChangePage {
+        let n = reads.withLock { reads in
+            reads.atEachFetch.append(reads.begun)
+            return reads.atEachFetch.count
+        }
+        continuation.yield(.fetchStarted(n))
+        if n == hangingFetch {
+            // Not a wait for time to pass: this fetch ends only when its task is cancelled.
+            do {
+                try await Task.sleep(for: .seconds(3_600))
+            } catch {
+                continuation.yield(.cancelled)
+                throw error
+            }
+        }
+        return ZoneChangePage(zoneID: zone, entries: [], syncToken: ChangeToken("t\(n)"), moreComing: true)
+    }
+}
