@@ -3,7 +3,7 @@ import ZoneFeed
 
 /// `source.fake` makes its source and describes it.
 extension FakeSettings {
-    public func makeSource(_ context: SourceContext, logger: Logger) throws -> any ChangeSource {
+    public func makeSource(_ context: SourceContext, logger: Logger) async throws -> any ChangeSource {
         FakeSource(settings: self)
     }
 

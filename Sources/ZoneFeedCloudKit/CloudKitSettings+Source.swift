@@ -4,8 +4,12 @@ import ZoneFeed
 
 /// `source.cloudkit` makes its source and describes it: the command line knows neither.
 extension CloudKitSettings {
-    public func makeSource(_ context: SourceContext, logger: Logger) throws -> any ChangeSource {
-        var source = try CloudKitSource(settings: self, tokenVault: context.vault.map { DestinationTokenVault($0) }, logger: logger)
+    /// The client reads its saved tokens as it is made: from a file, or through the vault from a
+    /// database. Both block, so it is made off the cooperative pool.
+    public func makeSource(_ context: SourceContext, logger: Logger) async throws -> any ChangeSource {
+        let settings = self
+        let vault = context.vault.map { DestinationTokenVault($0) }
+        var source = try await BlockingWork.run { try CloudKitSource(settings: settings, tokenVault: vault, logger: logger) }
         source.subscriptionPrefix = "zonefeed.\(context.pipelineName)."
         return source
     }

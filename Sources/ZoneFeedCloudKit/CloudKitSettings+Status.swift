@@ -6,13 +6,15 @@ import ZoneFeed
 /// web auth token (who signed in and when, when it last rotated, when a run last used it).
 /// Never the token.
 extension CloudKitSettings {
-    public func statusLines(_ context: StatusContext) -> [String] {
+    public func statusLines(_ context: StatusContext) async -> [String] {
         let vault = auth.webAuthTokenStore == .database ? context.vault : nil
         let summary: WebAuthTokenSummary?
         do {
             var configuration = try CloudKitSource.clientConfiguration(for: self)
             configuration.webAuthTokenVault = vault.map(DestinationTokenVault.init)
-            summary = try CloudKitClient.webAuthTokenSummary(configuration: configuration)
+            let reading = configuration
+            // A file read, or a query through the vault: off the cooperative pool.
+            summary = try await BlockingWork.run { try CloudKitClient.webAuthTokenSummary(configuration: reading) }
         } catch {
             return ["web auth token: cannot be read: \(InertText.escaped("\(error)"))"]
         }

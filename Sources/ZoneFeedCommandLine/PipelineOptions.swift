@@ -86,7 +86,7 @@ struct PipelineOptions: ParsableArguments {
     ) async throws -> T {
         let source: any ChangeSource
         do {
-            source = try pipeline.source.makeSource(SourceContext(pipelineName: pipeline.name, vault: destination.sourceVault), logger: logger)
+            source = try await pipeline.source.makeSource(SourceContext(pipelineName: pipeline.name, vault: destination.sourceVault), logger: logger)
         } catch {
             logger.error("\(error)")
             throw Exit.usage

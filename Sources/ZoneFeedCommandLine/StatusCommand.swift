@@ -13,7 +13,7 @@ struct StatusCommand: AsyncParsableCommand {
         let pipeline = try options.loadPipeline()
         let logger = options.makeLogger()
         let (status, aboutSource) = try await options.askingDestination(pipeline, logger: logger) { destination in
-            (try await destination.status(), sourceLines(pipeline, vault: destination.sourceVault))
+            (try await destination.status(), await sourceLines(pipeline, vault: destination.sourceVault))
         }
         guard status.tablesExist, !(status.zones.isEmpty && status.runs.isEmpty) else {
             printLine("pipeline \(pipeline.name): no runs yet (run: zonefeed run \(InertText.escaped(options.pipelineFile)))")
@@ -53,9 +53,9 @@ struct StatusCommand: AsyncParsableCommand {
 
     /// What the source says of itself under the heading (a CloudKit source: its stored web
     /// auth token's user and times). `vault` is what the destination keeps for the source.
-    func sourceLines(_ pipeline: Pipeline, vault: (any SourceVault)?) -> [String] {
+    func sourceLines(_ pipeline: Pipeline, vault: (any SourceVault)?) async -> [String] {
         let file = options.pipelineFile
-        return pipeline.source.statusLines(
+        return await pipeline.source.statusLines(
             StatusContext(pipelineName: pipeline.name, vault: vault) { "\(Invocation.command) \($0) \(Invocation.shellWord(file))" })
     }
 

@@ -15,15 +15,16 @@ public protocol SourceConfiguration: Sendable {
     var namedZones: [String]? { get }
 
     /// Makes the source these settings describe, for one command. The caller calls its
-    /// `shutdown()` on every path, and closes the context's vault after that.
-    func makeSource(_ context: SourceContext, logger: Logger) throws -> any ChangeSource
+    /// `shutdown()` on every path, and closes the context's vault after that. What blocks
+    /// (reading the vault) runs off the cooperative pool (`BlockingWork`).
+    func makeSource(_ context: SourceContext, logger: Logger) async throws -> any ChangeSource
 
     /// What `zonefeed validate` shows of the source. Never a secret: tokens are `<redacted>`.
     func plan(_ context: PlanContext) -> PlanSection
 
     /// What `zonefeed status` shows of the source under the pipeline's heading (who is signed
     /// in, and since when); none by default. Never a secret.
-    func statusLines(_ context: StatusContext) -> [String]
+    func statusLines(_ context: StatusContext) async -> [String]
 
     /// Every key of `source.<key>` (`zonefeed config reference`).
     static var reference: PipelineReference { get }
@@ -31,7 +32,7 @@ public protocol SourceConfiguration: Sendable {
 
 extension SourceConfiguration {
     public var namedZones: [String]? { nil }
-    public func statusLines(_ context: StatusContext) -> [String] { [] }
+    public func statusLines(_ context: StatusContext) async -> [String] { [] }
 }
 
 /// A destination's settings, read by the module that implements it. Besides its `destination:`
