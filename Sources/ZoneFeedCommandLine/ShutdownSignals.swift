@@ -35,8 +35,14 @@ final class ShutdownSignals: Sendable {
         }
     }
 
-    /// Runs `group` until it ends, shutting it down gracefully on the first signal.
+    /// Runs `group` until it ends, shutting it down gracefully on the first signal. After it,
+    /// the signals have their default action again (the sequence left them ignored): a command
+    /// run in-process, as a test runs one, leaves the process as it found it.
     func run(_ group: ServiceGroup) async throws {
+        defer {
+            signal(SIGINT, SIG_DFL)
+            signal(SIGTERM, SIG_DFL)
+        }
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { await self.watch { await group.triggerGracefulShutdown() } }
             defer { tasks.cancelAll() }

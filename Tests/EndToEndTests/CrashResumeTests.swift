@@ -24,7 +24,7 @@ import ZoneFeed
         for _ in 0..<8 where kills < 5 {
             let running = try zonefeed.start(["run", file, "--progress", "never"])
             applied = try await p.waitForProgress(beyond: applied, while: running)
-            running.kill(after: .microseconds(Int.random(in: 0...250_000)))
+            running.kill(after: .microseconds(Int.random(in: 0...100_000)))
             let status = await running.wait().status
             if status == SIGKILL { kills += 1 }
             try await p.waitForSessionsToEnd()

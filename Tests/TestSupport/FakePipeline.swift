@@ -162,17 +162,23 @@ public struct FakePipeline: Sendable {
 
     /// The records the checkpoints say were applied so far, over every run; 0 before the first.
     public func recordsApplied() throws -> Int {
-        try Connection.withConnection(url) { c -> Int in
-            let exists = try c.query("SELECT to_regclass($1) IS NOT NULL", ["\(schema).zonefeed_checkpoints"]).scalar == "t"
-            guard exists else { return 0 }
-            return Int(try c.query("SELECT coalesce(sum(records_applied), 0) FROM \(quoteIdentifier(schema)).zonefeed_checkpoints").scalar ?? "0") ?? 0
-        }
+        try Connection.withConnection(url) { c in try recordsApplied(on: c) }
     }
 
-    /// Polls the checkpoints until more records are applied than `beyond` (or the process ends).
+    func recordsApplied(on c: Connection) throws -> Int {
+        let exists = try c.query("SELECT to_regclass($1) IS NOT NULL", ["\(schema).zonefeed_checkpoints"]).scalar == "t"
+        guard exists else { return 0 }
+        return Int(try c.query("SELECT coalesce(sum(records_applied), 0) FROM \(quoteIdentifier(schema)).zonefeed_checkpoints").scalar ?? "0") ?? 0
+    }
+
+    /// Polls the checkpoints until more records are applied than `beyond` (or the process ends),
+    /// on one connection: opening one a poll would add its set-up to the moment seen, which a
+    /// loaded machine makes long enough for a run to end unseen.
     public func waitForProgress(beyond: Int = 0, while running: ZonefeedBinary.Running) async throws -> Int {
+        let c = try Connection(url)
+        defer { c.close() }
         for _ in 0..<1_500 {
-            let applied = try recordsApplied()
+            let applied = try recordsApplied(on: c)
             if applied > beyond || !running.isRunning { return applied }
             try await Task.sleep(for: .milliseconds(20))
         }

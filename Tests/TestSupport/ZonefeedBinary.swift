@@ -58,12 +58,16 @@ public struct ZonefeedBinary {
             return await wait()
         }
 
-        /// SIGKILL after `delay`, timed by a dispatch timer: the moment does not wait for a free
-        /// thread of the cooperative pool, which a loaded machine may not give for seconds.
+        /// SIGKILL after `delay`, timed on a thread of its own: the moment waits neither for the
+        /// cooperative pool nor for Dispatch's global queues, whose few threads the tests'
+        /// blocking libpq calls may all hold on a loaded machine.
         public func kill(after delay: Duration) {
             let (seconds, attoseconds) = delay.components
-            let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
-            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [self] in end(SIGKILL) }
+            let interval = Double(seconds) + Double(attoseconds) / 1e18
+            Thread.detachNewThread { [self] in
+                Thread.sleep(forTimeInterval: interval)
+                end(SIGKILL)
+            }
         }
 
         /// Sends `sig` (SIGTERM unless told) unless the process has ended, without waiting: for a
