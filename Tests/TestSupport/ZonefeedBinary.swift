@@ -58,7 +58,8 @@ public struct ZonefeedBinary {
             return await wait()
         }
 
-        /// SIGKILL after `delay`, timed on a thread of its own: the moment waits neither for the
+        /// SIGKILL after `delay` (the random moment a crash test picks, not a wait for a condition),
+        /// timed on a thread of its own: the moment waits neither for the
         /// cooperative pool nor for Dispatch's global queues, whose few threads the tests'
         /// blocking libpq calls may all hold on a loaded machine.
         public func kill(after delay: Duration) {

@@ -91,13 +91,13 @@ private final class WatchedFeed: ChangeSource {
         }
         continuation.yield(.fetchStarted(n))
         if n == hangingFetch {
-            // Not a wait for time to pass: this fetch ends only when its task is cancelled.
-            do {
-                try await Task.sleep(for: .seconds(3_600))
-            } catch {
-                continuation.yield(.cancelled)
-                throw error
-            }
+            // This fetch ends only when its task is cancelled: a stream that never yields, whose
+            // iteration ends with the task's cancellation.
+            let (never, open) = AsyncStream.makeStream(of: Never.self)
+            for await _ in never {}
+            withExtendedLifetime(open) {}
+            continuation.yield(.cancelled)
+            throw CancellationError()
         }
         return ZoneChangePage(zoneID: zone, entries: [], syncToken: ChangeToken("t\(n)"), moreComing: true)
     }
