@@ -295,14 +295,13 @@ import ZoneFeed
         }
         defer { s.stop() }
         var kills = 0
-        var applied = 0
         var lockedOut: [String] = []
         for round in 0..<wanted {
             var z = s.zonefeed
             z.environment.merge(s.p.environment) { _, new in new }
             let running = try z.start(["run", s.file, "--progress", "never"])
-            if round == 0 { applied = try await s.p.waitForProgress(beyond: applied, while: running) }
-            running.kill(after: .microseconds(Int.random(in: 0...400_000)))
+            let delay = Duration.microseconds(Int.random(in: 0...400_000))
+            if round == 0 { s.p.kill(running, afterProgressBeyond: 0, delay: delay) } else { running.kill(after: delay) }
             let output = await running.wait()
             if output.status == SIGKILL {
                 kills += 1

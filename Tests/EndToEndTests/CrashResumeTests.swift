@@ -23,8 +23,7 @@ import ZoneFeed
         var applied = 0
         for _ in 0..<8 where kills < 5 {
             let running = try zonefeed.start(["run", file, "--progress", "never"])
-            applied = try await p.waitForProgress(beyond: applied, while: running)
-            running.kill(after: .microseconds(Int.random(in: 0...100_000)))
+            p.kill(running, afterProgressBeyond: applied, delay: .microseconds(Int.random(in: 0...100_000)))
             let status = await running.wait().status
             if status == SIGKILL { kills += 1 }
             try await p.waitForSessionsToEnd()

@@ -20,9 +20,19 @@ struct FakeServerHarness: Sendable {
         FakeCloudKitServer.Configuration(settings: settings, scenarioFile: scenarioFile, apiToken: apiToken, webAuthTokens: [initialWebToken])
     }
 
-    /// Starts the server, runs `body`, stops the server.
+    /// Starts the server, runs `body`, stops the server. The server and `body` run on a thread
+    /// of their own (see `OwnThreadExecutor`).
     static func with(
         _ configuration: FakeCloudKitServer.Configuration = configuration(),
+        _ body: @Sendable (FakeServerHarness) async throws -> Void
+    ) async throws {
+        try await withTaskExecutorPreference(OwnThreadExecutor(label: "fake-server-harness")) {
+            try await serve(configuration, body)
+        }
+    }
+
+    private static func serve(
+        _ configuration: FakeCloudKitServer.Configuration,
         _ body: @Sendable (FakeServerHarness) async throws -> Void
     ) async throws {
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)

@@ -185,6 +185,23 @@ public struct FakePipeline: Sendable {
         return beyond
     }
 
+    /// Kills `running` (SIGKILL) `delay` after its checkpoints first show more records applied
+    /// than `beyond`, or once it has ended. Watched and timed on a thread of its own, not from a
+    /// test's task: on a loaded machine the cooperative pool can be held for seconds by other
+    /// tests' work, long enough for a run to finish before a kill timed from there lands.
+    public func kill(_ running: ZonefeedBinary.Running, afterProgressBeyond beyond: Int, delay: Duration) {
+        let pipeline = self
+        Thread.detachNewThread {
+            if let c = try? Connection(pipeline.url) {
+                while running.isRunning, (try? pipeline.recordsApplied(on: c)).map({ $0 <= beyond }) ?? true {
+                    Thread.sleep(forTimeInterval: 0.01)
+                }
+                c.close()
+            }
+            running.kill(blockingFor: delay)
+        }
+    }
+
     /// A killed client's session ends when the server notices; until then it still holds its zones.
     public func waitForSessionsToEnd() async throws {
         for _ in 0..<100 {

@@ -63,12 +63,14 @@ public struct ZonefeedBinary {
         /// cooperative pool nor for Dispatch's global queues, whose few threads the tests'
         /// blocking libpq calls may all hold on a loaded machine.
         public func kill(after delay: Duration) {
+            Thread.detachNewThread { [self] in kill(blockingFor: delay) }
+        }
+
+        /// Sleeps `delay` on the calling thread, then sends SIGKILL unless the process has ended.
+        func kill(blockingFor delay: Duration) {
             let (seconds, attoseconds) = delay.components
-            let interval = Double(seconds) + Double(attoseconds) / 1e18
-            Thread.detachNewThread { [self] in
-                Thread.sleep(forTimeInterval: interval)
-                end(SIGKILL)
-            }
+            Thread.sleep(forTimeInterval: Double(seconds) + Double(attoseconds) / 1e18)
+            end(SIGKILL)
         }
 
         /// Sends `sig` (SIGTERM unless told) unless the process has ended, without waiting: for a
