@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOPosix
 
 // The browser sign-in (reference §5.1): a request with the API token alone is answered 421
 // `AUTHENTICATION_REQUIRED` with a `redirectURL`; the person signs in there, and CloudKit sends
@@ -36,14 +37,15 @@ extension CloudKitClient {
     /// first answer must find its successor saved), with the fingerprint of the configured
     /// `webAuthToken`: the next run takes the saved tokens over that configured one, which is
     /// the stale token a person signs in to replace. A token CloudKit refuses is not kept: the
-    /// store gets back what it held before.
+    /// store gets back what it held before. The store is read and written on NIO's pool for
+    /// blocking work.
     public static func storeSignedInToken(_ token: String, configuration: Configuration, logger: Logger) async throws -> UserIdentity {
         guard let vault = configuration.webAuthTokenVault ?? configuration.webAuthTokenFile.map(WebAuthTokenFile.init(path:)) else {
             throw SignInError("the pipeline names no place to keep web auth tokens (auth.webAuthTokenFile or auth.webAuthTokenStore)")
         }
         let previous: String?
         do {
-            previous = try vault.load()
+            previous = try await NIOThreadPool.singleton.runIfActive { try vault.load() }
         } catch {
             throw WebAuthTokenFileFailure(error: error, reading: true)
         }
@@ -55,8 +57,9 @@ extension CloudKitClient {
         contents.signedInAt = now
         contents.rotatedAt = now
         contents.usedAt = saved?.usedAt
+        let text = WebAuthTokenFile.text(of: contents)
         do {
-            try vault.save(WebAuthTokenFile.text(of: contents))
+            try await NIOThreadPool.singleton.runIfActive { try vault.save(text) }
         } catch {
             throw WebAuthTokenFileFailure(error: error, reading: false)
         }
@@ -70,8 +73,10 @@ extension CloudKitClient {
             }
         } catch let error as CloudKitError where error.isAuthenticationFailure {
             if let previous {
-                try? vault.save(previous)
-                vault.sync()
+                _ = try? await NIOThreadPool.singleton.runIfActive {
+                    try vault.save(previous)
+                    vault.sync()
+                }
             }
             throw error
         }

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 
 /// A client for CloudKit Web Services (`/database/1/{container}/{environment}/{database}/…`).
 ///
@@ -96,12 +97,16 @@ public final class CloudKitClient: Sendable {
         try await connections.shutdown()
     }
 
-    /// Runs `body` with a client that is shut down afterwards, whatever happens.
+    /// Runs `body` with a client that is shut down afterwards, whatever happens. The client is
+    /// made on NIO's pool for blocking work: it reads its token store (a file, or a database
+    /// through the vault) as it is made.
     public static func withClient<Result: Sendable>(
         configuration: Configuration, httpClient: HTTPClient? = nil, logger: Logger,
         _ body: (CloudKitClient) async throws -> Result
     ) async throws -> Result {
-        let client = CloudKitClient(configuration: configuration, httpClient: httpClient, logger: logger)
+        let client = try await NIOThreadPool.singleton.runIfActive {
+            CloudKitClient(configuration: configuration, httpClient: httpClient, logger: logger)
+        }
         let result: Result
         do {
             result = try await body(client)

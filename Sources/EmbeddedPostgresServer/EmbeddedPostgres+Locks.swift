@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 import Synchronization
 
@@ -34,19 +33,23 @@ extension EmbeddedPostgres {
     struct FileLock: Sendable {
         private let descriptor: Int32
 
-        /// Waits for the lock on a thread of its own: another process may hold it for as long as
-        /// an initdb takes, and that wait must not hold one of Swift's cooperative threads.
+        /// Waits for the lock without holding a thread: another process may hold it for as long
+        /// as an initdb takes, so it is tried without blocking (LOCK_NB) every 20 ms, a sleep
+        /// between tries, rather than waited for on a cooperative thread.
         static func exclusive(path: String) async throws -> FileLock {
             let descriptor = try openLockFile(path)
-            let failure: String? = await withCheckedContinuation { continuation in
-                DispatchQueue.global().async {
-                    let locked = flockRetryingOnInterrupt(descriptor, LOCK_EX) == 0
-                    continuation.resume(returning: locked ? nil : String(cString: strerror(errno)))
+            while flockRetryingOnInterrupt(descriptor, LOCK_EX | LOCK_NB) != 0 {
+                guard errno == EWOULDBLOCK else {
+                    let reason = String(cString: strerror(errno))
+                    _ = close(descriptor)
+                    throw EmbeddedPostgresError(.badDirectory, "could not lock \(path) (\(reason)): check the folder's file system supports flock")
                 }
-            }
-            if let failure {
-                _ = close(descriptor)
-                throw EmbeddedPostgresError(.badDirectory, "could not lock \(path) (\(failure)): check the folder's file system supports flock")
+                do {
+                    try await Task.sleep(for: .milliseconds(20))
+                } catch {
+                    _ = close(descriptor)
+                    throw error
+                }
             }
             return FileLock(descriptor: descriptor)
         }

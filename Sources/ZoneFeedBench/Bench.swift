@@ -2,6 +2,7 @@ import CloudKitModel
 import FakeCloudKit
 import Foundation
 import LibPQ
+import NIOPosix
 import Subprocess
 import Synchronization
 import SystemPackage
@@ -125,7 +126,7 @@ public struct Bench: Sendable {
 
         try dropSchema(inProcess)
         progress("in-process run: zonefeed run on the fake source…")
-        let first = try await BlockingWork.run { try runPipeline(inProcess, label: "the in-process run", logName: "inprocess-run") }
+        let first = try await NIOThreadPool.singleton.runIfActive { try runPipeline(inProcess, label: "the in-process run", logName: "inprocess-run") }
         try checkLiveRows(inProcess, label: "the in-process run", logName: "inprocess-run")
         report.inProcessSeconds = first.seconds
         report.inProcessPeakRSSBytes = first.peakRSSBytes
@@ -142,7 +143,7 @@ public struct Bench: Sendable {
 
         progress("incremental no-op runs: zonefeed run on the in-process pipeline, \(Self.noOpRuns) times…")
         for i in 1...Self.noOpRuns {
-            let run = try await BlockingWork.run { try runPipeline(inProcess, label: "no-op run \(i)", logName: "noop-run-\(i)") }
+            let run = try await NIOThreadPool.singleton.runIfActive { try runPipeline(inProcess, label: "no-op run \(i)", logName: "noop-run-\(i)") }
             report.noOpRunSeconds.append(run.seconds)
         }
         try checkNothingReapplied(inProcess)
@@ -261,7 +262,7 @@ public struct Bench: Sendable {
                 "bench-\(name)", schema: "bench_\(name)", defaults: defaults, source: fakeServerSource(server, name: name))
             try dropSchema(pipeline)
             progress("\(label): zonefeed run against \(baseURL), \(records.grouped) records in \(settings.zones) zones…")
-            let run = try await BlockingWork.run { try runPipeline(pipeline, label: label, logName: "\(name)-run") }
+            let run = try await NIOThreadPool.singleton.runIfActive { try runPipeline(pipeline, label: label, logName: "\(name)-run") }
             try checkLiveRows(pipeline, label: label, logName: "\(name)-run", expected: records)
             try await afterwards(server)
             return run

@@ -1,15 +1,17 @@
 import CloudKitWebServices
 import Logging
+import NIOPosix
 import ZoneFeed
 
 /// `source.cloudkit` makes its source and describes it: the command line knows neither.
 extension CloudKitSettings {
     /// The client reads its saved tokens as it is made: from a file, or through the vault from a
-    /// database. Both block, so it is made off the cooperative pool.
+    /// database. Both block, so it is made on NIO's pool for blocking work, not on a cooperative
+    /// thread.
     public func makeSource(_ context: SourceContext, logger: Logger) async throws -> any ChangeSource {
         let settings = self
         let vault = context.vault.map { DestinationTokenVault($0) }
-        var source = try await BlockingWork.run { try CloudKitSource(settings: settings, tokenVault: vault, logger: logger) }
+        var source = try await NIOThreadPool.singleton.runIfActive { try CloudKitSource(settings: settings, tokenVault: vault, logger: logger) }
         source.subscriptionPrefix = "zonefeed.\(context.pipelineName)."
         return source
     }

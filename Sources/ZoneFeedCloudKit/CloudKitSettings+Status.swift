@@ -1,5 +1,6 @@
 import CloudKitWebServices
 import Foundation
+import NIOPosix
 import ZoneFeed
 
 /// What `zonefeed status` shows of a CloudKit source: what its token store says of the stored
@@ -13,8 +14,8 @@ extension CloudKitSettings {
             var configuration = try CloudKitSource.clientConfiguration(for: self)
             configuration.webAuthTokenVault = vault.map(DestinationTokenVault.init)
             let reading = configuration
-            // A file read, or a query through the vault: off the cooperative pool.
-            summary = try await BlockingWork.run { try CloudKitClient.webAuthTokenSummary(configuration: reading) }
+            // A file read, or a query through the vault: on NIO's pool for blocking work.
+            summary = try await NIOThreadPool.singleton.runIfActive { try CloudKitClient.webAuthTokenSummary(configuration: reading) }
         } catch {
             return ["web auth token: cannot be read: \(InertText.escaped("\(error)"))"]
         }

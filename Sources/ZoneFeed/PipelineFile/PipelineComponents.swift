@@ -16,7 +16,7 @@ public protocol SourceConfiguration: Sendable {
 
     /// Makes the source these settings describe, for one command. The caller calls its
     /// `shutdown()` on every path, and closes the context's vault after that. What blocks
-    /// (reading the vault) runs off the cooperative pool (`BlockingWork`).
+    /// (reading the vault) runs on a pool for blocking work, never on a cooperative thread.
     func makeSource(_ context: SourceContext, logger: Logger) async throws -> any ChangeSource
 
     /// What `zonefeed validate` shows of the source. Never a secret: tokens are `<redacted>`.
