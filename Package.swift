@@ -126,10 +126,14 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
+        // How record types become tables and fields columns, and the policies for what the
+        // mapping does not foresee: the vocabulary any destination that writes tables shares.
+        // Each destination brings its own column types and naming rules.
+        .target(name: "RecordMapping", dependencies: ["ZoneFeed"]),
         .target(
             name: "ZoneFeedPostgres",
             dependencies: [
-                "LibPQ", "ZoneFeed", "CloudKitModel", "CloudKitSchema", "EmbeddedPostgresServer",
+                "LibPQ", "ZoneFeed", "CloudKitModel", "CloudKitSchema", "EmbeddedPostgresServer", "RecordMapping",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

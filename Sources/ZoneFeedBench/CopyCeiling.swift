@@ -49,7 +49,7 @@ public struct CopyCeiling {
         sessions: Int = 1, zone: (Int) -> ZoneID, records next: () -> (zone: Int, records: [Record])?
     ) throws -> Measurement {
         var encoders = schema.tables.map {
-            RowEncoder(mapping: $0.mapping, keepUnmapped: schema.settings.unmappedFields == .keep)
+            RowEncoder(mapping: $0.mapping, keepUnmapped: schema.settings.policies.unmappedFields == .keep)
         }
         var chunks: [Chunk] = []
         var rows = 0

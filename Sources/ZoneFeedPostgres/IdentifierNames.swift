@@ -1,3 +1,5 @@
+import RecordMapping
+
 /// PostgreSQL names for CloudKit names, deterministic and without collisions.
 ///
 /// CloudKit names are camelCase and unbounded; PostgreSQL names are at most 63 bytes (longer ones
@@ -9,14 +11,6 @@
 /// snake_case (`foo_bar`), else the first in byte order. The same names in always give the same
 /// names out.
 public struct IdentifierNames: Sendable {
-    /// A name that is not the plain snake_case of its CloudKit name, and why.
-    public struct Renamed: Sendable, Hashable, CustomStringConvertible {
-        public var cloudKitName: String
-        public var name: String
-        public var reason: String
-        public var description: String { "\(cloudKitName) → \(name) (\(reason))" }
-    }
-
     public let maxBytes: Int
     /// Lower-case names nothing may take (the system columns, for columns).
     public let reserved: Set<String>
@@ -35,10 +29,10 @@ public struct IdentifierNames: Sendable {
     /// beside `taken` (names already given, by the user or earlier), and the renamed ones.
     public func names(
         for cloudKitNames: [String], taken: Set<String> = [], plain: (String) -> String = { $0.snakeCased }
-    ) -> (names: [String: String], renamed: [Renamed]) {
+    ) -> (names: [String: String], renamed: [RenamedName]) {
         var used = Set(taken.map { $0.lowercased() })
         var names: [String: String] = [:]
-        var renamed: [Renamed] = []
+        var renamed: [RenamedName] = []
         // Who keeps a plain name that several want: the one already in snake_case, then byte order.
         let ordered = cloudKitNames.sorted { a, b in
             let (pa, pb) = (plain(a), plain(b))
@@ -70,7 +64,7 @@ public struct IdentifierNames: Sendable {
             }
             names[cloudKitName] = name
             used.insert(name.lowercased())
-            renamed.append(Renamed(cloudKitName: cloudKitName, name: name, reason: reason))
+            renamed.append(RenamedName(cloudKitName: cloudKitName, name: name, reason: reason))
         }
         return (names, renamed.sorted { $0.cloudKitName < $1.cloudKitName })
     }

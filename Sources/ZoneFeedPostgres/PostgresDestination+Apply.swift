@@ -176,7 +176,7 @@ extension PostgresDestination {
                         sorted.skipped += 1
                     } else if settings.evolves && !record.recordType.isEmpty && !record.recordType.containsNUL {
                         growth.add(record)
-                    } else if settings.unknownRecordTypes == .skip {
+                    } else if settings.policies.unknownRecordTypes == .skip {
                         sorted.skipped += 1
                     } else {
                         sorted.rejects.append(
@@ -200,7 +200,7 @@ extension PostgresDestination {
                 sorted.deletions.append(Deletion(seq: Int32(i), recordName: name))
             case .unreadable(let unreadable):
                 let problem = "the entry cannot be taken as sent: \(unreadable.problem)"
-                if settings.onBadRecord == .fail {
+                if settings.policies.onBadRecord == .fail {
                     throw SyncError(
                         .failed,
                         message: "record \(unreadable.recordName ?? "(no name)") in zone \(batch.zoneID.zoneName) cannot be applied: \(problem); "
@@ -243,7 +243,7 @@ extension PostgresDestination {
                     for i in rows.positions {
                         guard case .record(let record) = entries[i] else { continue }
                         if let problem = session.encoders[t].append(record, seq: Int32(i)) {
-                            if settings.onBadRecord == .fail {
+                            if settings.policies.onBadRecord == .fail {
                                 throw SyncError(
                                     .failed,
                                     message: "record \(record.recordName) (\(record.recordType)) in zone \(zone.zoneName) cannot be applied: \(problem); "

@@ -182,7 +182,7 @@ public final class PostgresDestination: RunDestination, Sendable {
         for i in 0..<session.stagingTableCount { try c.execute("DROP TABLE IF EXISTS pg_temp.zf_stage_\(i)") }
         for statement in schema.stagingDDL { try c.execute(statement) }
         session.encoders = schema.tables.map {
-            RowEncoder(mapping: $0.mapping, keepUnmapped: self.settings.unmappedFields == .keep, evolving: self.settings.evolves)
+            RowEncoder(mapping: $0.mapping, keepUnmapped: self.settings.policies.unmappedFields == .keep, evolving: self.settings.evolves)
         }
         session.schemaVersion = schema.version
         session.stagingTableCount = max(session.stagingTableCount, schema.tables.count)

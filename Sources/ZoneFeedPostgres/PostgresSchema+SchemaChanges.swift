@@ -9,7 +9,7 @@ extension PostgresSchema {
             switch change.kind {
             case .tableCreated:
                 if settings.mapping(forRecordType: change.recordType) == nil {
-                    settings.recordTypes.append(RecordTypeMapping(recordType: change.recordType, table: change.table))
+                    settings.recordTypes.append(PostgresRecordTypeMapping(recordType: change.recordType, table: change.table))
                 }
             case .columnAdded:
                 guard let field = change.field, let column = change.column, let type = change.columnType,
@@ -18,7 +18,7 @@ extension PostgresSchema {
                 let mapping = settings.recordTypes[i]
                 guard !mapping.omittedFields.contains(field), !mapping.fields.contains(where: { $0.field == field || $0.column == column })
                 else { continue }
-                var mapped = FieldMapping(field: field, column: column, type: type)
+                var mapped = PostgresFieldMapping(field: field, column: column, type: type)
                 mapped.cloudKitType = change.cloudKitType
                 settings.recordTypes[i].fields.append(mapped)
             }

@@ -124,7 +124,7 @@ extension PostgresSchema {
 
     /// A record type's table: the columns every one has, a column per mapped field (which `ddl`
     /// adds to a table made before the field was mapped), and `fields`.
-    static func recordTable(_ mapping: RecordTypeMapping) -> TableSpec {
+    static func recordTable(_ mapping: PostgresRecordTypeMapping) -> TableSpec {
         TableSpec(
             columns: recordTableColumns
                 + mapping.fields.map { ColumnSpec(name: $0.column, type: $0.type.formatTypeName, addedLater: true, quoted: true) }

@@ -13,7 +13,7 @@ public struct PostgresSchema: Sendable {
     public internal(set) var version: Int64 = 0
 
     public struct Table: Sendable {
-        public let mapping: RecordTypeMapping
+        public let mapping: PostgresRecordTypeMapping
         /// `"schema"."table"`.
         public let qualifiedName: String
         public let liveViewName: String
@@ -25,7 +25,7 @@ public struct PostgresSchema: Sendable {
         let merge: String
         let mergeKeepingLast: String
 
-        init(mapping: RecordTypeMapping, qualifiedName: String, liveViewName: String, stagingName: String) {
+        init(mapping: PostgresRecordTypeMapping, qualifiedName: String, liveViewName: String, stagingName: String) {
             self.mapping = mapping
             self.qualifiedName = qualifiedName
             self.liveViewName = liveViewName
@@ -195,14 +195,14 @@ public struct PostgresSchema: Sendable {
     }
 
     /// The columns after the first of both row shapes, in the order `RowEncoder` writes them.
-    static func dataColumns(_ mapping: RecordTypeMapping) -> [String] {
+    static func dataColumns(_ mapping: PostgresRecordTypeMapping) -> [String] {
         ["record_name", "record_type", "change_tag", "created_at", "modified_at", "created_by", "modified_by"]
             + mapping.fields.map { quoteIdentifier($0.column) } + ["fields"]
     }
 
     /// The columns of a row copied straight into a record type's table; `synced_at` takes its
     /// default, the transaction's `now()`, and `deleted_at` is NULL, as in a merge.
-    public static func directColumns(_ mapping: RecordTypeMapping) -> [String] {
+    public static func directColumns(_ mapping: PostgresRecordTypeMapping) -> [String] {
         ["zone_owner", "zone_name", "run_id", "generation"] + dataColumns(mapping)
     }
 

@@ -1,4 +1,5 @@
 import LibPQ
+import RecordMapping
 import ZoneFeed
 
 extension PostgresSettings: DestinationConfiguration {
@@ -13,26 +14,14 @@ extension PostgresSettings: DestinationConfiguration {
         let reader = PostgresSettingsReader(file: file)
         let destination = reader.readDestination(in: top, pipelineName: pipelineName)
         let recordTypes = reader.readRecordTypes(in: top)
-        let unmappedFields = file.choice(UnmappedFields.self, "unmappedFields", in: top)
-        let unknownRecordTypes = file.choice(UnknownRecordTypes.self, "unknownRecordTypes", in: top)
-        let onBadRecord = file.choice(OnBadRecord.self, "onBadRecord", in: top)
-        let evolution = file.choice(SchemaEvolution.self, "schemaEvolution", in: top)
-        guard var settings = destination, let recordTypes else { return nil }
-        if recordTypes.auto && evolution == .freeze {
-            file.report(
-                "recordTypes: auto makes a table for each record type as it appears, which schemaEvolution: freeze forbids: "
-                    + "remove schemaEvolution, or map the record types", at: top["schemaEvolution"]!.valuePosition)
-            return nil
-        }
+        let policies = RecordMappingPolicies.read(in: top, from: file, schemaFile: recordTypes?.schemaFile, auto: recordTypes?.auto ?? false)
+        guard var settings = destination, let recordTypes, let policies else { return nil }
         settings.recordTypes = recordTypes.mappings
         settings.schemaFile = recordTypes.schemaFile
         settings.autoRecordTypes = recordTypes.auto
         settings.stripsCoreDataPrefix = recordTypes.stripsCoreDataPrefix
         settings.skippedRecordTypes = recordTypes.skipped
-        settings.schemaEvolution = evolution ?? defaultSchemaEvolution(schemaFile: recordTypes.schemaFile, auto: recordTypes.auto)
-        if let unmappedFields { settings.unmappedFields = unmappedFields }
-        if let unknownRecordTypes { settings.unknownRecordTypes = unknownRecordTypes }
-        if let onBadRecord { settings.onBadRecord = onBadRecord }
+        settings.policies = policies
         return settings
     }
 }
@@ -172,16 +161,5 @@ extension PostgresSettings {
                 "omit keeps a field in the fields jsonb column."),
             PipelineKey("recordTypes.override.<RecordType>.fields.<field>.column", takes: "a column name", "The field's column."),
             PipelineKey("recordTypes.override.<RecordType>.fields.<field>.type", takes: "a column type such as text", "The column's type."),
-            .choice(
-                "schemaEvolution", SchemaEvolution.self, default: "freeze for a written-out mapping, evolve for auto and schemaFile",
-                "Whether new fields and record types become columns and tables."),
-            .choice(
-                "unmappedFields", UnmappedFields.self, default: "keep", "A field without a column: kept in the fields jsonb column, or dropped."),
-            .choice(
-                "unknownRecordTypes", UnknownRecordTypes.self, default: "skip",
-                "A record type without a table: skipped (counted), or to zonefeed_rejects; not used when evolving."),
-            .choice(
-                "onBadRecord", OnBadRecord.self, default: "reject",
-                "A record that does not fit: to zonefeed_rejects while the run goes on, or the run fails."),
-        ])
+        ] + RecordMappingPolicies.referenceKeys)
 }

@@ -33,8 +33,8 @@ extension PostgresSettings {
             out.append("record types: auto (a table for each record type as it first appears, a column for each field as it first appears,")
             out.append("  typed by its first value's CloudKit type; the names given are recorded in \(schema).zonefeed_schema_changes)")
         } else if recordTypes.isEmpty {
-            let fate = unknownRecordTypes == .skip ? "every record is skipped" : "every record goes to zonefeed_rejects"
-            out.append("record types: none mapped (so \(fate): unknownRecordTypes is \(unknownRecordTypes.rawValue))")
+            let fate = policies.unknownRecordTypes == .skip ? "every record is skipped" : "every record goes to zonefeed_rejects"
+            out.append("record types: none mapped (so \(fate): unknownRecordTypes is \(policies.unknownRecordTypes.rawValue))")
         } else {
             if let schemaFile = schemaFile { out.append("record types from the schema file \(schemaFile)") }
             out.append("record types (every table also has the columns \(systemColumns.filter { $0 != "fields" }.joined(separator: ", "))):")
@@ -56,7 +56,7 @@ extension PostgresSettings {
                 if field.indexed { notes.append("indexed") }
                 column(field.column, field.type.rawValue, notes.isEmpty ? "" : "(\(notes.joined(separator: ", ")))")
             }
-            switch (unmappedFields, evolves) {
+            switch (policies.unmappedFields, evolves) {
             case (.keep, false): column("fields", "jsonb", "(the fields not mapped to a column)")
             case (.keep, true): column("fields", "jsonb", "(fields left out by omit; any other new field gets a column)")
             case (.drop, _): column("fields", "jsonb", "(null: unmappedFields is drop)")
@@ -69,7 +69,7 @@ extension PostgresSettings {
 
         out.append("")
         out.append("policies:")
-        switch schemaEvolution {
+        switch policies.schemaEvolution {
         case .evolve:
             row("schemaEvolution", "evolve (a new field becomes a column, a new record type a table, in the batch that brings it)")
             if !skippedRecordTypes.isEmpty {
@@ -81,16 +81,16 @@ extension PostgresSettings {
             }
         case .freeze: row("schemaEvolution", "freeze (the tables keep their columns; other fields go to the fields column)")
         }
-        switch unmappedFields {
+        switch policies.unmappedFields {
         case .keep: row("unmappedFields", evolves ? "keep (omitted fields in the fields jsonb column)" : "keep (in the fields jsonb column)")
         case .drop: row("unmappedFields", "drop")
         }
-        switch unknownRecordTypes {
-        case _ where evolves: row("unknownRecordTypes", "\(unknownRecordTypes.rawValue) (unused: every record type gets a table)")
+        switch policies.unknownRecordTypes {
+        case _ where evolves: row("unknownRecordTypes", "\(policies.unknownRecordTypes.rawValue) (unused: every record type gets a table)")
         case .skip: row("unknownRecordTypes", "skip (records of other types are not written)")
         case .reject: row("unknownRecordTypes", "reject (records of other types go to zonefeed_rejects)")
         }
-        switch onBadRecord {
+        switch policies.onBadRecord {
         case .reject: row("onBadRecord", "reject (to zonefeed_rejects; the run goes on)")
         case .fail: row("onBadRecord", "fail (the run stops)")
         }

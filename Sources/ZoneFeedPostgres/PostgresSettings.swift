@@ -1,7 +1,10 @@
+import RecordMapping
 import ZoneFeed
 
 /// The `destination` section and the top-level keys that say how records become rows:
-/// `recordTypes`, `unmappedFields`, `unknownRecordTypes` and `onBadRecord`.
+/// `recordTypes`, read with PostgreSQL's types and names, and the mapping's policies
+/// (`schemaEvolution`, `unmappedFields`, `unknownRecordTypes`, `onBadRecord`), read as any
+/// destination reads them.
 public struct PostgresSettings: Sendable {
     /// A libpq connection string or URI, or `embedded`.
     public var url: Secret
@@ -12,22 +15,18 @@ public struct PostgresSettings: Sendable {
     /// How many zones are fetched and applied at once, each on a connection of its own.
     public var parallelZones: Int = PostgresSettings.defaultParallelZones
     /// In file order.
-    public var recordTypes: [RecordTypeMapping]
+    public var recordTypes: [PostgresRecordTypeMapping]
     /// The CloudKit schema file `recordTypes` were derived from, as resolved; nil when they were
     /// written out.
     public var schemaFile: String?
     /// `recordTypes: auto`: no mapping; a table per record type as it first appears.
     public var autoRecordTypes = false
-    /// Whether fields and record types the mapping lacks become columns and tables as they
-    /// appear (`evolve`) or go to the `fields` column and `unknownRecordTypes` (`freeze`).
-    public var schemaEvolution: SchemaEvolution = .freeze
+    /// What becomes of fields, record types and records the mapping does not foresee.
+    public var policies: RecordMappingPolicies
     /// How names are made for what evolution adds: a schema file's `stripCoreDataPrefix`.
     public var stripsCoreDataPrefix = false
     /// Record types that never get a table, even when evolving (a schema file's `skip`).
     public var skippedRecordTypes: Set<String> = []
-    public var unmappedFields: UnmappedFields
-    public var unknownRecordTypes: UnknownRecordTypes
-    public var onBadRecord: OnBadRecord
 
     /// Two: while one zone's batch is written, another's is fetched, encoded or committed, which
     /// keeps both PostgreSQL and zonefeed busy on a small machine.
@@ -43,26 +42,15 @@ public struct PostgresSettings: Sendable {
     public static let parallelZonesRange = 1...16
 
     public enum DeleteMode: String, Sendable, CaseIterable { case tombstone, hard }
-    public enum UnmappedFields: String, Sendable, CaseIterable { case keep, drop }
-    public enum UnknownRecordTypes: String, Sendable, CaseIterable { case skip, reject }
-    public enum OnBadRecord: String, Sendable, CaseIterable { case reject, fail }
-    public enum SchemaEvolution: String, Sendable, CaseIterable { case evolve, freeze }
 
-    /// `evolve` when the tables come from a schema file or from the records themselves (such
-    /// schemas only grow, and so must their tables); `freeze` when every column is written out.
-    public static func defaultSchemaEvolution(schemaFile: String?, auto: Bool) -> SchemaEvolution {
-        schemaFile != nil || auto ? .evolve : .freeze
-    }
-
-    public var evolves: Bool { schemaEvolution == .evolve }
+    public var evolves: Bool { policies.evolves }
 
     public var isEmbedded: Bool { url.value == "embedded" }
 
     public init(
         url: Secret, schema: String, deletes: DeleteMode = .tombstone, commitEvery: Int = PostgresSettings.defaultCommitEvery,
-        parallelZones: Int = PostgresSettings.defaultParallelZones, recordTypes: [RecordTypeMapping] = [],
-        unmappedFields: UnmappedFields = .keep, unknownRecordTypes: UnknownRecordTypes = .skip,
-        onBadRecord: OnBadRecord = .reject
+        parallelZones: Int = PostgresSettings.defaultParallelZones, recordTypes: [PostgresRecordTypeMapping] = [],
+        policies: RecordMappingPolicies = RecordMappingPolicies()
     ) {
         self.url = url
         self.schema = schema
@@ -70,12 +58,10 @@ public struct PostgresSettings: Sendable {
         self.commitEvery = commitEvery
         self.parallelZones = parallelZones
         self.recordTypes = recordTypes
-        self.unmappedFields = unmappedFields
-        self.unknownRecordTypes = unknownRecordTypes
-        self.onBadRecord = onBadRecord
+        self.policies = policies
     }
 
-    public func mapping(forRecordType type: String) -> RecordTypeMapping? {
+    public func mapping(forRecordType type: String) -> PostgresRecordTypeMapping? {
         recordTypes.first { $0.recordType == type }
     }
 }

@@ -18,11 +18,11 @@ extension PostgresSettingsReader {
         return readExplicitRecordTypes(entry).map { RecordTypesSetting(mappings: $0) }
     }
 
-    func readExplicitRecordTypes(_ entry: PipelineEntry) -> [RecordTypeMapping]? {
+    func readExplicitRecordTypes(_ entry: PipelineEntry) -> [PostgresRecordTypeMapping]? {
         guard let pairs = file.entries(of: entry.value, path: "recordTypes", what: "a mapping of record type names to tables")
         else { return nil }
 
-        var mappings: [RecordTypeMapping] = []
+        var mappings: [PostgresRecordTypeMapping] = []
         var failed = false
         // Lower-cased, because an unquoted identifier folds to lower case in PostgreSQL.
         var tableOwners: [String: String] = [:]
@@ -44,7 +44,7 @@ extension PostgresSettingsReader {
         return failed ? nil : mappings
     }
 
-    func readRecordType(_ entry: PipelineEntry) -> (mapping: RecordTypeMapping, table: (name: String, position: PipelinePosition))? {
+    func readRecordType(_ entry: PipelineEntry) -> (mapping: PostgresRecordTypeMapping, table: (name: String, position: PipelinePosition))? {
         let recordType = entry.key
         let path = "recordTypes.\(recordType)"
         if recordType.isEmpty {
@@ -69,16 +69,16 @@ extension PostgresSettingsReader {
 
         let fields = readFields(in: section, recordType: recordType, table: table)
         guard file.diagnostics.count == reported, let fields else { return nil }
-        return (RecordTypeMapping(recordType: recordType, table: table, fields: fields), (table, tablePosition))
+        return (PostgresRecordTypeMapping(recordType: recordType, table: table, fields: fields), (table, tablePosition))
     }
 
-    func readFields(in recordType: PipelineSection, recordType name: String, table: String) -> [FieldMapping]? {
+    func readFields(in recordType: PipelineSection, recordType name: String, table: String) -> [PostgresFieldMapping]? {
         guard let entry = recordType["fields"], !file.isNull(entry.value) else { return [] }
         let path = recordType.path(of: "fields")
         guard let pairs = file.entries(of: entry.value, path: path, what: "a mapping of field names to column types") else {
             return nil
         }
-        var fields: [FieldMapping] = []
+        var fields: [PostgresFieldMapping] = []
         var failed = false
         var columnOwners: [String: String] = [:]
         let system = Set(systemColumns)
@@ -139,7 +139,7 @@ extension PostgresSettingsReader {
 
     /// `title: text`, or `body: { column: body_text, type: text }` (and `index: true` for a
     /// b-tree index on the column).
-    func readField(_ entry: PipelineEntry, path: String) -> (FieldMapping, columnPosition: PipelinePosition)? {
+    func readField(_ entry: PipelineEntry, path: String) -> (PostgresFieldMapping, columnPosition: PipelinePosition)? {
         let field = entry.key
         let expected = "a column type such as text, or a mapping { column: ..., type: ... }"
         switch entry.value {
@@ -150,7 +150,7 @@ extension PostgresSettingsReader {
             guard let typeName = file.scalarValue(entry.value, path: path, expected: expected),
                 let type = columnType(typeName, field: field)
             else { return nil }
-            return (FieldMapping(field: field, column: field.snakeCased, type: type), entry.keyPosition)
+            return (PostgresFieldMapping(field: field, column: field.snakeCased, type: type), entry.keyPosition)
         case .mapping:
             guard
                 let section = file.section(
@@ -164,7 +164,7 @@ extension PostgresSettingsReader {
                 let type = columnType(typeName, field: field), file.diagnostics.count == reported
             else { return nil }
             return (
-                FieldMapping(field: field, column: column?.text ?? field.snakeCased, type: type, indexed: indexed),
+                PostgresFieldMapping(field: field, column: column?.text ?? field.snakeCased, type: type, indexed: indexed),
                 column?.position ?? entry.keyPosition
             )
         default:

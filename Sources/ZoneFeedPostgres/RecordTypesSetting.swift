@@ -1,6 +1,6 @@
 /// What `recordTypes` says: written-out mappings, a schema file's, or `auto`.
 struct RecordTypesSetting {
-    var mappings: [RecordTypeMapping] = []
+    var mappings: [PostgresRecordTypeMapping] = []
     var schemaFile: String?
     var auto = false
     var stripsCoreDataPrefix = false

@@ -4,7 +4,7 @@
 /// Written by hand rather than through Yams' emitter, which cannot write the comments that say
 /// why a name is not the plain snake_case of its CloudKit name.
 public enum RecordTypesYAML {
-    public static func text(_ mappings: [RecordTypeMapping], header: [String] = []) -> String {
+    public static func text(_ mappings: [PostgresRecordTypeMapping], header: [String] = []) -> String {
         var lines = header.map { "# \($0)" }
         lines.append("recordTypes:")
         for mapping in mappings {

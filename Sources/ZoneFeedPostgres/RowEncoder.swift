@@ -11,7 +11,7 @@ import ZoneFeed
 /// copied straight into the record type's table start with the zone, run and generation, the
 /// same for the whole batch and so encoded once (`PostgresSchema.directColumns`).
 public struct RowEncoder {
-    let mapping: RecordTypeMapping
+    let mapping: PostgresRecordTypeMapping
     /// The mapping's index of each mapped field.
     let columnOf: [String: Int]
     let keepUnmapped: Bool
@@ -31,12 +31,12 @@ public struct RowEncoder {
     private var directPrefix: [UInt8]?
     private var fieldCount: Int
 
-    public init(mapping: RecordTypeMapping, keepUnmapped: Bool, evolving: Bool = false) {
+    public init(mapping: PostgresRecordTypeMapping, keepUnmapped: Bool, evolving: Bool = false) {
         self.mapping = mapping
         self.keepUnmapped = keepUnmapped
         // A table at the most columns evolution gives one takes no more: fields past it are
         // unmapped, like those of a frozen mapping.
-        self.evolving = evolving && mapping.fields.count < RecordTypeMapping.maxEvolvedColumns
+        self.evolving = evolving && mapping.fields.count < PostgresRecordTypeMapping.maxEvolvedColumns
         var columnOf: [String: Int] = [:]
         for (i, field) in mapping.fields.enumerated() { columnOf[field.field] = i }
         self.columnOf = columnOf
@@ -46,7 +46,7 @@ public struct RowEncoder {
     }
 
     /// record_name … modified_by, the mapped columns, fields.
-    static func dataFieldCount(_ mapping: RecordTypeMapping) -> Int { 7 + mapping.fields.count + 1 }
+    static func dataFieldCount(_ mapping: PostgresRecordTypeMapping) -> Int { 7 + mapping.fields.count + 1 }
 
     /// Empties the buffer for a batch of staging-shaped rows.
     mutating func beginStagingRows() {

@@ -68,7 +68,7 @@ public struct SchemaFileMapping: Sendable {
     }
 
     /// The mappings, in the schema file's order, each with what was renamed and why.
-    public func mappings(from schema: CloudKitSchema) -> [RecordTypeMapping] {
+    public func mappings(from schema: CloudKitSchema) -> [PostgresRecordTypeMapping] {
         let recordTypes = schema.recordTypes.filter { !skip.contains($0.name) }
         let explicitTables = Set(recordTypes.compactMap { overrides[$0.name]?.table })
         let named = recordTypes.filter { overrides[$0.name]?.table == nil }
@@ -87,9 +87,9 @@ public struct SchemaFileMapping: Sendable {
                 var type = ColumnType.default(forTypeTag: field.type.typeTag)
                 if case .column(_, let given?) = override.fields[field.name] { type = given }
                 let indexed = indexes == .queryable && !field.options.isDisjoint(with: [.queryable, .sortable]) && type.isIndexable
-                return FieldMapping(field: field.name, column: explicitColumns[field.name] ?? columns[field.name]!, type: type, indexed: indexed)
+                return PostgresFieldMapping(field: field.name, column: explicitColumns[field.name] ?? columns[field.name]!, type: type, indexed: indexed)
             }
-            var mapping = RecordTypeMapping(recordType: recordType.name, table: override.table ?? tables[recordType.name]!, fields: mapped)
+            var mapping = PostgresRecordTypeMapping(recordType: recordType.name, table: override.table ?? tables[recordType.name]!, fields: mapped)
             mapping.renamedTable = renamedTables.first { $0.cloudKitName == recordType.name }
             mapping.renamed = renamed
             mapping.omittedFields = Set(override.fields.filter { $0.value == .omit }.keys)

@@ -86,7 +86,7 @@ struct SchemaGrowth: Error {
             let omitted = mapping?.omittedFields ?? []
             // Up to the most columns evolution gives a table, in the order of their names (the
             // same whatever order a record lists them in); the fields past it stay unmapped.
-            let room = max(0, RecordTypeMapping.maxEvolvedColumns - (mapping?.fields.count ?? 0))
+            let room = max(0, PostgresRecordTypeMapping.maxEvolvedColumns - (mapping?.fields.count ?? 0))
             let new = Array(met.filter { !mapped.contains($0.name) && !omitted.contains($0.name) }.sorted { $0.name < $1.name }.prefix(room))
             guard !new.isEmpty else { continue }
             let taken = Set(mapping?.fields.map(\.column) ?? []).union(catalog.columns[table] ?? [])

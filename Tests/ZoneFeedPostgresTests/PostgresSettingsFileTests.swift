@@ -38,11 +38,11 @@ private let fakeHeader = """
 
 @Test func schemaEvolutionDefaultsToEvolveForAutoAndFreezeForAWrittenOutMapping() throws {
     let auto = try parse(fakeHeader + "recordTypes: auto\n").postgresSettings()
-    #expect(auto.autoRecordTypes && auto.schemaEvolution == .evolve && auto.recordTypes.isEmpty)
+    #expect(auto.autoRecordTypes && auto.policies.schemaEvolution == .evolve && auto.recordTypes.isEmpty)
     let written = try parse(fakeHeader + "recordTypes:\n  Note: { table: notes }\n").postgresSettings()
-    #expect(!written.autoRecordTypes && written.schemaEvolution == .freeze)
+    #expect(!written.autoRecordTypes && written.policies.schemaEvolution == .freeze)
     let evolving = try parse(fakeHeader + "recordTypes:\n  Note: { table: notes }\nschemaEvolution: evolve\n").postgresSettings()
-    #expect(evolving.schemaEvolution == .evolve && evolving.recordTypes.map(\.table) == ["notes"])
+    #expect(evolving.policies.schemaEvolution == .evolve && evolving.recordTypes.map(\.table) == ["notes"])
     #expect(
         problems(fakeHeader + "recordTypes: auto\nschemaEvolution: freeze\n") == [
             "notes.yml:7:18: recordTypes: auto makes a table for each record type as it appears, which schemaEvolution: freeze forbids: remove schemaEvolution, or map the record types"

@@ -69,15 +69,15 @@ private let fakeHeader = """
     #expect(try pipeline.postgresSettings().recordTypes.map(\.table) == ["notes", "folders"])
     #expect(
         try pipeline.postgresSettings().mapping(forRecordType: "Note")?.fields == [
-            FieldMapping(field: "title", column: "title", type: .text),
-            FieldMapping(field: "wordCount", column: "word_count", type: .bigint),
-            FieldMapping(field: "body", column: "body_text", type: .text),
+            PostgresFieldMapping(field: "title", column: "title", type: .text),
+            PostgresFieldMapping(field: "wordCount", column: "word_count", type: .bigint),
+            PostgresFieldMapping(field: "body", column: "body_text", type: .text),
         ]
     )
     #expect(try pipeline.postgresSettings().mapping(forRecordType: "Folder")?.fields == [])
-    #expect(try pipeline.postgresSettings().unmappedFields == .keep)
-    #expect(try pipeline.postgresSettings().unknownRecordTypes == .skip)
-    #expect(try pipeline.postgresSettings().onBadRecord == .reject)
+    #expect(try pipeline.postgresSettings().policies.unmappedFields == .keep)
+    #expect(try pipeline.postgresSettings().policies.unknownRecordTypes == .skip)
+    #expect(try pipeline.postgresSettings().policies.onBadRecord == .reject)
 }
 
 @Test func fakeSourceTakesItsSettingsAndTheRestDefaults() throws {
@@ -114,14 +114,14 @@ private let fakeHeader = """
     #expect(try pipeline.postgresSettings().recordTypes.map(\.table) == ["note"])  // the record type in snake_case by default
     #expect(
         try pipeline.postgresSettings().recordTypes.first?.fields == [
-            FieldMapping(field: "createdOn", column: "created_on", type: .timestamptz),
-            FieldMapping(field: "tags", column: "tags", type: .textArray),
-            FieldMapping(field: "score", column: "score", type: .doublePrecision),
+            PostgresFieldMapping(field: "createdOn", column: "created_on", type: .timestamptz),
+            PostgresFieldMapping(field: "tags", column: "tags", type: .textArray),
+            PostgresFieldMapping(field: "score", column: "score", type: .doublePrecision),
         ]
     )
-    #expect(try pipeline.postgresSettings().unmappedFields == .drop)
-    #expect(try pipeline.postgresSettings().unknownRecordTypes == .reject)
-    #expect(try pipeline.postgresSettings().onBadRecord == .fail)
+    #expect(try pipeline.postgresSettings().policies.unmappedFields == .drop)
+    #expect(try pipeline.postgresSettings().policies.unknownRecordTypes == .reject)
+    #expect(try pipeline.postgresSettings().policies.onBadRecord == .fail)
 }
 
 @Test func emptyFakeMappingAndNoRecordTypesAreAValidFile() throws {

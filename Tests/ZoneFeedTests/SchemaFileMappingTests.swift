@@ -79,13 +79,13 @@ import ZoneFeedPostgres
         #expect(note.table == "notes")
         #expect(
             note.fields == [
-                FieldMapping(field: "CD_title", column: "title", type: .text, indexed: true),
-                FieldMapping(field: "CD_wordCount", column: "word_count", type: .bigint, indexed: true),
-                FieldMapping(field: "CD_body", column: "body_text", type: .text),
-                FieldMapping(field: "CD_tags", column: "tags", type: .textArray),
-                FieldMapping(field: "CD_place", column: "place", type: .jsonb),
-                FieldMapping(field: "CD_views", column: "views", type: .doublePrecision),
-                FieldMapping(field: "CD_entityName", column: "entity_name", type: .text, indexed: true),
+                PostgresFieldMapping(field: "CD_title", column: "title", type: .text, indexed: true),
+                PostgresFieldMapping(field: "CD_wordCount", column: "word_count", type: .bigint, indexed: true),
+                PostgresFieldMapping(field: "CD_body", column: "body_text", type: .text),
+                PostgresFieldMapping(field: "CD_tags", column: "tags", type: .textArray),
+                PostgresFieldMapping(field: "CD_place", column: "place", type: .jsonb),
+                PostgresFieldMapping(field: "CD_views", column: "views", type: .doublePrecision),
+                PostgresFieldMapping(field: "CD_entityName", column: "entity_name", type: .text, indexed: true),
             ], "no column for the system fields; the thumbnail left to the fields column")
     }
 
@@ -99,7 +99,7 @@ import ZoneFeedPostgres
                 "cd_title", "cd_word_count", "cd_body", "cd_thumbnail", "cd_tags", "cd_place", "cd_views", "cd_entity_name",
             ])
         #expect(settings.recordTypes[0].fields.allSatisfy { !$0.indexed }, "indexes are off unless asked for")
-        #expect(settings.recordTypes[1].fields == [FieldMapping(field: "roles", column: "roles", type: .bigintArray)])
+        #expect(settings.recordTypes[1].fields == [PostgresFieldMapping(field: "roles", column: "roles", type: .bigintArray)])
     }
 
     @Test func aSchemaFileThatDoesNotParseIsReportedAtItsOwnLineAndColumn() throws {

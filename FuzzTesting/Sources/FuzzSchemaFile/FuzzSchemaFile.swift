@@ -18,7 +18,7 @@ public func fuzzSchemaFile(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt
     return 0
 }
 
-private func checkNames(_ mappings: [RecordTypeMapping]) {
+private func checkNames(_ mappings: [PostgresRecordTypeMapping]) {
     let system = Set(systemColumns)
     var tables: Set<String> = []
     for mapping in mappings {
