@@ -200,6 +200,10 @@ let package = Package(
             ]
         ),
         .testTarget(name: "LibPQTests", dependencies: ["LibPQ", "TestSupport"]),
+        .testTarget(
+            name: "EmbeddedPostgresServerTests",
+            dependencies: ["EmbeddedPostgresServer", .product(name: "Logging", package: "swift-log")]
+        ),
         .testTarget(name: "CloudKitSchemaTests", dependencies: ["CloudKitSchema"], exclude: ["Schemas"]),
         .testTarget(name: "CloudKitModelTests", dependencies: ["CloudKitModel"]),
         .testTarget(

@@ -51,7 +51,9 @@ extension EmbeddedPostgres {
             do {
                 result = try await Subprocess.run(
                     .path(FilePath(launchPath)), arguments: Arguments(launchArguments),
-                    environment: .custom(childEnvironment().map { Array("\($0.key)=\($0.value)".utf8) }),
+                    // Keys and values, not raw "K=V" byte rows: swift-subprocess passes each raw
+                    // row to strdup, which reads past a row without a NUL of its own.
+                    environment: .custom(Dictionary(uniqueKeysWithValues: childEnvironment().map { (Environment.Key(stringLiteral: $0.key), $0.value) })),
                     workingDirectory: FilePath(workingDirectory),
                     input: .fileDescriptor(FileDescriptor(rawValue: stdin), closeAfterSpawningProcess: false),
                     output: .fileDescriptor(FileDescriptor(rawValue: output), closeAfterSpawningProcess: false),

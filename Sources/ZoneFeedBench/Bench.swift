@@ -287,7 +287,7 @@ public struct Bench: Sendable {
         let result = try await Subprocess.run(
             .path(FilePath(executable.path)),
             arguments: Arguments(executablePathOverride: executable.name, remainingValues: ["fake-server", "--port", "0"] + arguments),
-            environment: .custom(environment.map { Array("\($0.key)=\($0.value)".utf8) }),
+            environment: .custom(Dictionary(uniqueKeysWithValues: environment.map { (Environment.Key(stringLiteral: $0.key), $0.value) })),
             input: .none,
             output: .fileDescriptor(stdout, closeAfterSpawningProcess: false),
             error: .fileDescriptor(stderr, closeAfterSpawningProcess: false)
