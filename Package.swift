@@ -222,7 +222,7 @@ let package = Package(
         .testTarget(
             name: "FakeCloudKitServerTests",
             dependencies: [
-                "FakeCloudKitServer", "FakeCloudKit", "CloudKitModel",
+                "FakeCloudKitServer", "FakeCloudKit", "CloudKitModel", "TestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -4,6 +4,7 @@ import FakeCloudKit
 import FakeCloudKitServer
 import Foundation
 import Logging
+import TestSupport
 
 /// A fake server on a free loopback port for one test, and a small client for it.
 struct FakeServerHarness: Sendable {
@@ -21,12 +22,14 @@ struct FakeServerHarness: Sendable {
     }
 
     /// Starts the server, runs `body`, stops the server. The server and `body` run on a thread
-    /// of their own (see `OwnThreadExecutor`).
+    /// of their own (`DedicatedExecutor`), as a server in a process of its own would: on the
+    /// cooperative pool, which the tests beside it keep busy generating feeds, a request once
+    /// waited past its 20-second deadline.
     static func with(
         _ configuration: FakeCloudKitServer.Configuration = configuration(),
         _ body: @Sendable (FakeServerHarness) async throws -> Void
     ) async throws {
-        try await withTaskExecutorPreference(OwnThreadExecutor(label: "fake-server-harness")) {
+        try await withTaskExecutorPreference(DedicatedExecutor(label: "fake-server-harness")) {
             try await serve(configuration, body)
         }
     }
