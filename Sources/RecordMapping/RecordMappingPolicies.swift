@@ -8,9 +8,9 @@ public struct RecordMappingPolicies: Sendable, Equatable {
     /// Whether fields and record types the mapping lacks become columns and tables as they
     /// appear (`evolve`) or go to the fields column and `unknownRecordTypes` (`freeze`).
     public var schemaEvolution: SchemaEvolution
-    public var unmappedFields: UnmappedFields = .keep
-    public var unknownRecordTypes: UnknownRecordTypes = .skip
-    public var onBadRecord: OnBadRecord = .reject
+    public var unmappedFields: UnmappedFields
+    public var unknownRecordTypes: UnknownRecordTypes
+    public var onBadRecord: OnBadRecord
 
     public enum UnmappedFields: String, Sendable, CaseIterable { case keep, drop }
     public enum UnknownRecordTypes: String, Sendable, CaseIterable { case skip, reject }

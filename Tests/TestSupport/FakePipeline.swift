@@ -186,14 +186,18 @@ public struct FakePipeline: Sendable {
     }
 
     /// Kills `running` (SIGKILL) `delay` after its checkpoints first show more records applied
-    /// than `beyond`, or once it has ended. Watched and timed on a thread of its own, not from a
-    /// test's task: on a loaded machine the cooperative pool can be held for seconds by other
-    /// tests' work, long enough for a run to finish before a kill timed from there lands.
+    /// than `beyond`, or once it has ended, or at the latest two minutes after the call (a run
+    /// that shows no progress by then is killed anyway, and the test's own checks say why).
+    /// Watched and timed on a thread of its own, not from a test's task: on a loaded machine the
+    /// cooperative pool can be held for seconds by other tests' work, long enough for a run to
+    /// finish before a kill timed from there lands.
     public func kill(_ running: ZonefeedBinary.Running, afterProgressBeyond beyond: Int, delay: Duration) {
         let pipeline = self
         Thread.detachNewThread {
+            let deadline = ContinuousClock.now + .seconds(120)
             if let c = try? Connection(pipeline.url) {
-                while running.isRunning, (try? pipeline.recordsApplied(on: c)).map({ $0 <= beyond }) ?? true {
+                // A poll every 10 ms of the condition itself, bounded by the deadline.
+                while running.isRunning, ContinuousClock.now < deadline, (try? pipeline.recordsApplied(on: c)).map({ $0 <= beyond }) ?? true {
                     Thread.sleep(forTimeInterval: 0.01)
                 }
                 c.close()
