@@ -16,27 +16,24 @@ import ZoneFeed
         defer { zonefeed.remove() }
         let file = try p.write(to: zonefeed.directory)
 
-        let a = try zonefeed.start(["run", file, "--progress", "never"])
-        let b = try zonefeed.start(["run", file, "--progress", "never"])
-        // The runs overlap when two sessions hold this pipeline's zone locks at the same moment.
-        var mostHolders = 0
-        let key = "zonefeed:\(p.schema):\(p.name)"
-        let deadline = ContinuousClock.now + .seconds(300)
-        while a.isRunning || b.isRunning {
-            guard ContinuousClock.now < deadline else {
-                a.end(SIGKILL)
-                b.end(SIGKILL)
-                Issue.record("the two runs did not end within 300 s")
-                break
-            }
-            let holders = try Connection.withConnection(p.url) { c in
-                try c.query(
-                    "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND granted "
-                        + "AND classid = (hashtext($1)::bigint & 4294967295)::text::oid", [key]
-                ).scalar.flatMap { Int($0) } ?? 0
-            }
-            mostHolders = max(mostHolders, holders)
-            try await Task.sleep(for: .milliseconds(10))
+        // The runs overlap for certain: the record tables are locked against writes until two
+        // sessions hold zone locks, so each run, once it has claimed a zone, waits to apply its
+        // first batch with the claim held.
+        try await p.prepare()
+        let gate = try Connection(p.url)
+        defer { gate.close() }
+        try gate.execute("BEGIN")
+        let tables = p.tables.values.sorted().map { "\(quoteIdentifier(p.schema)).\(quoteIdentifier($0))" }
+        try gate.execute("LOCK TABLE \(tables.joined(separator: ", ")) IN SHARE MODE")
+        let a = try await zonefeed.start(["run", file, "--progress", "never"])
+        let b = try await zonefeed.start(["run", file, "--progress", "never"])
+        let (mostHolders, _) = await p.mostZoneHolders(while: [a, b], until: 2, within: .seconds(120))
+        try gate.execute("COMMIT")
+        let (_, timedOut) = await p.mostZoneHolders(while: [a, b])
+        if timedOut {
+            a.end(SIGKILL)
+            b.end(SIGKILL)
+            Issue.record("the two runs did not end within 300 s")
         }
         let (outA, outB) = await (a.wait(), b.wait())
         #expect(mostHolders >= 2, "at one moment both processes held zones")
@@ -44,7 +41,7 @@ import ZoneFeed
         #expect(outB.status == 0, "\(outB.stderr)")
 
         let expected = p.expected()
-        let snapshot = try DestinationSnapshot.read(p)
+        let snapshot = try await DestinationSnapshot.read(p)
         #expect(snapshot.differences(from: expected) == [])
         #expect(snapshot.runPages == expected.pages)
         #expect(snapshot.tombstonesByReason["deleted"] == expected.tombstones)
@@ -54,18 +51,18 @@ import ZoneFeed
         let (p, zonefeed, file, output) = try await interruptedRun(SIGINT, seed: 41)
         defer { zonefeed.remove() }
         #expect(output.status == 130, "\(output.stderr)")
-        #expect(try DestinationSnapshot.read(p).runStatuses == ["interrupted"])
+        #expect(try await DestinationSnapshot.read(p).runStatuses == ["interrupted"])
 
         let resumed = try await zonefeed.run(["run", file, "--progress", "never"])
         #expect(resumed.status == 0)
-        #expect(try DestinationSnapshot.read(p).differences(from: p.expected()) == [])
+        #expect(try await DestinationSnapshot.read(p).differences(from: p.expected()) == [])
     }
 
     @Test func sigtermExitsWith143AndRecordsTheRunAsInterrupted() async throws {
         let (p, zonefeed, _, output) = try await interruptedRun(SIGTERM, seed: 43)
         defer { zonefeed.remove() }
         #expect(output.status == 143, "\(output.stderr)")
-        #expect(try DestinationSnapshot.read(p).runStatuses == ["interrupted"])
+        #expect(try await DestinationSnapshot.read(p).runStatuses == ["interrupted"])
     }
 
     /// Starts a long backfill and sends `signal` once it has committed something.
@@ -74,8 +71,8 @@ import ZoneFeed
         p.commitEvery = 400
         let zonefeed = try ZonefeedBinary(environment: p.environment)
         let file = try p.write(to: zonefeed.directory)
-        let running = try zonefeed.start(["run", file, "--progress", "never"])
-        _ = try await p.waitForProgress(while: running)
+        let running = try await zonefeed.start(["run", file, "--progress", "never"])
+        _ = await p.waitForProgress(while: running)
         running.signal(signal)
         return await (p, zonefeed, file, running.wait())
     }

@@ -22,13 +22,13 @@ import ZoneFeed
         var kills = 0
         var applied = 0
         for _ in 0..<8 where kills < 5 {
-            let running = try zonefeed.start(["run", file, "--progress", "never"])
+            let running = try await zonefeed.start(["run", file, "--progress", "never"])
             p.kill(running, afterProgressBeyond: applied, delay: .microseconds(Int.random(in: 0...100_000)))
             let status = await running.wait().status
             if status == SIGKILL { kills += 1 }
             try await p.waitForSessionsToEnd()
             // What the killed run committed after it was seen: the next run must commit beyond it.
-            applied = try p.recordsApplied()
+            applied = try await p.recordsApplied()
             if status == 0 { break }  // the backfill is done: nothing is left to kill
         }
         let final = try await zonefeed.run(["run", file, "--progress", "never"])
@@ -36,7 +36,7 @@ import ZoneFeed
         print("killed \(kills) runs of a backfill of \(p.fake.zones * p.fake.recordsPerZone) records at random moments; final run exit \(final.status)")
 
         let expected = p.expected()
-        let snapshot = try DestinationSnapshot.read(p)
+        let snapshot = try await DestinationSnapshot.read(p)
         #expect(kills >= 3, "runs were killed before they finished")
         #expect(snapshot.differences(from: expected) == [])
         #expect(snapshot.runPages == expected.pages, "no page applied twice or lost")

@@ -137,12 +137,12 @@ import Yams
         local[listenIndex] = "127.0.0.1:0"
         var zonefeed = s.zonefeed
         zonefeed.environment.merge(s.p.environment) { _, new in new }
-        let watching = try zonefeed.start(local)
+        let watching = try await zonefeed.start(local)
         defer { watching.end() }
         let base = try #require(await WatchTests.listeningAddress(of: watching), "\(watching.stderrSoFar)")
         let health = try await WatchTests.get(base + "/healthz", until: 200)
         #expect(health.status == 200, "ready once caught up: \(health) \(watching.stderrSoFar)")
-        #expect(try s.liveDifferences() == [])
+        #expect(try await s.liveDifferences() == [])
         let clock = ContinuousClock()
         let stopping = clock.now
         let stopped = await watching.stop()

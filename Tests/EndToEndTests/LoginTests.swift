@@ -84,7 +84,7 @@ import Testing
 
         var z = s.zonefeed
         z.environment.merge(s.p.environment) { _, new in new }
-        let login = try z.start(["login", s.file, "--no-browser", "--callback-port", "\(port)", "--timeout", "900"])
+        let login = try await z.start(["login", s.file, "--no-browser", "--callback-port", "\(port)", "--timeout", "900"])
         defer { login.end() }
         let address = try await Self.signInAddress(of: login)
         #expect(address.hasPrefix("\(s.server.url)/signin"))
@@ -131,7 +131,7 @@ import Testing
 
         let run = try await s.run()
         #expect(run.status == 0, "\(run.stderr)")
-        #expect(try s.liveDifferences() == [])
+        #expect(try await s.liveDifferences() == [])
     }
 
     @Test func aPastedFinalAddressSignsInAndStatusAndMetricsTellTheSession() async throws {
@@ -153,7 +153,7 @@ import Testing
         let metrics = s.zonefeed.directory.appendingPathComponent("zonefeed.prom").path
         let run = try await s.run(["--metrics-file", metrics])
         #expect(run.status == 0, "\(run.stderr)")
-        #expect(try s.liveDifferences() == [])
+        #expect(try await s.liveDifferences() == [])
         let text = try String(contentsOfFile: metrics, encoding: .utf8)
         let now = Date().timeIntervalSince1970
         for name in ["zonefeed_web_auth_token_last_rotated_timestamp_seconds", "zonefeed_web_auth_token_signed_in_timestamp_seconds"] {
@@ -189,7 +189,7 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: s.zonefeed.directory.appendingPathComponent(".zonefeed").path), "no token file")
         let run = try await s.run()
         #expect(run.status == 0, "\(run.stderr)")
-        #expect(try s.liveDifferences() == [])
+        #expect(try await s.liveDifferences() == [])
         let status = try await z.run(["status", s.file])
         #expect(status.stdout.contains("_fakeUser, signed in"), "\(status.stdout)")
     }
@@ -200,7 +200,7 @@ import Testing
         defer { s.stop() }
         var z = s.zonefeed
         z.environment.merge(s.p.environment) { _, new in new }
-        let login = try z.start(["login", s.file, "--no-browser", "--callback-port", "\(port)", "--timeout", "900"])
+        let login = try await z.start(["login", s.file, "--no-browser", "--callback-port", "\(port)", "--timeout", "900"])
         defer { login.end() }
         _ = try await Self.signInAddress(of: login)
         let page = try await Self.visit(try await Self.submitSignIn(s.server, "action=cancel"))
@@ -220,7 +220,7 @@ import Testing
         try await s.server.admin("auth/sign-in", ["refuse": true])
         var z = s.zonefeed
         z.environment.merge(s.p.environment) { _, new in new }
-        let login = try z.start(["login", s.file, "--no-browser", "--callback-port", "\(port)", "--timeout", "900"])
+        let login = try await z.start(["login", s.file, "--no-browser", "--callback-port", "\(port)", "--timeout", "900"])
         defer { login.end() }
         _ = try await Self.signInAddress(of: login)
         _ = try await Self.visit(try await Self.submitSignIn(s.server, "action=sign-in"))
@@ -237,7 +237,7 @@ import Testing
         var z = s.zonefeed
         z.environment.merge(s.p.environment) { _, new in new }
         let started = ContinuousClock.now
-        let login = try z.start(["login", s.file, "--no-browser", "--callback-port", "\(port)", "--timeout", "2"])
+        let login = try await z.start(["login", s.file, "--no-browser", "--callback-port", "\(port)", "--timeout", "2"])
         let (output, timedOut) = await login.wait(within: .seconds(300))
         #expect(!timedOut)
         #expect(output.status == 3)
@@ -268,7 +268,7 @@ import Testing
         #expect(pasted.status == 0, "\(pasted.stderr)")
         let run = try await s.run()
         #expect(run.status == 0, "the stored sign-in wins over the configured token whose session ended: \(run.stderr)")
-        #expect(try s.liveDifferences() == [])
+        #expect(try await s.liveDifferences() == [])
     }
 }
 

@@ -27,7 +27,7 @@ import ZoneFeedPostgres
             // psql reads its query from a pipe the test closes only once it has looked at the
             // running psql: however slow the machine, psql is there to be seen.
             let input = Pipe()
-            let running = try zonefeed.start(["psql", file, "-At"], input: input)
+            let running = try await zonefeed.start(["psql", file, "-At"], input: input)
             defer { running.end(SIGKILL) }
             let psql = await Self.child(named: "psql", of: running.pid)
             input.fileHandleForWriting.write(Data("SELECT current_user;\n".utf8))

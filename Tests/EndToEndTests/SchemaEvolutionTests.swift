@@ -49,8 +49,10 @@ import Testing
         let run = try await s.run()
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stderr.contains("made a table for a new record type"), "\(run.stderr)")
-        #expect(try s.liveDifferences() == [])
-        #expect(try NoteColumns.differences(s.p, expected: s.p.expected(), related: "related", everyField: true) == [], "every Note field in its typed column")
+        #expect(try await s.liveDifferences() == [])
+        #expect(
+            try await NoteColumns.differences(s.p, expected: s.p.expected(), related: "related", everyField: true) == [], "every Note field in its typed column"
+        )
 
         let note = try Self.columns(s.p, of: "note")
         #expect(note["word_count"] == "bigint" && note["edited_at"] == "timestamp with time zone" && note["rating"] == "double precision")
@@ -66,7 +68,7 @@ import Testing
         let again = try await s.run()
         #expect(again.status == 0, "\(again.stderr)")
         #expect(try Self.changes(s.p).count == changes.count)
-        #expect(try DestinationSnapshot.read(s.p).runRejects == 0)
+        #expect(try await DestinationSnapshot.read(s.p).runRejects == 0)
     }
 
     @Test func aFieldAndARecordTypeAddedMidStreamBecomeAColumnAndATableAndNothingIsDropped() async throws {
@@ -111,7 +113,7 @@ import Testing
         let after = try Self.columns(s.p, of: "notes")
         #expect(before.allSatisfy { after[$0.key] == $0.value }, "no column disappeared or changed type")
         let changes = try Self.changes(s.p)
-        let secondRun = try DestinationSnapshot.read(s.p).runStatuses.count
+        let secondRun = try await DestinationSnapshot.read(s.p).runStatuses.count
         #expect(changes.allSatisfy { $0[6] == String(secondRun) }, "\(changes)")
         func column(of field: String) -> String? { changes.first { $0[1] == "Note" && $0[3] == field }?[4] ?? nil }
         #expect(column(of: "mood") == "mood" && after["mood"] == "text")
@@ -147,7 +149,7 @@ import Testing
         }
         // The conflicts: rejected with the field and both types named, on a column of the schema
         // file and on columns evolution made (in the batch that made them); nothing dropped.
-        let snapshot = try DestinationSnapshot.read(s.p)
+        let snapshot = try await DestinationSnapshot.read(s.p)
         let rejects = snapshot.rejects.map { "\($0.recordName ?? "-"): \($0.error)" }
         #expect(
             rejects == [
@@ -155,7 +157,7 @@ import Testing
                 "CONFLICT-2: field mood: an INT64 value cannot go into this column (column mood, text, made for STRING values)",
                 "COMMENT-2: field likes: a DOUBLE value cannot go into this column (column likes, bigint, made for INT64 values)",
             ], "\(rejects)")
-        #expect(try s.liveDifferences(besides: ["MOOD-1", "MOOD-2"]) == [])
+        #expect(try await s.liveDifferences(besides: ["MOOD-1", "MOOD-2"]) == [])
 
         // `status` shows the changes.
         let status = try await s.zonefeed.run(["status", s.file])
@@ -220,7 +222,7 @@ import Testing
             "\(second.stderr)")
         #expect(try Self.changes(s.p).count == changesBefore.count, "the column was not kept")
         #expect(try Self.columns(s.p, of: "tag")["weight"] == nil)
-        #expect(try !s.hasRow("MIXED-1", in: "Zone01"), "nothing of the batch was applied")
+        #expect(try await !s.hasRow("MIXED-1", in: "Zone01"), "nothing of the batch was applied")
     }
 
     /// An analyst's long transaction reads the table a new field must be added to: the change
@@ -248,12 +250,12 @@ import Testing
         let blocked = try await s.run()
         #expect(blocked.status == 1, "\(blocked.stderr)")
         #expect(blocked.stderr.contains("waited 5s for the table 4 times: a long query holds it"), "\(blocked.stderr)")
-        #expect(try !s.hasRow("LATE-1", in: "Zone01"))
+        #expect(try await !s.hasRow("LATE-1", in: "Zone01"))
         try analyst.execute("COMMIT")
 
         let next = try await s.run()
         #expect(next.status == 0, "\(next.stderr)")
-        #expect(try s.hasRow("LATE-1", in: "Zone01"))
+        #expect(try await s.hasRow("LATE-1", in: "Zone01"))
         #expect(try Self.columns(s.p, of: "tags")["colour"] == "text")
     }
 
@@ -289,8 +291,8 @@ import Testing
         try door.query("SELECT pg_advisory_lock(hashtext($1), hashtext('schema evolution'))", [key])
         var z = s.zonefeed
         z.environment.merge(s.p.environment) { _, new in new }
-        let a = try z.start(["run", s.file, "--progress", "never", "--zone", "Zone01"])
-        let b = try z.start(["run", s.file, "--progress", "never", "--zone", "Zone02"])
+        let a = try await z.start(["run", s.file, "--progress", "never", "--zone", "Zone01"])
+        let b = try await z.start(["run", s.file, "--progress", "never", "--zone", "Zone02"])
         var waiting = 0
         let deadline = Date().addingTimeInterval(90)
         while waiting < 2 && Date() < deadline && (a.isRunning || b.isRunning) {
@@ -317,7 +319,7 @@ import Testing
             try c.query("SELECT record_name, mood FROM \(quoteIdentifier(s.p.schema)).notes WHERE mood IS NOT NULL ORDER BY 1").rows.map { Array($0) }
         }
         #expect(moods.count == 6 && moods.allSatisfy { $0[1] == $0[0]!.replacingOccurrences(of: "-MOOD-", with: " ") }, "\(moods)")
-        #expect(try DestinationSnapshot.read(s.p).rejects.isEmpty)
-        #expect(try s.liveDifferences(besides: Set(moods.map { $0[0]! })) == [])
+        #expect(try await DestinationSnapshot.read(s.p).rejects.isEmpty)
+        #expect(try await s.liveDifferences(besides: Set(moods.map { $0[0]! })) == [])
     }
 }

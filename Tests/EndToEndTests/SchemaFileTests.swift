@@ -35,8 +35,8 @@ import Testing
         defer { s.stop() }
         let run = try await s.run()
         #expect(run.status == 0, "\(run.stderr)")
-        #expect(try s.liveDifferences() == [])
-        #expect(try NoteColumns.differences(s.p, expected: s.p.expected(), everyField: true) == [], "every Note field in its typed column")
+        #expect(try await s.liveDifferences() == [])
+        #expect(try await NoteColumns.differences(s.p, expected: s.p.expected(), everyField: true) == [], "every Note field in its typed column")
         try Connection.withConnection(s.p.url) { c in
             let schema = s.p.schema
             // Folders and tags: their fields in typed columns too, nothing left in `fields`.

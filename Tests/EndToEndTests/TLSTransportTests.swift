@@ -23,7 +23,7 @@ import Testing
         defer { s.stop() }
         let output = try await s.run()
         #expect(output.status == 0, "\(output.stderr)")
-        #expect(try s.liveDifferences() == [])
+        #expect(try await s.liveDifferences() == [])
         let traffic = try await s.server.traffic()
         print("TLS backfill offering HTTP \(http): \(traffic)")
         #expect(traffic["peakInFlight", default: 0] > 1, "requests overlapped: \(traffic)")
@@ -49,7 +49,7 @@ import Testing
         var applied = 0
         var statuses: [Int32] = []
         while kills < wanted, statuses.count < wanted * 2 + 4 {
-            let running = try z.start(["run", s.file, "--progress", "never"])
+            let running = try await z.start(["run", s.file, "--progress", "never"])
             s.p.kill(running, afterProgressBeyond: applied, delay: .microseconds(Int.random(in: 0...250_000)))
             let output = await running.wait()
             let status = output.status
@@ -58,7 +58,7 @@ import Testing
             if status != SIGKILL, status != 0 { print("a run of the TLS kill loop exited \(status): \(output.stderr)") }
             try await s.p.waitForSessionsToEnd()
             // What the killed run committed after it was seen: the next run must commit beyond it.
-            applied = try s.p.recordsApplied()
+            applied = try await s.p.recordsApplied()
             if status == 0 { break }
         }
         let final = try await s.run()
@@ -69,8 +69,8 @@ import Testing
         )
         #expect(kills >= min(wanted, 3), "runs were killed before they finished; exit statuses in turn: \(statuses)")
         #expect(traffic["connections", default: 0] > kills, "every killed run had opened its connection and committed: \(traffic)")
-        #expect(try s.liveDifferences() == [])
-        let snapshot = try DestinationSnapshot.read(s.p)
+        #expect(try await s.liveDifferences() == [])
+        let snapshot = try await DestinationSnapshot.read(s.p)
         #expect(snapshot.runUpserts == s.p.expected().liveCount, "each live record of the snapshot upserted once")
         #expect(!snapshot.runStatuses.contains("running"))
     }
@@ -85,7 +85,7 @@ import Testing
         let metrics = s.zonefeed.directory.appendingPathComponent("metrics.prom").path
         let output = try await s.run(["--metrics-file", metrics])
         #expect(output.status == 0, "\(output.stderr)")
-        #expect(try s.liveDifferences() == [])
+        #expect(try await s.liveDifferences() == [])
         let traffic = try await s.server.traffic()
         #expect(traffic["misdirected"] == 1, "the misdirected connection carried nothing more: \(traffic)")
         #expect(traffic["connections"] == 2, "\(traffic)")

@@ -34,7 +34,7 @@ import Testing
         // The cycle the registration starts (a run, like every cycle) has been and gone: on a
         // loaded machine it may come seconds later, and would bring a change made meanwhile.
         _ = await within(.seconds(60)) {
-            let statuses = try DestinationSnapshot.read(s.p).runStatuses
+            let statuses = try await DestinationSnapshot.read(s.p).runStatuses
             return statuses.count >= 2 && !statuses.contains("running")
         }
     }
@@ -61,7 +61,7 @@ import Testing
         var last: [String] = []
         var stillSince = ContinuousClock.now
         return await within(.seconds(60)) {
-            let statuses = try DestinationSnapshot.read(s.p).runStatuses
+            let statuses = try await DestinationSnapshot.read(s.p).runStatuses
             if statuses != last || statuses.contains("running") { (last, stillSince) = (statuses, .now) }
             return ContinuousClock.now - stillSince >= quiet
         }
@@ -107,7 +107,7 @@ import Testing
         try await s.server.admin("notifications", ["courierTimeoutMilliseconds": 1000])
         var z = s.zonefeed
         z.environment.merge(s.p.environment) { _, new in new }
-        return try z.start(["watch", s.file, "--poll-interval", "\(pollInterval)"])
+        return try await z.start(["watch", s.file, "--poll-interval", "\(pollInterval)"])
     }
 
     /// Over plain HTTP, and over TLS with HTTP/2 where the courier is an HTTPS origin of its own
@@ -119,13 +119,13 @@ import Testing
             server: FakeServerProcess.strict + (overTLS ? FakeServerProcess.tls : []))
         defer { s.stop() }
         let watching = try await startWatching(s, pollInterval: 600)
-        #expect(await Self.within(.seconds(90)) { try s.liveDifferences() == [] } != nil, "caught up: \(watching.stderrSoFar)")
+        #expect(await Self.within(.seconds(90)) { try await s.liveDifferences() == [] } != nil, "caught up: \(watching.stderrSoFar)")
         try await Self.waitUntilListening(s)
 
         // Without notifications the next poll is ten minutes away: each change arrives by push.
         for name in ["LIVE-1", "LIVE-2"] {
             try await s.addTag(name, to: "Zone02")
-            let took = await Self.within(.seconds(30)) { try s.hasRow(name, in: "Zone02") }
+            let took = await Self.within(.seconds(30)) { try await s.hasRow(name, in: "Zone02") }
             #expect(took != nil, "\(name) arrived: \(watching.stderrSoFar)")
             print("\(name) visible after \(took.map { "\($0)" } ?? "never")")
         }
@@ -133,12 +133,13 @@ import Testing
         #expect(await Self.within(.seconds(30)) { watching.stderrSoFar.contains("trigger=notification") } != nil)
         try await s.server.admin("records/delete", ["zone": "Zone02", "recordNames": ["LIVE-1"]])
         #expect(
-            await Self.within(.seconds(30)) { try DestinationSnapshot.read(s.p).rows[.init(zoneName: "Zone02", recordName: "LIVE-1")]?.deleted == true } != nil,
+            await Self.within(.seconds(30)) { try await DestinationSnapshot.read(s.p).rows[.init(zoneName: "Zone02", recordName: "LIVE-1")]?.deleted == true }
+                != nil,
             "the deletion arrived as a tombstone")
 
         let output = await watching.stop()
         #expect(output.status == 0, "a requested stop: \(output.stderr)")
-        let statuses = try DestinationSnapshot.read(s.p).runStatuses
+        let statuses = try await DestinationSnapshot.read(s.p).runStatuses
         #expect(statuses.count >= 4 && statuses.allSatisfy { $0 == "succeeded" || $0 == "interrupted" }, "\(statuses)")
     }
 
@@ -147,11 +148,11 @@ import Testing
         defer { s.stop() }
         let watching = try await startWatching(s, pollInterval: 2)
         defer { watching.end() }
-        #expect(await Self.within(.seconds(90)) { try s.liveDifferences() == [] } != nil)
+        #expect(await Self.within(.seconds(90)) { try await s.liveDifferences() == [] } != nil)
         try await Self.waitUntilListening(s)
         try await s.server.admin("notifications", ["drop": true])
         try await s.addTag("POLLED-1", to: "Zone01")
-        #expect(await Self.within(.seconds(30)) { try s.hasRow("POLLED-1", in: "Zone01") } != nil, "\(watching.stderrSoFar)")
+        #expect(await Self.within(.seconds(30)) { try await s.hasRow("POLLED-1", in: "Zone01") } != nil, "\(watching.stderrSoFar)")
         // The row is committed before the cycle's lines are logged: they are waited for.
         #expect(await Self.within(.seconds(30)) { watching.stderrSoFar.contains("trigger=poll") } != nil, "it came with the safety poll")
         #expect(
@@ -165,7 +166,7 @@ import Testing
         defer { s.stop() }
         let watching = try await startWatching(s, pollInterval: 600)
         defer { watching.end() }
-        #expect(await Self.within(.seconds(90)) { try s.liveDifferences() == [] } != nil)
+        #expect(await Self.within(.seconds(90)) { try await s.liveDifferences() == [] } != nil)
         #expect(await Self.within(.seconds(30)) { watching.stderrSoFar.contains("subscribed to the zone's changes") } != nil)
         try await s.server.admin("notifications", ["refuseCourier": true])
         #expect(
@@ -180,10 +181,10 @@ import Testing
         #expect(listening != nil, "a new push token after the refusal: \(watching.stderrSoFar)")
         // Within a minute: a push retry (30 s) and a cycle, where the ten-minute poll cannot.
         try await s.addTag("AFTER-REFUSAL", to: "Zone01")
-        let arrived = await Self.within(.seconds(60)) { try s.hasRow("AFTER-REFUSAL", in: "Zone01") }
+        let arrived = await Self.within(.seconds(60)) { try await s.hasRow("AFTER-REFUSAL", in: "Zone01") }
         if arrived == nil {
             let notifications = try await s.server.notifications()
-            let runs = try DestinationSnapshot.read(s.p).runStatuses
+            let runs = try await DestinationSnapshot.read(s.p).runStatuses
             Issue.record("the change never arrived: \(notifications), runs \(runs)\n\(watching.stderrSoFar)")
         }
     }
@@ -208,7 +209,7 @@ import Testing
         #expect(health.status == 200 && health.text.contains("notifications: off (polling)"), "\(health)")
 
         try await s.addTag("WITHOUT-PUSH", to: "Zone01")
-        #expect(await Self.within(.seconds(30)) { try s.hasRow("WITHOUT-PUSH", in: "Zone01") } != nil, "\(watching.stderrSoFar)")
+        #expect(await Self.within(.seconds(30)) { try await s.hasRow("WITHOUT-PUSH", in: "Zone01") } != nil, "\(watching.stderrSoFar)")
 
         // Push is tried again every 30 s; with the courier answering, it is back.
         try await s.server.admin("notifications", ["refuseCourier": false])
@@ -225,7 +226,7 @@ import Testing
         defer { s.stop() }
         let watching = try await startWatching(s, pollInterval: 2)
         defer { watching.end() }
-        #expect(await Self.within(.seconds(90)) { try s.liveDifferences() == [] } != nil)
+        #expect(await Self.within(.seconds(90)) { try await s.liveDifferences() == [] } != nil)
         try await Self.waitUntilListening(s)
         func subscriptions() async throws -> Int? {
             let state = try JSONSerialization.jsonObject(with: Data(try await s.server.admin("state").utf8)) as? [String: Any]
@@ -234,7 +235,7 @@ import Testing
         #expect(try await subscriptions() == 2)
 
         try await s.addTag("IN-NEW-ZONE", to: "ZoneNew")  // creates the zone
-        #expect(await Self.within(.seconds(30)) { try s.hasRow("IN-NEW-ZONE", in: "ZoneNew") } != nil, "\(watching.stderrSoFar)")
+        #expect(await Self.within(.seconds(30)) { try await s.hasRow("IN-NEW-ZONE", in: "ZoneNew") } != nil, "\(watching.stderrSoFar)")
         var subscribed = false
         for _ in 0..<100 where !subscribed {
             subscribed = try await subscriptions() == 3
@@ -245,7 +246,7 @@ import Testing
         try await s.server.admin("zones/delete", ["zone": "ZoneNew"])
         #expect(
             await Self.within(.seconds(30)) {
-                try DestinationSnapshot.read(s.p).rows[.init(zoneName: "ZoneNew", recordName: "IN-NEW-ZONE")]?.deleted == true
+                try await DestinationSnapshot.read(s.p).rows[.init(zoneName: "ZoneNew", recordName: "IN-NEW-ZONE")]?.deleted == true
             } != nil, "the deleted zone's rows are tombstoned")
         var forgotten = false
         for _ in 0..<100 where !forgotten {
@@ -272,7 +273,7 @@ import Testing
             first.end()
             second.end()
         }
-        #expect(await Self.within(.seconds(90)) { try s.liveDifferences() == [] } != nil)
+        #expect(await Self.within(.seconds(90)) { try await s.liveDifferences() == [] } != nil)
         // Both watchers have registered a push token (each after subscribing): every change from
         // now on is queued for both.
         let registered = await Self.within(.seconds(60)) { try await s.server.admin("state").contains("\"registeredTokens\":2") }
@@ -280,10 +281,11 @@ import Testing
         // The cycles before the changes are over: each watcher's catch-up, and the one it starts
         // when it begins listening. The changes are brought by the cycles they start.
         let quiet = await Self.within(.seconds(60)) {
-            let statuses = try DestinationSnapshot.read(s.p).runStatuses
+            let statuses = try await DestinationSnapshot.read(s.p).runStatuses
             return statuses.count >= 4 && !statuses.contains("running")
         }
-        try #require(quiet != nil, "each watcher's first two cycles ended: \((try? DestinationSnapshot.read(s.p).runStatuses) ?? [])")
+        let statusesAfterCatchUp = (try? await DestinationSnapshot.read(s.p).runStatuses) ?? []
+        try #require(quiet != nil, "each watcher's first two cycles ended: \(statusesAfterCatchUp)")
 
         let changesBegan = try Self.databaseNow(s)
         let names = (1...6).map { "BOTH-\($0)" }
@@ -292,7 +294,10 @@ import Testing
             try await Task.sleep(for: .milliseconds(150))
         }
         #expect(
-            await Self.within(.seconds(30)) { try names.enumerated().allSatisfy { try s.hasRow($1, in: $0 % 2 == 0 ? "Zone01" : "Zone02") } } != nil)
+            await Self.within(.seconds(30)) {
+                for (i, name) in names.enumerated() where try await !s.hasRow(name, in: i % 2 == 0 ? "Zone01" : "Zone02") { return false }
+                return true
+            } != nil)
         // Both heard every change: each watcher's courier took every notification queued for it.
         let delivered = await Self.within(.seconds(30)) {
             let state = try JSONSerialization.jsonObject(with: Data(try await s.server.admin("state").utf8)) as? [String: Any]
@@ -306,9 +311,10 @@ import Testing
         // settle, not a proof: the run ledger unchanged for a second with no run running. A cycle
         // begun later still (a loaded machine) would escape the count below.
         let settled = await Self.runsHoldStill(s, for: .seconds(1))
-        try #require(settled != nil, "the cycles ended: \((try? DestinationSnapshot.read(s.p).runStatuses) ?? [])")
+        let statusesAfterChanges = (try? await DestinationSnapshot.read(s.p).runStatuses) ?? []
+        try #require(settled != nil, "the cycles ended: \(statusesAfterChanges)")
         #expect(try Self.runners(s, since: changesBegan) == [first.pid, second.pid], "both watchers ran a cycle after the changes")
-        let snapshot = try DestinationSnapshot.read(s.p)
+        let snapshot = try await DestinationSnapshot.read(s.p)
         #expect(snapshot.runUpserts == s.p.expected().liveCount + names.count, "every record upserted once across both watchers' runs")
         #expect(
             await Self.within(.seconds(30)) { first.stderrSoFar.contains("trigger=notification") || second.stderrSoFar.contains("trigger=notification") }
@@ -326,7 +332,7 @@ import Testing
         }
         defer { s.stop() }
         let first = try await startWatching(s, pollInterval: 600)
-        #expect(await Self.within(.seconds(90)) { try s.liveDifferences() == [] } != nil, "caught up: \(first.stderrSoFar)")
+        #expect(await Self.within(.seconds(90)) { try await s.liveDifferences() == [] } != nil, "caught up: \(first.stderrSoFar)")
         try await Self.waitUntilListening(s)
 
         // Zone02's next page is held for ten minutes: the burst's cycle applies Zone01's half and
@@ -337,8 +343,8 @@ import Testing
             let records = names.map { Record(recordName: $0, recordType: "Tag", recordChangeTag: "\($0)-1", fields: [:]) }
             try await s.server.admin("records/add", ["zone": zone, "records": try FakeServerProcess.wire(records)])
         }
-        func burstRows() throws -> Int { try DestinationSnapshot.read(s.p).rows.keys.filter { $0.recordName.hasPrefix("BURST-") }.count }
-        #expect(await Self.within(.seconds(60)) { try burstRows() == 1_000 } != nil, "Zone01's half was applied: \(first.stderrSoFar)")
+        func burstRows() async throws -> Int { try await DestinationSnapshot.read(s.p).rows.keys.filter { $0.recordName.hasPrefix("BURST-") }.count }
+        #expect(await Self.within(.seconds(60)) { try await burstRows() == 1_000 } != nil, "Zone01's half was applied: \(first.stderrSoFar)")
         var waiting = false
         for _ in 0..<1_200 where !waiting {
             waiting = try await s.server.traffic()["inFlight", default: 0] == 1
@@ -348,17 +354,20 @@ import Testing
         #expect(waiting, "a cycle waits on Zone02's page: \(traffic) \(first.stderrSoFar)")
         let stopped = await first.stop()
         #expect(stopped.status == 0, "a requested stop: \(stopped.stderr)")
-        #expect(try burstRows() == 1_000, "Zone02's half waits for the next watcher")
-        let statuses = try DestinationSnapshot.read(s.p).runStatuses
+        #expect(try await burstRows() == 1_000, "Zone02's half waits for the next watcher")
+        let statuses = try await DestinationSnapshot.read(s.p).runStatuses
         #expect(statuses.last == "interrupted", "the cycle in flight is recorded interrupted: \(statuses) \(stopped.stderr)")
 
         try await s.server.admin("faults/clear")
         let second = try await startWatching(s, pollInterval: 600)
         #expect(
-            await Self.within(.seconds(90)) { try burstRows() == burst.count && s.liveDifferences(besides: Set(burst)) == [] } != nil,
+            await Self.within(.seconds(90)) {
+                guard try await burstRows() == burst.count else { return false }
+                return try await s.liveDifferences(besides: Set(burst)) == []
+            } != nil,
             "the next watcher caught up: \(second.stderrSoFar)")
         await #expect(second.stop().status == 0)
-        let snapshot = try DestinationSnapshot.read(s.p)
+        let snapshot = try await DestinationSnapshot.read(s.p)
         #expect(snapshot.runUpserts == s.p.expected().liveCount + burst.count, "every record upserted once across both watchers' cycles")
     }
 
@@ -383,7 +392,7 @@ import Testing
         let early = try await get("/healthz")
         #expect(early.status == 503 && early.text.hasPrefix("catching up"), "\(early)")
         try await s.server.admin("faults/clear")
-        #expect(await Self.within(.seconds(60)) { try s.liveDifferences() == [] } != nil)
+        #expect(await Self.within(.seconds(60)) { try await s.liveDifferences() == [] } != nil)
         let healthy = try await healthz(until: 200)
         #expect(healthy.status == 200 && healthy.text.hasPrefix("ok"), "\(healthy)")
 
@@ -393,7 +402,7 @@ import Testing
         var upserted = 0
         let succeeded = await Self.within(.seconds(30)) {
             metrics = try await get("/metrics")
-            upserted = try DestinationSnapshot.read(s.p).runUpserts
+            upserted = try await DestinationSnapshot.read(s.p).runUpserts
             let exposed = try PrometheusText(parsing: metrics.text)
             return exposed.value("zonefeed_run_status", ["pipeline": s.p.name, "status": "succeeded"]) == 1
                 && exposed.value("zonefeed_records_total", ["pipeline": s.p.name, "outcome": "upserted"]) == Double(upserted)

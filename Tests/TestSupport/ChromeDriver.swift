@@ -5,9 +5,9 @@ import NIOCore
 /// Debian's `chromedriver` (package `chromium-driver`, which `.ci/run` installs with
 /// `chromium`) on a free loopback port, and WebDriver sessions of headless Chromium driven with
 /// JSON over HTTP (W3C WebDriver): a test clicks through a real page as a person does.
-public final class ChromeDriver: @unchecked Sendable {
+public final class ChromeDriver: Sendable {
     public let url: String
-    private let process: Process
+    private let process: ChildProcess
     private let log: URL
 
     public static let binary = "/usr/bin/chromedriver"
@@ -22,14 +22,11 @@ public final class ChromeDriver: @unchecked Sendable {
         let port = try TestPushgateway.freeLoopbackPort()
         url = "http://127.0.0.1:\(port)"
         log = FileManager.default.temporaryDirectory.appendingPathComponent("zonefeed-chromedriver-\(port)-\(getpid()).log")
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = ["--port=\(port)", "--allowed-ips=127.0.0.1"]
-        let output = try FileHandle(forWritingTo: log)
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
+        let descriptors = try ChildProcess.Descriptors(stdout: log.path, stderr: log.path)
+        defer { descriptors.close() }
+        process = try await ChildProcess(
+            executable: Self.binary, arguments: ["--port=\(port)", "--allowed-ips=127.0.0.1"],
+            environment: ProcessInfo.processInfo.environment, descriptors: descriptors)
         for _ in 0..<600 {
             if let status = try? await request("GET", "/status"), (status["value"] as? [String: Any])?["ready"] as? Bool == true { return }
             guard process.isRunning else { break }
@@ -42,7 +39,7 @@ public final class ChromeDriver: @unchecked Sendable {
 
     /// Ends chromedriver (and the browsers it started) without waiting for it.
     public func stop() {
-        if process.isRunning { process.terminate() }
+        process.signal(SIGTERM)
         try? FileManager.default.removeItem(at: log)
     }
 

@@ -5,8 +5,8 @@ import LibPQ
 import ZoneFeed
 
 /// What a pipeline's tables hold, read back for comparison with `ExpectedState`.
-public struct DestinationSnapshot {
-    public struct Row: Equatable, CustomStringConvertible {
+public struct DestinationSnapshot: Sendable {
+    public struct Row: Equatable, Sendable, CustomStringConvertible {
         public var recordType: String
         public var changeTag: String?
         public var deleted: Bool
@@ -20,8 +20,8 @@ public struct DestinationSnapshot {
     public var rejects: [(recordName: String?, error: String, raw: String?)] = []
     public var runStatuses: [String] = []
 
-    public static func read(_ p: FakePipeline) throws -> DestinationSnapshot {
-        try Connection.withConnection(p.url) { c in
+    public static func read(_ p: FakePipeline) async throws -> DestinationSnapshot {
+        try await Connection.withConnectionOffPool(p.url) { c in
             var snapshot = DestinationSnapshot()
             let schema = quoteIdentifier(p.schema)
             for type in p.mappedTypes {
@@ -69,8 +69,8 @@ public enum NoteColumns {
     /// holds nothing and `secret` and `trail` have columns too.
     public static func differences(
         _ p: FakePipeline, expected: ExpectedState, related: String = "related_notes", everyField: Bool = false, limit: Int = 10
-    ) throws -> [String] {
-        try Connection.withConnection(p.url) { c in
+    ) async throws -> [String] {
+        try await Connection.withConnectionOffPool(p.url) { c in
             let rows = try c.query(
                 """
                 SELECT zone_name, record_name, title, body, word_count::text, rating::text,

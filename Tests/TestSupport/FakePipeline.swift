@@ -152,6 +152,16 @@ public struct FakePipeline: Sendable {
         }
     }
 
+    /// Creates the pipeline's tables, as a run's start does, and nothing else.
+    public func prepare() async throws {
+        let destination = try PostgresDestination(pipeline: try pipeline(), conninfo: url, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        do { try await destination.prepare() } catch {
+            await destination.close()
+            throw error
+        }
+        await destination.close()
+    }
+
     /// `zonefeed reset` in this process.
     public func reset(zones: [String] = [], all: Bool = false) async throws {
         let destination = try PostgresDestination(pipeline: try pipeline(), conninfo: url, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
@@ -161,8 +171,9 @@ public struct FakePipeline: Sendable {
     }
 
     /// The records the checkpoints say were applied so far, over every run; 0 before the first.
-    public func recordsApplied() throws -> Int {
-        try Connection.withConnection(url) { c in try recordsApplied(on: c) }
+    public func recordsApplied() async throws -> Int {
+        let pipeline = self
+        return try await Connection.withConnectionOffPool(url) { c in try pipeline.recordsApplied(on: c) }
     }
 
     func recordsApplied(on c: Connection) throws -> Int {
@@ -171,45 +182,76 @@ public struct FakePipeline: Sendable {
         return Int(try c.query("SELECT coalesce(sum(records_applied), 0) FROM \(quoteIdentifier(schema)).zonefeed_checkpoints").scalar ?? "0") ?? 0
     }
 
-    /// Polls the checkpoints until more records are applied than `beyond` (or the process ends),
-    /// on one connection: opening one a poll would add its set-up to the moment seen, which a
-    /// loaded machine makes long enough for a run to end unseen.
-    public func waitForProgress(beyond: Int = 0, while running: ZonefeedBinary.Running) async throws -> Int {
-        let c = try Connection(url)
-        defer { c.close() }
-        for _ in 0..<1_500 {
-            let applied = try recordsApplied(on: c)
-            if applied > beyond || !running.isRunning { return applied }
-            try await Task.sleep(for: .milliseconds(20))
+    /// Polls the checkpoints until more records are applied than `beyond` (or the process ends,
+    /// or two minutes pass), and returns the count seen last.
+    public func waitForProgress(beyond: Int = 0, while running: ZonefeedBinary.Running) async -> Int {
+        let pipeline = self
+        return await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: pipeline.pollProgress(beyond: beyond, while: running)) }
         }
-        return beyond
     }
 
     /// Kills `running` (SIGKILL) `delay` after its checkpoints first show more records applied
     /// than `beyond`, or once it has ended, or at the latest two minutes after the call (a run
     /// that shows no progress by then is killed anyway, and the test's own checks say why).
-    /// Watched and timed on a thread of its own, not from a test's task: on a loaded machine the
-    /// cooperative pool can be held for seconds by other tests' work, long enough for a run to
-    /// finish before a kill timed from there lands.
     public func kill(_ running: ZonefeedBinary.Running, afterProgressBeyond beyond: Int, delay: Duration) {
         let pipeline = self
         Thread.detachNewThread {
-            let deadline = ContinuousClock.now + .seconds(120)
-            if let c = try? Connection(pipeline.url) {
-                // A poll every 10 ms of the condition itself, bounded by the deadline.
-                while running.isRunning, ContinuousClock.now < deadline, (try? pipeline.recordsApplied(on: c)).map({ $0 <= beyond }) ?? true {
-                    Thread.sleep(forTimeInterval: 0.01)
-                }
-                c.close()
-            }
+            _ = pipeline.pollProgress(beyond: beyond, while: running)
             running.kill(blockingFor: delay)
+        }
+    }
+
+    /// The records applied, looked at every 10 ms until more than `beyond` or `running` has
+    /// ended or two minutes have passed; on the calling thread, which must be one of the
+    /// caller's own: from a test's task on a loaded machine, the cooperative pool can be held for
+    /// seconds by other tests' work, long enough for a run to end unseen. One connection for
+    /// every look: opening one a look would add its set-up to the moment seen.
+    private func pollProgress(beyond: Int, while running: ZonefeedBinary.Running) -> Int {
+        let deadline = ContinuousClock.now + .seconds(120)
+        guard let c = try? Connection(url) else { return beyond }
+        defer { c.close() }
+        var applied = beyond
+        while running.isRunning, ContinuousClock.now < deadline {
+            applied = (try? recordsApplied(on: c)) ?? applied
+            if applied > beyond { break }
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        return applied
+    }
+
+    /// The most sessions seen holding this pipeline's zone locks at one moment while any of
+    /// `running` runs (a backend holding zone locks is a process when each has one connection),
+    /// or until `enough` are seen, polled every 5 ms on a thread of its own: polled from a test's task on a loaded machine,
+    /// the looks can be seconds apart and miss an overlap that happened.
+    public func mostZoneHolders(
+        while running: [ZonefeedBinary.Running], until enough: Int = .max, within limit: Duration = .seconds(300)
+    ) async -> (most: Int, timedOut: Bool) {
+        let (url, key) = (url, "zonefeed:\(schema):\(name)")
+        return await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                var most = 0
+                let deadline = ContinuousClock.now + limit
+                let c = try? Connection(url)
+                while running.contains(where: \.isRunning), most < enough, ContinuousClock.now < deadline {
+                    let holders = try? c?.query(
+                        "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND granted "
+                            + "AND classid = (hashtext($1)::bigint & 4294967295)::text::oid", [key]
+                    ).scalar.flatMap { Int($0) }
+                    most = max(most, holders ?? 0)
+                    Thread.sleep(forTimeInterval: 0.005)
+                }
+                c?.close()
+                continuation.resume(returning: (most, running.contains(where: \.isRunning)))
+            }
         }
     }
 
     /// A killed client's session ends when the server notices; until then it still holds its zones.
     public func waitForSessionsToEnd() async throws {
         for _ in 0..<100 {
-            let count = try Connection.withConnection(url) { c in
+            let name = name
+            let count = try await Connection.withConnectionOffPool(url) { c in
                 try c.query("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", ["zonefeed/\(name)"]).scalar
             }
             if count == "0" { return }

@@ -5,7 +5,7 @@ import NIOCore
 import NIOSSL
 
 /// `zonefeed fake-server` as a separate process on a free loopback port, with its admin API.
-public final class FakeServerProcess: @unchecked Sendable {
+public final class FakeServerProcess: Sendable {
     public let url: String
     /// With `--tls`: the CA certificate the server wrote, for `source.cloudkit.tls.caFile`.
     public let caFile: String?
@@ -24,7 +24,7 @@ public final class FakeServerProcess: @unchecked Sendable {
     public init(
         _ zonefeed: ZonefeedBinary, seed: UInt64, zones: Int, recordsPerZone: Int, options: [String] = FakeServerProcess.strict
     ) async throws {
-        running = try zonefeed.start(
+        running = try await zonefeed.start(
             [
                 "fake-server", "--port", "0", "--seed", "\(seed)", "--zones", "\(zones)", "--records-per-zone", "\(recordsPerZone)",
             ] + options)
@@ -59,9 +59,11 @@ public final class FakeServerProcess: @unchecked Sendable {
         return configuration
     }
 
-    /// Stops the server without waiting for it to end (a `defer` cannot wait).
+    /// Stops the server without waiting for it to end (a `defer` cannot wait). SIGKILL: the
+    /// fake keeps nothing, and a graceful stop would wait for a request a test held
+    /// (`faults/hold`, up to ten minutes), leaving the server running after the tests.
     public func stop() {
-        running.end()
+        running.end(SIGKILL)
     }
 
     /// POST /admin/<path> with a JSON body; returns the response body.

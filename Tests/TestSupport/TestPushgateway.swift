@@ -5,9 +5,9 @@ import Synchronization
 
 /// A real Prometheus Pushgateway (Debian's `prometheus-pushgateway`, which `.ci/run` installs)
 /// on a free loopback port, without persistence, stopped with the test.
-public final class TestPushgateway: @unchecked Sendable {
+public final class TestPushgateway: Sendable {
     public let url: String
-    private let process: Process
+    private let process: ChildProcess
     private let log: URL
 
     public static let binary = "/usr/bin/prometheus-pushgateway"
@@ -19,15 +19,12 @@ public final class TestPushgateway: @unchecked Sendable {
         let port = try Self.freeLoopbackPort()
         url = "http://127.0.0.1:\(port)"
         log = FileManager.default.temporaryDirectory.appendingPathComponent("zonefeed-pushgateway-\(port)-\(getpid()).log")
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.binary)
         // Debian's build persists to /var/lib/prometheus unless told: each test gateway starts empty.
-        process.arguments = ["--web.listen-address=127.0.0.1:\(port)", "--persistence.file=", "--log.level=warn"]
-        let output = try FileHandle(forWritingTo: log)
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
+        let descriptors = try ChildProcess.Descriptors(stdout: log.path, stderr: log.path)
+        defer { descriptors.close() }
+        process = try await ChildProcess(
+            executable: Self.binary, arguments: ["--web.listen-address=127.0.0.1:\(port)", "--persistence.file=", "--log.level=warn"],
+            environment: ProcessInfo.processInfo.environment, descriptors: descriptors)
         for _ in 0..<200 {
             if let ready = try? await get("/-/ready"), ready.status == 200 { return }
             guard process.isRunning else { break }
@@ -38,13 +35,10 @@ public final class TestPushgateway: @unchecked Sendable {
         throw FakeServerError(message: "the Pushgateway did not become ready on \(url): \(said)")
     }
 
-    /// Stops the gateway and removes its log, which nothing reads once it has started: the
-    /// temporary folder keeps nothing of a test.
+    /// Stops the gateway (SIGTERM, without waiting: its task reaps it) and removes its log, which
+    /// nothing reads once it has started: the temporary folder keeps nothing of a test.
     public func stop() {
-        if process.isRunning {
-            process.terminate()
-            process.waitUntilExit()
-        }
+        process.signal(SIGTERM)
         try? FileManager.default.removeItem(at: log)
     }
 

@@ -34,18 +34,18 @@ public struct ZonefeedBinary {
     }
 
     /// A started process; `wait()` collects its output.
-    public final class Running: @unchecked Sendable {
-        let process: Process
+    public final class Running: Sendable {
+        let process: ChildProcess
         let out: URL, err: URL
-        init(process: Process, out: URL, err: URL) {
+        init(process: ChildProcess, out: URL, err: URL) {
             self.process = process
             self.out = out
             self.err = err
         }
 
-        public var pid: Int32 { process.processIdentifier }
+        public var pid: Int32 { process.pid }
         public var isRunning: Bool { process.isRunning }
-        public func signal(_ sig: Int32) { Glibc.kill(process.processIdentifier, sig) }
+        public func signal(_ sig: Int32) { process.signal(sig) }
         /// What the process has written to stdout so far.
         public var stdoutSoFar: String { (try? String(contentsOf: out, encoding: .utf8)) ?? "" }
         /// What the process has written to stderr so far.
@@ -66,7 +66,8 @@ public struct ZonefeedBinary {
             Thread.detachNewThread { [self] in kill(blockingFor: delay) }
         }
 
-        /// Sleeps `delay` on the calling thread, then sends SIGKILL unless the process has ended.
+        /// Sleeps `delay` on the calling thread (never a cooperative one), then sends SIGKILL
+        /// unless the process has ended.
         func kill(blockingFor delay: Duration) {
             let (seconds, attoseconds) = delay.components
             Thread.sleep(forTimeInterval: Double(seconds) + Double(attoseconds) / 1e18)
@@ -74,9 +75,9 @@ public struct ZonefeedBinary {
         }
 
         /// Sends `sig` (SIGTERM unless told) unless the process has ended, without waiting: for a
-        /// `defer`, which cannot wait. Foundation reaps the process when it ends.
+        /// `defer`, which cannot wait.
         public func end(_ sig: Int32 = SIGTERM) {
-            if process.isRunning { signal(sig) }
+            process.signal(sig)
         }
 
         /// Waits at most `limit`; a process still running then is killed (SIGKILL) and its
@@ -89,39 +90,30 @@ public struct ZonefeedBinary {
             return (await wait(), timedOut)
         }
 
-        /// Waits for the process to end, sleeping between looks rather than blocking: the tests
-        /// share the cooperative pool (as many threads as cores) with the servers they start in
-        /// process, and a test blocked on a child that needs such a server would starve it.
+        /// Waits for the process to end, suspended: the tests share the cooperative pool (as many
+        /// threads as cores) with the servers they start in process, and a test blocked on a
+        /// child that needs such a server would starve it.
         public func wait() async -> Output {
-            while process.isRunning {
-                do { try await Task.sleep(for: .milliseconds(10)) } catch { break }  // cancelled: block
-            }
-            process.waitUntilExit()  // at once unless cancelled: the process has ended
+            let status: Int32
+            do { status = try await process.wait() } catch { status = -1 }
             return Output(
-                // A process ended by a signal reports the signal's number.
-                status: process.terminationStatus,
+                status: status,
                 stdout: (try? String(contentsOf: out, encoding: .utf8)) ?? "",
                 stderr: (try? String(contentsOf: err, encoding: .utf8)) ?? "")
         }
     }
 
-    /// Starts the binary with `arguments`; its standard input is `input` when given (the test
-    /// writes to it and closes it), else empty.
-    public func start(_ arguments: [String], executable: String = ZonefeedBinary.path, input: Pipe? = nil) throws -> Running {
+    /// Starts the binary with `arguments` and returns once it runs; its standard input is
+    /// `input` when given (the test writes to it and closes it), else empty.
+    public func start(_ arguments: [String], executable: String = ZonefeedBinary.path, input: Pipe? = nil) async throws -> Running {
         let id = UUID().uuidString.prefix(8)
         let out = directory.appendingPathComponent("out-\(id).txt")
         let err = directory.appendingPathComponent("err-\(id).txt")
-        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: err.path, contents: nil)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.currentDirectoryURL = directory
-        process.environment = environment
-        process.standardInput = input ?? FileHandle.nullDevice
-        process.standardOutput = try FileHandle(forWritingTo: out)
-        process.standardError = try FileHandle(forWritingTo: err)
-        try process.run()
+        let descriptors = try ChildProcess.Descriptors(stdout: out.path, stderr: err.path, stdin: input?.fileHandleForReading.fileDescriptor)
+        defer { descriptors.close() }
+        let process = try await ChildProcess(
+            executable: executable, arguments: arguments, environment: environment, workingDirectory: directory.path,
+            descriptors: descriptors)
         return Running(process: process, out: out, err: err)
     }
 

@@ -10,7 +10,7 @@ import ZoneFeed
         let expected = p.expected()
 
         #expect(summary.status == .succeeded)
-        let snapshot = try DestinationSnapshot.read(p)
+        let snapshot = try await DestinationSnapshot.read(p)
         #expect(snapshot.differences(from: expected) == [])
         #expect(expected.deletedCount > 0, "the feed holds deletions")
         #expect(snapshot.runUpserts == expected.upserts)
@@ -32,7 +32,7 @@ import ZoneFeed
 
         #expect(summary.status == .succeeded)
         #expect(summary.zonesApplied.map(\.zoneName) == ["Zone01", "Zone02", "Zone03", "Zone04", "Zone05"])
-        let snapshot = try DestinationSnapshot.read(p)
+        let snapshot = try await DestinationSnapshot.read(p)
         #expect(snapshot.differences(from: expected) == [])
         #expect(snapshot.runUpserts == expected.upserts)
         #expect(snapshot.runTombstones == expected.tombstones)
@@ -48,7 +48,7 @@ import ZoneFeed
     func everyFieldTypeLandsInItsTypedColumn(churn: Bool) async throws {
         let p = try await FakePipeline(prefix: "columns", fake: FakeSettings(seed: 11, zones: 1, recordsPerZone: 3_000, churn: churn))
         try await p.run()
-        #expect(try NoteColumns.differences(p, expected: p.expected()) == [])
+        #expect(try await NoteColumns.differences(p, expected: p.expected()) == [])
     }
 
     /// A zone that already has rows (here: a reset zone refetched by a new session, and a
@@ -61,7 +61,7 @@ import ZoneFeed
         let again = try await p.run()
         #expect(again.status == .succeeded)
         #expect(again.totals.upserts == 2_000, "every record was fetched again")
-        let snapshot = try DestinationSnapshot.read(p)
+        let snapshot = try await DestinationSnapshot.read(p)
         #expect(snapshot.differences(from: p.expected()) == [])
         #expect(snapshot.rows.count == 2_000)
     }
@@ -74,7 +74,7 @@ import ZoneFeed
         let again = try await p.run()
 
         let expected = p.expected()
-        let snapshot = try DestinationSnapshot.read(p)
+        let snapshot = try await DestinationSnapshot.read(p)
         #expect(snapshot.differences(from: expected) == [])
         #expect(second.totals.records == 2 * (2_600 - 1_500), "the second run reads only the new entries")
         #expect(again.totals.records == 0)
@@ -89,7 +89,7 @@ import ZoneFeed
         p.deletes = "hard"
         try await p.run()
         let expected = p.expected()
-        let snapshot = try DestinationSnapshot.read(p)
+        let snapshot = try await DestinationSnapshot.read(p)
         #expect(snapshot.differences(from: expected) == [])
         #expect(!snapshot.rows.values.contains { $0.deleted })
         #expect(snapshot.tombstonesByReason["deleted"] == expected.tombstones)
@@ -99,7 +99,7 @@ import ZoneFeed
         var p = try await FakePipeline(prefix: "commitevery", fake: FakeSettings(seed: 9, zones: 1, recordsPerZone: 1_200, pageSize: 50))
         p.commitEvery = 1
         let summary = try await p.run()
-        #expect(try DestinationSnapshot.read(p).differences(from: p.expected()) == [])
+        #expect(try await DestinationSnapshot.read(p).differences(from: p.expected()) == [])
         #expect(summary.totals.pages == p.expected().pages)
     }
 
@@ -110,7 +110,7 @@ import ZoneFeed
         let expected = p.expected()
         #expect(expected.skipped > 0)
         #expect(summary.totals.skipped == expected.skipped)
-        #expect(try DestinationSnapshot.read(p).differences(from: expected) == [])
+        #expect(try await DestinationSnapshot.read(p).differences(from: expected) == [])
     }
 }
 

@@ -37,7 +37,7 @@ import ZoneFeedPostgres
         #expect(refused?.code == .failed, "the zone fails; the run goes on with the others")
         let after = try await b.zoneCheckpoint(zone)
         #expect(after.token == nil && after.resyncing, "the resync begun elsewhere stands")
-        #expect(try DestinationSnapshot.read(p).rows.isEmpty, "nothing of the refused batch was applied")
+        #expect(try await DestinationSnapshot.read(p).rows.isEmpty, "nothing of the refused batch was applied")
         await a.close()
         await b.close()
     }

@@ -15,7 +15,7 @@ import ZoneFeed
         #expect(await meeting.met, "both runs held a zone at the same moment")
 
         let expected = p.expected()
-        let snapshot = try DestinationSnapshot.read(p)
+        let snapshot = try await DestinationSnapshot.read(p)
         #expect(snapshot.differences(from: expected) == [])
         #expect(first.totals.pages + second.totals.pages == expected.pages)
         #expect(snapshot.runTombstones == expected.tombstones)

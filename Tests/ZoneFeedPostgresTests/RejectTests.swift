@@ -8,7 +8,7 @@ import ZoneFeed
         let p = try await FakePipeline(prefix: "rejects", fake: FakeSettings(seed: 21, zones: 2, recordsPerZone: 2_000, badRecordEvery: 7))
         let summary = try await p.run()
         let expected = p.expected()
-        let snapshot = try DestinationSnapshot.read(p)
+        let snapshot = try await DestinationSnapshot.read(p)
 
         #expect(summary.status == .succeeded)
         #expect(expected.rejects > 0)
@@ -27,7 +27,7 @@ import ZoneFeed
         #expect(summary.status == .failed)
         #expect(summary.zonesFailed.count == 1)
         #expect(summary.zonesFailed.first?.1.contains("onBadRecord") == true)
-        let snapshot = try DestinationSnapshot.read(p)
+        let snapshot = try await DestinationSnapshot.read(p)
         #expect(snapshot.rows.isEmpty, "the whole batch was rolled back")
         #expect(snapshot.runStatuses == ["failed"])
     }

@@ -9,14 +9,14 @@ import ZoneFeed
     @Test func resyncAfterResetTombstonesRowsThatVanishedFromTheSource() async throws {
         var p = try await FakePipeline(prefix: "resync", fake: FakeSettings(seed: 13, zones: 2, recordsPerZone: 3_000))
         try await p.run()
-        let before = try DestinationSnapshot.read(p)
+        let before = try await DestinationSnapshot.read(p)
 
         try await p.reset(all: true)
         p.fake.recordsPerZone = 2_000  // what the source now has
         let summary = try await p.run()
 
         let expected = p.expected()
-        let after = try DestinationSnapshot.read(p)
+        let after = try await DestinationSnapshot.read(p)
         let vanished = before.rows.filter { expected.rows[$0.key] == nil && !$0.value.deleted }
         #expect(!vanished.isEmpty)
         #expect(vanished.keys.allSatisfy { after.rows[$0]?.deleted == true })
@@ -46,6 +46,6 @@ import ZoneFeed
         let summary = try await p.run()
         #expect(summary.zonesApplied.map(\.zoneName) == ["Zone01"])
         #expect(summary.totals.swept == 0, "nothing vanished")
-        #expect(try DestinationSnapshot.read(p).differences(from: p.expected()) == [])
+        #expect(try await DestinationSnapshot.read(p).differences(from: p.expected()) == [])
     }
 }

@@ -34,7 +34,7 @@ import ZoneFeed
             return first
         }
         #expect(finished, "the run finished while a reader held the tables")
-        #expect(try DestinationSnapshot.read(p).differences(from: p.expected()) == [])
+        #expect(try await DestinationSnapshot.read(p).differences(from: p.expected()) == [])
     }
 
     @Test func aTableMadeByAnOlderMappingIsBroughtUpToDate() async throws {
@@ -63,6 +63,6 @@ import ZoneFeed
         }
         #expect(bodies != "0", "the column is back, filled, and in the view")
         #expect(syncedAtDefault == "now()")
-        #expect(try DestinationSnapshot.read(p).differences(from: p.expected()) == [])
+        #expect(try await DestinationSnapshot.read(p).differences(from: p.expected()) == [])
     }
 }
