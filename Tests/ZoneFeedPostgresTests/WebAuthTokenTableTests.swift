@@ -22,9 +22,10 @@ import ZoneFeedPostgres
             first.close()
             other.close()
         }
-        // Blocking libpq calls and semaphores: on threads of their own, off the cooperative pool.
+        // Blocking libpq calls and semaphores: on threads of their own, off the cooperative pool
+        // (not on Dispatch's global queue, whose threads on Linux are the cooperative pool's).
         let (secondWaited, failures) = await withCheckedContinuation { (done: CheckedContinuation<(Bool, [String]), Never>) in
-            DispatchQueue.global().async {
+            Thread.detachNewThread {
                 var failures: [String] = []
                 var waited = false
                 let secondDone = DispatchSemaphore(value: 0)
@@ -32,7 +33,7 @@ import ZoneFeedPostgres
                 do {
                     try first.save("start\n")
                     try first.update { saved in
-                        DispatchQueue.global().async {
+                        Thread.detachNewThread {
                             do { try other.update { ($0 ?? "") + "second\n" } } catch { secondFailure.withLock { $0 = "\(error)" } }
                             secondDone.signal()
                         }
