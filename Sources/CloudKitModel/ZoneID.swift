@@ -8,6 +8,8 @@ public struct ZoneID: Sendable, Hashable, Codable, CustomStringConvertible {
     public var zoneType: String?
 
     public static let defaultOwner = "__defaultOwner__"
+    /// The zone every database has, with no change feed: read by query.
+    public static let defaultZoneName = "_defaultZone"
 
     public init(zoneName: String, ownerRecordName: String = ZoneID.defaultOwner, zoneType: String? = nil) {
         self.zoneName = zoneName

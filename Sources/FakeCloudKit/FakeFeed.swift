@@ -219,8 +219,7 @@ public struct FakeFeed: Sendable {
         let type = FakeFeed.recordType(hash: nameHash)
         var r = SplitMix(state: SplitMix.hash(nameHash, UInt64(version)))
         let zoneID = zoneID(zone)
-        let createdMs = Int64(1_700_000_000_000) + Int64(page) * 60_000 + Int64(slot) * 97
-        let modifiedMs = Int64(1_700_000_000_000) + Int64(version) * 1_000 + Int64(r.next() % 997)
+        let (createdMs, modifiedMs) = FakeFeed.stamps(page: page, slot: slot, version: version, random: &r)
         // Sized up front: growing a dictionary key by key reallocates and rehashes it.
         var fields: [String: FieldValue]
         switch type {
@@ -251,8 +250,47 @@ public struct FakeFeed: Sendable {
             recordChangeTag: Hex.short(SplitMix.hash(nameHash, UInt64(version), 0x7A6)),
             fields: fields,
             created: RecordStamp(timestamp: createdMs, userRecordName: FakeFeed.users[Int(nameHash % 3)], deviceID: FakeFeed.devices[Int(nameHash % 5)]),
-            modified: RecordStamp(timestamp: max(createdMs, modifiedMs), userRecordName: FakeFeed.users[Int(r.next() % 3)], deviceID: "D1"),
+            modified: RecordStamp(timestamp: modifiedMs, userRecordName: FakeFeed.users[Int(r.next() % 3)], deviceID: "D1"),
             zoneID: zoneID)
+    }
+
+    /// A version's creation and modification times in milliseconds; the modification is drawn
+    /// first from the version's random sequence, so `record` and `entrySummaries` agree.
+    static func stamps(page: Int, slot: Int, version: Int, random r: inout SplitMix) -> (created: Int64, modified: Int64) {
+        let createdMs = Int64(1_700_000_000_000) + Int64(page) * 60_000 + Int64(slot) * 97
+        let modifiedMs = Int64(1_700_000_000_000) + Int64(version) * 1_000 + Int64(r.next() % 997)
+        return (createdMs, max(createdMs, modifiedMs))
+    }
+
+    /// What a query sees of an entry: its record's name, type and modification time, or that it
+    /// deletes the record.
+    public struct EntrySummary: Sendable {
+        public var name: RecordNameKey
+        /// nil for a deletion.
+        public var recordType: String?
+        public var modifiedMs: Int64
+    }
+
+    /// The summary of each entry of positions `range`, without making fields: what a query over a
+    /// large zone needs to filter and sort, at a small part of the cost of the entries.
+    public func entrySummaries(zone: Int, range: Range<Int>) -> [EntrySummary] {
+        var out: [EntrySummary] = []
+        out.reserveCapacity(range.count)
+        forEachEvent(in: range) { event, position in
+            switch event {
+            case .create(let page, let slot), .repeatUpdate(let page, let slot), .nextPageUpdate(let page, let slot),
+                .recreate(let page, let slot):
+                let (a, b) = recordNameBits(zone: zone, page: page, slot: slot)
+                let nameHash = SplitMix.hash(settings.seed, UInt64(zone), UInt64(page), UInt64(slot), 0x7E)
+                var r = SplitMix(state: SplitMix.hash(nameHash, UInt64(position)))
+                let stamps = FakeFeed.stamps(page: page, slot: slot, version: position, random: &r)
+                out.append(EntrySummary(name: .uuid(a, b), recordType: FakeFeed.recordType(hash: nameHash), modifiedMs: stamps.modified))
+            case .delete(let page, let slot):
+                let (a, b) = recordNameBits(zone: zone, page: page, slot: slot)
+                out.append(EntrySummary(name: .uuid(a, b), recordType: nil, modifiedMs: 0))
+            }
+        }
+        return out
     }
 
     // Spelled out rather than interpolated: interpolation costs more than the rest of a stamp.

@@ -85,6 +85,13 @@ public struct FakeCloudKitServer: Sendable {
         /// The web courier's port (0 picks a free one): the courier is an origin of its own, as
         /// Apple's courier host is, and each origin answers 421 to the other's paths.
         public var courierPort: Int
+        /// How many generated records the public database's `_defaultZone` holds (read with
+        /// `records/query`); 0: none until added.
+        public var publicRecords: Int
+        /// How long an added entry (a new version, a deletion) stays unseen by queries, in
+        /// milliseconds, drawn for each entry from this range: CloudKit updates its query
+        /// indexes asynchronously, so records appear late and out of modification order.
+        public var indexLag: ClosedRange<Int>
 
         public enum HTTPVersions: String, Sendable, CaseIterable {
             case http1 = "1.1"
@@ -101,7 +108,8 @@ public struct FakeCloudKitServer: Sendable {
             preparesPages: Bool = false, tokenWindow: Int? = nil, tokenRetirement: TokenRetirement = .onUse,
             latency: Duration = .zero, jitter: Duration = .zero,
             maxInFlight: Int? = nil, throttleRetryAfter: Double = 0.25,
-            tls: TLSIdentity? = nil, httpVersions: HTTPVersions = .both, courierPort: Int = 0
+            tls: TLSIdentity? = nil, httpVersions: HTTPVersions = .both, courierPort: Int = 0,
+            publicRecords: Int = 0, indexLag: ClosedRange<Int> = 0...0
         ) {
             self.host = host
             self.port = port
@@ -123,6 +131,8 @@ public struct FakeCloudKitServer: Sendable {
             self.tls = tls
             self.httpVersions = httpVersions
             self.courierPort = courierPort
+            self.publicRecords = publicRecords
+            self.indexLag = indexLag
         }
 
         /// `https` over TLS, else `http`.

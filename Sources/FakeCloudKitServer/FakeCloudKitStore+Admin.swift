@@ -3,7 +3,7 @@ import Foundation
 
 /// The admin endpoints: JSON over `POST /admin/…` (and `GET /admin/state`), without
 /// authentication, answered only to loopback clients. Every body may name a `database`
-/// (`private`, the default, or `shared`); a zone is named by `zone` (its zoneName) and, when the
+/// (`private`, the default, `shared` or `public`); a zone is named by `zone` (its zoneName) and, when the
 /// name alone is ambiguous, `ownerRecordName`.
 ///
 /// | endpoint | body | effect |
@@ -11,6 +11,8 @@ import Foundation
 /// | `records/add` | `{zone, records: [record JSON]}` | appends records (or `{recordName, deleted: true}` entries, or per-record errors `{recordName, serverErrorCode, reason}`) to the zone's history; creates the zone if it does not exist |
 /// | `records/delete` | `{zone, recordNames: […]}` | appends deletions |
 /// | `zones/create` | `{zone}` | creates an empty zone (a no-op for a live one) |
+/// | | | `records/add` and `records/delete` with `zone: _defaultZone` write the database's default zone (in `public` too): no change feed, read by `records/query`, each entry seen by queries once its index lag (`--index-lag`) has passed |
+/// | `indexes/set` | `{recordType, queryable?: ["___modTime", "___recordID"], sortable?: ["___modTime"]}` | the system indexes a record type has (every one, until set); a query that needs one it lacks is refused 400 `BAD_REQUEST` naming it |
 /// | `zones/delete`, `zones/purge` | `{zone}` | removes the zone: fetches answer 404 `ZONE_NOT_FOUND`, the database feed reports `deleted: true` (and `purged: true`) |
 /// | `zones/reset-encrypted-data` | `{zone}` | the database feed reports `encryptedDataReset: true`; the zone's tokens expire |
 /// | `zones/expire-tokens` | `{zone}` | every token issued so far for the zone is answered 400 `BAD_REQUEST` |
@@ -67,6 +69,10 @@ extension FakeCloudKitStore {
             var replaceBase64: String?
         }
         var mode: String?
+        // indexes
+        var recordType: String?
+        var queryable: [String]?
+        var sortable: [String]?
         // notifications
         var drop: Bool?
         var delayMilliseconds: Int?
@@ -94,13 +100,19 @@ extension FakeCloudKitStore {
             return .adminError("the body is not the JSON this endpoint expects: \(error)")
         }
         let database = body.database ?? "private"
-        guard databases[database] != nil else { return .adminError("unknown database '\(database)' (private or shared)") }
+        guard databases[database] != nil else { return .adminError("unknown database '\(database)' (private, shared or public)") }
 
         switch operation {
         case "notifications":
             return setNotificationSwitches(body)
         case "records/add", "records/delete", "zones/create":
             guard let zoneName = body.zone, !zoneName.isEmpty else { return .adminError("\(operation) needs a zone") }
+            if zoneName == ZoneID.defaultZoneName {
+                guard operation != "zones/create" else { return .adminError("every database has its _defaultZone") }
+                let entries = operation == "records/add" ? body.records ?? [] : (body.recordNames ?? []).map { .deleted(recordName: $0) }
+                appendToDefaultZone(entries, database: database)
+                return .admin(.object(["zone": .string(ZoneID.defaultZoneName), "history": .int(Int64(databases[database]!.defaultZone.historyCount))]))
+            }
             let key: ZoneKey
             if let existing = zoneKey(named: zoneName, owner: body.ownerRecordName, database: database) {
                 key = existing
@@ -129,6 +141,15 @@ extension FakeCloudKitStore {
             default:
                 databases[database]!.zones[key]!.epoch = newEpoch()
             }
+            return .admin(.object(["ok": .bool(true)]))
+
+        case "indexes/set":
+            guard let recordType = body.recordType, !recordType.isEmpty else { return .adminError("indexes/set needs a recordType") }
+            let queryable = Set(body.queryable ?? ["___modTime", "___recordID"])
+            let sortable = Set(body.sortable ?? ["___modTime"])
+            queryIndexes[recordType] = QueryIndexes(
+                modTimeQueryable: queryable.contains("___modTime"), modTimeSortable: sortable.contains("___modTime"),
+                recordIDQueryable: queryable.contains("___recordID"))
             return .admin(.object(["ok": .bool(true)]))
 
         case "auth/revoke":

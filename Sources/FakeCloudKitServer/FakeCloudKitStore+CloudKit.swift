@@ -165,7 +165,9 @@ extension FakeCloudKitStore {
             default:
                 return zonesList(database: database)
             }
-        case ("users/caller", _), ("users/current", _), ("records/changes", _), ("changes/database", _), ("zones/list", _):
+        case ("records/query", "POST"):
+            return recordsQuery(database: database, body: body)
+        case ("users/caller", _), ("users/current", _), ("records/changes", _), ("changes/database", _), ("zones/list", _), ("records/query", _):
             return .error(405, "BAD_REQUEST", "\(operation) does not accept \(method)")
         default:
             return .error(404, "NOT_FOUND", "the fake server does not serve \(operation)")

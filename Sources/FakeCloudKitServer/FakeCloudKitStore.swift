@@ -26,6 +26,11 @@ actor FakeCloudKitStore {
         var generatorIndex: Int?
         var generatedCount: Int
         var added: [RecordEntry] = []
+        /// When each added entry becomes visible to queries (uptime nanoseconds): its index lag.
+        var visibleAt: [UInt64] = []
+        /// The generator of this zone's first entries, when not the server's own (the public
+        /// database's `_defaultZone`).
+        var generator: FakeFeed?
         /// Tokens carry the epoch they were issued in; a new incarnation of the zone, an
         /// expiry or an encrypted-data reset moves the zone to a new epoch.
         var epoch: Int
@@ -45,6 +50,9 @@ actor FakeCloudKitStore {
         var order: [ZoneKey] = []
         /// The database change feed: one event per zone creation, change, deletion, purge or reset.
         var events: [ZoneEvent] = []
+        /// The `_defaultZone`: no change feed, not in the zone list or the database feed, read by
+        /// `records/query`.
+        var defaultZone: Zone
     }
 
     static let databaseNames = ["private", "shared"]
@@ -90,6 +98,12 @@ actor FakeCloudKitStore {
         var position: Int
     }
     var snapshots: [SnapshotKey: [Int]] = [:]
+    /// What queries see of each `_defaultZone`'s generated entries (`FakeCloudKitStore+Query`),
+    /// and the system indexes of each record type that lacks some (`indexes/set`).
+    var querySummaries: [SnapshotKey: [FakeFeed.EntrySummary]] = [:]
+    var queryIndexes: [String: QueryIndexes] = [:]
+    var queryAnswers: [QueryAnswerKey: [QueryItem]] = [:]
+    var queryAnswerOrder: [QueryAnswerKey] = []
     var snapshotOrder: [SnapshotKey] = []
 
     /// `records/changes` answers rendered before the server listened (`preparePages`), by
@@ -124,7 +138,21 @@ actor FakeCloudKitStore {
         self.configuration = configuration
         userRecordName = configuration.userRecordName
         initialTokens = Set(configuration.webAuthTokens)
-        for name in Self.databaseNames { databases[name] = Database() }
+        for name in Self.databaseNames + ["public"] {
+            let id = ZoneID(zoneName: ZoneID.defaultZoneName, zoneType: "DEFAULT_ZONE")
+            var defaultZone = Zone(id: id, generatedCount: 0, epoch: 1)
+            if name == "public", configuration.publicRecords > 0 {
+                // Its own generator: one zone of the configured size, whose records the public
+                // database's `_defaultZone` holds.
+                var settings = configuration.settings
+                settings.zones = 1
+                settings.recordsPerZone = configuration.publicRecords
+                defaultZone.generator = FakeFeed(settings: settings)
+                defaultZone.generatorIndex = 0
+                defaultZone.generatedCount = configuration.publicRecords
+            }
+            databases[name] = Database(defaultZone: defaultZone)
+        }
         if let path = configuration.scenarioFile {
             let scenario = try Scenario.load(path: path)
             feed = nil
@@ -191,7 +219,7 @@ actor FakeCloudKitStore {
         var out: [RecordEntry] = []
         out.reserveCapacity(range.count)
         let generatedEnd = min(range.upperBound, zone.generatedCount)
-        if range.lowerBound < generatedEnd, let feed, let index = zone.generatorIndex {
+        if range.lowerBound < generatedEnd, let feed = zone.generator ?? feed, let index = zone.generatorIndex {
             out += feed.entries(zone: index, range: range.lowerBound..<generatedEnd)
         }
         let addedStart = max(range.lowerBound, zone.generatedCount) - zone.generatedCount
@@ -205,7 +233,7 @@ actor FakeCloudKitStore {
     /// out. The generator's entries are named without being made.
     func forEachEntryName(of zone: Zone, range: Range<Int>, _ body: (Int, RecordNameKey, Bool) -> Void) {
         let generatedEnd = min(range.upperBound, zone.generatedCount)
-        if range.lowerBound < generatedEnd, let feed, let index = zone.generatorIndex {
+        if range.lowerBound < generatedEnd, let feed = zone.generator ?? feed, let index = zone.generatorIndex {
             // In chunks, so that a long history is never named all at once.
             var start = range.lowerBound
             while start < generatedEnd {
@@ -294,11 +322,27 @@ actor FakeCloudKitStore {
         return live
     }
 
-    /// Appends entries to a zone's history; records get the zone's ID and, when missing, a
-    /// change tag, a modification stamp of now, and the creation stamp of the live record they
-    /// update (or now, for a new record).
+    /// Appends entries to a custom zone's history (see `appendEntries`) and records the change
+    /// in the database feed.
     func append(_ newEntries: [RecordEntry], to key: ZoneKey, database: String) {
         guard var zone = databases[database]!.zones[key], !newEntries.isEmpty else { return }
+        appendEntries(newEntries, to: &zone)
+        databases[database]!.zones[key] = zone
+        appendZoneEvent(ZoneEvent(zoneID: zone.id, kind: .changed), database: database)
+    }
+
+    /// Appends entries to a database's `_defaultZone`, which has no change feed.
+    func appendToDefaultZone(_ newEntries: [RecordEntry], database: String) {
+        guard !newEntries.isEmpty else { return }
+        var zone = databases[database]!.defaultZone
+        appendEntries(newEntries, to: &zone)
+        databases[database]!.defaultZone = zone
+    }
+
+    /// Records get the zone's ID and, when missing, a change tag, a modification stamp of now,
+    /// and the creation stamp of the live record they update (or now, for a new record). Each
+    /// entry becomes visible to queries after its own index lag.
+    private func appendEntries(_ newEntries: [RecordEntry], to zone: inout Zone) {
         let original = zone
         let now = RecordStamp(timestamp: Int64(Date().timeIntervalSince1970 * 1000), userRecordName: userRecordName, deviceID: "fake-server")
         // Creation stamps of the live records, needed only when an added record has none.
@@ -307,7 +351,9 @@ actor FakeCloudKitStore {
         if !unstamped.isEmpty {
             createdStamps = liveRecords(named: unstamped, in: original).mapValues(\.created)
         }
+        let uptime = DispatchTime.now().uptimeNanoseconds
         for entry in newEntries {
+            zone.visibleAt.append(uptime + UInt64(Int.random(in: configuration.indexLag)) * 1_000_000)
             guard case .record(var record) = entry else {
                 if case .deleted(let name) = entry { createdStamps[name] = .some(nil) }
                 zone.added.append(entry)
@@ -323,8 +369,6 @@ actor FakeCloudKitStore {
             if record.modified == nil { record.modified = now }
             zone.added.append(.record(record))
         }
-        databases[database]!.zones[key] = zone
-        appendZoneEvent(ZoneEvent(zoneID: zone.id, kind: .changed), database: database)
     }
 
     /// Removes a zone (deleted or purged) and records the event.

@@ -138,6 +138,18 @@ struct FakeServerCommand: AsyncParsableCommand {
         help: "The same for a sign-in with \"Keep me signed in\" ticked. Apple's: 1209600 (two weeks). Without it such sessions never end.")
     var longSessionLifetime: Int?
 
+    @Option(
+        name: .customLong("public-records"),
+        help: "How many generated entries the public database's _defaultZone holds, read with records/query (0 to 100,000,000; 0 unless told).")
+    var publicRecords = 0
+
+    @Option(
+        name: .customLong("index-lag"),
+        help:
+            "How long a record added through the admin API stays unseen by records/query, drawn per entry: MS or MIN,MAX milliseconds (0 to 600000), as CloudKit updates its query indexes asynchronously and out of order."
+    )
+    var indexLag: IndexLag?
+
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.", transform: Logger.Level.parse)
     var logLevel: Logger.Level = .notice
 
@@ -156,6 +168,17 @@ struct FakeServerCommand: AsyncParsableCommand {
         }
     }
 
+    /// `--index-lag 500` or `--index-lag 100,2000`.
+    struct IndexLag: ExpressibleByArgument {
+        var range: ClosedRange<Int>
+
+        init?(argument: String) {
+            let parts = argument.split(separator: ",", omittingEmptySubsequences: false).map { Int($0) }
+            guard (1...2).contains(parts.count), let low = parts[0], let high = parts.count == 2 ? parts[1] : low, low >= 0, low <= high else { return nil }
+            range = low...high
+        }
+    }
+
     // The flags' ranges: a value past them is refused before the server starts, rather than
     // overflow a duration or a count behind it.
     static let portRange = 0...65_535
@@ -164,6 +187,7 @@ struct FakeServerCommand: AsyncParsableCommand {
     static let maxInFlightRange = 1...10_000
     static let throttleRetryAfterRange = 0.0...3_600.0
     static let sessionLifetimeRange = 1...31_536_000
+    static let indexLagRange = 0...600_000
 
     func validate() throws {
         try FlagRange.check("--port", port, in: Self.portRange)
@@ -184,6 +208,8 @@ struct FakeServerCommand: AsyncParsableCommand {
         if let tokenWindow { try FlagRange.check("--token-window", tokenWindow, in: Self.tokenWindowRange) }
         if let latency { try FlagRange.check("--latency", latency.milliseconds, in: Self.latencyRange, unit: "milliseconds") }
         if let maxInFlight { try FlagRange.check("--max-in-flight", maxInFlight, in: Self.maxInFlightRange) }
+        try FlagRange.check("--public-records", publicRecords, in: FakeSettings.recordsPerZoneRange)
+        if let indexLag { try FlagRange.check("--index-lag", indexLag.range.upperBound, in: Self.indexLagRange, unit: "milliseconds") }
         try FlagRange.check("--throttle-retry-after", throttleRetryAfter, in: Self.throttleRetryAfterRange, unit: "seconds")
         if let sessionLifetime { try FlagRange.check("--session-lifetime", sessionLifetime, in: Self.sessionLifetimeRange, unit: "seconds") }
         if let longSessionLifetime {
@@ -218,7 +244,7 @@ struct FakeServerCommand: AsyncParsableCommand {
             scenarioFile: scenario, apiToken: apiToken, webAuthTokens: [webAuthToken], preparesPages: preparePages,
             tokenWindow: tokenWindow, tokenRetirement: tokenRetirement, latency: .milliseconds(latency?.milliseconds ?? 0),
             jitter: .milliseconds(latency?.jitterMilliseconds ?? 0), maxInFlight: maxInFlight, throttleRetryAfter: throttleRetryAfter,
-            tls: identity, httpVersions: http, courierPort: courierPort)
+            tls: identity, httpVersions: http, courierPort: courierPort, publicRecords: publicRecords, indexLag: indexLag?.range ?? 0...0)
         configuration.signIn = .init(
             callbackURL: signInCallback, sessionLifetime: sessionLifetime.map { .seconds($0) }, longSessionLifetime: longSessionLifetime.map { .seconds($0) })
         try await FakeCloudKitServer.runFromCommandLine(configuration, caFile: caFile, logger: logger)
