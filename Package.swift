@@ -226,6 +226,7 @@ let package = Package(
             dependencies: [
                 "FakeCloudKitServer", "FakeCloudKit", "CloudKitModel", "TestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

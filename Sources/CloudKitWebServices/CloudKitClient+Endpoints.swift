@@ -40,6 +40,54 @@ extension CloudKitClient {
             DatabaseChangesResponse.self, operation: "changes/database", method: .POST, body: .object(body), logger: logger)
     }
 
+    /// `POST records/query`: one page of the records of `recordType` in `zoneID` (the
+    /// `_defaultZone` unless told), those `filters` keep, sorted by modification time when
+    /// `sortedByModification` (ascending), after `continuationMarker` (nil: the first page). The
+    /// way to read the public database, which has no change feed.
+    ///
+    /// - Parameters:
+    ///   - resultsLimit: 1...200; nil lets the server use its maximum.
+    ///   - desiredKeys: only these fields (`[]`: none, names and system fields only); nil fetches
+    ///     every field.
+    public func queryRecords(
+        recordType: String, zoneID: ZoneID? = nil, filters: [ModificationFilter] = [], sortedByModification: Bool = true,
+        continuationMarker: String? = nil, resultsLimit: Int? = nil, desiredKeys: [String]? = nil, logger: Logger? = nil
+    ) async throws -> RecordQueryResponse {
+        var logger = logger ?? self.logger
+        logger[metadataKey: "recordType"] = "\(recordType)"
+        return try await send(
+            RecordQueryResponse.self, operation: "records/query", method: .POST,
+            body: Self.queryBody(
+                recordType: recordType, zoneID: zoneID, filters: filters, sortedByModification: sortedByModification,
+                continuationMarker: continuationMarker, resultsLimit: resultsLimit, desiredKeys: desiredKeys),
+            logger: logger)
+    }
+
+    static func queryBody(
+        recordType: String, zoneID: ZoneID?, filters: [ModificationFilter], sortedByModification: Bool, continuationMarker: String?,
+        resultsLimit: Int?, desiredKeys: [String]?
+    ) -> JSONValue {
+        var query: [String: JSONValue] = ["recordType": .string(recordType)]
+        if !filters.isEmpty {
+            query["filterBy"] = .array(
+                filters.map { filter in
+                    .object([
+                        "systemFieldName": .string("modifiedTimestamp"), "comparator": .string(filter.comparator.rawValue),
+                        "fieldValue": .object(["value": .int(filter.milliseconds), "type": .string("TIMESTAMP")]),
+                    ])
+                })
+        }
+        if sortedByModification {
+            query["sortBy"] = .array([.object(["systemFieldName": .string("modifiedTimestamp"), "ascending": .bool(true)])])
+        }
+        var body: [String: JSONValue] = ["query": .object(query)]
+        if let zoneID { body["zoneID"] = Self.requestJSON(zoneID) }
+        if let continuationMarker { body["continuationMarker"] = .string(continuationMarker) }
+        if let resultsLimit { body["resultsLimit"] = .int(Int64(resultsLimit)) }
+        if let desiredKeys { body["desiredKeys"] = .array(desiredKeys.map { .string($0) }) }
+        return .object(body)
+    }
+
     /// `GET zones/list`: every zone of the database with its current sync token. Zone error
     /// entries are logged and left out.
     public func listZones(logger: Logger? = nil) async throws -> [ZoneInfo] {

@@ -74,6 +74,11 @@ struct FakeCloudKitResponder: HTTPResponder {
         var cloudKitRequest = FakeCloudKitStore.CloudKitRequest(
             method: request.method.rawValue, path: path, apiToken: query["ckAPIToken"],
             webAuthToken: query["ckWebAuthToken"], body: body)
+        if let keyID = request.headers[.init("X-Apple-CloudKit-Request-KeyID")!] {
+            cloudKitRequest.signature = FakeCloudKitStore.RequestSignature(
+                keyID: keyID, date: request.headers[.init("X-Apple-CloudKit-Request-ISO8601Date")!] ?? "",
+                signature: request.headers[.init("X-Apple-CloudKit-Request-SignatureV1")!] ?? "")
+        }
         cloudKitRequest.courierHost = Self.host(ofAuthority: request.head.authority)
         cloudKitRequest.apiOrigin = "\(store.configuration.scheme)://\(request.head.authority ?? "127.0.0.1")"
         let request = cloudKitRequest

@@ -92,6 +92,10 @@ public struct FakeCloudKitServer: Sendable {
         /// milliseconds, drawn for each entry from this range: CloudKit updates its query
         /// indexes asynchronously, so records appear late and out of modification order.
         public var indexLag: ClosedRange<Int>
+        /// The server-to-server keys CloudKit Dashboard knows: key ID → the public key's PEM
+        /// (`zonefeed key create` prints it). A request signed with one reaches the public
+        /// database (`FakeCloudKitStore+ServerKeys`).
+        public var serverKeys: [String: String]
 
         public enum HTTPVersions: String, Sendable, CaseIterable {
             case http1 = "1.1"
@@ -109,7 +113,7 @@ public struct FakeCloudKitServer: Sendable {
             latency: Duration = .zero, jitter: Duration = .zero,
             maxInFlight: Int? = nil, throttleRetryAfter: Double = 0.25,
             tls: TLSIdentity? = nil, httpVersions: HTTPVersions = .both, courierPort: Int = 0,
-            publicRecords: Int = 0, indexLag: ClosedRange<Int> = 0...0
+            publicRecords: Int = 0, indexLag: ClosedRange<Int> = 0...0, serverKeys: [String: String] = [:]
         ) {
             self.host = host
             self.port = port
@@ -133,6 +137,7 @@ public struct FakeCloudKitServer: Sendable {
             self.courierPort = courierPort
             self.publicRecords = publicRecords
             self.indexLag = indexLag
+            self.serverKeys = serverKeys
         }
 
         /// `https` over TLS, else `http`.

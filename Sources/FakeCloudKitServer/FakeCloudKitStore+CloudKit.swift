@@ -27,6 +27,8 @@ extension FakeCloudKitStore {
         var path: String
         var apiToken: String?
         var webAuthToken: String?
+        /// The server-to-server key's headers, when the request is signed.
+        var signature: RequestSignature?
         var body: [UInt8]
         /// The host as the client reached this server: the courier URLs name it, with the
         /// courier's own port.
@@ -83,14 +85,27 @@ extension FakeCloudKitStore {
         let (container, environment, database) = (parts[2], parts[3], isDevice ? "" : parts[4])
         let operation = parts[(isDevice ? 4 : 5)...].joined(separator: "/")
 
-        let rotated: String
-        switch authenticate(apiToken: request.apiToken, webAuthToken: request.webAuthToken, origin: request.apiOrigin) {
-        case .refused(let reply):
-            // No new token on an authentication failure: handing out a valid token with a 401
-            // would let a client that always keeps the newest token carry on as if signed in.
-            return CloudKitResponse(reply: reply, delay: .milliseconds(takeDelay()))
-        case .accepted(let token):
-            rotated = token
+        let rotated: String?
+        if let signed = request.signature {
+            // A server-to-server key: no user, so no web auth token to rotate.
+            guard request.webAuthToken == nil else {
+                return CloudKitResponse(
+                    reply: .badRequest("a request is signed with a server-to-server key or carries a web auth token, not both"),
+                    delay: .milliseconds(takeDelay()))
+            }
+            if let refusal = refusal(of: signed, path: request.path, body: request.body, database: isDevice ? "device" : database) {
+                return CloudKitResponse(reply: refusal, delay: .milliseconds(takeDelay()))
+            }
+            rotated = nil
+        } else {
+            switch authenticate(apiToken: request.apiToken, webAuthToken: request.webAuthToken, origin: request.apiOrigin) {
+            case .refused(let reply):
+                // No new token on an authentication failure: handing out a valid token with a 401
+                // would let a client that always keeps the newest token carry on as if signed in.
+                return CloudKitResponse(reply: reply, delay: .milliseconds(takeDelay()))
+            case .accepted(let token):
+                rotated = token
+            }
         }
         var response = CloudKitResponse(reply: Reply(body: []), rotatedToken: rotated, delay: .milliseconds(takeDelay()))
         if tooManyInFlight {

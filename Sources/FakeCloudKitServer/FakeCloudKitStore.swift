@@ -1,4 +1,5 @@
 import CloudKitModel
+import Crypto
 import FakeCloudKit
 import Foundation
 import NIOCore
@@ -66,6 +67,8 @@ actor FakeCloudKitStore {
     var userRecordName: String
     var nextChangeTag = 1
 
+    /// The server-to-server keys' public halves, by key ID.
+    let serverPublicKeys: [String: P256.Signing.PublicKey]
     var initialTokens: Set<String>
     /// With a `tokenWindow`: the position of each token issued that may still be accepted, the
     /// next position, and the newest position used in an accepted request.
@@ -136,6 +139,7 @@ actor FakeCloudKitStore {
     // may call `createZone` (SE-0327).
     init(configuration: FakeCloudKitServer.Configuration) async throws {
         self.configuration = configuration
+        serverPublicKeys = try Self.serverPublicKeys(configuration.serverKeys)
         userRecordName = configuration.userRecordName
         initialTokens = Set(configuration.webAuthTokens)
         for name in Self.databaseNames + ["public"] {

@@ -150,6 +150,13 @@ struct FakeServerCommand: AsyncParsableCommand {
     )
     var indexLag: IndexLag?
 
+    @Option(
+        name: .customLong("server-key"),
+        help:
+            "A server-to-server key CloudKit Dashboard knows, KEYID=FILE: FILE holds its public key in PEM (openssl ec -pubout writes one). Requests signed with it reach the public database. Repeatable."
+    )
+    var serverKeys: [String] = []
+
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.", transform: Logger.Level.parse)
     var logLevel: Logger.Level = .notice
 
@@ -238,13 +245,21 @@ struct FakeServerCommand: AsyncParsableCommand {
                     ).path
             }
         }
+        var keys: [String: String] = [:]
+        for given in serverKeys {
+            guard let equals = given.firstIndex(of: "="), equals != given.startIndex else {
+                throw ValidationError("--server-key takes KEYID=FILE, the key's ID and a PEM file with its public key")
+            }
+            keys[String(given[..<equals])] = try Self.readPEM(String(given[given.index(after: equals)...]), what: "--server-key")
+        }
         var configuration = FakeCloudKitServer.Configuration(
             host: host, port: port,
             settings: FakeSettings(seed: seed, zones: zones, recordsPerZone: recordsPerZone, pageSize: pageSize, churn: !noChurn),
             scenarioFile: scenario, apiToken: apiToken, webAuthTokens: [webAuthToken], preparesPages: preparePages,
             tokenWindow: tokenWindow, tokenRetirement: tokenRetirement, latency: .milliseconds(latency?.milliseconds ?? 0),
             jitter: .milliseconds(latency?.jitterMilliseconds ?? 0), maxInFlight: maxInFlight, throttleRetryAfter: throttleRetryAfter,
-            tls: identity, httpVersions: http, courierPort: courierPort, publicRecords: publicRecords, indexLag: indexLag?.range ?? 0...0)
+            tls: identity, httpVersions: http, courierPort: courierPort, publicRecords: publicRecords, indexLag: indexLag?.range ?? 0...0,
+            serverKeys: keys)
         configuration.signIn = .init(
             callbackURL: signInCallback, sessionLifetime: sessionLifetime.map { .seconds($0) }, longSessionLifetime: longSessionLifetime.map { .seconds($0) })
         try await FakeCloudKitServer.runFromCommandLine(configuration, caFile: caFile, logger: logger)

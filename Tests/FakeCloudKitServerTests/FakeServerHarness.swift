@@ -94,13 +94,19 @@ struct FakeServerHarness: Sendable {
         return url
     }
 
-    func send(_ url: String, method: String = "POST", body: JSONValue? = nil) async throws -> Answer {
+    func send(_ url: String, method: String = "POST", body: JSONValue? = nil, headers extra: [(String, String)] = []) async throws -> Answer {
+        try await send(url, method: method, bytes: body.map { Array($0.jsonText.utf8) }, headers: extra)
+    }
+
+    /// A request with `bytes` as its body, exactly (nil: none).
+    func send(_ url: String, method: String = "POST", bytes: [UInt8]?, headers extra: [(String, String)] = []) async throws -> Answer {
         var request = HTTPClientRequest(url: url)
         request.method = method == "GET" ? .GET : .POST
-        if let body {
+        if let bytes {
             request.headers.add(name: "Content-Type", value: "application/json")
-            request.body = .bytes(Array(body.jsonText.utf8))
+            request.body = .bytes(bytes)
         }
+        for (name, value) in extra { request.headers.add(name: name, value: value) }
         let response = try await client.execute(request, timeout: .seconds(20))
         let buffer = try await response.body.collect(upTo: 64 << 20)
         var headers: [String: String] = [:]

@@ -1,0 +1,54 @@
+import CloudKitModel
+
+/// One page of `records/query`: records of one type (or per-record errors), and the marker of the
+/// next page when more results exist. A query never reports deletions: a deleted record is
+/// simply not among the results.
+public struct RecordQueryResponse: Sendable, Hashable, Decodable {
+    public var records: [RecordEntry]
+    /// nil on the last page.
+    public var continuationMarker: String?
+
+    public init(records: [RecordEntry], continuationMarker: String?) {
+        self.records = records
+        self.continuationMarker = continuationMarker
+    }
+}
+
+extension RecordQueryResponse: JSONReadable {
+    /// The page straight from its bytes, as a change feed's page is read.
+    init(reading json: inout JSONReader) throws {
+        var records: [RecordEntry] = []
+        var marker: String?
+        try json.beginObject()
+        while let member = try json.nextKey() {
+            if try json.readNullIfPresent() { continue }
+            switch member {
+            case "records":
+                try json.beginArray()
+                while try json.nextElement() { records.append(try RecordEntry(reading: &json)) }
+            case "continuationMarker": marker = try json.readString()
+            default: try json.skipValue()
+            }
+        }
+        try json.end()
+        self.init(records: records, continuationMarker: marker)
+    }
+}
+
+/// A filter of `records/query` on a record's modification time, in milliseconds.
+public struct ModificationFilter: Sendable, Hashable {
+    public enum Comparator: String, Sendable {
+        case lessThan = "LESS_THAN"
+        case lessThanOrEquals = "LESS_THAN_OR_EQUALS"
+        case greaterThan = "GREATER_THAN"
+        case greaterThanOrEquals = "GREATER_THAN_OR_EQUALS"
+    }
+
+    public var comparator: Comparator
+    public var milliseconds: Int64
+
+    public init(_ comparator: Comparator, _ milliseconds: Int64) {
+        self.comparator = comparator
+        self.milliseconds = milliseconds
+    }
+}
