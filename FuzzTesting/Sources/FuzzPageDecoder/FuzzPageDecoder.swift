@@ -4,8 +4,8 @@ import Foundation
 @testable import CloudKitWebServices
 
 /// One answer of the server, read every way the client reads one: a `records/changes` page
-/// straight from its bytes (the hot path), a `changes/database` page, and the error body of a
-/// failed request. Throwing is the answer to a bad body; a trap, a hang or a huge allocation is
+/// straight from its bytes (the hot path), a `changes/database` page, a `records/query` page, and
+/// the error body of a failed request. Throwing is the answer to a bad body; a trap, a hang or a huge allocation is
 /// a finding.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzPageDecoder(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
@@ -24,6 +24,9 @@ public func fuzzPageDecoder(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CIn
 
     var database = JSONReader(bytes)
     _ = try? DatabaseChangesResponse(reading: &database)
+
+    var query = JSONReader(bytes)
+    _ = try? RecordQueryResponse(reading: &query)
 
     // A failed request's body, and the wait before the next attempt that its retryAfter sets.
     _ = RetryPolicy(jitter: false).delay(afterAttempt: 1, retryAfter: ServerErrorBody(body).retryAfter)
