@@ -1,5 +1,6 @@
 import CloudKitModel
 import Foundation
+import ServiceLifecycle
 
 /// The CloudKit Web Services endpoints: `records/changes`, `changes/database`, `zones/list` and
 /// `users/caller`, answered with the JSON shapes of the reference (`cloudkit-web-services.md`).
@@ -65,7 +66,9 @@ extension FakeCloudKitStore {
         if latency > .zero { try? await Task.sleep(for: latency / 2) }
         let response = await handle(request, tooManyInFlight: tooMany)
         let rest = latency / 2 + response.delay
-        if rest > .zero { try? await Task.sleep(for: rest) }
+        // A held answer (`faults/hold`, up to ten minutes) ends at a graceful shutdown, which
+        // otherwise would wait for it: a stopped server stops.
+        if rest > .zero { _ = try? await cancelWhenGracefulShutdown { try await Task.sleep(for: rest) } }
         await depart(afterThrottle: afterThrottle)
         return response
     }

@@ -61,11 +61,14 @@ extension FakeCloudKitStore {
 
     /// The configured public keys by key ID, read from their PEM text.
     static func serverPublicKeys(_ pems: [String: String]) throws -> [String: P256.Signing.PublicKey] {
-        try pems.mapValues { pem in
-            do { return try P256.Signing.PublicKey(pemRepresentation: pem) } catch {
-                throw FakeServerKeyError(message: "a server key is not a PEM P-256 public key: \(error)")
+        var keys: [String: P256.Signing.PublicKey] = [:]
+        for (keyID, pem) in pems {
+            do { keys[keyID] = try P256.Signing.PublicKey(pemRepresentation: pem) } catch {
+                throw FakeServerKeyError(
+                    message: "the server key \(keyID) is not a P-256 public key in PEM: give the output of openssl ec -in KEY.pem -pubout")
             }
         }
+        return keys
     }
 }
 

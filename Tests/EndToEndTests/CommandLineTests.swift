@@ -77,6 +77,35 @@ import ZoneFeed
         return await (p, zonefeed, file, running.wait())
     }
 
+    /// A stopped fake server stops, even with an answer held for ten minutes (`faults/hold`):
+    /// the graceful shutdown ends the hold rather than waiting for it.
+    @Test func aHeldAnswerDoesNotKeepAStoppedFakeServerRunning() async throws {
+        let zonefeed = try ZonefeedBinary()
+        defer { zonefeed.remove() }
+        let server = try await FakeServerProcess(zonefeed, seed: 1, zones: 1, recordsPerZone: 10, options: [])
+        defer { server.stop() }
+        try await server.admin("faults/hold", ["milliseconds": 600_000])
+        let held = Task {
+            var request = HTTPClientRequest(
+                url: "\(server.url)/database/1/iCloud.com.example.fake/development/private/records/changes"
+                    + "?ckAPIToken=fake-api-token&ckWebAuthToken=fake-web-auth-token")
+            request.method = .POST
+            request.body = .bytes(Array(#"{"zoneID":{"zoneName":"Zone01"}}"#.utf8))
+            return try? await HTTPClient.shared.execute(request, timeout: .seconds(900)).status.code
+        }
+        defer { held.cancel() }
+        var inFlight = 0
+        let deadline = ContinuousClock.now + .seconds(60)
+        while inFlight == 0, ContinuousClock.now < deadline {
+            inFlight = try await server.traffic()["inFlight", default: 0]
+            if inFlight == 0 { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        try #require(inFlight == 1, "the request is held at the server")
+        let (status, timedOut) = await server.stop(within: .seconds(60))
+        #expect(!timedOut, "the server ended within a minute of SIGTERM, not after the ten-minute hold")
+        #expect(status == 0)
+    }
+
     /// `--host 0.0.0.0` (for docker compose) listens on every address; loopback stays the default.
     @Test func theFakeServerListensBeyondLoopbackWhenAsked() async throws {
         let zonefeed = try ZonefeedBinary()

@@ -154,19 +154,24 @@ public struct FakePipeline: Sendable {
 
     /// Creates the pipeline's tables, as a run's start does, and nothing else.
     public func prepare() async throws {
-        let destination = try PostgresDestination(pipeline: try pipeline(), conninfo: url, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
-        do { try await destination.prepare() } catch {
-            await destination.close()
-            throw error
-        }
-        await destination.close()
+        try await withPreparedDestination { _ in }
     }
 
     /// `zonefeed reset` in this process.
     public func reset(zones: [String] = [], all: Bool = false) async throws {
+        try await withPreparedDestination { _ = try await $0.reset(zoneNames: zones, all: all) }
+    }
+
+    /// The pipeline's destination, its tables prepared, closed on every path.
+    private func withPreparedDestination(_ body: (PostgresDestination) async throws -> Void) async throws {
         let destination = try PostgresDestination(pipeline: try pipeline(), conninfo: url, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
-        try await destination.prepare()
-        _ = try await destination.reset(zoneNames: zones, all: all)
+        do {
+            try await destination.prepare()
+            try await body(destination)
+        } catch {
+            await destination.close()
+            throw error
+        }
         await destination.close()
     }
 

@@ -59,11 +59,18 @@ public final class FakeServerProcess: Sendable {
         return configuration
     }
 
-    /// Stops the server without waiting for it to end (a `defer` cannot wait). SIGKILL: the
-    /// fake keeps nothing, and a graceful stop would wait for a request a test held
-    /// (`faults/hold`, up to ten minutes), leaving the server running after the tests.
+    /// Stops the server (SIGTERM, as a user stops it) without waiting for it to end (a `defer`
+    /// cannot wait).
     public func stop() {
-        running.end(SIGKILL)
+        running.end()
+    }
+
+    /// Stops the server (SIGTERM) and waits at most `limit` for it to end; a server still
+    /// running then is killed, and `timedOut` says so.
+    public func stop(within limit: Duration) async -> (status: Int32, timedOut: Bool) {
+        running.end()
+        let (output, timedOut) = await running.wait(within: limit)
+        return (output.status, timedOut)
     }
 
     /// POST /admin/<path> with a JSON body; returns the response body.
