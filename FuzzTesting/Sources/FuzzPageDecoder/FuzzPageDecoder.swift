@@ -50,7 +50,8 @@ private func wire(_ page: RecordZoneChangesResponse) -> JSONValue {
 
 /// Whether JSONDecoder's reading of the value ahead can be held against JSONReader's: no object
 /// names a key twice (RFC 8259 leaves what that means to the reader: JSONReader keeps the last
-/// value, JSONDecoder the first), and nothing nests deeper than 64 levels (`JSONValue`'s
+/// value, JSONDecoder the first), no number is a Double JSONDecoder might read as an Int64 (see
+/// below), and nothing nests deeper than 64 levels (`JSONValue`'s
 /// `Decodable` takes time cubic in the depth, seconds at 400 levels, which would pass for a hang).
 private func comparable(_ json: inout JSONReader, depth: Int = 0) throws -> Bool {
     guard depth <= 64 else { return false }
@@ -67,7 +68,17 @@ private func comparable(_ json: inout JSONReader, depth: Int = 0) throws -> Bool
             guard try comparable(&json, depth: depth + 1) else { return false }
         }
     default:
-        try json.skipValue()
+        guard try json.peekIsNumber() else {
+            try json.skipValue()
+            return true
+        }
+        // A number with a fraction or exponent past 2^53, where Double keeps no fraction:
+        // JSONDecoder may read `9223372036854775.080` as the Int64 9223372036854775, dropping
+        // the fraction, where JSONReader keeps the Double the text is (a CI finding). Which
+        // reading is right is not JSONDecoder's to say, so such a page is not compared.
+        if case .double(let value) = try json.readNumber(), value.magnitude >= 9_007_199_254_740_992, value.magnitude < 9.3e18 {
+            return false
+        }
     }
     return true
 }
