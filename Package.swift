@@ -240,6 +240,7 @@ let package = Package(
                 "zonefeed", "ZoneFeedCommandLine", "TestSupport", "FakeCloudKit", "FakeCloudKitServer", "ZoneFeed", "LibPQ", "CloudKitModel",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Yams", package: "Yams"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
     ]

@@ -41,16 +41,16 @@ extension CloudKitClient {
     }
 
     /// `POST records/query`: one page of the records of `recordType` in `zoneID` (the
-    /// `_defaultZone` unless told), those `filters` keep, sorted by modification time when
-    /// `sortedByModification` (ascending), after `continuationMarker` (nil: the first page). The
-    /// way to read the public database, which has no change feed.
+    /// `_defaultZone` unless told), those `filters` keep, in `sort` order of modification time
+    /// (nil: the server's order), after `continuationMarker` (nil: the first page). The way to
+    /// read the public database, which has no change feed.
     ///
     /// - Parameters:
     ///   - resultsLimit: 1...200; nil lets the server use its maximum.
     ///   - desiredKeys: only these fields (`[]`: none, names and system fields only); nil fetches
     ///     every field.
     public func queryRecords(
-        recordType: String, zoneID: ZoneID? = nil, filters: [ModificationFilter] = [], sortedByModification: Bool = true,
+        recordType: String, zoneID: ZoneID? = nil, filters: [ModificationFilter] = [], sort: ModificationSort? = .ascending,
         continuationMarker: String? = nil, resultsLimit: Int? = nil, desiredKeys: [String]? = nil, logger: Logger? = nil
     ) async throws -> RecordQueryResponse {
         var logger = logger ?? self.logger
@@ -58,13 +58,13 @@ extension CloudKitClient {
         return try await send(
             RecordQueryResponse.self, operation: "records/query", method: .POST,
             body: Self.queryBody(
-                recordType: recordType, zoneID: zoneID, filters: filters, sortedByModification: sortedByModification,
+                recordType: recordType, zoneID: zoneID, filters: filters, sort: sort,
                 continuationMarker: continuationMarker, resultsLimit: resultsLimit, desiredKeys: desiredKeys),
             logger: logger)
     }
 
     static func queryBody(
-        recordType: String, zoneID: ZoneID?, filters: [ModificationFilter], sortedByModification: Bool, continuationMarker: String?,
+        recordType: String, zoneID: ZoneID?, filters: [ModificationFilter], sort: ModificationSort?, continuationMarker: String?,
         resultsLimit: Int?, desiredKeys: [String]?
     ) -> JSONValue {
         var query: [String: JSONValue] = ["recordType": .string(recordType)]
@@ -77,8 +77,8 @@ extension CloudKitClient {
                     ])
                 })
         }
-        if sortedByModification {
-            query["sortBy"] = .array([.object(["systemFieldName": .string("modifiedTimestamp"), "ascending": .bool(true)])])
+        if let sort {
+            query["sortBy"] = .array([.object(["systemFieldName": .string("modifiedTimestamp"), "ascending": .bool(sort == .ascending)])])
         }
         var body: [String: JSONValue] = ["query": .object(query)]
         if let zoneID { body["zoneID"] = Self.requestJSON(zoneID) }

@@ -107,6 +107,9 @@ public struct CloudKitError: Error, Sendable, CustomStringConvertible {
     var limit: String?
     /// With `tlsFailed`: the host and port the connection was for.
     var tlsHost: String?
+    /// The request was signed with a server-to-server key rather than a user's token: an
+    /// authentication failure is the key's.
+    public var signedWithServerKey = false
 
     public init(
         code: Code, httpStatus: Int? = nil, reason: String? = nil, retryAfter: Double? = nil,
@@ -165,9 +168,32 @@ public struct CloudKitError: Error, Sendable, CustomStringConvertible {
         return text
     }
 
+    /// An authentication failure of a signed request, by what CloudKit's reason names: the key
+    /// ID, the signature (the key is not the one registered under that ID), or the date.
+    var serverKeyAdvice: String {
+        let tag = "(\(code))"
+        let said = (reason ?? "").lowercased()
+        let fingerprint = "zonefeed validate shows this key's fingerprint; zonefeed key create makes a new key and prints its public key"
+        if said.contains("date") || said.contains("clock") || said.contains("expired") {
+            return "CloudKit refused the server-to-server signature as too old or too new \(tag): set this machine's clock right (use NTP); "
+                + "CloudKit accepts signatures dated within minutes of its own time"
+        }
+        if said.contains("key id") || said.contains("keyid") || said.contains("unknown key") {
+            return "CloudKit does not know the server-to-server key ID \(tag): set auth.serverKey.keyID to the key ID CloudKit Dashboard shows "
+                + "for this container and environment (API Access, Server-to-Server Keys)"
+        }
+        if said.contains("signature") {
+            return "the server-to-server key does not match the key ID \(tag): the private key is not the one whose public key was registered "
+                + "under that ID in CloudKit Dashboard; give the matching private key, or register this key's public key (\(fingerprint))"
+        }
+        return "CloudKit refused the server-to-server key \(tag): check auth.serverKey.keyID against CloudKit Dashboard, that its public key "
+            + "is this private key's (\(fingerprint)), that the key is for this container and environment, and this machine's clock"
+    }
+
     /// What happened and what to do next, as one sentence.
     var advice: String {
         let tag = "(\(code))"
+        if signedWithServerKey, isAuthenticationFailure { return serverKeyAdvice }
         switch code {
         case .authenticationFailed:
             return
@@ -210,7 +236,7 @@ public struct CloudKitError: Error, Sendable, CustomStringConvertible {
             return
                 "could not make a trusted TLS connection to \(tlsHost ?? "CloudKit") \(tag): if a proxy inspects TLS or the server's certificate comes from a private CA, give that CA's certificate as source.cloudkit.tls.caFile; check baseURL's host name; this is not retried"
         case .signingFailed:
-            return "the request could not be signed \(tag): check that serverPrivateKeyFile holds the PEM private key (prime256v1) of serverKeyID"
+            return "the request could not be signed \(tag): check that auth.serverKey holds the PEM private key (prime256v1) of its keyID"
         default:
             return "CloudKit answered with an error code this client does not know (\(code)): run again; if it persists, report it with the request UUID"
         }

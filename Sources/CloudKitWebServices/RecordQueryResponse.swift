@@ -52,3 +52,8 @@ public struct ModificationFilter: Sendable, Hashable {
         self.milliseconds = milliseconds
     }
 }
+
+/// The order of `records/query`'s results by modification time.
+public enum ModificationSort: Sendable, Hashable {
+    case ascending, descending
+}

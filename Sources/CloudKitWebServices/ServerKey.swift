@@ -1,3 +1,4 @@
+import CloudKitModel
 import Crypto
 import Foundation
 
@@ -26,7 +27,8 @@ public struct ServerKey: Sendable, CustomStringConvertible {
             // The key itself must not end up in a message.
             throw ServerKeyError(
                 message:
-                    "the server-to-server private key is not a P-256 key in PEM form: create one with 'openssl ecparam -name prime256v1 -genkey -noout -out eckey.pem'"
+                    "the server-to-server private key is not a P-256 key in PEM form: create one with 'zonefeed key create' "
+                    + "(or 'openssl ecparam -name prime256v1 -genkey -noout -out eckey.pem') and register its public key in CloudKit Dashboard"
             )
         }
     }
@@ -45,9 +47,21 @@ public struct ServerKey: Sendable, CustomStringConvertible {
             throw ServerKeyError(message: "\(error)")
         }
         guard let pem else {
-            throw ServerKeyError(message: "cannot read the server-to-server private key file \(path): there is no such file; check auth.serverPrivateKeyFile")
+            throw ServerKeyError(
+                message: "cannot read the server-to-server private key file \(path): there is no such file; check auth.serverKey.privateKeyFile")
         }
         try self.init(keyID: keyID, pem: pem)
+    }
+
+    /// The public key as CloudKit Dashboard takes it pasted: PEM, `BEGIN PUBLIC KEY`.
+    public var publicKeyPEM: String { privateKey.publicKey.pemRepresentation }
+
+    /// What names the key without showing it: `SHA256:` and the base64 of the SHA-256 of its
+    /// public key (DER), as `ssh-keygen -l` names keys.
+    public var fingerprint: String {
+        var text = Base64.encode(Array(SHA256.hash(data: privateKey.publicKey.derRepresentation)))
+        while text.hasSuffix("=") { text.removeLast() }
+        return "SHA256:" + text
     }
 
     public var description: String { "ServerKey(keyID: \(keyID), privateKey: <redacted>)" }

@@ -60,7 +60,8 @@ extension FakeCloudKitStore {
         var recordIDQueryable = true
     }
 
-    /// A query's whole answer, as the index stood: every page of one query is cut from it
+    /// A record type's index as it stood: its live records in modification order (or in the
+    /// server's order, for queries without a sort), from which every query's answer is cut
     /// until the zone or its index changes.
     struct QueryAnswerKey: Hashable {
         var database: String
@@ -68,7 +69,8 @@ extension FakeCloudKitStore {
         var epoch: Int
         var historyCount: Int
         var visibleAdded: Int
-        var query: UInt64
+        var recordType: String
+        var sorted: Bool
     }
 
     /// What a query compares and sorts of one live record, and where to make the record from.
@@ -175,28 +177,25 @@ extension FakeCloudKitStore {
         let now = DispatchTime.now().uptimeNanoseconds
         let visible = zone.visibleAt.reduce(0) { $0 + ($1 <= now ? 1 : 0) }
         let answerKey = QueryAnswerKey(
-            database: database, zone: ZoneKey(zone.id), epoch: zone.epoch, historyCount: zone.historyCount, visibleAdded: visible, query: fingerprint)
-        let items: [QueryItem]
+            database: database, zone: ZoneKey(zone.id), epoch: zone.epoch, historyCount: zone.historyCount, visibleAdded: visible,
+            recordType: recordType, sorted: ascending != nil)
+        let index: [QueryItem]
         if let cached = queryAnswers[answerKey] {
-            items = cached
+            index = cached
         } else {
-            var sorted = queryItems(database: database, zone: zone, visibleBy: now).filter { item in
-                item.recordType == recordType && filters.allSatisfy { $0.0.holds(item.modifiedMs, $0.1) }
-            }
-            if let ascending {
-                sorted.sort { a, b in
-                    if a.modifiedMs != b.modifiedMs { return ascending ? a.modifiedMs < b.modifiedMs : a.modifiedMs > b.modifiedMs }
-                    return a.tieBreak < b.tieBreak
-                }
+            var sorted = queryItems(database: database, zone: zone, visibleBy: now).filter { $0.recordType == recordType }
+            if ascending != nil {
+                sorted.sort { a, b in a.modifiedMs != b.modifiedMs ? a.modifiedMs < b.modifiedMs : a.tieBreak < b.tieBreak }
             } else {
                 sorted.sort { $0.tieBreak < $1.tieBreak }
             }
-            items = sorted
-            queryAnswers[answerKey] = items
+            index = sorted
+            queryAnswers[answerKey] = index
             queryAnswerOrder.append(answerKey)
-            // A few answers: one over 320,000 records takes about 15 MB.
+            // A few indexes: one over 320,000 records takes about 15 MB.
             if queryAnswerOrder.count > 4 { queryAnswers[queryAnswerOrder.removeFirst()] = nil }
         }
+        let items = Self.answer(from: index, sortedAscending: ascending, filters: filters)
 
         let start = min(offset, items.count)
         let end = min(items.count, start + limit)
@@ -215,6 +214,37 @@ extension FakeCloudKitStore {
         }
         writer.literal("}")
         return Reply(body: writer.bytes)
+    }
+
+    /// A query's answer cut from its type's index: the range its bounds on the modification time
+    /// give (found by halving, as the index is in that order), then the other filters, in the
+    /// order asked.
+    static func answer(from index: [QueryItem], sortedAscending ascending: Bool?, filters: [(Comparator, Int64)]) -> [QueryItem] {
+        guard let ascending else { return index.filter { item in filters.allSatisfy { $0.0.holds(item.modifiedMs, $0.1) } } }
+        func firstIndex(where atOrPast: (Int64) -> Bool) -> Int {
+            var low = 0
+            var high = index.count
+            while low < high {
+                let middle = (low + high) / 2
+                if atOrPast(index[middle].modifiedMs) { high = middle } else { low = middle + 1 }
+            }
+            return low
+        }
+        var lower = 0
+        var upper = index.count
+        var others: [(Comparator, Int64)] = []
+        for (comparator, bound) in filters {
+            switch comparator {
+            case .greaterThanOrEquals: lower = max(lower, firstIndex { $0 >= bound })
+            case .greaterThan: lower = max(lower, firstIndex { $0 > bound })
+            case .lessThan: upper = min(upper, firstIndex { $0 >= bound })
+            case .lessThanOrEquals: upper = min(upper, firstIndex { $0 > bound })
+            case .equals, .notEquals: others.append((comparator, bound))
+            }
+        }
+        var range = Array(index[lower..<max(lower, upper)])
+        if !others.isEmpty { range = range.filter { item in others.allSatisfy { $0.0.holds(item.modifiedMs, $0.1) } } }
+        return ascending ? range : range.reversed()
     }
 
     /// The live records of a zone as its query index sees them now: the generator's entries (all

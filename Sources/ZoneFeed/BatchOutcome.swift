@@ -10,6 +10,9 @@ public struct BatchOutcome: Sendable, Hashable {
     public var skipped = 0
     /// Rows tombstoned by a resync sweep.
     public var swept = 0
+    /// Records that came again with the change tag their row already has: not written again
+    /// (a query zone's lag reads some records twice).
+    public var unchanged = 0
 
     public init() {}
 
@@ -20,7 +23,9 @@ public struct BatchOutcome: Sendable, Hashable {
         lhs.rejects += rhs.rejects
         lhs.skipped += rhs.skipped
         lhs.swept += rhs.swept
+        lhs.unchanged += rhs.unchanged
     }
 
+    /// What the batch changed; records that came unchanged are not among them.
     public var records: Int { upserts + tombstones + rejects + skipped }
 }

@@ -15,6 +15,9 @@ public struct ChangeBatch: Sendable {
     public var isLast: Bool
     /// This batch ends a resync: rows of older generations are swept in the same transaction.
     public var finishesResync: Bool
+    /// Records a deletion sweep found still there: their rows join the batch's generation
+    /// without being written again.
+    public var listed: [ListedRecords] = []
 
     public init(
         zoneID: ZoneID, runID: Int64, generation: Int, pageCount: Int, entries: [RecordEntry],

@@ -16,6 +16,9 @@ public protocol CheckpointStore: Sendable {
     func zoneCheckpoint(_ zone: ZoneID) async throws -> ZoneCheckpoint
     /// Starts a resync: nil token, next generation, `resyncing` set.
     func beginResync(_ zone: ZoneID, reason: String) async throws -> ZoneCheckpoint
+    /// Starts a deletion sweep: `token` (where the sweep starts), next generation, `resyncing`
+    /// set, in one commit. The batch that ends the sweep tombstones the rows it left behind.
+    func beginSweep(_ zone: ZoneID, token: ChangeToken) async throws -> ZoneCheckpoint
     func recordZoneError(_ zone: ZoneID, message: String?) async throws
 
     /// Why a zone cannot be kept under its name (its name holds what the store cannot hold);

@@ -41,7 +41,7 @@ public struct FeedProgress: Sendable {
             return nil
         }
         sameToken = page.syncToken == token ? sameToken + 1 : 0
-        empty = page.entries.isEmpty ? empty + 1 : 0
+        empty = page.entries.isEmpty && page.listed.isEmpty ? empty + 1 : 0
         repeated = !page.entries.isEmpty && page.entries == previous ? repeated + 1 : 0
         previous = page.entries
         let stop = "; stopping instead of looping (the next run tries the zone again)"

@@ -78,6 +78,13 @@ extension PipelineFileReader {
             if let section = type.read(top, pipelineName: name, from: self) { sections[type.key] = section } else { sectionsRead = false }
         }
         guard let name, let source, let destination, sectionsRead else { return nil }
+        if let why = source.needsRecordTypes, destination.mappedRecordTypes == nil {
+            report(
+                "recordTypes: auto cannot be used with this source: \(why); list the record types under recordTypes, "
+                    + "or derive them from a schema file (recordTypes: { schemaFile: schema.ckdb })",
+                at: top["recordTypes"]?.valuePosition ?? top["source"]?.keyPosition ?? top.position)
+            return nil
+        }
         return Pipeline(name: name, source: source, destination: destination, filePath: filePath, sections: sections)
     }
 

@@ -343,6 +343,8 @@ public struct Runner: Sendable {
         await events(.willFetchRecordZoneChanges(zone, resyncing: checkpoint.resyncing))
 
         var pending: [RecordEntry] = []
+        var listed: [ListedRecords] = []
+        var listedCount = 0
         var pendingPages = 0
         var token = checkpoint.token
         var progress = FeedProgress(limits: configuration.stall)
@@ -366,6 +368,8 @@ public struct Runner: Sendable {
                 checkpoint = try await destination.beginResync(zone, reason: "change token expired")
                 await events(.resyncStarted(zone, reason: "change token expired"))
                 pending.removeAll()
+                listed.removeAll()
+                listedCount = 0
                 pendingPages = 0
                 token = nil
                 progress = FeedProgress(limits: configuration.stall)
@@ -375,22 +379,46 @@ public struct Runner: Sendable {
 
             if let stuck = progress.note(page, fetchedFrom: token) { throw SyncError(.failed, zoneID: zone, message: stuck) }
 
+            if page.beginsSweep {
+                // What came before the sweep is committed under the generation it was fetched
+                // in; the sweep's own rows, and every row written after, get the next one.
+                if !pending.isEmpty || !listed.isEmpty {
+                    let batch = ChangeBatch(
+                        zoneID: zone, runID: runID, generation: checkpoint.generation, pageCount: pendingPages,
+                        entries: pending, token: token ?? page.syncToken, isLast: false, finishesResync: false)
+                    let outcome = try await apply(batch, listing: listed)
+                    pending = []
+                    listed = []
+                    listedCount = 0
+                    pendingPages = 0
+                    total += outcome
+                    await events(.stateUpdate(zone, batch.token))
+                    await events(.fetchedRecordZoneChanges(zone, batch: outcome, total: total))
+                }
+                checkpoint = try await destination.beginSweep(zone, token: page.syncToken)
+                token = page.syncToken
+                await events(.resyncStarted(zone, reason: "deletion sweep"))
+                continue
+            }
+
             pending += page.entries
+            listed += page.listed
+            listedCount += page.listed.reduce(0) { $0 + $1.names.count }
             // An empty page (the feed is current) is fetched but applies nothing.
-            if !page.entries.isEmpty { pendingPages += 1 }
+            if !page.entries.isEmpty || !page.listed.isEmpty { pendingPages += 1 }
             token = page.syncToken
 
-            if pending.count >= batchRecords || !page.moreComing {
+            // Names are a small part of a record: a batch lists up to ten times its records.
+            if pending.count + listedCount / 10 >= batchRecords || !page.moreComing {
                 let batch = ChangeBatch(
                     zoneID: zone, runID: runID, generation: checkpoint.generation, pageCount: pendingPages,
                     entries: pending, token: page.syncToken, isLast: !page.moreComing,
                     finishesResync: checkpoint.resyncing && !page.moreComing)
+                let outcome = try await apply(batch, listing: listed)
                 pending = []
+                listed = []
+                listedCount = 0
                 pendingPages = 0
-                let outcome = try await destination.apply(batch)
-                // The batch's records are gone: what they held goes back to the system, so that a
-                // long backfill's resident memory stays flat (see FreedMemory).
-                FreedMemory.releaseInBackground()
                 total += outcome
                 checkpoint.token = batch.token
                 if batch.finishesResync { checkpoint.resyncing = false }
@@ -399,5 +427,16 @@ public struct Runner: Sendable {
             }
             if !page.moreComing { return }
         }
+    }
+
+    /// Applies a batch with the names a sweep listed.
+    private func apply(_ batch: ChangeBatch, listing listed: [ListedRecords]) async throws -> BatchOutcome {
+        var batch = batch
+        batch.listed = listed
+        let outcome = try await destination.apply(batch)
+        // The batch's records are gone: what they held goes back to the system, so that a
+        // long backfill's resident memory stays flat (see FreedMemory).
+        FreedMemory.releaseInBackground()
+        return outcome
     }
 }

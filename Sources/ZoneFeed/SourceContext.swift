@@ -27,10 +27,14 @@ public struct SourceContext: Sendable {
     public var pipelineName: String
     /// nil when the destination keeps nothing for its source.
     public var vault: (any SourceVault)?
+    /// The record types the destination maps (`DestinationConfiguration.mappedRecordTypes`),
+    /// for a source that reads by type; nil when it takes whatever comes.
+    public var recordTypes: [String]?
 
-    public init(pipelineName: String, vault: (any SourceVault)? = nil) {
+    public init(pipelineName: String, vault: (any SourceVault)? = nil, recordTypes: [String]? = nil) {
         self.pipelineName = pipelineName
         self.vault = vault
+        self.recordTypes = recordTypes
     }
 }
 

@@ -1,17 +1,37 @@
 import CloudKitModel
 
-/// One page of a zone's change feed, as `records/changes` returns it.
+/// One page of a zone's change feed, as `records/changes` returns it, or one round of a zone
+/// read by query (`records/query`), which a source presents the same way.
 public struct ZoneChangePage: Sendable {
     public var zoneID: ZoneID
     public var entries: [RecordEntry]
     /// The position after this page.
     public var syncToken: ChangeToken
     public var moreComing: Bool
+    /// A deletion sweep begins with this page, which holds nothing else: the engine commits
+    /// what it holds, then starts a new generation of the zone's rows with this page's token
+    /// (`CheckpointStore.beginSweep`). The sweep's pages list the records still there
+    /// (`listed`); the page that ends it says no more are coming, and the rows it did not list
+    /// are tombstoned in that batch, as after a resync.
+    public var beginsSweep = false
+    /// Records a deletion sweep found still there, by name only: their rows are kept.
+    public var listed: [ListedRecords] = []
 
     public init(zoneID: ZoneID, entries: [RecordEntry], syncToken: ChangeToken, moreComing: Bool) {
         self.zoneID = zoneID
         self.entries = entries
         self.syncToken = syncToken
         self.moreComing = moreComing
+    }
+}
+
+/// Names of records of one type that a deletion sweep found still there.
+public struct ListedRecords: Sendable, Hashable {
+    public var recordType: String
+    public var names: [String]
+
+    public init(recordType: String, names: [String]) {
+        self.recordType = recordType
+        self.names = names
     }
 }

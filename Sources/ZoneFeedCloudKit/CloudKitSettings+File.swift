@@ -41,14 +41,10 @@ extension CloudKitSettings: SourceConfiguration {
         }
 
         let environment = file.choice(CloudKitSettings.Environment.self, "environment", in: section)
-        let database = file.choice(
-            CloudKitSettings.Database.self, "database", in: section,
-            explanations: [
-                "public":
-                    "the public database has no change feeds: zone change feeds exist only in the private and shared databases (expected private or shared)"
-            ]
-        )
+        let database = file.choice(CloudKitSettings.Database.self, "database", in: section)
         let zones = readZones(in: section, from: file)
+        let queryLag = readDuration("queryLag", in: section, range: CloudKitSettings.queryLagSecondsRange, from: file)
+        let deletionSweep = readDeletionSweep(in: section, from: file)
         let resultsLimit = file.integer("resultsLimit", in: section, range: CloudKitSettings.resultsLimitRange)
         let desiredKeys = file.stringList("desiredKeys", in: section, expected: "a list of field names such as [title, body]")
         let timeout = file.number("timeoutSeconds", in: section, range: CloudKitSettings.timeoutSecondsRange, unit: "seconds")
@@ -58,8 +54,13 @@ extension CloudKitSettings: SourceConfiguration {
         let idleTimeout = file.number("idleTimeoutSeconds", in: section, range: CloudKitSettings.idleTimeoutSecondsRange, unit: "seconds")
         let maxRetryAfter = file.number("maxRetryAfterSeconds", in: section, range: CloudKitSettings.maxRetryAfterSecondsRange, unit: "seconds")
         let maxResponseBytes = file.integer("maxResponseBytes", in: section, range: CloudKitSettings.maxResponseBytesRange)
-        let auth = readAuth(in: section, from: file)
+        let auth = readAuth(in: section, database: database ?? .private, from: file)
         let tlsCAFile = readTLS(in: section, from: file)
+        if database == .public, let entry = section["zones"], zones != .named([ZoneID.defaultZoneName]) {
+            file.report(
+                "the public database has one zone, \(ZoneID.defaultZoneName), which zonefeed reads by query: remove \(section.path(of: "zones"))",
+                at: entry.keyPosition)
+        }
         guard file.diagnostics.count == reported, let container, let auth else { return nil }
 
         var settings = CloudKitSettings(container: container, auth: auth)
@@ -67,6 +68,9 @@ extension CloudKitSettings: SourceConfiguration {
         if let environment { settings.environment = environment }
         if let database { settings.database = database }
         if let zones { settings.zones = zones }
+        if database == .public { settings.zones = .named([ZoneID.defaultZoneName]) }
+        if let queryLag { settings.queryLagSeconds = queryLag }
+        if let deletionSweep { settings.deletionSweep = deletionSweep }
         if let resultsLimit { settings.resultsLimit = resultsLimit }
         settings.desiredKeys = desiredKeys
         if let timeout { settings.timeoutSeconds = timeout }
@@ -77,7 +81,7 @@ extension CloudKitSettings: SourceConfiguration {
         if let maxRetryAfter { settings.maxRetryAfterSeconds = maxRetryAfter }
         if let maxResponseBytes { settings.maxResponseBytes = maxResponseBytes }
         settings.tlsCAFile = tlsCAFile
-        if settings.auth.webAuthTokenFile == nil, settings.auth.webAuthTokenStore == .file, let pipelineName {
+        if settings.database != .public, settings.auth.webAuthTokenFile == nil, settings.auth.webAuthTokenStore == .file, let pipelineName {
             // Tokens rotate with every request: a run that did not keep the newest could not
             // start again after a crash.
             settings.auth.webAuthTokenFile = ".zonefeed/\(pipelineName).web-auth-token"
@@ -133,7 +137,7 @@ extension CloudKitSettings: SourceConfiguration {
         return value
     }
 
-    static func readAuth(in cloudKit: PipelineSection, from file: PipelineFileReader) -> CloudKitSettings.Auth? {
+    static func readAuth(in cloudKit: PipelineSection, database: CloudKitSettings.Database, from file: PipelineFileReader) -> CloudKitSettings.Auth? {
         let allowed = reference.keys.keys(in: "source.cloudkit.auth")
         guard let section = file.subsection("auth", in: cloudKit, allowed: allowed, required: true) else { return nil }
         let reported = file.diagnostics.count
@@ -151,22 +155,30 @@ extension CloudKitSettings: SourceConfiguration {
         }
         let webAuthTokenFile = file.nonEmptyText("webAuthTokenFile", in: section, expected: "a file path")
         let webAuthTokenStore = file.choice(CloudKitSettings.TokenStore.self, "webAuthTokenStore", in: section)
-        let serverKeyID = file.nonEmptyText("serverKeyID", in: section, expected: "a key ID from CloudKit Dashboard")
-        let serverPrivateKeyFile = file.nonEmptyText("serverPrivateKeyFile", in: section, expected: "the path of a PEM private key file")
+        let serverKey = readServerKey(in: section, from: file)
 
         // Only a key that is not there at all is "missing"; one that is there but unusable (an
         // unset variable, say) was reported where it is.
-        if section["apiToken"] == nil && section["serverKeyID"] == nil {
+        if section["apiToken"] == nil && section["serverKey"] == nil {
             file.report(
-                "missing required key 'apiToken' in \(section.path) (or sign requests server-to-server with serverKeyID and serverPrivateKeyFile)",
+                "missing required key 'apiToken' in \(section.path) (or, for the public database, sign requests server-to-server with serverKey)",
                 at: section.position
             )
         }
-        if let keyID = section["serverKeyID"], section["serverPrivateKeyFile"] == nil {
-            file.report("serverKeyID needs serverPrivateKeyFile in \(section.path): the PEM file of the key it names", at: keyID.keyPosition)
-        }
-        if let keyFile = section["serverPrivateKeyFile"], section["serverKeyID"] == nil {
-            file.report("serverPrivateKeyFile needs serverKeyID in \(section.path): the key's ID from CloudKit Dashboard", at: keyFile.keyPosition)
+        if database == .public {
+            // The public database is read as the key's developer, or anonymously with the API
+            // token alone: a user's sign-in has no place here.
+            for key in ["webAuthToken", "webAuthTokenFile", "webAuthTokenStore"] {
+                guard let entry = section[key] else { continue }
+                file.report(
+                    "\(section.path(of: key)): the public database is read without a user's sign-in (with serverKey, or the apiToken alone); remove it",
+                    at: entry.keyPosition)
+            }
+        } else if let entry = section["serverKey"] {
+            file.report(
+                "\(section.path(of: "serverKey")): a server-to-server key reaches the public database only (database: public); "
+                    + "the \(database.rawValue) database needs a user's web auth token (zonefeed login)",
+                at: entry.keyPosition)
         }
         if webAuthTokenStore == .database, let tokenFile = section["webAuthTokenFile"] {
             file.report(
@@ -175,11 +187,118 @@ extension CloudKitSettings: SourceConfiguration {
         }
         guard file.diagnostics.count == reported else { return nil }
         var auth = CloudKitSettings.Auth(
-            apiToken: apiToken, webAuthToken: webAuthToken, webAuthTokenFile: webAuthTokenFile,
-            serverKeyID: serverKeyID, serverPrivateKeyFile: serverPrivateKeyFile
-        )
+            apiToken: apiToken, webAuthToken: webAuthToken, webAuthTokenFile: webAuthTokenFile, serverKey: serverKey?.key,
+            serverKeySource: serverKey?.source)
         if let webAuthTokenStore { auth.webAuthTokenStore = webAuthTokenStore }
         return auth
+    }
+
+    /// `serverKey: {keyID, privateKeyFile | privateKey}`: the key is read and parsed now, so that
+    /// one that is missing or not a P-256 PEM key is refused at its line. Neither the key nor
+    /// its ID is ever quoted.
+    static func readServerKey(in auth: PipelineSection, from file: PipelineFileReader) -> (key: ServerKey, source: String)? {
+        guard let section = file.subsection("serverKey", in: auth, allowed: reference.keys.keys(in: "source.cloudkit.auth.serverKey"), required: false)
+        else { return nil }
+        let reported = file.diagnostics.count
+        let keyID = file.secret("keyID", in: section, emptyMeansAbsent: false, required: true)
+        let path = file.text("privateKeyFile", in: section, expected: "the path of a PEM private key file")
+        let pem = file.secret("privateKey", in: section, emptyMeansAbsent: false)
+        switch (section["privateKeyFile"], section["privateKey"]) {
+        case (nil, nil):
+            file.report(
+                "\(section.path) needs privateKeyFile (the PEM file 'zonefeed key create' wrote) or privateKey (the PEM itself, from a variable)",
+                at: section.position)
+        case (.some, .some(let second)):
+            file.report("\(section.path) has both privateKeyFile and privateKey: give the key one way", at: second.keyPosition)
+        default:
+            break
+        }
+        guard file.diagnostics.count == reported, let keyID else { return nil }
+        do {
+            if let path {
+                return (try ServerKey(keyID: keyID.value, pemFile: path.text), path.text)
+            }
+            if let pem {
+                return (try ServerKey(keyID: keyID.value, pem: pem.value), "privateKey")
+            }
+        } catch {
+            let key = path != nil ? "privateKeyFile" : "privateKey"
+            file.report("\(section.path(of: key)): \(error)", at: section[key]?.valuePosition ?? section.position)
+        }
+        return nil
+    }
+
+    /// A time: seconds, or a number with a unit (`90s`, `5m`, `24h`, `7d`).
+    static func readDuration(_ key: String, in section: PipelineSection, range: ClosedRange<Double>, from file: PipelineFileReader) -> Double? {
+        let expected = "a time such as 30s, 5m, 24h or 7d"
+        guard let value = file.text(key, in: section, expected: expected) else { return nil }
+        guard let seconds = parseDuration(value.text) else {
+            file.report("\(section.path(of: key)) must be \(expected), not \(InertText.quoted(value.text))", at: value.position)
+            return nil
+        }
+        guard range.contains(seconds) else {
+            file.report(
+                "\(section.path(of: key)) must be between \(CloudKitSettings.durationText(range.lowerBound)) and \(CloudKitSettings.durationText(range.upperBound)), "
+                    + "not \(InertText.quoted(value.text))", at: value.position)
+            return nil
+        }
+        return seconds
+    }
+
+    /// `30s`, `5m`, `24h`, `7d`, or a plain number of seconds; nil for anything else.
+    static func parseDuration(_ text: String) -> Double? {
+        let units: [Character: Double] = ["s": 1, "m": 60, "h": 3_600, "d": 86_400]
+        var digits = Substring(text.trimmingSpaces())
+        var unit = 1.0
+        if let last = digits.last, let scale = units[last] {
+            unit = scale
+            digits = digits.dropLast()
+        }
+        guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }), let number = Double(digits), number.isFinite
+        else { return nil }
+        return number * unit
+    }
+
+    /// `deletionSweep`: `never`, `every: N runs` (or `every N runs`), or a time (`24h`).
+    static func readDeletionSweep(in section: PipelineSection, from file: PipelineFileReader) -> CloudKitSettings.DeletionSweep? {
+        let expected = "never, a time such as 24h, or every: 10 runs"
+        guard let entry = section["deletionSweep"], !file.isNull(entry.value) else { return nil }
+        let path = section.path(of: "deletionSweep")
+        var text: PipelineValue
+        var words: [String]
+        if file.isMapping(entry.value, withKey: "every") {
+            guard let every = file.section(entry.value, path: path, position: entry.valuePosition, allowed: ["every"]),
+                let value = file.text("every", in: every, expected: "a number of runs such as 10 runs")
+            else { return nil }
+            text = value
+            words = ["every"] + value.text.split(separator: " ").map(String.init)
+        } else {
+            guard let value = file.scalarValue(entry.value, path: path, expected: expected) else { return nil }
+            text = value
+            words = value.text.split(separator: " ").map(String.init)
+        }
+        if words == ["never"] { return .never }
+        if words.first == "every", words.count <= 3, words.count >= 2, words.count == 2 || ["run", "runs"].contains(words[2]) {
+            guard let runs = Int(words[1]), CloudKitSettings.deletionSweepRunsRange.contains(runs) else {
+                file.report(
+                    "\(path) must sweep every 1 to \(CloudKitSettings.deletionSweepRunsRange.upperBound.grouped) runs, not \(InertText.quoted(text.text))",
+                    at: text.position)
+                return nil
+            }
+            return .everyRuns(runs)
+        }
+        guard let seconds = parseDuration(text.text) else {
+            file.report("\(path) must be \(expected), not \(InertText.quoted(text.text))", at: text.position)
+            return nil
+        }
+        let range = CloudKitSettings.deletionSweepSecondsRange
+        guard range.contains(seconds) else {
+            file.report(
+                "\(path) must be between \(CloudKitSettings.durationText(range.lowerBound)) and \(CloudKitSettings.durationText(range.upperBound)), not \(InertText.quoted(text.text))",
+                at: text.position)
+            return nil
+        }
+        return .interval(seconds: seconds)
     }
 }
 
@@ -197,11 +316,19 @@ extension CloudKitSettings {
                 "source.cloudkit.container", takes: "a container identifier starting with iCloud.", default: "required",
                 "The container, such as iCloud.com.example.notes."),
             .choice("source.cloudkit.environment", Environment.self, default: "production", "The container's environment."),
-            .choice("source.cloudkit.database", Database.self, default: "private", "The database: change feeds exist only in the private and shared ones."),
+            .choice(
+                "source.cloudkit.database", Database.self, default: "private",
+                "The database: change feeds exist in the private and shared ones; the public one is read by query (docs/public-database.md)."),
             PipelineKey(
                 "source.cloudkit.zones", takes: "'all' or a list of zone names such as [Notes, Archive]", default: "all",
                 "The zones exported; `all` discovers them through the database's changes."),
             .integer("source.cloudkit.resultsLimit", resultsLimitRange, default: 200, "Records asked for per page."),
+            PipelineKey(
+                "source.cloudkit.queryLag", takes: "a time such as 30s, 5m or 1h (up to 24h)", default: "5m",
+                "A zone read by query (_defaultZone) is read again from this long before its watermark each run: CloudKit's indexes lag."),
+            PipelineKey(
+                "source.cloudkit.deletionSweep", takes: "never, a time such as 24h (1m to 365d), or every: N runs", default: "24h",
+                "How often a zone read by query lists its record names to tombstone deleted records (resultsLimit names a request)."),
             PipelineKey(
                 "source.cloudkit.desiredKeys", takes: "a list of field names such as [title, body]", default: "every field",
                 "Only these fields are fetched."),
@@ -226,7 +353,7 @@ extension CloudKitSettings {
                 "CA certificates trusted besides the system's (a TLS-inspecting proxy's); certificates are always verified."),
             .section("source.cloudkit.auth", default: "required", "How requests are authenticated (docs/cloudkit.md)."),
             PipelineKey(
-                "source.cloudkit.auth.apiToken", takes: "a token; ${VAR} reads the environment", default: "required, unless serverKeyID",
+                "source.cloudkit.auth.apiToken", takes: "a token; ${VAR} reads the environment", default: "required, unless serverKey",
                 "The container's API token."),
             PipelineKey(
                 "source.cloudkit.auth.webAuthToken", takes: "a token; ${VAR} reads the environment", default: "the stored sign-in (zonefeed login)",
@@ -237,10 +364,15 @@ extension CloudKitSettings {
             .choice(
                 "source.cloudkit.auth.webAuthTokenStore", TokenStore.self, default: "file",
                 "Where rotated tokens are kept: the file, or the destination's zonefeed_web_auth_tokens table (for pods)."),
+            .section("source.cloudkit.auth.serverKey", "Server-to-server signing, for the public database (zonefeed key create)."),
             PipelineKey(
-                "source.cloudkit.auth.serverKeyID", takes: "a key ID from CloudKit Dashboard", "Server-to-server signing: the key's ID."),
+                "source.cloudkit.auth.serverKey.keyID", takes: "the key ID CloudKit Dashboard shows; ${VAR} reads the environment",
+                default: "required", "The key's ID."),
             PipelineKey(
-                "source.cloudkit.auth.serverPrivateKeyFile", takes: "the path of a PEM private key file",
-                "Server-to-server signing: the key's PEM file."),
+                "source.cloudkit.auth.serverKey.privateKeyFile", takes: "the path of a PEM private key file (mode 0600)",
+                "The P-256 private key, from a file..."),
+            PipelineKey(
+                "source.cloudkit.auth.serverKey.privateKey", takes: "PEM text; ${VAR} reads the environment",
+                "...or from a variable (a Kubernetes secret)."),
         ])
 }

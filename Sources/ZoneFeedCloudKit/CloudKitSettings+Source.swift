@@ -13,7 +13,17 @@ extension CloudKitSettings {
         let vault = context.vault.map { DestinationTokenVault($0) }
         var source = try await NIOThreadPool.singleton.runIfActive { try CloudKitSource(settings: settings, tokenVault: vault, logger: logger) }
         source.subscriptionPrefix = "zonefeed.\(context.pipelineName)."
+        source.recordTypes = context.recordTypes ?? []
         return source
+    }
+
+    /// Whether a zone is read by query: `_defaultZone`, which has no change feed.
+    var readsByQuery: Bool { namedZones?.contains(ZoneID.defaultZoneName) ?? false }
+
+    public var needsRecordTypes: String? {
+        guard readsByQuery else { return nil }
+        return "it reads \(ZoneID.defaultZoneName)\(database == .public ? " of the public database" : "") with records/query, "
+            + "which asks for one record type at a time"
     }
 
     public func plan(_ context: PlanContext) -> PlanSection {
@@ -28,6 +38,15 @@ extension CloudKitSettings {
         }
         plan.row("resultsLimit", "\(resultsLimit) records per request")
         plan.row("desiredKeys", desiredKeys.map { $0.isEmpty ? "none" : $0.joined(separator: ", ") } ?? "all fields")
+        if readsByQuery {
+            plan.row(
+                "queryLag",
+                "\(CloudKitSettings.durationText(queryLagSeconds)): \(ZoneID.defaultZoneName) is read again from this long before its watermark each run")
+            let perSweep = (100_000 + resultsLimit - 1) / resultsLimit
+            plan.row(
+                "deletionSweep",
+                "\(deletionSweep): lists every record name of each type, \(perSweep.grouped) requests per 100,000 records")
+        }
         let seconds = Duration.secondsText
         plan.row(
             "requests",
@@ -55,8 +74,11 @@ extension CloudKitSettings {
         if auth.webAuthTokenStore == .database {
             kinds.append("webAuthTokenStore database (\(context.vaultLocation ?? "which this destination cannot keep"))")
         }
-        if auth.serverKeyID != nil { kinds.append("serverKeyID <redacted>") }
-        if let file = auth.serverPrivateKeyFile { kinds.append("serverPrivateKeyFile \(file)") }
+        if let key = auth.serverKey {
+            kinds.append(
+                "serverKey keyID <redacted>, \(auth.serverKeySource == "privateKey" ? "privateKey <redacted>" : "privateKeyFile \(auth.serverKeySource ?? "")") (fingerprint \(key.fingerprint))"
+            )
+        }
         plan.row("auth", kinds.joined(separator: ", "))
         return plan
     }

@@ -1,3 +1,4 @@
+import CloudKitWebServices
 import ZoneFeed
 
 /// The `source.cloudkit` section: which container, database and zones to read, how to sign in,
@@ -33,6 +34,34 @@ public struct CloudKitSettings: Sendable {
     /// `tls.caFile`: a PEM file of CA certificates trusted besides the system's (a TLS-inspecting
     /// proxy's CA, a test server's). Certificates are always verified.
     public var tlsCAFile: String?
+    /// How far before its watermark a zone read by query is read again each run: CloudKit
+    /// updates its query indexes asynchronously, so a record can appear after one modified
+    /// later. Five minutes: indexes are observed to catch up within seconds, and a record
+    /// that is late by more than the lag is missed until it is modified again or swept.
+    /// What it costs: the records modified in the lag before the watermark are fetched again
+    /// each run (and counted unchanged).
+    public var queryLagSeconds: Double = 300
+    /// How often a zone read by query lists its records to find deletions.
+    public var deletionSweep: DeletionSweep = .interval(seconds: 86_400)
+
+    /// A zone read by query finds deletions by listing every record name of each type
+    /// (`resultsLimit` names a request: 500 requests per 100,000 records at 200) and
+    /// tombstoning the rows it did not list.
+    public enum DeletionSweep: Sendable, Hashable, CustomStringConvertible {
+        case never
+        /// At the end of the first run this long after the last sweep began.
+        case interval(seconds: Double)
+        /// In every `runs`th run.
+        case everyRuns(Int)
+
+        public var description: String {
+            switch self {
+            case .never: "never"
+            case .interval(let seconds): "every \(CloudKitSettings.durationText(seconds))"
+            case .everyRuns(let runs): runs == 1 ? "every run" : "every \(runs) runs"
+            }
+        }
+    }
 
     // The ranges of the numbers above (docs/pipeline-file.md): a file out of range is
     // refused at its line, and nothing behind them can overflow.
@@ -52,10 +81,23 @@ public struct CloudKitSettings: Sendable {
     public static let maxRetryAfterSecondsRange = 0.0...86_400.0
     /// 64 KiB (a page of small records) to 1 GiB.
     public static let maxResponseBytesRange = 65_536...1_073_741_824
+    /// Up to a day: a lag is seconds in practice, and the whole lag is read again each run.
+    public static let queryLagSecondsRange = 0.0...86_400.0
+    /// A sweep at most once a minute, at least once a year; at most every 100,000 runs.
+    public static let deletionSweepSecondsRange = 60.0...31_536_000.0
+    public static let deletionSweepRunsRange = 1...100_000
+
+    /// A time as the file writes it: `90s`, `5m`, `24h`, `7d`, in the largest unit it is whole in.
+    public static func durationText(_ seconds: Double) -> String {
+        for (unit, size) in [("d", 86_400.0), ("h", 3_600.0), ("m", 60.0)] where seconds >= size && seconds.truncatingRemainder(dividingBy: size) == 0 {
+            return "\(Int(seconds / size))\(unit)"
+        }
+        return seconds == seconds.rounded() ? "\(Int(seconds))s" : "\(seconds)s"
+    }
 
     public enum Environment: String, Sendable, CaseIterable { case development, production }
     public enum TokenStore: String, Sendable, CaseIterable { case file, database }
-    public enum Database: String, Sendable, CaseIterable { case `private`, shared }
+    public enum Database: String, Sendable, CaseIterable { case `private`, shared, `public` }
 
     public struct Auth: Sendable {
         public var apiToken: Secret?
@@ -68,19 +110,21 @@ public struct CloudKitSettings: Sendable {
         /// Where rotated tokens are kept: the file (the default), or the destination database,
         /// for runs whose disk does not outlive them (a CronJob's pod, a fleet of workers).
         public var webAuthTokenStore: TokenStore = .file
-        /// Server-to-server signing: the key ID from CloudKit Dashboard and a PEM private key file.
-        public var serverKeyID: String?
-        public var serverPrivateKeyFile: String?
+        /// `serverKey`: server-to-server signing, for the public database; read (and its key
+        /// parsed) with the file.
+        public var serverKey: ServerKey?
+        /// Where the server key's PEM was read from: a file's path, or `privateKey` (a variable).
+        public var serverKeySource: String?
 
         public init(
-            apiToken: Secret? = nil, webAuthToken: Secret? = nil, webAuthTokenFile: String? = nil,
-            serverKeyID: String? = nil, serverPrivateKeyFile: String? = nil
+            apiToken: Secret? = nil, webAuthToken: Secret? = nil, webAuthTokenFile: String? = nil, serverKey: ServerKey? = nil,
+            serverKeySource: String? = nil
         ) {
             self.apiToken = apiToken
             self.webAuthToken = webAuthToken
             self.webAuthTokenFile = webAuthTokenFile
-            self.serverKeyID = serverKeyID
-            self.serverPrivateKeyFile = serverPrivateKeyFile
+            self.serverKey = serverKey
+            self.serverKeySource = serverKeySource
         }
     }
 

@@ -4,7 +4,8 @@ import Logging
 import ZoneFeed
 
 /// CloudKit Web Services as a `ChangeSource` (`source.cloudkit`): `users/caller` for the account
-/// check, `changes/database` for zone discovery and `records/changes` for each zone's pages.
+/// check, `changes/database` for zone discovery and `records/changes` for each zone's pages;
+/// `records/query` for `_defaultZone`, which has no change feed (`QueryZoneReader`).
 ///
 /// Retries happen in the client; what reaches the engine is a `SyncError` whose code tells it
 /// what to do: sign in again, resync the zone, treat the zone as deleted, or fail the zone.
@@ -15,6 +16,10 @@ public struct CloudKitSource: ChangeSource {
     /// The start of the IDs of the zone subscriptions this source makes (`zonefeed watch`):
     /// `zonefeed.<pipeline>.`, so that pipelines sharing an account keep their own.
     public var subscriptionPrefix = "zonefeed."
+    /// The record types a zone read by query (`_defaultZone`) is asked for: the destination's.
+    public var recordTypes: [String] = []
+    /// What this run's query pages have given at their slices' starts (`QueryZoneReader`).
+    let queryMemory = QueryReadMemory()
 
     /// - Parameters:
     ///   - httpClient: shared with the caller; when nil the client makes its own and
@@ -50,25 +55,18 @@ public struct CloudKitSource: ChangeSource {
         var configuration = CloudKitClient.Configuration(
             container: settings.container,
             environment: settings.environment == .development ? .development : .production,
-            database: settings.database == .shared ? .shared : .private,
+            database: Self.database(settings.database),
             baseURL: settings.baseURL)
         configuration.apiToken = settings.auth.apiToken?.value
         configuration.webAuthToken = settings.auth.webAuthToken?.value
         configuration.webAuthTokenFile = settings.auth.webAuthTokenFile
+        configuration.serverKey = settings.auth.serverKey
         if let caFile = settings.tlsCAFile {
             do {
                 configuration.tlsTrust = try TLSTrust(caFile: caFile)
             } catch {
                 throw SyncError(.failed, message: "source.cloudkit.tls.caFile: \(error)", underlying: error)
             }
-        }
-        switch (settings.auth.serverKeyID, settings.auth.serverPrivateKeyFile) {
-        case (let keyID?, let file?):
-            configuration.serverKey = try ServerKey(keyID: keyID, pemFile: file)
-        case (nil, nil):
-            break
-        default:
-            throw SyncError(.failed, message: "server-to-server signing needs both auth.serverKeyID and auth.serverPrivateKeyFile")
         }
         // The file's ranges bound these; the conversions could not trap even without them.
         configuration.timeout = Duration(clampingSeconds: settings.timeoutSeconds)
@@ -82,9 +80,19 @@ public struct CloudKitSource: ChangeSource {
         return configuration
     }
 
+    static func database(_ database: CloudKitSettings.Database) -> CloudKitClient.Configuration.Database {
+        switch database {
+        case .private: .private
+        case .shared: .shared
+        case .public: .public
+        }
+    }
+
     // MARK: ChangeSource
 
     public func currentUser() async throws -> String? {
+        // The public database is the app's, whoever reads it: no account to hold to.
+        if settings.database == .public { return nil }
         do {
             return try await client.caller(logger: logger).userRecordName
         } catch let error as CloudKitError {
@@ -141,6 +149,12 @@ public struct CloudKitSource: ChangeSource {
     /// One page; the engine reads a zone's pages through `zonePages(in:since:readingAhead:)`,
     /// which asks for the next ones while it writes.
     public func fetchZoneChanges(in zone: ZoneID, since token: ChangeToken?) async throws -> ZoneChangePage {
+        if zone.zoneName == ZoneID.defaultZoneName {
+            // No change feed: read by query, a record type at a time.
+            let reader = QueryZoneReader(
+                client: client, zone: zone, recordTypes: recordTypes, settings: settings, memory: queryMemory, logger: logger)
+            return try await reader.page(after: token)
+        }
         let response: RecordZoneChangesResponse
         do {
             response = try await client.fetchRecordZoneChanges(

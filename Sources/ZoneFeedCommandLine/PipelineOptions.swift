@@ -86,7 +86,8 @@ struct PipelineOptions: ParsableArguments {
     ) async throws -> T {
         let source: any ChangeSource
         do {
-            source = try await pipeline.source.makeSource(SourceContext(pipelineName: pipeline.name, vault: destination.sourceVault), logger: logger)
+            source = try await pipeline.source.makeSource(
+                SourceContext(pipelineName: pipeline.name, vault: destination.sourceVault, recordTypes: pipeline.destination.mappedRecordTypes), logger: logger)
         } catch {
             logger.error("\(error)")
             throw Exit.usage

@@ -153,6 +153,7 @@ extension PostgresDestination {
         outcome.rejects = sorted.rejects.count
         if !sorted.deletions.isEmpty { try applyDeletions(&sorted.deletions, of: batch, schema: schema, applied: applied, on: c) }
         try record(sorted.rejects, of: batch, on: c)
+        if !batch.listed.isEmpty { try keepListed(batch, schema: schema, on: c) }
         if batch.finishesResync {
             outcome.swept = try sweep(batch.zoneID, schema: schema, generation: batch.generation, runID: batch.runID, on: c)
         }
@@ -238,6 +239,7 @@ extension PostgresDestination {
             } else {
                 session.encoders[t].beginStagingRows()
             }
+            var staged = 0
             do {
                 try c.copyIn(direct[t] ? table.copyIntoTable : table.copyIntoStaging) { writer in
                     for i in rows.positions {
@@ -253,6 +255,7 @@ extension PostgresDestination {
                             continue
                         }
                         outcome.upserts += 1
+                        staged += 1
                         if !applied.isEmpty { applied[i] = true }
                         if session.encoders[t].pendingByteCount >= Self.copyChunkBytes { try session.encoders[t].send(to: writer) }
                     }
@@ -273,9 +276,20 @@ extension PostgresDestination {
             }
             if !direct[t] {
                 do {
-                    try c.query(
+                    // A version is unchanged when its tag is the one before it: the live row's
+                    // (of the batch's generation), or the batch's previous version of the record.
+                    // Without repeats, those are the rows the merge leaves alone.
+                    var unchanged = 0
+                    if rows.repeatsARecord {
+                        unchanged = try c.query(table.countUnchanged, [zone.ownerRecordName, zone.zoneName, String(batch.generation)])
+                            .scalar(as: Int.self)
+                    }
+                    let merged = try c.query(
                         rows.repeatsARecord ? table.mergeKeepingLast : table.merge,
                         [zone.ownerRecordName, zone.zoneName, String(batch.runID), String(batch.generation)])
+                    if !rows.repeatsARecord { unchanged = max(0, staged - merged.affectedRows) }
+                    outcome.upserts -= unchanged
+                    outcome.unchanged += unchanged
                 } catch let error as PostgresError {
                     throw error.inTable(table.mapping.table)
                 }
@@ -390,6 +404,32 @@ extension PostgresDestination {
                 message:
                     "the checkpoint of zone \(batch.zoneID.zoneName) was reset, resynced or deleted while the zone was being applied; nothing of the batch was applied, and the next run starts from the new checkpoint"
             )
+        }
+    }
+
+    /// The rows of records a deletion sweep found still there join the batch's generation, so
+    /// that the sweep's end leaves them alone; nothing else of them changes.
+    private func keepListed(_ batch: ChangeBatch, schema: PostgresSchema, on c: Connection) throws {
+        var buffer = BinaryCopyBuffer(capacity: batch.listed.reduce(0) { $0 + $1.names.count * 48 })
+        for list in batch.listed {
+            for name in list.names where !name.containsNUL {
+                buffer.beginTuple(fieldCount: 2)
+                buffer.append(text: list.recordType)
+                buffer.append(text: name)
+            }
+        }
+        buffer.finish()
+        let bytes = buffer.bytes
+        try c.copyIn("COPY zf_listed (record_type, record_name) FROM STDIN (FORMAT binary)") { try $0.write(bytes) }
+        let types = Set(batch.listed.map(\.recordType))
+        for table in schema.tables where types.contains(table.mapping.recordType) {
+            try c.query(
+                """
+                UPDATE \(table.qualifiedName) AS t SET generation = $3::integer FROM zf_listed AS l
+                WHERE l.record_type = $4 AND t.zone_owner = $1 AND t.zone_name = $2 AND t.record_name = l.record_name
+                    AND t.generation < $3::integer
+                """,
+                [batch.zoneID.ownerRecordName, batch.zoneID.zoneName, String(batch.generation), table.mapping.recordType])
         }
     }
 

@@ -85,6 +85,31 @@ extension PostgresDestination {
         return ZoneCheckpoint(token: nil, generation: try row.decode(0), resyncing: true)
     }
 
+    public func beginSweep(_ zone: ZoneID, token: ChangeToken) async throws -> ZoneCheckpoint {
+        let schema = self.schema
+        let name = pipelineName
+        return try await onConnection(of: zone) { c, _ in
+            let rows = try c.query(
+                """
+                UPDATE \(schema.checkpoints)
+                SET token = $4, generation = generation + 1, resyncing = true, updated_at = now()
+                WHERE pipeline = $1 AND scope = 'zone' AND zone_owner = $2 AND zone_name = $3
+                RETURNING generation, pending_seq
+                """, [name, zone.ownerRecordName, zone.zoneName, token.value]
+            ).rows
+            guard let row = rows.first else {
+                throw SyncError(
+                    .failed, zoneID: zone,
+                    message:
+                        "the checkpoint of zone \(zone.zoneName) was deleted while the zone was being applied; the deletion sweep did not start, and the next run starts from the beginning"
+                )
+            }
+            let seenPendingSeq: String = try row.decode(1)
+            self.updateState(of: zone) { $0.seenPendingSeq = seenPendingSeq }
+            return ZoneCheckpoint(token: token, generation: try row.decode(0), resyncing: true)
+        }
+    }
+
     /// PostgreSQL text holds no NUL: a zone named with one is not followed (stored cut at the
     /// NUL, `a\u{0}one` and `a\u{0}two` would both be `a`).
     public func refusal(of zone: ZoneID) -> String? {

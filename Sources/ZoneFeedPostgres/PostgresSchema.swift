@@ -24,6 +24,9 @@ public struct PostgresSchema: Sendable {
         let copyIntoTable: String
         let merge: String
         let mergeKeepingLast: String
+        /// How many staged versions carry the tag of the version before them (`$1` owner, `$2`
+        /// zone, `$3` generation), before a merge keeping the last.
+        let countUnchanged: String
 
         init(mapping: PostgresRecordTypeMapping, qualifiedName: String, liveViewName: String, stagingName: String) {
             self.mapping = mapping
@@ -35,6 +38,7 @@ public struct PostgresSchema: Sendable {
             copyIntoTable = "COPY \(qualifiedName) (\(PostgresSchema.directColumns(mapping).joined(separator: ", "))) FROM STDIN (FORMAT binary)"
             merge = PostgresSchema.mergeSQL(data: data, into: qualifiedName, from: stagingName, deduplicate: false)
             mergeKeepingLast = PostgresSchema.mergeSQL(data: data, into: qualifiedName, from: stagingName, deduplicate: true)
+            countUnchanged = PostgresSchema.countUnchangedSQL(in: qualifiedName, staging: stagingName)
         }
     }
 
@@ -191,6 +195,7 @@ public struct PostgresSchema: Sendable {
             return "CREATE TEMP TABLE IF NOT EXISTS \(table.stagingName) (\(columns.joined(separator: ", "))) ON COMMIT DELETE ROWS"
         }
         statements.append("CREATE TEMP TABLE IF NOT EXISTS zf_deletes (seq integer, record_name text, record_type text, final boolean) ON COMMIT DELETE ROWS")
+        statements.append("CREATE TEMP TABLE IF NOT EXISTS zf_listed (record_type text, record_name text) ON COMMIT DELETE ROWS")
         return statements
     }
 
@@ -206,8 +211,25 @@ public struct PostgresSchema: Sendable {
         ["zone_owner", "zone_name", "run_id", "generation"] + dataColumns(mapping)
     }
 
+    /// The staged versions whose change tag is the one before them: the live row's of that
+    /// generation for a record's first version in the batch, its previous version's for the
+    /// others.
+    static func countUnchangedSQL(in table: String, staging: String) -> String {
+        """
+        SELECT count(*) FROM (
+            SELECT s.change_tag AS tag,
+                CASE WHEN row_number() OVER w = 1 THEN t.change_tag ELSE lag(s.change_tag) OVER w END AS before
+            FROM \(staging) AS s
+            LEFT JOIN \(table) AS t ON t.zone_owner = $1 AND t.zone_name = $2 AND t.record_name = s.record_name
+                AND t.deleted_at IS NULL AND t.generation = $3::integer
+            WINDOW w AS (PARTITION BY s.record_name ORDER BY s.seq)
+        ) AS versions WHERE tag = before
+        """
+    }
+
     /// One merge per table per batch: the staged rows replace the stored ones (all columns),
-    /// bring deleted rows back to life and stamp the run and generation. When a batch holds the
+    /// bring deleted rows back to life and stamp the run and generation; an unchanged live row
+    /// of the same generation is left as it is. When a batch holds the
     /// same record more than once, the last one wins (`DISTINCT ON … seq DESC`).
     static func mergeSQL(data: [String], into table: String, from staging: String, deduplicate: Bool) -> String {
         let insertColumns = ["zone_owner", "zone_name"] + data + ["deleted_at", "synced_at", "run_id", "generation"]
@@ -217,10 +239,15 @@ public struct PostgresSchema: Sendable {
             ? "(SELECT DISTINCT ON (record_name) * FROM \(staging) ORDER BY record_name, seq DESC) AS s"
             : "\(staging) AS s"
         let updates = (data.dropFirst() + ["deleted_at", "synced_at", "run_id", "generation"]).map { "\($0) = EXCLUDED.\($0)" }
+        // A record that comes again with the change tag its live row has is not written again
+        // (a query zone reads its lag twice), unless the row must join a new generation (a
+        // resync or a sweep). A record without a tag is always written.
         return """
             INSERT INTO \(table) AS t (\(insertColumns.joined(separator: ", ")))
             SELECT \(select) FROM \(from)
             ON CONFLICT (zone_owner, zone_name, record_name) DO UPDATE SET \(updates.joined(separator: ", "))
+            WHERE t.change_tag IS DISTINCT FROM EXCLUDED.change_tag OR EXCLUDED.change_tag IS NULL OR t.deleted_at IS NOT NULL
+                OR t.generation <> EXCLUDED.generation
             """
     }
 }

@@ -10,6 +10,9 @@ extension PostgresSettings: DestinationConfiguration {
     /// The source's vault is the pipeline's row of `zonefeed_web_auth_tokens` in the schema.
     public func vaultLocation(pipelineName: String) -> String? { "table \(schema).\(WebAuthTokenTable.tableName)" }
 
+    /// The types written out or derived from the schema file; none with `recordTypes: auto`.
+    public var mappedRecordTypes: [String]? { autoRecordTypes ? nil : recordTypes.map(\.recordType) }
+
     public static func read(_ top: PipelineSection, pipelineName: String?, from file: PipelineFileReader) -> PostgresSettings? {
         let reader = PostgresSettingsReader(file: file)
         let destination = reader.readDestination(in: top, pipelineName: pipelineName)

@@ -1,3 +1,4 @@
+import Crypto
 import FakeCloudKit
 import Foundation
 import Logging
@@ -8,17 +9,26 @@ import ZoneFeedCloudKit
 // The `source.cloudkit` section, as ZoneFeedCloudKit reads it. Each YAML literal starts at line
 // 1, column 1, so the expected `notes.yml:line:column` can be read off the literal itself.
 
-/// A destination that reads only its `url`: what a file needs besides its source.
+/// A destination that reads only its `url`, and the record types it maps (`types`, none: it
+/// takes whatever comes): what a file needs besides its source.
 private struct PlainDestination: DestinationConfiguration {
     static let reference = PipelineReference(
-        component: "plain", keys: [.section("destination", "Nothing."), PipelineKey("destination.url", takes: "text", "Nothing.")])
+        component: "plain",
+        keys: [
+            .section("destination", "Nothing."), PipelineKey("destination.url", takes: "text", "Nothing."),
+            PipelineKey("destination.types", takes: "a list", "The record types mapped."),
+        ])
     static let topLevelKeys: [String] = []
     static func read(_ top: PipelineSection, pipelineName: String?, from file: PipelineFileReader) -> PlainDestination? {
-        file.subsection("destination", in: top, allowed: reference.keys.keys(in: "destination"), required: true) == nil ? nil : PlainDestination()
+        guard let section = file.subsection("destination", in: top, allowed: reference.keys.keys(in: "destination"), required: true) else {
+            return nil
+        }
+        return PlainDestination(mappedRecordTypes: file.stringList("types", in: section, expected: "a list"))
     }
     static let key = "url"
     var commitEvery = 1
     var parallelZones = 1
+    var mappedRecordTypes: [String]?
 
     /// Only read, never opened: these tests run no command.
     func open<T>(pipelineName: String, logger: Logger, _ body: (any OpenedDestination) async throws -> T) async throws -> T {
@@ -75,8 +85,7 @@ private let cloudKitWithToken = """
             maxAttempts: 3
             retryBudgetSeconds: 0
             auth:
-              serverKeyID: abc123
-              serverPrivateKeyFile: keys/eckey.pem
+              apiToken: abc123
         destination:
           url: embedded
         """
@@ -94,9 +103,8 @@ private let cloudKitWithToken = """
     #expect(cloudKit.timeoutSeconds == 2.5)
     #expect(cloudKit.maxAttempts == 3)
     #expect(cloudKit.retryBudgetSeconds == 0)
-    #expect(cloudKit.auth.apiToken == nil)
-    #expect(cloudKit.auth.serverKeyID == "abc123")
-    #expect(cloudKit.auth.serverPrivateKeyFile == "keys/eckey.pem")
+    #expect(cloudKit.auth.apiToken == Secret("abc123"))
+    #expect(cloudKit.auth.serverKey == nil)
 }
 
 @Test func resultsLimitOutOfRangeIsRefused() {
@@ -108,11 +116,13 @@ private let cloudKitWithToken = """
     )
 }
 
-@Test func publicDatabaseIsRefusedBecauseItHasNoChangeFeeds() {
+@Test func thePublicDatabaseIsReadByQueryAndNeedsTheRecordTypesNamed() {
     let yaml = cloudKitWithToken.replacingOccurrences(of: "    auth:", with: "    database: public\n    auth:")
     #expect(
         problems(yaml, environment: ["CLOUDKIT_API_TOKEN": "t"]) == [
-            "notes.yml:5:15: the public database has no change feeds: zone change feeds exist only in the private and shared databases (expected private or shared)"
+            "notes.yml:2:1: recordTypes: auto cannot be used with this source: it reads _defaultZone of the public database with records/query, "
+                + "which asks for one record type at a time; list the record types under recordTypes, or derive them from a schema file "
+                + "(recordTypes: { schemaFile: schema.ckdb })"
         ]
     )
 }
@@ -154,13 +164,14 @@ private let cloudKitWithToken = """
         """
     #expect(
         problems(none) == [
-            "notes.yml:5:5: missing required key 'apiToken' in source.cloudkit.auth (or sign requests server-to-server with serverKeyID and serverPrivateKeyFile)"
+            "notes.yml:5:5: missing required key 'apiToken' in source.cloudkit.auth (or, for the public database, sign requests server-to-server with serverKey)"
         ]
     )
-    let halfKey = none.replacingOccurrences(of: "webAuthTokenFile: token", with: "serverKeyID: abc")
+    let halfKey = none.replacingOccurrences(of: "webAuthTokenFile: token", with: "serverKey: { keyID: abc }")
     #expect(
         problems(halfKey) == [
-            "notes.yml:6:7: serverKeyID needs serverPrivateKeyFile in source.cloudkit.auth: the PEM file of the key it names"
+            "notes.yml:6:7: source.cloudkit.auth.serverKey needs privateKeyFile (the PEM file 'zonefeed key create' wrote) or privateKey (the PEM itself, from a variable)",
+            "notes.yml:6:7: source.cloudkit.auth.serverKey: a server-to-server key reaches the public database only (database: public); the private database needs a user's web auth token (zonefeed login)",
         ]
     )
 }
@@ -210,5 +221,103 @@ private let cloudKitWithToken = """
     #expect(
         problems(cloudKit.replacingOccurrences(of: "database\n", with: "databse\n") + "destination:\n  url: embedded\n") == [
             "notes.yml:7:26: unknown value 'databse' for webAuthTokenStore (expected file or database; did you mean 'database'?)"
+        ])
+}
+
+// MARK: The public database
+
+/// A public-database source: read by query, signed with a server-to-server key.
+private func publicSource(auth: String, more: String = "") -> String {
+    """
+    pipeline: scores
+    source:
+      cloudkit:
+        container: iCloud.com.example.scores
+        database: public
+    \(more)    auth:
+    \(auth)
+    destination:
+      url: embedded
+      types: [Score, Player]
+    """
+}
+
+/// A new P-256 key in a file only its owner reads, as `zonefeed key create` writes one.
+private func keyFile(_ pem: String? = nil) throws -> String {
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("zonefeed-key-\(UUID().uuidString).pem").path
+    let text = pem ?? P256.Signing.PrivateKey().pemRepresentation
+    #expect(FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600]))
+    return path
+}
+
+@Test func thePublicDatabaseTakesAServerKeyFromAFileOrAVariableAndReadsItsDefaultZone() throws {
+    let path = try keyFile()
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    let fromFile = try Pipeline.parse(
+        yaml: publicSource(auth: "      serverKey:\n        keyID: ${CK_KEY_ID}\n        privateKeyFile: \(path)"), filePath: "scores.yml",
+        components: components,
+        environment: ["CK_KEY_ID": "key-id-SECRET"])
+    let settings = try #require(fromFile.source as? CloudKitSettings)
+    #expect(settings.database == .public)
+    #expect(settings.zones == .named(["_defaultZone"]))
+    #expect(settings.auth.serverKey?.keyID == "key-id-SECRET")
+    #expect(settings.auth.webAuthTokenFile == nil, "no sign-in is kept for the public database")
+    #expect(settings.queryLagSeconds == 300)
+    #expect(settings.deletionSweep == .interval(seconds: 86_400))
+    #expect(settings.needsRecordTypes != nil)
+
+    let pem = P256.Signing.PrivateKey().pemRepresentation
+    let fromVariable = try Pipeline.parse(
+        yaml: publicSource(auth: "      serverKey:\n        keyID: k1\n        privateKey: ${CK_PRIVATE_KEY}"), filePath: "scores.yml",
+        components: components, environment: ["CK_PRIVATE_KEY": pem])
+    let key = try #require((fromVariable.source as? CloudKitSettings)?.auth.serverKey)
+    #expect(key.publicKeyPEM == (try P256.Signing.PrivateKey(pemRepresentation: pem)).publicKey.pemRepresentation)
+    // The plan names the key by its fingerprint, never by itself or its ID.
+    let plan = (fromVariable.source as! CloudKitSettings).plan(PlanContext(pipelineName: "scores", vaultLocation: nil))
+    let text = plan.rows.map { "\($0.label): \($0.value)" }.joined(separator: "\n")
+    #expect(text.contains(key.fingerprint))
+    #expect(!text.contains("k1") && !text.contains("PRIVATE"))
+    #expect(text.contains("500 requests per 100,000 records"), "\(text)")
+}
+
+@Test func aServerKeyThatDoesNotParseIsRefusedAtItsLine() throws {
+    let path = try keyFile("-----BEGIN EC PRIVATE KEY-----\nnot a key\n-----END EC PRIVATE KEY-----\n")
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    let found = problems(publicSource(auth: "      serverKey: { keyID: k1, privateKeyFile: \(path) }"))
+    #expect(found.count == 1, "\(found)")
+    #expect(
+        found.first?.hasPrefix("notes.yml:7:47: source.cloudkit.auth.serverKey.privateKeyFile: the server-to-server private key is not a P-256 key") == true,
+        "\(found)")
+    #expect(found.first?.contains("not a key") == false, "the file's text is never quoted")
+}
+
+@Test func thePublicDatabaseRefusesASignInAndZonesAndBadSweepsEachAtItsLine() {
+    let found = problems(
+        publicSource(
+            auth: "      apiToken: t\n      webAuthToken: w",
+            more: "    zones: [Scores]\n    queryLag: 5 minutes\n    deletionSweep: every 0 runs\n"))
+    #expect(
+        found == [
+            "notes.yml:6:5: the public database has one zone, _defaultZone, which zonefeed reads by query: remove source.cloudkit.zones",
+            "notes.yml:7:15: source.cloudkit.queryLag must be a time such as 30s, 5m, 24h or 7d, not '5 minutes'",
+            "notes.yml:8:20: source.cloudkit.deletionSweep must sweep every 1 to 100,000 runs, not 'every 0 runs'",
+            "notes.yml:11:7: source.cloudkit.auth.webAuthToken: the public database is read without a user's sign-in (with serverKey, or the apiToken alone); remove it",
+        ])
+}
+
+@Test func deletionSweepsAreATimeAnumberOfRunsOrNever() throws {
+    func sweep(_ value: String) throws -> CloudKitSettings.DeletionSweep {
+        let pipeline = try Pipeline.parse(
+            yaml: publicSource(auth: "      apiToken: t", more: "    deletionSweep: \(value)\n"), filePath: "scores.yml", components: components,
+            environment: [:])
+        return try #require(pipeline.source as? CloudKitSettings).deletionSweep
+    }
+    #expect(try sweep("never") == .never)
+    #expect(try sweep("12h") == .interval(seconds: 43_200))
+    #expect(try sweep("{ every: 10 runs }") == .everyRuns(10))
+    #expect(try sweep("every 3 runs") == .everyRuns(3))
+    #expect(
+        problems(publicSource(auth: "      apiToken: t", more: "    deletionSweep: 10s\n")) == [
+            "notes.yml:6:20: source.cloudkit.deletionSweep must be between 1m and 365d, not '10s'"
         ])
 }

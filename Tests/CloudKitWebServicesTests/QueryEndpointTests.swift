@@ -25,7 +25,7 @@ import Testing
             } else {
                 Issue.record("the first entry is a record: \(first.records)")
             }
-            let last = try await client.queryRecords(recordType: "Note", sortedByModification: false, continuationMarker: "m+1/=", desiredKeys: [])
+            let last = try await client.queryRecords(recordType: "Note", sort: nil, continuationMarker: "m+1/=", desiredKeys: [])
             #expect(last.continuationMarker == nil, "the last page has no marker")
 
             #expect(server.requests.map(\.path) == Array(repeating: "/database/1/iCloud.com.example.notes/development/public/records/query", count: 2))

@@ -35,6 +35,11 @@ public struct FakePipeline: Sendable {
     public var maxConcurrentRequests: Int?
     /// More `source.cloudkit` keys, as written (`timeoutSeconds: 3`, say).
     public var moreCloudKit: [String] = []
+    /// `source.cloudkit.zones`, as written.
+    public var zones = "all"
+    /// When set, the pipeline reads the public database (`database: public`), its requests
+    /// signed with this server-to-server key instead of a user's web auth token.
+    public var serverKey: (keyID: String, privateKeyFile: String)?
     /// The whole `recordTypes:` section, written out (a schema file's, say); nil makes it from
     /// `mappedTypes`.
     public var recordTypesSection: String?
@@ -74,6 +79,14 @@ public struct FakePipeline: Sendable {
         if mappedTypes.contains("Note") { types += "  Note:\n    table: notes\n    fields:\n\(Self.noteFields)\n" }
         if mappedTypes.contains("Folder") { types += "  Folder:\n    table: folders\n    fields:\n      name: text\n      color: bigint\n      parent: text\n" }
         if mappedTypes.contains("Tag") { types += "  Tag:\n    table: tags\n" }
+        let auth =
+            serverKey.map { key in
+                "      serverKey:\n        keyID: \(key.keyID)\n        privateKeyFile: \(key.privateKeyFile)\n"
+            } ?? """
+                      apiToken: fake-api-token
+                      webAuthToken: ${ZONEFEED_TEST_WEB_AUTH_TOKEN}
+                \(webAuthTokenFile.map { "      webAuthTokenFile: \($0)\n" } ?? "")\(webAuthTokenStore.map { "      webAuthTokenStore: \($0)\n" } ?? "")
+                """
         let source =
             serverURL.map { url in
                 """
@@ -81,14 +94,10 @@ public struct FakePipeline: Sendable {
                     baseURL: \(url)
                     container: iCloud.com.example.fake
                     environment: development
-                    database: private
-                    zones: all
-                    resultsLimit: \(fake.pageSize)
+                \(serverKey == nil ? "    database: private\n    zones: \(zones)\n" : "    database: public\n")    resultsLimit: \(fake.pageSize)
                     retryBudgetSeconds: \(retryBudgetSeconds)
                 \(maxConcurrentRequests.map { "    maxConcurrentRequests: \($0)\n" } ?? "")\(moreCloudKit.map { "    \($0)\n" }.joined())    auth:
-                      apiToken: fake-api-token
-                      webAuthToken: ${ZONEFEED_TEST_WEB_AUTH_TOKEN}
-                \(webAuthTokenFile.map { "      webAuthTokenFile: \($0)\n" } ?? "")\(webAuthTokenStore.map { "      webAuthTokenStore: \($0)\n" } ?? "")
+                \(auth)
                 """
             } ?? """
                   fake:

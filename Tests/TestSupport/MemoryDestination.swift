@@ -100,6 +100,13 @@ public actor MemoryDestination: RunDestination {
 
     public func beginResync(_ zone: ZoneID, reason: String) async throws -> ZoneCheckpoint { resync(zone) }
 
+    public func beginSweep(_ zone: ZoneID, token: ChangeToken) async throws -> ZoneCheckpoint {
+        let generation = (checkpoints[zone]?.generation ?? 0) + 1
+        let checkpoint = ZoneCheckpoint(token: token, generation: generation, resyncing: true)
+        checkpoints[zone] = checkpoint
+        return checkpoint
+    }
+
     public func apply(_ batch: ChangeBatch) async throws -> BatchOutcome {
         guard let checkpoint = checkpoints[batch.zoneID], checkpoint.generation == batch.generation else {
             throw MemoryDestinationError(message: "a batch of generation \(batch.generation) for a zone at another generation")
@@ -110,6 +117,12 @@ public actor MemoryDestination: RunDestination {
         for entry in batch.entries {
             switch entry {
             case .record(let record):
+                if let row = zoneRows[record.recordName], record.recordChangeTag != nil, row.changeTag == record.recordChangeTag, !row.deleted,
+                    row.generation == batch.generation
+                {
+                    outcome.unchanged += 1
+                    continue
+                }
                 zoneRows[record.recordName] = Row(changeTag: record.recordChangeTag, deleted: false, generation: batch.generation)
                 outcome.upserts += 1
             case .deleted(let name):
@@ -118,6 +131,9 @@ public actor MemoryDestination: RunDestination {
             case .error, .unreadable:
                 outcome.rejects += 1
             }
+        }
+        for list in batch.listed {
+            for name in list.names where zoneRows[name] != nil { zoneRows[name]?.generation = batch.generation }
         }
         if batch.finishesResync {
             for (name, row) in zoneRows where row.generation < batch.generation && !row.deleted {

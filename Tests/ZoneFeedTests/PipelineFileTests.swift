@@ -58,7 +58,7 @@ private let fakeHeader = """
     #expect(cloudKit.auth.apiToken == Secret("ck-api-token-SECRET-1"))
     #expect(cloudKit.auth.webAuthToken == Secret("ck-web-auth-SECRET-2"))
     #expect(cloudKit.auth.webAuthTokenFile == ".zonefeed/notes.web-auth-token")
-    #expect(cloudKit.auth.serverKeyID == nil)
+    #expect(cloudKit.auth.serverKey == nil)
 
     #expect(try pipeline.postgresSettings().url.value == PipelineExamples.productEnvironment["DATABASE_URL"])
     #expect(try pipeline.postgresSettings().schema == "notes")

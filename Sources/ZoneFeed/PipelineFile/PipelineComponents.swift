@@ -28,10 +28,16 @@ public protocol SourceConfiguration: Sendable {
 
     /// Every key of `source.<key>` (`zonefeed config reference`).
     static var reference: PipelineReference { get }
+
+    /// Why this source must be told which record types to read (it asks for records by type),
+    /// as the end of a sentence; nil when it reads whatever comes. A pipeline whose destination
+    /// maps no list of types (`recordTypes: auto`) is refused then.
+    var needsRecordTypes: String? { get }
 }
 
 extension SourceConfiguration {
     public var namedZones: [String]? { nil }
+    public var needsRecordTypes: String? { nil }
     public func statusLines(_ context: StatusContext) async -> [String] { [] }
 }
 
@@ -78,9 +84,14 @@ public protocol DestinationConfiguration: Sendable {
 
     /// Every key of `destination` and of `topLevelKeys` (`zonefeed config reference`).
     static var reference: PipelineReference { get }
+
+    /// The record types it maps, in the file's order; nil when it takes whatever comes
+    /// (`recordTypes: auto`).
+    var mappedRecordTypes: [String]? { get }
 }
 
 extension DestinationConfiguration {
+    public var mappedRecordTypes: [String]? { nil }
     public func vaultLocation(pipelineName: String) -> String? { nil }
     public func setup(pipelineName: String) -> DestinationSetup? { nil }
     public func summaryHints(rejects: Int, command: (String) -> String) -> [String] { [] }

@@ -1,0 +1,427 @@
+import CloudKitModel
+import CloudKitWebServices
+import Foundation
+import Logging
+import Synchronization
+import ZoneFeed
+
+/// Reads a zone that has no change feed (`_defaultZone` of the public or private database) with
+/// `records/query`, one record type at a time, and presents it to the engine as a feed: each call
+/// is one **round** of queries, at most `maxConcurrentRequests` at once, and its page holds what
+/// they found, with the position after them as its token (`QueryPosition`).
+///
+/// A run is a **pass** over each type from its watermark minus `queryLag` (CloudKit updates its
+/// query indexes asynchronously, so a record may appear after one modified later), or, the
+/// first time, a **backfill** of the type's whole range split into slices read at once. When a
+/// pass ends and a deletion sweep is due, the next pages **sweep**: they list every record name
+/// of each type (no fields), and the engine tombstones the rows the sweep did not list.
+struct QueryZoneReader: Sendable {
+    var client: CloudKitClient
+    var zone: ZoneID
+    var recordTypes: [String]
+    var settings: CloudKitSettings
+    var memory: QueryReadMemory
+    var logger: Logger
+    /// This machine's clock, for the sweep's schedule.
+    var now: @Sendable () -> Date = { Date() }
+
+    /// How many slices are read at once: as many requests as may be in flight.
+    var sliceTarget: Int { max(1, settings.maxConcurrentRequests) }
+    var lagMs: Int64 { Int64(settings.queryLagSeconds * 1000) }
+
+    // MARK: Rounds
+
+    func page(after token: ChangeToken?) async throws -> ZoneChangePage {
+        var position = try QueryPosition.decode(token) ?? QueryPosition()
+        // Types the mapping no longer names are forgotten; new ones start with a backfill.
+        for type in position.types.keys where !recordTypes.contains(type) { position.types[type] = nil }
+        for type in recordTypes where position.types[type] == nil { position.types[type] = .init() }
+        if let sweep = position.sweep { position.sweep = sweep.filter { recordTypes.contains($0.key) } }
+
+        if position.sweepStarting {
+            return beginSweep(&position)
+        }
+        if position.isAtRest {
+            try await startPass(&position)
+        }
+        var page = ZoneChangePage(zoneID: zone, entries: [], syncToken: position.token, moreComing: true)
+        let sweepEnded = try await round(&position, into: &page)
+
+        if position.passInProgress || position.sweep != nil {
+            page.syncToken = position.token
+            return page
+        }
+        // The pass, or the sweep, has ended: a sweep next if one is due, else the end of the run.
+        if sweepEnded {
+            position.runsSinceSweep = 0
+        } else if sweepDue(position), position.types.values.contains(where: { $0.watermark != nil }) {
+            position.sweepStarting = true
+            page.syncToken = position.token
+            return page
+        } else {
+            position.runsSinceSweep += 1
+        }
+        page.syncToken = position.token
+        page.moreComing = false
+        return page
+    }
+
+    /// The page that begins a sweep: nothing but the position with the sweep's slices, each
+    /// type's range from its earliest record split as a backfill's is.
+    private func beginSweep(_ position: inout QueryPosition) -> ZoneChangePage {
+        position.sweepStarting = false
+        let types = recordTypes.filter { position.types[$0]?.watermark != nil }
+        let slicesEach = max(1, sliceTarget / max(1, types.count))
+        var sweep: [String: [QuerySlice]] = [:]
+        for type in types {
+            let state = position.types[type]!
+            sweep[type] = Self.split(from: state.earliestMs ?? 0, settledBefore: state.watermark!.ms - lagMs, into: slicesEach)
+        }
+        position.sweep = sweep
+        position.lastSweepAt = now().timeIntervalSince1970
+        var page = ZoneChangePage(zoneID: zone, entries: [], syncToken: position.token, moreComing: true)
+        page.beginsSweep = true
+        return page
+    }
+
+    /// A pass over every type: a backfill for a type without a watermark, its range split into
+    /// slices; from the watermark minus the lag otherwise. A sweep left part way by a run that
+    /// stopped goes on instead, alone.
+    private func startPass(_ position: inout QueryPosition) async throws {
+        if position.sweep != nil { return }
+        let fresh = recordTypes.filter { position.types[$0]?.watermark == nil }
+        let bounds = try await probe(fresh)
+        let slicesEach = max(1, sliceTarget / max(1, fresh.count))
+        for type in recordTypes {
+            var state = position.types[type] ?? .init()
+            if let watermark = state.watermark {
+                state.slices = [QuerySlice(from: watermark.ms - lagMs, to: nil)]
+                state.backfilling = false
+            } else if let (earliest, latest) = bounds[type] ?? nil {
+                state.earliestMs = earliest
+                state.slices = Self.split(from: earliest, settledBefore: latest - lagMs, into: slicesEach)
+                state.backfilling = true
+            } else {
+                // Nothing of the type yet: nothing to read this run.
+                state.slices = nil
+            }
+            position.types[type] = state
+        }
+        if !fresh.isEmpty, fresh.count == recordTypes.count {
+            // A first backfill of every type reads everything there is: a sweep now would
+            // find nothing more.
+            position.lastSweepAt = now().timeIntervalSince1970
+            position.runsSinceSweep = 0
+        }
+    }
+
+    /// The earliest and latest modification time of each type, or nil when it has no records:
+    /// two queries of one record each, all at once.
+    private func probe(_ types: [String]) async throws -> [String: (Int64, Int64)?] {
+        try await withThrowingTaskGroup(of: (String, (Int64, Int64)?).self) { group in
+            for type in types {
+                group.addTask {
+                    async let first = query(type, sort: .ascending, filters: [], marker: nil, limit: 1, desiredKeys: [])
+                    async let last = query(type, sort: .descending, filters: [], marker: nil, limit: 1, desiredKeys: [])
+                    let (a, b) = try await (first, last)
+                    guard let earliest = Self.times(a.records).min(), let latest = Self.times(b.records).max() else { return (type, nil) }
+                    return (type, (earliest, max(earliest, latest)))
+                }
+            }
+            var bounds: [String: (Int64, Int64)?] = [:]
+            for try await (type, range) in group { bounds[type] = range }
+            return bounds
+        }
+    }
+
+    /// `count` slices over `from` up to `settled` (records modified before it are all in the
+    /// index: it is `queryLag` before the latest one), and one open slice from there on.
+    static func split(from start: Int64, settledBefore settled: Int64, into count: Int) -> [QuerySlice] {
+        guard settled > start, count > 1 else { return [QuerySlice(from: start, to: nil)] }
+        let bounded = count - 1
+        let width = max(1, (settled - start) / Int64(bounded))
+        var slices: [QuerySlice] = []
+        var from = start
+        while from < settled, slices.count < bounded {
+            let to = slices.count == bounded - 1 ? settled : min(settled, from + width)
+            slices.append(QuerySlice(from: from, to: to))
+            from = to
+        }
+        slices.append(QuerySlice(from: settled, to: nil))
+        return slices
+    }
+
+    enum SliceKind: Sendable { case pass, sweep }
+
+    struct SliceWork: Sendable {
+        var kind: SliceKind
+        var type: String
+        var index: Int
+        var slice: QuerySlice
+        /// Other bounded slices of the type were being read when this round began: an open
+        /// slice that reaches the end is read once more after them.
+        var waitsForOthers: Bool
+    }
+
+    struct SliceResult: Sendable {
+        var work: SliceWork
+        var records: [RecordEntry]
+        /// nil when the slice is done.
+        var next: QuerySlice?
+    }
+
+    /// One query per slice, up to `sliceTarget` at once; the page gets their records (a pass)
+    /// or names (a sweep) and the position their slices' next starts. Slices left over when
+    /// others end are split, so that the round after keeps as many requests in flight. Returns
+    /// whether a sweep ended with it.
+    private func round(_ position: inout QueryPosition, into page: inout ZoneChangePage) async throws -> Bool {
+        let hadSweep = position.sweep != nil
+        var work: [SliceWork] = []
+        for type in recordTypes {
+            for (kind, slices) in [(SliceKind.pass, position.types[type]?.slices), (.sweep, position.sweep?[type])] {
+                guard let slices else { continue }
+                let bounded = slices.contains { !$0.isOpen }
+                for (i, slice) in slices.enumerated() {
+                    work.append(SliceWork(kind: kind, type: type, index: i, slice: slice, waitsForOthers: slice.isOpen && bounded))
+                }
+            }
+        }
+        let now = work.prefix(sliceTarget)
+        let results = try await withThrowingTaskGroup(of: SliceResult.self) { group in
+            for item in now { group.addTask { try await read(item) } }
+            var results: [SliceResult] = []
+            for try await result in group { results.append(result) }
+            return results
+        }
+
+        var listed: [String: [String]] = [:]
+        for result in results.sorted(by: { ($0.work.type, $0.work.index) < ($1.work.type, $1.work.index) }) {
+            let item = result.work
+            switch item.kind {
+            case .pass:
+                page.entries += result.records
+                var state = position.types[item.type] ?? .init()
+                for case .record(let record) in result.records {
+                    guard let ms = record.modified?.timestamp else { continue }
+                    let mark = QueryPosition.Watermark(ms: ms, name: record.recordName)
+                    if state.watermark.map({ $0 < mark }) ?? true { state.watermark = mark }
+                }
+                state.slices?[item.index] = result.next ?? QuerySlice(from: .min, to: .min)
+                position.types[item.type] = state
+            case .sweep:
+                for case .record(let record) in result.records { listed[item.type, default: []].append(record.recordName) }
+                position.sweep?[item.type]?[item.index] = result.next ?? QuerySlice(from: .min, to: .min)
+            }
+        }
+        page.listed = listed.keys.sorted().map { ListedRecords(recordType: $0, names: listed[$0]!) }
+
+        // Done slices (marked above) go; a type with none left ends its pass.
+        let done = QuerySlice(from: .min, to: .min)
+        for type in recordTypes {
+            guard var state = position.types[type], let slices = state.slices else { continue }
+            let left = slices.filter { $0 != done }
+            state.slices = left.isEmpty ? nil : left
+            if left.isEmpty { state.backfilling = false }
+            position.types[type] = state
+        }
+        if var sweep = position.sweep {
+            for (type, slices) in sweep {
+                let left = slices.filter { $0 != done }
+                sweep[type] = left.isEmpty ? nil : left
+            }
+            position.sweep = sweep.isEmpty ? nil : sweep
+        }
+        rebalance(&position)
+        return hadSweep && position.sweep == nil
+    }
+
+    /// Splits the widest bounded slices until as many slices are left as requests may be in
+    /// flight, or none can be split.
+    private func rebalance(_ position: inout QueryPosition) {
+        func count() -> Int {
+            position.types.values.reduce(0) { $0 + ($1.slices?.count ?? 0) } + (position.sweep?.values.reduce(0) { $0 + $1.count } ?? 0)
+        }
+        while count() < sliceTarget {
+            var widest: (SliceKind, String, Int, Int64)?
+            for type in recordTypes {
+                for (kind, slices) in [(SliceKind.pass, position.types[type]?.slices ?? []), (.sweep, position.sweep?[type] ?? [])] {
+                    for (i, slice) in slices.enumerated() where slice.canSplit {
+                        let width = slice.to! - slice.from
+                        if widest.map({ width > $0.3 }) ?? true { widest = (kind, type, i, width) }
+                    }
+                }
+            }
+            guard let (kind, type, i, _) = widest else { return }
+            func halve(_ slices: inout [QuerySlice]) {
+                let slice = slices[i]
+                let middle = slice.from + (slice.to! - slice.from) / 2
+                slices[i].to = middle
+                slices.insert(QuerySlice(from: middle, to: slice.to), at: i + 1)
+            }
+            switch kind {
+            case .pass: halve(&position.types[type]!.slices!)
+            case .sweep: halve(&position.sweep![type]!)
+            }
+        }
+    }
+
+    /// One page of a slice, and where the slice goes on from.
+    private func read(_ item: SliceWork) async throws -> SliceResult {
+        let slice = item.slice
+        var filters = [ModificationFilter(.greaterThanOrEquals, slice.from)]
+        if let to = slice.to { filters.append(ModificationFilter(.lessThan, to)) }
+        let desiredKeys = item.kind == .sweep ? [] : settings.desiredKeys
+        let response: RecordQueryResponse
+        do {
+            response = try await query(
+                item.type, sort: .ascending, filters: filters, marker: slice.marker, limit: settings.resultsLimit, desiredKeys: desiredKeys)
+        } catch let error as SyncError where slice.marker != nil && error.code == .changeTokenExpired {
+            // The marker is no longer accepted: the run of ties is read again from its start.
+            logger.warning(
+                "the server no longer accepts a query's continuation marker; reading from the records' time again",
+                metadata: ["recordType": "\(item.type)", "error": "\(error.message)"])
+            var restarted = item
+            restarted.slice.marker = nil
+            return try await read(restarted)
+        }
+        let key = QueryReadMemory.Key(kind: item.kind == .pass ? 0 : 1, type: item.type, from: slice.from)
+        let seen = memory.take(key)
+        // Records at the slice's start that an earlier page of this run already gave.
+        let records = response.records.filter { entry in
+            guard case .record(let record) = entry, record.modified?.timestamp == slice.from else { return true }
+            return !seen.contains(record.recordName)
+        }
+        let times = Self.times(response.records)
+        var next: QuerySlice?
+        if let marker = response.continuationMarker {
+            if let last = times.max(), last > slice.from {
+                next = QuerySlice(from: last, to: slice.to)
+                let atLast = response.records.compactMap { entry -> String? in
+                    guard case .record(let record) = entry, record.modified?.timestamp == last else { return nil }
+                    return record.recordName
+                }
+                memory.put(QueryReadMemory.Key(kind: key.kind, type: item.type, from: last), Set(atLast))
+            } else {
+                // Every record of the page shares the slice's start: the marker goes on.
+                next = QuerySlice(from: slice.from, to: slice.to, marker: marker)
+                memory.put(key, seen.union(records.compactMap(\.recordName)))
+            }
+        } else if item.waitsForOthers {
+            // The open slice has reached the present before the bounded ones ended: it reads
+            // the present again once they have, for what was modified meanwhile.
+            let last = times.max() ?? slice.from
+            next = QuerySlice(from: max(slice.from, last), to: nil)
+            memory.put(
+                QueryReadMemory.Key(kind: key.kind, type: item.type, from: next!.from),
+                Set(
+                    response.records.compactMap { entry -> String? in
+                        guard case .record(let record) = entry, record.modified?.timestamp == next!.from else { return nil }
+                        return record.recordName
+                    }
+                ).union(next!.from == slice.from ? seen : []))
+        }
+        return SliceResult(work: item, records: records, next: next)
+    }
+
+    static func times(_ records: [RecordEntry]) -> [Int64] {
+        records.compactMap { entry in
+            guard case .record(let record) = entry else { return nil }
+            return record.modified?.timestamp
+        }
+    }
+
+    // MARK: Sweeps
+
+    /// Whether the pipeline's `deletionSweep` asks for a sweep at the end of this run.
+    func sweepDue(_ position: QueryPosition) -> Bool {
+        switch settings.deletionSweep {
+        case .never:
+            return false
+        case .everyRuns(let runs):
+            return position.runsSinceSweep + 1 >= runs
+        case .interval(let seconds):
+            guard let last = position.lastSweepAt else { return true }
+            return now().timeIntervalSince1970 - last >= seconds
+        }
+    }
+
+    // MARK: Queries
+
+    enum Sort { case ascending, descending }
+
+    private func query(
+        _ type: String, sort: Sort, filters: [ModificationFilter], marker: String?, limit: Int, desiredKeys: [String]?
+    ) async throws -> RecordQueryResponse {
+        do {
+            return try await client.queryRecords(
+                recordType: type, zoneID: zone.zoneName == ZoneID.defaultZoneName ? nil : zone, filters: filters,
+                sort: sort == .ascending ? .ascending : .descending, continuationMarker: marker, resultsLimit: limit,
+                desiredKeys: desiredKeys, logger: logger)
+        } catch let error as CloudKitError {
+            throw Self.queryError(error, recordType: type, carriedMarker: marker != nil)
+        }
+    }
+
+    /// How the engine takes a failed query: a missing index says which to add; a refused
+    /// marker is read again without it; authentication needs a person; the rest fails the zone
+    /// (never "zone not found": `_defaultZone` always exists, and its rows must not be dropped).
+    static func queryError(_ error: CloudKitError, recordType: String, carriedMarker: Bool) -> SyncError {
+        if error.isAuthenticationFailure {
+            return SyncError(.authenticationRequired, message: error.description, underlying: error)
+        }
+        let reason = error.reason ?? ""
+        if error.code == .badRequest, let index = QueryIndex.named(in: reason) {
+            return SyncError(
+                .failed,
+                message: "CloudKit refused to query record type \(recordType): it has no \(index.description) index (\(reason)); "
+                    + "in CloudKit Dashboard, add to \(recordType) the indexes zonefeed needs: ___modTime QUERYABLE and SORTABLE, "
+                    + "___recordID QUERYABLE, then deploy the schema to the environment the pipeline reads",
+                underlying: error)
+        }
+        if carriedMarker, error.code == .badRequest {
+            return SyncError(.changeTokenExpired, message: error.description, underlying: error)
+        }
+        return SyncError(.failed, message: error.description, underlying: error)
+    }
+}
+
+/// An index a query needs, as CloudKit names it in a refusal (`Field '___modTime' is not marked
+/// sortable`).
+struct QueryIndex: Sendable, Hashable, CustomStringConvertible {
+    var field: String
+    var kind: String
+
+    var description: String { "\(field) \(kind.uppercased())" }
+
+    static func named(in reason: String) -> QueryIndex? {
+        for field in ["___modTime", "___recordID"] where reason.contains(field) {
+            for kind in ["queryable", "sortable", "searchable"] where reason.lowercased().contains("not marked \(kind)") {
+                return QueryIndex(field: field, kind: kind)
+            }
+        }
+        return nil
+    }
+}
+
+/// What the pages of one run have given at each slice's start: the records there are read again
+/// by the next page, and dropped. Kept in memory only; after a crash they come again and are
+/// counted unchanged.
+final class QueryReadMemory: Sendable {
+    struct Key: Hashable, Sendable {
+        var kind: Int
+        var type: String
+        var from: Int64
+    }
+
+    private let names = Mutex<[Key: Set<String>]>([:])
+
+    init() {}
+
+    func take(_ key: Key) -> Set<String> {
+        names.withLock { $0.removeValue(forKey: key) ?? [] }
+    }
+
+    func put(_ key: Key, _ value: Set<String>) {
+        names.withLock { $0[key] = value }
+    }
+}

@@ -1,0 +1,202 @@
+import CloudKitModel
+import Crypto
+import FakeCloudKit
+import Foundation
+import LibPQ
+import TestSupport
+import Testing
+import ZoneFeed
+
+/// The public database, read by query with a server-to-server key: the built binary against
+/// `zonefeed fake-server` (latency, an index lag, signatures checked), into a real PostgreSQL.
+@Suite struct PublicDatabaseTests {
+    struct Setup {
+        var p: FakePipeline
+        let zonefeed: ZonefeedBinary
+        let server: FakeServerProcess
+        var file: String
+        /// The generator's records in the public database.
+        let records: Int
+        let seed: UInt64
+
+        /// A fake server whose public database holds `records` generated records, which knows
+        /// the pipeline's key as `K1` (or `serverKnows`, a key of its own), and a pipeline that
+        /// reads it with its key.
+        init(
+            _ prefix: String, seed: UInt64, records: Int, resultsLimit: Int = 50, options: [String] = [],
+            serverKnows serverKey: P256.Signing.PrivateKey? = nil, configure: (inout FakePipeline) -> Void = { _ in }
+        ) async throws {
+            self.records = records
+            self.seed = seed
+            p = try await FakePipeline(prefix: prefix, fake: FakeSettings(seed: seed, zones: 1, recordsPerZone: 10, pageSize: resultsLimit))
+            zonefeed = try ZonefeedBinary(environment: p.environment)
+            let key = P256.Signing.PrivateKey()
+            let privateFile = zonefeed.directory.appendingPathComponent("server-key.pem").path
+            let publicFile = zonefeed.directory.appendingPathComponent("server-key.pub.pem").path
+            #expect(FileManager.default.createFile(atPath: privateFile, contents: Data(key.pemRepresentation.utf8), attributes: [.posixPermissions: 0o600]))
+            let known = (serverKey ?? key).publicKey.pemRepresentation
+            #expect(FileManager.default.createFile(atPath: publicFile, contents: Data(known.utf8)))
+            server = try await FakeServerProcess(
+                zonefeed, seed: seed, zones: 1, recordsPerZone: 10,
+                options: FakeServerProcess.strict + ["--public-records", "\(records)", "--index-lag", "0,300", "--server-key", "K1=\(publicFile)"]
+                    + options)
+            p.serverURL = server.url
+            p.serverKey = ("K1", privateFile)
+            p.maxConcurrentRequests = 8
+            configure(&p)
+            file = try p.write(to: zonefeed.directory)
+        }
+
+        func run(_ extra: [String] = []) async throws -> ZonefeedBinary.Output {
+            var z = zonefeed
+            z.environment.merge(p.environment) { _, new in new }
+            return try await z.run(["run", file, "--progress", "never"] + extra)
+        }
+
+        func stop() {
+            server.stop()
+            zonefeed.remove()
+        }
+
+        /// The generator's live records, by name, with their change tags: what a query sees.
+        func generated() -> [String: Record] {
+            let state = ExpectedState(settings: FakeSettings(seed: seed, zones: 1, recordsPerZone: records))
+            var live: [String: Record] = [:]
+            for (key, row) in state.rows where !row.deleted { live[key.recordName] = row.record }
+            return live
+        }
+
+        /// How the live rows differ from `expected` (name to change tag): empty when equal.
+        func differences(from expected: [String: String]) async throws -> [String] {
+            let snapshot = try await DestinationSnapshot.read(p)
+            var out: [String] = []
+            var live: [String: String?] = [:]
+            for (key, row) in snapshot.rows where !row.deleted {
+                if key.zoneName != ZoneID.defaultZoneName { out.append("\(key.recordName): in zone \(key.zoneName)") }
+                live[key.recordName] = row.changeTag
+            }
+            for (name, tag) in expected.sorted(by: { $0.key < $1.key }) where live[name] != .some(tag) {
+                out.append("\(name): expected \(tag), found \(live[name].map { $0 ?? "-" } ?? "no live row")")
+            }
+            for name in live.keys.sorted() where expected[name] == nil { out.append("\(name): not at the source, but live") }
+            return Array(out.prefix(10))
+        }
+
+        func admin(_ operation: String, _ body: [String: Any]) async throws {
+            var body = body
+            body["database"] = "public"
+            body["zone"] = ZoneID.defaultZoneName
+            _ = try await server.admin(operation, body)
+        }
+    }
+
+    /// Now, in CloudKit's milliseconds.
+    static func nowMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+
+    @Test func aSlicedBackfillThenChangesWhileRunsGoOnEndEqualToTheSourceWithNothingAppliedTwice() async throws {
+        let s = try await Setup("pubquery", seed: 301, records: 3_000) {
+            $0.moreCloudKit = ["deletionSweep: every 1 runs"]
+        }
+        defer { s.stop() }
+        var expected = s.generated().mapValues { $0.recordChangeTag ?? "-" }
+
+        // The first run backfills the type's range in slices read at once.
+        let first = try await s.run()
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(try await s.differences(from: expected) == [])
+        let traffic = try await s.server.traffic()
+        #expect(traffic["peakInFlight", default: 0] > 2, "slices were read at once: \(traffic)")
+
+        // Changes while runs go on: each record changes once (so that each change is one
+        // upsert or one tombstone), 250 of the new records share one modification time (more
+        // than a page of 50), and the index shows each change 0-300 ms late.
+        let names = expected.keys.sorted()
+        var changes = 0
+        var deletions = 0
+        var background: ZonefeedBinary.Running?
+        for round in 0..<4 {
+            let stamp = Self.nowMs()
+            var added: [Record] = []
+            for i in 0..<(round == 1 ? 250 : 40) {
+                added.append(
+                    Record(
+                        recordName: "NEW-\(round)-\(i)", recordType: "Tag", recordChangeTag: "n\(round)-\(i)", fields: ["name": .string("r\(round)")],
+                        created: RecordStamp(timestamp: stamp), modified: RecordStamp(timestamp: round == 1 ? stamp : stamp + Int64(i))))
+            }
+            for name in names[(round * 30)..<(round * 30 + 20)] {
+                var record = s.generated()[name]!
+                record.recordChangeTag = "u\(round)-\(name.prefix(6))"
+                record.modified = RecordStamp(timestamp: stamp + 500)
+                added.append(record)
+            }
+            try await s.admin("records/add", ["records": try FakeServerProcess.wire(added)])
+            for record in added { expected[record.recordName] = record.recordChangeTag }
+            changes += added.count
+            let gone = Array(names[(round * 30 + 20)..<(round * 30 + 30)])
+            try await s.admin("records/delete", ["recordNames": gone])
+            for name in gone { expected[name] = nil }
+            deletions += gone.count
+            // Every other round, a run is already going when the changes come.
+            if let running = background { #expect(await running.wait().status == 0) }
+            background = nil
+            if round % 2 == 0 {
+                var z = s.zonefeed
+                z.environment.merge(s.p.environment) { _, new in new }
+                background = try await z.start(["run", s.file, "--progress", "never"])
+            } else {
+                #expect(try await s.run().status == 0)
+            }
+        }
+        if let running = background { #expect(await running.wait().status == 0) }
+        // Runs until quiet, once the index shows every change.
+        try await Task.sleep(for: .milliseconds(400))
+        var quiet = false
+        for _ in 0..<4 where !quiet {
+            let output = try await s.run()
+            #expect(output.status == 0, "\(output.stderr)")
+            quiet = try await s.differences(from: expected).isEmpty
+        }
+        #expect(try await s.differences(from: expected) == [])
+        let snapshot = try await DestinationSnapshot.read(s.p)
+        #expect(snapshot.runUpserts == s.generated().count + changes, "each version applied once")
+        #expect(snapshot.runTombstones == deletions, "each deletion tombstoned once, by a sweep")
+        #expect(snapshot.tombstonesByReason == ["resync": deletions])
+        print(
+            "public database: \(s.generated().count) generated records backfilled, \(changes) changes and \(deletions) deletions "
+                + "while runs went on; runs: \(snapshot.runStatuses.count), upserts \(snapshot.runUpserts), tombstones \(snapshot.runTombstones); "
+                + "traffic of the backfill: \(traffic)")
+    }
+
+    @Test func aPrivateDefaultZoneIsReadBesideCustomZonesInOnePipeline() async throws {
+        let p = try await FakePipeline(prefix: "privdefault", fake: FakeSettings(seed: 302, zones: 2, recordsPerZone: 300))
+        let zonefeed = try ZonefeedBinary(environment: p.environment)
+        defer { zonefeed.remove() }
+        let server = try await FakeServerProcess(
+            zonefeed, seed: 302, zones: 2, recordsPerZone: 300, options: FakeServerProcess.strict + ["--index-lag", "0,200"])
+        defer { server.stop() }
+        let stamp = Self.nowMs()
+        let notes = (0..<120).map { i in
+            Record(
+                recordName: "DEFAULT-\(i)", recordType: "Note", recordChangeTag: "d\(i)", fields: ["title": .string("in the default zone")],
+                created: RecordStamp(timestamp: stamp), modified: RecordStamp(timestamp: stamp + Int64(i % 7)))
+        }
+        _ = try await server.admin("records/add", ["zone": ZoneID.defaultZoneName, "records": try FakeServerProcess.wire(notes)])
+        var pipeline = p
+        pipeline.serverURL = server.url
+        pipeline.zones = "[_defaultZone, Zone01, Zone02]"
+        let file = try pipeline.write(to: zonefeed.directory)
+        try await Task.sleep(for: .milliseconds(300))
+        let output = try await zonefeed.run(["run", file, "--progress", "never"])
+        #expect(output.status == 0, "\(output.stderr)")
+
+        let snapshot = try await DestinationSnapshot.read(pipeline)
+        let expected = pipeline.expected()
+        for (key, row) in expected.rows where !row.deleted {
+            #expect(snapshot.rows[key]?.changeTag == row.record.recordChangeTag, "\(key.zoneName)/\(key.recordName)")
+        }
+        let inDefault = snapshot.rows.filter { $0.key.zoneName == ZoneID.defaultZoneName && !$0.value.deleted }
+        #expect(inDefault.count == 120)
+        #expect(inDefault.values.allSatisfy { $0.recordType == "Note" })
+        print("private _defaultZone beside Zone01 and Zone02:\n\(output.stdout)")
+    }
+}
