@@ -174,18 +174,19 @@ public struct CloudKitError: Error, Sendable, CustomStringConvertible {
         let tag = "(\(code))"
         let said = (reason ?? "").lowercased()
         let fingerprint = "zonefeed validate shows this key's fingerprint; zonefeed key create makes a new key and prints its public key"
-        if said.contains("date") || said.contains("clock") || said.contains("expired") {
-            return "CloudKit refused the server-to-server signature as too old or too new \(tag): set this machine's clock right (use NTP); "
-                + "CloudKit accepts signatures dated within minutes of its own time"
-        }
         if said.contains("key id") || said.contains("keyid") || said.contains("unknown key") {
             return "CloudKit does not know the server-to-server key ID \(tag): set auth.serverKey.keyID to the key ID CloudKit Dashboard shows "
                 + "for this container and environment (API Access, Server-to-Server Keys)"
         }
+        let clock =
+            "CloudKit refused the server-to-server signature as too old or too new \(tag): set this machine's clock right (use NTP); "
+            + "CloudKit accepts signatures dated within minutes of its own time"
+        if said.contains("clock") || said.contains("too old") || said.contains("expired") { return clock }
         if said.contains("signature") {
             return "the server-to-server key does not match the key ID \(tag): the private key is not the one whose public key was registered "
                 + "under that ID in CloudKit Dashboard; give the matching private key, or register this key's public key (\(fingerprint))"
         }
+        if said.contains("date") { return clock }
         return "CloudKit refused the server-to-server key \(tag): check auth.serverKey.keyID against CloudKit Dashboard, that its public key "
             + "is this private key's (\(fingerprint)), that the key is for this container and environment, and this machine's clock"
     }

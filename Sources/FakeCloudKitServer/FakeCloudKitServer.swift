@@ -96,6 +96,9 @@ public struct FakeCloudKitServer: Sendable {
         /// (`zonefeed key create` prints it). A request signed with one reaches the public
         /// database (`FakeCloudKitStore+ServerKeys`).
         public var serverKeys: [String: String]
+        /// Seconds the server's clock is ahead of this machine's (behind when negative), as
+        /// signatures are checked: a client whose clock is off by as much.
+        public var clockOffset: Double = 0
 
         public enum HTTPVersions: String, Sendable, CaseIterable {
             case http1 = "1.1"

@@ -96,7 +96,10 @@ extension FakeCloudKitStore {
                     reply: .badRequest("a request is signed with a server-to-server key or carries a web auth token, not both"),
                     delay: .milliseconds(takeDelay()))
             }
-            if let refusal = refusal(of: signed, path: request.path, body: request.body, database: isDevice ? "device" : database) {
+            if let refusal = refusal(
+                of: signed, path: request.path, body: request.body, database: isDevice ? "device" : database,
+                now: Date().addingTimeInterval(configuration.clockOffset))
+            {
                 return CloudKitResponse(reply: refusal, delay: .milliseconds(takeDelay()))
             }
             rotated = nil

@@ -20,6 +20,9 @@ extension CloudKitSettings {
     /// Whether a zone is read by query: `_defaultZone`, which has no change feed.
     var readsByQuery: Bool { namedZones?.contains(ZoneID.defaultZoneName) ?? false }
 
+    /// The public database is read with a key or the API token alone: nothing to sign in to.
+    public var signsIn: Bool { database != .public }
+
     public var needsRecordTypes: String? {
         guard readsByQuery else { return nil }
         return "it reads \(ZoneID.defaultZoneName)\(database == .public ? " of the public database" : "") with records/query, "

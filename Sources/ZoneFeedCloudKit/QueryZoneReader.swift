@@ -54,7 +54,7 @@ struct QueryZoneReader: Sendable {
         // The pass, or the sweep, has ended: a sweep next if one is due, else the end of the run.
         if sweepEnded {
             position.runsSinceSweep = 0
-        } else if sweepDue(position), position.types.values.contains(where: { $0.watermark != nil }) {
+        } else if position.runsSinceSweep >= 0, sweepDue(position), position.types.values.contains(where: { $0.watermark != nil }) {
             position.sweepStarting = true
             page.syncToken = position.token
             return page
@@ -108,10 +108,10 @@ struct QueryZoneReader: Sendable {
             position.types[type] = state
         }
         if !fresh.isEmpty, fresh.count == recordTypes.count {
-            // A first backfill of every type reads everything there is: a sweep now would
-            // find nothing more.
+            // A first backfill of every type reads everything there is: it counts as a sweep,
+            // and this run as the sweep's (the end of the run makes it 0 runs since).
             position.lastSweepAt = now().timeIntervalSince1970
-            position.runsSinceSweep = 0
+            position.runsSinceSweep = -1
         }
     }
 

@@ -157,6 +157,12 @@ struct FakeServerCommand: AsyncParsableCommand {
     )
     var serverKeys: [String] = []
 
+    @Option(
+        name: .customLong("clock-offset"),
+        help: "Seconds the server's clock is ahead of this machine's (negative: behind), as server-to-server signatures are checked (-86400...86400)."
+    )
+    var clockOffset: Double = 0
+
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.", transform: Logger.Level.parse)
     var logLevel: Logger.Level = .notice
 
@@ -216,6 +222,9 @@ struct FakeServerCommand: AsyncParsableCommand {
         if let latency { try FlagRange.check("--latency", latency.milliseconds, in: Self.latencyRange, unit: "milliseconds") }
         if let maxInFlight { try FlagRange.check("--max-in-flight", maxInFlight, in: Self.maxInFlightRange) }
         try FlagRange.check("--public-records", publicRecords, in: FakeSettings.recordsPerZoneRange)
+        guard clockOffset.isFinite, abs(clockOffset) <= 86_400 else {
+            throw ValidationError("--clock-offset must be between -86400 and 86400 seconds")
+        }
         if let indexLag { try FlagRange.check("--index-lag", indexLag.range.upperBound, in: Self.indexLagRange, unit: "milliseconds") }
         try FlagRange.check("--throttle-retry-after", throttleRetryAfter, in: Self.throttleRetryAfterRange, unit: "seconds")
         if let sessionLifetime { try FlagRange.check("--session-lifetime", sessionLifetime, in: Self.sessionLifetimeRange, unit: "seconds") }
@@ -260,6 +269,7 @@ struct FakeServerCommand: AsyncParsableCommand {
             jitter: .milliseconds(latency?.jitterMilliseconds ?? 0), maxInFlight: maxInFlight, throttleRetryAfter: throttleRetryAfter,
             tls: identity, httpVersions: http, courierPort: courierPort, publicRecords: publicRecords, indexLag: indexLag?.range ?? 0...0,
             serverKeys: keys)
+        configuration.clockOffset = clockOffset
         configuration.signIn = .init(
             callbackURL: signInCallback, sessionLifetime: sessionLifetime.map { .seconds($0) }, longSessionLifetime: longSessionLifetime.map { .seconds($0) })
         try await FakeCloudKitServer.runFromCommandLine(configuration, caFile: caFile, logger: logger)

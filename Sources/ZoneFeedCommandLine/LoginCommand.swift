@@ -191,7 +191,12 @@ struct LoginCommand: AsyncParsableCommand {
 
     /// What run and watch say when CloudKit wants a person: the command first, then CloudKit's
     /// words.
-    static func signInNeeded(pipelineFile: String, message: String, watching: Bool = false) -> String {
+    static func signInNeeded(pipelineFile: String, message: String, watching: Bool = false, signsIn: Bool = true) -> String {
+        guard signsIn else {
+            return watching
+                ? "CloudKit refused the pipeline's credentials: stop this watch, fix them, then start it again. \(message)"
+                : "CloudKit refused the pipeline's credentials: fix them, then run again. \(message)"
+        }
         let login = command(pipelineFile: pipelineFile)
         return watching
             ? "CloudKit needs a new sign-in: stop this watch, run \(login), then start it again. \(message)"

@@ -55,7 +55,9 @@ struct RunCommand: AsyncParsableCommand {
         if let failure {
             switch failure.kind {
             case .interrupted: logger.warning("run interrupted; the next run resumes from the last committed page")
-            case .authentication: logger.error("\(LoginCommand.signInNeeded(pipelineFile: options.pipelineFile, message: failure.message))")
+            case .authentication:
+                logger.error(
+                    "\(LoginCommand.signInNeeded(pipelineFile: options.pipelineFile, message: failure.message, signsIn: pipeline.source.signsIn))")
             case .usage: logger.error("\(failure.message)")
             default: logger.error("run failed: \(failure.message)")
             }

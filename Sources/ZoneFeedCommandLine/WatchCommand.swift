@@ -103,7 +103,8 @@ struct WatchCommand: AsyncParsableCommand {
             // Watch goes on polling (and /healthz turns unhealthy). It keeps its tokens in
             // memory and would write them over a new sign-in's: stop it, sign in, start it.
             if error.kind == .authentication {
-                logger.error("\(LoginCommand.signInNeeded(pipelineFile: pipelineFile, message: error.message, watching: true))")
+                logger.error(
+                    "\(LoginCommand.signInNeeded(pipelineFile: pipelineFile, message: error.message, watching: true, signsIn: pipeline.source.signsIn))")
             }
             metrics.run.finish(status: error.summary?.status, exitCode: code, runID: error.summary?.runID, seconds: error.summary?.seconds)
             guard let failed = error.summary else { throw error }

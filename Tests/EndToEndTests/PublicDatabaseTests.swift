@@ -167,6 +167,112 @@ import ZoneFeed
                 + "traffic of the backfill: \(traffic)")
     }
 
+    /// SIGKILL at random moments of a sliced backfill, then of a deletion sweep: each time the
+    /// next run ends with the tables equal to the source, every record applied once and every
+    /// deletion tombstoned once.
+    @Test(.onItsOwnThread) func killedDuringASlicedBackfillAndDuringASweepThenRunsEndEqualToTheSource() async throws {
+        let s = try await Setup("pubkill", seed: 303, records: 12_000) {
+            $0.commitEvery = 400
+            $0.moreCloudKit = ["deletionSweep: every 1 runs"]
+        }
+        defer { s.stop() }
+        var zonefeed = s.zonefeed
+        zonefeed.environment.merge(s.p.environment) { _, new in new }
+        var expected = s.generated().mapValues { $0.recordChangeTag ?? "-" }
+
+        var backfillKills = 0
+        var applied = 0
+        for _ in 0..<8 where backfillKills < 4 {
+            let running = try await zonefeed.start(["run", s.file, "--progress", "never"])
+            s.p.kill(running, afterProgressBeyond: applied, delay: .microseconds(Int.random(in: 0...150_000)))
+            let status = await running.wait().status
+            if status == SIGKILL { backfillKills += 1 }
+            try await s.p.waitForSessionsToEnd()
+            applied = try await s.p.recordsApplied()
+            if status == 0 { break }
+        }
+        let backfilled = try await s.run()
+        #expect(backfilled.status == 0, "\(backfilled.stderr)")
+        #expect(backfillKills >= 2, "runs were killed part way through the backfill")
+        #expect(try await s.differences(from: expected) == [])
+        let afterBackfill = try await DestinationSnapshot.read(s.p)
+        #expect(afterBackfill.runUpserts == expected.count, "no record applied twice across the killed runs")
+
+        // Deletions, found by sweeps that are killed once they have begun.
+        let gone = Array(expected.keys.sorted().prefix(300))
+        try await s.admin("records/delete", ["recordNames": gone])
+        for name in gone { expected[name] = nil }
+        try await Task.sleep(for: .milliseconds(400))
+        let resyncing = "SELECT coalesce(bool_or(resyncing), false) FROM \(quoteIdentifier(s.p.schema)).zonefeed_checkpoints"
+        var sweepKills = 0
+        for _ in 0..<6 where sweepKills < 3 {
+            let running = try await zonefeed.start(["run", s.file, "--progress", "never"])
+            s.p.kill(running, when: resyncing, delay: .microseconds(Int.random(in: 0...300_000)))
+            let status = await running.wait().status
+            if status == SIGKILL { sweepKills += 1 }
+            try await s.p.waitForSessionsToEnd()
+            if status == 0 { break }
+        }
+        let swept = try await s.run()
+        #expect(swept.status == 0, "\(swept.stderr)")
+        #expect(sweepKills >= 1, "a sweep was killed part way")
+        #expect(try await s.differences(from: expected) == [])
+        let snapshot = try await DestinationSnapshot.read(s.p)
+        #expect(snapshot.runTombstones == gone.count, "each deletion tombstoned once")
+        #expect(snapshot.runUpserts == afterBackfill.runUpserts, "a sweep writes no record")
+        print(
+            "public database: \(backfillKills) runs killed during a sliced backfill of \(s.generated().count) records, "
+                + "\(sweepKills) during a sweep that found \(gone.count) deletions; the tables then equal the source")
+    }
+
+    /// What CloudKit refuses of a signed request, each said as what to do, with exit 3
+    /// (authentication that needs a person); never the key, nor its ID.
+    @Test(arguments: ["unknown key ID", "another key", "a clock 10 minutes off"])
+    func aRefusedServerKeySaysWhatToFix(refusal: String) async throws {
+        let s = try await Setup(
+            "pubauth", seed: 304, records: 100, options: refusal == "a clock 10 minutes off" ? ["--clock-offset", "600"] : [],
+            serverKnows: refusal == "another key" ? P256.Signing.PrivateKey() : nil
+        ) { p in
+            if refusal == "unknown key ID" { p.serverKey?.keyID = "K9-not-registered" }
+        }
+        defer { s.stop() }
+        let output = try await s.run()
+        #expect(output.status == 3, "\(output.stderr)")
+        let said: String
+        switch refusal {
+        case "unknown key ID": said = "CloudKit does not know the server-to-server key ID (AUTHENTICATION_FAILED): set auth.serverKey.keyID"
+        case "another key": said = "the server-to-server key does not match the key ID (AUTHENTICATION_FAILED)"
+        default: said = "CloudKit refused the server-to-server signature as too old or too new (AUTHENTICATION_FAILED): set this machine's clock right"
+        }
+        #expect(output.stderr.contains(said), "\(output.stderr)")
+        #expect(output.stderr.contains("CloudKit refused the pipeline's credentials: fix them, then run again."), "no sign-in is asked for")
+        #expect(!output.stderr.contains("login"), "\(output.stderr)")
+        let pem = try String(contentsOfFile: s.p.serverKey!.privateKeyFile, encoding: .utf8)
+        let body = pem.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
+        #expect(!(output.stderr + output.stdout).contains(body.prefix(24)), "the key never appears")
+        #expect(!(output.stderr + output.stdout).contains("K9-not-registered"), "nor its ID")
+    }
+
+    /// A type whose modification time CloudKit cannot sort on fails the zone with the indexes to
+    /// add (exit 1, nothing committed past it); once the index is there, the next run reads all.
+    @Test func aMissingIndexSaysWhichToAdd() async throws {
+        let s = try await Setup("pubindex", seed: 305, records: 400)
+        defer { s.stop() }
+        _ = try await s.server.admin("indexes/set", ["database": "public", "recordType": "Tag", "sortable": [String]()])
+        let refused = try await s.run()
+        #expect(refused.status == 1, "\(refused.stderr)")
+        #expect(
+            refused.stderr.contains(
+                "CloudKit refused to query record type Tag: it has no ___modTime SORTABLE index (Field '___modTime' is not marked sortable (record type Tag)); "
+                    + "in CloudKit Dashboard, add to Tag the indexes zonefeed needs: ___modTime QUERYABLE and SORTABLE, ___recordID QUERYABLE"),
+            "\(refused.stderr)")
+
+        _ = try await s.server.admin("indexes/set", ["database": "public", "recordType": "Tag"])
+        let fixed = try await s.run()
+        #expect(fixed.status == 0, "\(fixed.stderr)")
+        #expect(try await s.differences(from: s.generated().mapValues { $0.recordChangeTag ?? "-" }) == [])
+    }
+
     @Test func aPrivateDefaultZoneIsReadBesideCustomZonesInOnePipeline() async throws {
         let p = try await FakePipeline(prefix: "privdefault", fake: FakeSettings(seed: 302, zones: 2, recordsPerZone: 300))
         let zonefeed = try ZonefeedBinary(environment: p.environment)

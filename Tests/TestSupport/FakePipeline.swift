@@ -216,6 +216,22 @@ public struct FakePipeline: Sendable {
         }
     }
 
+    /// Kills `running` (SIGKILL) `delay` after `query` (one boolean, read from the pipeline's
+    /// database) first answers true, or once it has ended, or two minutes after the call.
+    public func kill(_ running: ZonefeedBinary.Running, when query: String, delay: Duration) {
+        let url = self.url
+        Thread.detachNewThread {
+            let deadline = ContinuousClock.now + .seconds(120)
+            if let c = try? Connection(url) {
+                while running.isRunning, ContinuousClock.now < deadline, (try? c.query(query).scalar) != "t" {
+                    Thread.sleep(forTimeInterval: 0.01)
+                }
+                c.close()
+            }
+            running.kill(blockingFor: delay)
+        }
+    }
+
     /// The records applied, looked at every 10 ms until more than `beyond` or `running` has
     /// ended or two minutes have passed; on the calling thread, which must be one of the
     /// caller's own: from a test's task on a loaded machine, the cooperative pool can be held for

@@ -33,11 +33,16 @@ public protocol SourceConfiguration: Sendable {
     /// as the end of a sentence; nil when it reads whatever comes. A pipeline whose destination
     /// maps no list of types (`recordTypes: auto`) is refused then.
     var needsRecordTypes: String? { get }
+
+    /// Whether a person answers an authentication failure by signing in (`zonefeed login`);
+    /// otherwise the failure's own words say what to fix (a server-to-server key).
+    var signsIn: Bool { get }
 }
 
 extension SourceConfiguration {
     public var namedZones: [String]? { nil }
     public var needsRecordTypes: String? { nil }
+    public var signsIn: Bool { true }
     public func statusLines(_ context: StatusContext) async -> [String] { [] }
 }
 
