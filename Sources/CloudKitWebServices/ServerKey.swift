@@ -53,6 +53,16 @@ public struct ServerKey: Sendable, CustomStringConvertible {
         try self.init(keyID: keyID, pem: pem)
     }
 
+    /// A new key, not yet registered: its ID is what CloudKit Dashboard gives it once its public
+    /// key is pasted there.
+    public static func generate() -> ServerKey {
+        ServerKey(keyID: "", privateKey: P256.Signing.PrivateKey())
+    }
+
+    /// The private key in PEM (PKCS #8, `BEGIN PRIVATE KEY`, which `openssl ec` also reads). A
+    /// secret: for the key's own file only.
+    public var privateKeyPEM: String { privateKey.pemRepresentation }
+
     /// The public key as CloudKit Dashboard takes it pasted: PEM, `BEGIN PUBLIC KEY`.
     public var publicKeyPEM: String { privateKey.publicKey.pemRepresentation }
 

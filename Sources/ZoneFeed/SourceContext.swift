@@ -73,10 +73,13 @@ public struct PlanContext: Sendable {
     /// The destination's words for where it keeps the source's vault (`table s.zonefeed_web_auth_tokens`);
     /// nil when it keeps none.
     public var vaultLocation: String?
+    /// `DestinationConfiguration.declaredIndexes`: what a schema file says CloudKit indexes.
+    public var declaredIndexes: [String: Set<String>]?
 
-    public init(pipelineName: String, vaultLocation: String?) {
+    public init(pipelineName: String, vaultLocation: String?, declaredIndexes: [String: Set<String>]? = nil) {
         self.pipelineName = pipelineName
         self.vaultLocation = vaultLocation
+        self.declaredIndexes = declaredIndexes
     }
 }
 

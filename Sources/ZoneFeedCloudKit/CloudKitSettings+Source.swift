@@ -17,6 +17,19 @@ extension CloudKitSettings {
         return source
     }
 
+    /// The indexes a query zone needs on each type: its modification time to filter and sort on,
+    /// its record ID for a query with no filter.
+    static let neededIndexes = ["___modTime QUERYABLE", "___modTime SORTABLE", "___recordID QUERYABLE"]
+
+    /// The needed indexes a schema file does not declare, by record type.
+    static func missingIndexes(_ declared: [String: Set<String>]?) -> [(String, [String])] {
+        guard let declared else { return [] }
+        return declared.keys.sorted().compactMap { type in
+            let missing = neededIndexes.filter { !declared[type]!.contains($0) }
+            return missing.isEmpty ? nil : (type, missing)
+        }
+    }
+
     /// Whether a zone is read by query: `_defaultZone`, which has no change feed.
     var readsByQuery: Bool { namedZones?.contains(ZoneID.defaultZoneName) ?? false }
 
@@ -49,6 +62,12 @@ extension CloudKitSettings {
             plan.row(
                 "deletionSweep",
                 "\(deletionSweep): lists every record name of each type, \(perSweep.grouped) requests per 100,000 records")
+            for (type, missing) in Self.missingIndexes(context.declaredIndexes) {
+                plan.row(
+                    "warning",
+                    "the schema file gives record type \(type) no \(missing.joined(separator: ", ")) index: CloudKit refuses its queries "
+                        + "until it has them (add them in CloudKit Dashboard, Indexes, and deploy)")
+            }
         }
         let seconds = Duration.secondsText
         plan.row(

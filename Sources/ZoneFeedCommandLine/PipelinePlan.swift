@@ -13,7 +13,9 @@ struct PipelinePlan: CustomStringConvertible {
     var description: String {
         var out: [String] = ["pipeline \(pipeline.name) (\(pipeline.filePath))", ""]
         func row(_ label: String, _ value: String) { out.append(PlanSection.line(label, value)) }
-        let context = PlanContext(pipelineName: pipeline.name, vaultLocation: pipeline.destination.vaultLocation(pipelineName: pipeline.name))
+        let context = PlanContext(
+            pipelineName: pipeline.name, vaultLocation: pipeline.destination.vaultLocation(pipelineName: pipeline.name),
+            declaredIndexes: pipeline.destination.declaredIndexes)
         let source = pipeline.source.plan(context)
         out.append(source.heading)
         for r in source.rows { row(r.label, r.value) }

@@ -184,6 +184,9 @@ struct RunCommand: AsyncParsableCommand {
         lines.append(
             "  records     \(t.upserts.grouped) upserted, \(t.tombstones.grouped) tombstoned, \(t.rejects.grouped) rejected, \(t.skipped.grouped) skipped (unmapped type)"
         )
+        if t.unchanged > 0 {
+            lines.append("  unchanged   \(t.unchanged.grouped) records came again with the change tag their row has, and were left as they were")
+        }
         if t.swept > 0 { lines.append("  resync      \(t.swept.grouped) rows no longer at the source were tombstoned") }
         lines.append("  throughput  \(Int(s.recordsPerSecond).grouped) records/s")
         if s.throttledSeconds > 0 {

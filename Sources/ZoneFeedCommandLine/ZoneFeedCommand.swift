@@ -17,7 +17,7 @@ public struct ZoneFeedCommand: AsyncParsableCommand {
         version: BuildInfo.versionText,
         subcommands: [
             RunCommand.self, WatchCommand.self, StatusCommand.self, ResetCommand.self, ValidateCommand.self, LoginCommand.self, SchemaCommand.self,
-            ConfigCommand.self,
+            ConfigCommand.self, KeyCommand.self,
             PsqlCommand.self, FakeServerCommand.self, BenchCommand.self,
         ]
     )

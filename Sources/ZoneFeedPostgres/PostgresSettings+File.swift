@@ -13,6 +13,8 @@ extension PostgresSettings: DestinationConfiguration {
     /// The types written out or derived from the schema file; none with `recordTypes: auto`.
     public var mappedRecordTypes: [String]? { autoRecordTypes ? nil : recordTypes.map(\.recordType) }
 
+    public var declaredIndexes: [String: Set<String>]? { declaredSystemIndexes }
+
     public static func read(_ top: PipelineSection, pipelineName: String?, from file: PipelineFileReader) -> PostgresSettings? {
         let reader = PostgresSettingsReader(file: file)
         let destination = reader.readDestination(in: top, pipelineName: pipelineName)
@@ -24,6 +26,7 @@ extension PostgresSettings: DestinationConfiguration {
         settings.autoRecordTypes = recordTypes.auto
         settings.stripsCoreDataPrefix = recordTypes.stripsCoreDataPrefix
         settings.skippedRecordTypes = recordTypes.skipped
+        settings.declaredSystemIndexes = recordTypes.systemIndexes
         settings.policies = policies
         return settings
     }

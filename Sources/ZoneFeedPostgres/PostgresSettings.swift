@@ -27,6 +27,9 @@ public struct PostgresSettings: Sendable {
     public var stripsCoreDataPrefix = false
     /// Record types that never get a table, even when evolving (a schema file's `skip`).
     public var skippedRecordTypes: Set<String> = []
+    /// The indexes the schema file declares on system fields (`___modTime SORTABLE`), by mapped
+    /// record type; nil when the types were not derived from a schema file.
+    public var declaredSystemIndexes: [String: Set<String>]?
 
     /// Two: while one zone's batch is written, another's is fetched, encoded or committed, which
     /// keeps both PostgreSQL and zonefeed busy on a small machine.

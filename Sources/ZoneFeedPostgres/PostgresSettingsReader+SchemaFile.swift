@@ -27,8 +27,18 @@ extension PostgresSettingsReader {
             options.overrides = readOverrides(overrides, schema: schema, schemaPath: path.text, options: options)
         }
         guard file.diagnostics.count == reported else { return nil }
+        let mappings = options.mappings(from: schema)
+        var indexes: [String: Set<String>] = [:]
+        for mapping in mappings {
+            indexes[mapping.recordType] = Set(
+                (schema[recordType: mapping.recordType]?.systemFields ?? []).flatMap { field in
+                    [(FieldOptions.queryable, "QUERYABLE"), (.sortable, "SORTABLE"), (.searchable, "SEARCHABLE")]
+                        .filter { field.options.contains($0.0) }.map { "\(field.name) \($0.1)" }
+                })
+        }
         return RecordTypesSetting(
-            mappings: options.mappings(from: schema), schemaFile: resolved, stripsCoreDataPrefix: options.stripCoreDataPrefix, skipped: options.skip)
+            mappings: mappings, schemaFile: resolved, stripsCoreDataPrefix: options.stripCoreDataPrefix, skipped: options.skip,
+            systemIndexes: indexes)
     }
 
     /// The schema file, relative to the pipeline file's folder unless absolute.

@@ -5,4 +5,6 @@ struct RecordTypesSetting {
     var auto = false
     var stripsCoreDataPrefix = false
     var skipped: Set<String> = []
+    /// The system-field indexes the schema file declares, by mapped record type.
+    var systemIndexes: [String: Set<String>]?
 }

@@ -93,10 +93,15 @@ public protocol DestinationConfiguration: Sendable {
     /// The record types it maps, in the file's order; nil when it takes whatever comes
     /// (`recordTypes: auto`).
     var mappedRecordTypes: [String]? { get }
+
+    /// The indexes the record types' schema file declares on system fields (`___modTime
+    /// SORTABLE`), by record type; nil when the types do not come from a schema file.
+    var declaredIndexes: [String: Set<String>]? { get }
 }
 
 extension DestinationConfiguration {
     public var mappedRecordTypes: [String]? { nil }
+    public var declaredIndexes: [String: Set<String>]? { nil }
     public func vaultLocation(pipelineName: String) -> String? { nil }
     public func setup(pipelineName: String) -> DestinationSetup? { nil }
     public func summaryHints(rejects: Int, command: (String) -> String) -> [String] { [] }
