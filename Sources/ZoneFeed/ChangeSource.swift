@@ -22,6 +22,9 @@ public protocol ChangeSource: Sendable {
     /// writes.
     var concurrentZones: Int? { get }
 
+    /// The most entries one page of `zone` may hold, which bounds what the engine reads ahead.
+    func entriesPerPage(in zone: ZoneID) -> Int
+
     /// How long the source has waited so far because its server throttled it, in seconds.
     func throttledSeconds() async -> Double
 
@@ -32,6 +35,8 @@ public protocol ChangeSource: Sendable {
 
 extension ChangeSource {
     public var concurrentZones: Int? { nil }
+    /// CloudKit's largest `resultsLimit`.
+    public func entriesPerPage(in zone: ZoneID) -> Int { 200 }
     public func throttledSeconds() async -> Double { 0 }
     public func shutdown() async throws {}
 }

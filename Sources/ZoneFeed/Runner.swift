@@ -328,8 +328,11 @@ public struct Runner: Sendable {
 
     /// How many pages of a zone are fetched ahead of the one being read: a batch's worth when
     /// the next batch is fetched while the last is written, else one (the next page is asked for
-    /// while this one is read). Pages hold at most 200 entries, CloudKit's largest resultsLimit.
-    var pagesReadAhead: Int { fetchesAhead ? max(1, batchRecords / 200) : 1 }
+    /// while this one is read). A page holds at most what the source says (200 entries,
+    /// CloudKit's largest resultsLimit, for a change feed).
+    func pagesReadAhead(in zone: ZoneID) -> Int {
+        fetchesAhead ? max(1, batchRecords / max(1, source.entriesPerPage(in: zone))) : 1
+    }
 
     /// Fetches and applies one claimed zone to the end of its feed; `total` holds what was
     /// committed, also when the zone fails part way.
@@ -348,7 +351,7 @@ public struct Runner: Sendable {
         var pendingPages = 0
         var token = checkpoint.token
         var progress = FeedProgress(limits: configuration.stall)
-        var pages = source.zonePages(in: zone, since: token, readingAhead: pagesReadAhead).makeAsyncIterator()
+        var pages = source.zonePages(in: zone, since: token, readingAhead: pagesReadAhead(in: zone)).makeAsyncIterator()
 
         while true {
             try Task.checkCancellation()
@@ -373,7 +376,7 @@ public struct Runner: Sendable {
                 pendingPages = 0
                 token = nil
                 progress = FeedProgress(limits: configuration.stall)
-                pages = source.zonePages(in: zone, since: nil, readingAhead: pagesReadAhead).makeAsyncIterator()
+                pages = source.zonePages(in: zone, since: nil, readingAhead: pagesReadAhead(in: zone)).makeAsyncIterator()
                 continue
             }
 

@@ -36,6 +36,8 @@ public struct Bench: Sendable {
         public var wanRecords: Int
         public var wanZones: Int
         public var wanLatency: Int
+        /// Records in the public database's phase (0: no such phase).
+        public var publicRecords = 0
         /// Keep the bench schemas.
         public var keep: Bool
 
@@ -140,6 +142,10 @@ public struct Bench: Sendable {
         report.wanLatencyMilliseconds = options.wanLatency
         report.wanRuns.append(try await measureOverWAN(tls: false))
         report.wanRuns.append(try await measureOverWAN(tls: true))
+
+        if options.publicRecords > 0 {
+            report.publicRun = try await PublicBench(bench: self, records: options.publicRecords, latencyMilliseconds: options.wanLatency).measure()
+        }
 
         progress("incremental no-op runs: zonefeed run on the in-process pipeline, \(Self.noOpRuns) times…")
         for i in 1...Self.noOpRuns {
@@ -382,7 +388,7 @@ public struct Bench: Sendable {
 
     /// Writes a pipeline file into the work folder, with the demo's mapping, and loads it as a
     /// run will.
-    func writePipeline(_ name: String, schema: String, defaults: Bool = false, source: String) throws -> Pipeline {
+    func writePipeline(_ name: String, schema: String, defaults: Bool = false, mapping: String = Bench.recordTypes, source: String) throws -> Pipeline {
         let file = path(name + ".yml")
         let text = """
             # Written by zonefeed bench. The database URL is in the environment of the bench's runs.
@@ -393,7 +399,7 @@ public struct Bench: Sendable {
               url: ${\(Self.databaseURLVariable)}
               schema: \(schema)
             \(defaults ? "" : "  commitEvery: \(Self.commitEvery)\n  parallelZones: \(options.parallelZones)")
-            \(Self.recordTypes)
+            \(mapping)
             """
         try Data(text.utf8).write(to: URL(fileURLWithPath: file))
         do {
@@ -436,6 +442,11 @@ public struct Bench: Sendable {
         unknownRecordTypes: skip
         onBadRecord: reject
         """
+
+    /// The Note alone, as in `recordTypes`: the public database's phase reads one type.
+    static let noteMapping =
+        String(recordTypes[..<recordTypes.range(of: "  Folder:")!.lowerBound])
+        + String(recordTypes[recordTypes.range(of: "unmappedFields:")!.lowerBound...])
 
     /// The `source:` section of a pipeline that reads a bench's fake server, with the tokens the
     /// server accepts and a token file in the work folder.

@@ -36,6 +36,8 @@ public struct BenchReport: Sendable {
     var httpSeconds = 0.0
     var httpPeakRSSBytes = 0
     var noOpRunSeconds: [Double] = []
+    /// The public database's phase, when it ran.
+    var publicRun: PublicBench.Report?
 
     init(records: Int, zones: Int, postgresVersion: String) {
         self.records = records
@@ -79,7 +81,7 @@ public struct BenchReport: Sendable {
             (header + ceilingLines + [
                 rate("in-process run", rps: inProcessRPS, seconds: inProcessSeconds, peakRSS: inProcessPeakRSSBytes),
                 rate("over HTTP (fake-server)", rps: httpRPS, seconds: httpSeconds, peakRSS: httpPeakRSSBytes),
-            ] + wan + [
+            ] + wan + (publicRun?.lines ?? []) + [
                 "incremental no-op run".padding(toLength: 33, withPad: " ", startingAt: 0)
                     + "\(Self.seconds(noOpMedianSeconds)) wall (median of \(noOpRunSeconds.map { String(format: "%.2f", $0) }.joined(separator: ", ")))"
             ]).joined(separator: "\n")
@@ -134,6 +136,7 @@ public struct BenchReport: Sendable {
                 "noop_run_seconds": rounded(noOpMedianSeconds),
                 "noop_run_seconds_all": .array(noOpRunSeconds.map(rounded)),
             ]
+            if let publicRun { object.merge(publicRun.json) { _, new in new } }
             for run in wanRuns {
                 object["\(run.key)_rps"] = .int(Int64(wanRPS(run).rounded()))
                 object["\(run.key)_ratio_to_bound"] = rounded(wanRPS(run) / wanBoundRPS)

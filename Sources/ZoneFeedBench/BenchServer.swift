@@ -11,6 +11,23 @@ struct BenchServer: Sendable {
     /// With `--tls`: the CA certificate file the server wrote.
     var caFile: String?
 
+    /// `POST /admin/stats/reset`: the traffic counts start again from zero.
+    func resetTraffic() async throws {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        if let caFile { tls.additionalTrustRoots = [.file(caFile)] }
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(tlsConfiguration: tls))
+        do {
+            var request = HTTPClientRequest(url: "\(baseURL)/admin/stats/reset")
+            request.method = .POST
+            request.body = .bytes(ByteBuffer(string: "{}"))
+            _ = try await client.execute(request, timeout: .seconds(30))
+            try await client.shutdown()
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+    }
+
     /// One number of `GET /admin/state`'s `traffic` (`connections`, `peakInFlight`, …).
     func trafficCount(_ name: String) async throws -> Int {
         var tls = TLSConfiguration.makeClientConfiguration()

@@ -168,6 +168,11 @@ public struct CloudKitSource: ChangeSource {
             moreComing: response.moreComing)
     }
 
+    /// A zone read by query gives a round of queries a page: a page of each slice read at once.
+    public func entriesPerPage(in zone: ZoneID) -> Int {
+        zone.zoneName == ZoneID.defaultZoneName ? settings.resultsLimit * max(1, settings.maxConcurrentRequests) : settings.resultsLimit
+    }
+
     /// One zone per request that may be in flight: a zone's pages come one after another. None
     /// beyond the destination's when an earlier run learned that requests go one at a time.
     public var concurrentZones: Int? { client.learnedOneAtATime ? nil : settings.maxConcurrentRequests }

@@ -42,6 +42,13 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("wan-latency"), help: "The WAN phase's latency in milliseconds (1 to 60000); each answer varies by up to a fifth of it.")
     var wanLatency = 100
 
+    @Option(
+        name: .customLong("public-records"),
+        help:
+            "How many records the public database's phase holds (0 to 10,000,000; 0 skips it); about seven in ten are Notes, the one type it reads, --wan-latency ms away."
+    )
+    var publicRecords = 460_000
+
     @Option(name: .customLong("database-url"), help: "A PostgreSQL server to use (a libpq URI or key=value string) instead of an embedded one.")
     var databaseURL: String?
 
@@ -84,6 +91,7 @@ struct BenchCommand: AsyncParsableCommand {
         try FlagRange.check("--wan-records", wanRecords, in: Self.recordsRange)
         try FlagRange.check("--wan-zones", wanZones, in: FakeSettings.zonesRange)
         try FlagRange.check("--wan-latency", wanLatency, in: Self.latencyRange, unit: "milliseconds")
+        try FlagRange.check("--public-records", publicRecords, in: 0...10_000_000)
         try FlagRange.check("--port", port, in: 1...65_535)
         try FlagRange.check("--watch-changes", watchChanges, in: Self.watchChangesRange)
         try FlagRange.check("--watch-poll-interval", watchPollInterval, in: 1...86_400, unit: "seconds")
@@ -168,9 +176,10 @@ struct BenchCommand: AsyncParsableCommand {
     private func withBench<T: Sendable>(
         work: String, interruption: Bench.Interruption, signals: ShutdownSignals, logger: Logger, _ body: @escaping @Sendable (Bench) async throws -> T
     ) async throws -> T {
-        let options = Bench.Options(
+        var options = Bench.Options(
             records: records, zones: zones, parallelZones: parallelZones, wanRecords: wanRecords, wanZones: wanZones,
             wanLatency: wanLatency, keep: keep)
+        options.publicRecords = publicRecords
         return try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask {
                 await signals.watch {
