@@ -47,6 +47,9 @@ public struct Subscription: Sendable, Hashable, Decodable {
     public var subscriptionID: String?
     public var subscriptionType: String?
     public var zoneID: ZoneID?
+    /// A query subscription's record type (`query.recordType`) and what fires it.
+    public var recordType: String?
+    public var firesOn: [String]?
     /// Set when the server refused this item.
     public var serverErrorCode: String?
     public var reason: String?
@@ -57,9 +60,21 @@ public struct Subscription: Sendable, Hashable, Decodable {
         self.zoneID = zoneID
     }
 
+    enum CodingKeys: String, CodingKey { case subscriptionID, subscriptionType, zoneID, firesOn, serverErrorCode, reason }
+
     /// A silent zone subscription with a stable ID.
     public static func zone(_ zoneID: ZoneID, id: String) -> Subscription {
         Subscription(subscriptionID: id, subscriptionType: "zone", zoneID: zoneID)
+    }
+
+    /// A silent query subscription on every record of `recordType` in the `_defaultZone`, fired
+    /// by its creations, updates and deletions: a notification names the record and what
+    /// happened to it.
+    public static func query(recordType: String, id: String) -> Subscription {
+        var subscription = Subscription(subscriptionID: id, subscriptionType: "query")
+        subscription.recordType = recordType
+        subscription.firesOn = ["create", "update", "delete"]
+        return subscription
     }
 
     var json: JSONValue {
@@ -67,6 +82,8 @@ public struct Subscription: Sendable, Hashable, Decodable {
         if let subscriptionID { members["subscriptionID"] = .string(subscriptionID) }
         if let subscriptionType { members["subscriptionType"] = .string(subscriptionType) }
         if let zoneID { members["zoneID"] = CloudKitClient.requestJSON(zoneID) }
+        if let recordType { members["query"] = .object(["recordType": .string(recordType)]) }
+        if let firesOn { members["firesOn"] = .array(firesOn.map { .string($0) }) }
         return .object(members)
     }
 }

@@ -161,7 +161,6 @@ extension FakeCloudKitStore {
             // The documented path; the live service serves these only under /device/1/….
             return .error(405, "BAD_REQUEST", "\(operation) is served under /device/1/{container}/{environment}/\(operation)")
         case ("subscriptions/list", "GET"), ("subscriptions/list", "POST"), ("subscriptions/modify", "POST"):
-            guard database != "public" else { return .badRequest("zone subscriptions need the private or shared database") }
             return operation == "subscriptions/list" ? subscriptionsList(database: database) : subscriptionsModify(database: database, body: body)
         case ("users/caller", "GET"), ("users/current", "GET"):
             guard database == "public" else {

@@ -4,9 +4,10 @@ import Foundation
 /// Zone subscriptions, push tokens and the web courier, as `field-notes.md` §1 records them and,
 /// where nothing is known, in the stricter reading:
 ///
-/// - `subscriptions/list` and `subscriptions/modify` under `/database/1/…/{private|shared}/`;
-///   only `zone` subscriptions are accepted (a `database` subscription over REST is unverified,
-///   so it is refused: a client must notice new zones another way).
+/// - `subscriptions/list` and `subscriptions/modify` under `/database/1/…/{private|shared|public}/`;
+///   `zone` subscriptions in the private and shared databases, `query` subscriptions on a record
+///   type of the `_defaultZone` in any (a `database` subscription over REST is unverified, so it
+///   is refused: a client must notice new zones another way).
 /// - `tokens/create` and `tokens/register` answer only under `/device/1/{container}/{env}/`; the
 ///   documented `/database/…` path answers 405, as the live service does.
 /// - `GET /courier/<apnsToken>` long-polls: one queued notification per answer, never
@@ -23,6 +24,9 @@ extension FakeCloudKitStore {
         var zone: ZoneKey
         /// The subscription as the client sent it, answered back by `list` and `modify`.
         var json: JSONValue
+        /// A query subscription: the record type it watches in the database's `_defaultZone`
+        /// and what fires it (`create`, `update`, `delete`); nil for a zone subscription.
+        var query: (recordType: String, firesOn: Set<String>)?
     }
 
     struct PushToken: Sendable {
@@ -68,9 +72,19 @@ extension FakeCloudKitStore {
             }
             switch type {
             case "create", "update", "replace":
+                if subscription["subscriptionType"]?.stringValue == "query" {
+                    results.append(modifyQuerySubscription(subscription, id: id, operation: type, database: database))
+                    continue
+                }
                 guard subscription["subscriptionType"]?.stringValue == "zone" else {
                     results.append(
-                        Self.itemError(id, "BAD_REQUEST", "only zone subscriptions are served (subscriptionType \"zone\"); database subscriptions are not"))
+                        Self.itemError(
+                            id, "BAD_REQUEST",
+                            "only zone and query subscriptions are served (subscriptionType \"zone\" or \"query\"); database subscriptions are not"))
+                    continue
+                }
+                guard database != "public" else {
+                    results.append(Self.itemError(id, "BAD_REQUEST", "zone subscriptions need the private or shared database"))
                     continue
                 }
                 guard let zoneName = subscription["zoneID"]?["zoneName"]?.stringValue else {
@@ -102,6 +116,27 @@ extension FakeCloudKitStore {
             }
         }
         return .json(.object(["subscriptions": .array(results)]))
+    }
+
+    /// A query subscription's create, update or replace: the answer's item.
+    func modifyQuerySubscription(_ subscription: JSONValue, id: String, operation type: String, database: String) -> JSONValue {
+        guard let recordType = subscription["query"]?["recordType"]?.stringValue, !recordType.isEmpty else {
+            return Self.itemError(id, "BAD_REQUEST", "a query subscription needs query.recordType")
+        }
+        let firesOn = Set((subscription["firesOn"]?.arrayItems ?? []).compactMap(\.stringValue))
+        guard !firesOn.isEmpty, firesOn.isSubset(of: ["create", "update", "delete"]) else {
+            return Self.itemError(id, "BAD_REQUEST", "a query subscription needs firesOn, some of create, update and delete")
+        }
+        if let zoneName = subscription["zoneID"]?["zoneName"]?.stringValue, zoneName != ZoneID.defaultZoneName {
+            return Self.itemError(id, "BAD_REQUEST", "this fake serves query subscriptions on the _defaultZone only")
+        }
+        if type == "create", subscriptions[id] != nil {
+            return Self.itemError(id, "CONFLICT", "subscription '\(id)' already exists")
+        }
+        subscriptions[id] = Subscription(
+            id: id, database: database, zone: ZoneKey(databases[database]!.defaultZone.id), json: subscription,
+            query: (recordType, firesOn))
+        return subscription
     }
 
     static func itemError(_ id: String?, _ code: String, _ reason: String) -> JSONValue {
@@ -172,9 +207,54 @@ extension FakeCloudKitStore {
         return Reply(status: 200, body: pushTokens[token]!.queue.remove(at: due).payload)
     }
 
+    /// Queues what changes to a database's `_defaultZone` tell its query subscribers: for each
+    /// change of a watched type, `ck.qry` with the subscription, the record's name and what
+    /// happened (`fo`: 1 created, 2 updated, 3 deleted), as CloudKit JS receives it. `changes`
+    /// are the records' names, their type (a deleted record's last) and `fo`.
+    func notifyQuerySubscribers(of changes: [(name: String, recordType: String, firesOn: Int)], database: String) {
+        let watching = subscriptions.values.filter { $0.database == database && $0.query != nil }
+        guard !watching.isEmpty, !changes.isEmpty else { return }
+        let tokens = pushTokens.filter { $0.value.registered }.map(\.key)
+        let words = [1: "create", 2: "update", 3: "delete"]
+        for subscription in watching.sorted(by: { $0.id < $1.id }) {
+            let (type, firesOn) = subscription.query!
+            for change in changes where change.recordType == type && firesOn.contains(words[change.firesOn]!) {
+                let nid = UUID().uuidString.lowercased()
+                for token in tokens {
+                    guard !notificationSwitches.drop else {
+                        notificationCounts.dropped += 1
+                        continue
+                    }
+                    pushTokens[token]!.queue.append(
+                        (
+                            Self.notificationPayload(
+                                nid: nid, container: configuration.container,
+                                block: "qry",
+                                [
+                                    "sid": .string(subscription.id), "rid": .string(change.name), "zid": .string(ZoneID.defaultZoneName),
+                                    "fo": .int(Int64(change.firesOn)),
+                                ]),
+                            ContinuousClock.now + notificationSwitches.delay
+                        ))
+                    notificationCounts.queued += 1
+                }
+            }
+        }
+    }
+
+    static func notificationPayload(nid: String, container: String, block: String, _ members: [String: JSONValue]) -> [UInt8] {
+        var w = JSONWriter()
+        w.write(
+            .object([
+                "aps": .object(["content-available": .int(1)]),
+                "ck": .object(["nid": .string(nid), "cid": .string(container), "ce": .int(2), block: .object(members)]),
+            ]))
+        return w.bytes
+    }
+
     /// Queues what a change to `zone` tells the subscribers of `database`.
     func notifySubscribers(of zone: ZoneID, database: String) {
-        let matching = subscriptions.values.filter { $0.database == database && $0.zone == ZoneKey(zone) }
+        let matching = subscriptions.values.filter { $0.database == database && $0.zone == ZoneKey(zone) && $0.query == nil }
         guard !matching.isEmpty else { return }
         let tokens = pushTokens.filter { $0.value.registered }.map(\.key)
         for subscription in matching {

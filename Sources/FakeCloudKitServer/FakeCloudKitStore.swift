@@ -339,8 +339,24 @@ actor FakeCloudKitStore {
     func appendToDefaultZone(_ newEntries: [RecordEntry], database: String) {
         guard !newEntries.isEmpty else { return }
         var zone = databases[database]!.defaultZone
+        // What each change is to a query subscriber: a creation, an update or a deletion of a
+        // record of a type, as the records stood before.
+        var live = liveRecords(named: Set(newEntries.compactMap(\.recordName)), in: zone).mapValues(\.recordType)
+        var changes: [(name: String, recordType: String, firesOn: Int)] = []
+        for entry in newEntries {
+            switch entry {
+            case .record(let record):
+                changes.append((record.recordName, record.recordType, live[record.recordName] == nil ? 1 : 2))
+                live[record.recordName] = record.recordType
+            case .deleted(let name):
+                if let type = live.removeValue(forKey: name) { changes.append((name, type, 3)) }
+            case .error, .unreadable:
+                break
+            }
+        }
         appendEntries(newEntries, to: &zone)
         databases[database]!.defaultZone = zone
+        notifyQuerySubscribers(of: changes, database: database)
     }
 
     /// Records get the zone's ID and, when missing, a change tag, a modification stamp of now,

@@ -3,18 +3,32 @@ import Logging
 import ZoneFeed
 
 /// Zone subscriptions and the web courier (field-notes §1.4): silent zone subscriptions with
-/// stable IDs (`<subscriptionPrefix><zoneName>`) for the zones followed, a push token from
-/// `tokens/create` and `tokens/register`, and the courier long-polled on a client of its own.
+/// stable IDs (`<subscriptionPrefix><zoneName>`) for the zones followed, query subscriptions for
+/// `_defaultZone`'s record types, a push token from `tokens/create` and `tokens/register`, and
+/// the courier long-polled on a client of its own.
 extension CloudKitSource: ChangeNotifying {
     public func follow(logger: Logger) async throws {
         let zones: [ZoneID]
         if let named = namedZones { zones = named } else { zones = try await client.listZones(logger: logger).map(\.zoneID) }
         let prefix = subscriptionPrefix
-        let wanted = Dictionary(zones.map { (prefix + $0.zoneName, $0) }, uniquingKeysWith: { first, _ in first })
+        // A zone with a change feed gets a zone subscription; `_defaultZone`, read by query, a
+        // query subscription per record type (`<prefix>_defaultZone.<type>`), whose
+        // notifications name the record and bring a deletion without a sweep.
+        var wanted: [String: Subscription] = [:]
+        for zone in zones {
+            if zone.zoneName == ZoneID.defaultZoneName {
+                for type in recordTypes {
+                    let id = "\(prefix)\(zone.zoneName).\(type)"
+                    wanted[id] = .query(recordType: type, id: id)
+                }
+            } else if wanted[prefix + zone.zoneName] == nil {
+                wanted[prefix + zone.zoneName] = .zone(zone, id: prefix + zone.zoneName)
+            }
+        }
         let ours = try await client.listSubscriptions(logger: logger).compactMap(\.subscriptionID).filter { $0.hasPrefix(prefix) }
         let missing = wanted.filter { !ours.contains($0.key) }.sorted { $0.key < $1.key }
         if !missing.isEmpty {
-            let results = try await client.createSubscriptions(missing.map { Subscription.zone($0.value, id: $0.key) }, logger: logger)
+            let results = try await client.createSubscriptions(missing.map(\.value), logger: logger)
             for result in results {
                 switch result.serverErrorCode {
                 case nil: logger.info("subscribed to the zone's changes", metadata: ["subscription": "\(result.subscriptionID ?? "?")"])
@@ -22,7 +36,7 @@ extension CloudKitSource: ChangeNotifying {
                 case "CONFLICT", "EXISTS", "ZONE_NOT_FOUND": break
                 case let code?:
                     logger.warning(
-                        "CloudKit refused a zone subscription; that zone is polled only",
+                        "CloudKit refused a subscription; its changes are polled only",
                         metadata: ["subscription": "\(result.subscriptionID ?? "?")", "code": "\(code)", "reason": "\(result.reason ?? "")"])
                 }
             }
@@ -36,6 +50,7 @@ extension CloudKitSource: ChangeNotifying {
 
     public func changeHints(logger: Logger) -> AsyncThrowingStream<ChangeHint, any Error> {
         let client = self.client
+        let queryMemory = self.queryMemory
         return AsyncThrowingStream { continuation in
             let task = Task {
                 var failures = 0
@@ -61,6 +76,9 @@ extension CloudKitSource: ChangeNotifying {
                                 continuation.yield(ChangeHint(zone: nil, kind: .confirmed))
                             }
                             guard let notification else { continue }
+                            // A query subscription names a deleted record: it is tombstoned by the
+                            // next pass, which a query could not bring before the next sweep.
+                            if let deleted = Self.deletedRecord(in: notification) { queryMemory.noteDeletion(deleted) }
                             continuation.yield(ChangeHint(zone: Self.zone(of: notification)))
                         }
                     } catch {
@@ -81,6 +99,15 @@ extension CloudKitSource: ChangeNotifying {
             }
             continuation.onTermination = { _ in task.cancel() }
         }
+    }
+
+    /// The record a query subscription's notification says was deleted (`ck.qry.fo` 3, its
+    /// name in `rid`); nil for any other notification.
+    static func deletedRecord(in notification: JSONValue) -> String? {
+        guard let query = notification["ck"]?["qry"], case .int(3)? = query["fo"], let name = query["rid"]?.stringValue, !name.isEmpty,
+            !name.containsNUL
+        else { return nil }
+        return name
     }
 
     /// The zone a notification names, whatever block it uses (`fet`, `qry`, `met`); nil when it

@@ -45,6 +45,8 @@ struct QueryZoneReader: Sendable {
             try await startPass(&position)
         }
         var page = ZoneChangePage(zoneID: zone, entries: [], syncToken: position.token, moreComing: true)
+        // Deletions a query subscription named come first: a query cannot see them.
+        page.entries = memory.takeDeletions().map { .deleted(recordName: $0) }
         let sweepEnded = try await round(&position, into: &page)
 
         if position.passInProgress || position.sweep != nil {
@@ -199,12 +201,16 @@ struct QueryZoneReader: Sendable {
             let item = result.work
             switch item.kind {
             case .pass:
-                page.entries += result.records
                 var state = position.types[item.type] ?? .init()
                 for case .record(let record) in result.records {
                     guard let ms = record.modified?.timestamp else { continue }
                     let mark = QueryPosition.Watermark(ms: ms, name: record.recordName)
                     if state.watermark.map({ $0 < mark }) ?? true { state.watermark = mark }
+                }
+                // A version a notification said was deleted, which the index still shows.
+                page.entries += result.records.filter { entry in
+                    guard case .record(let record) = entry else { return true }
+                    return !memory.isDeleted(record.recordName, modifiedMs: record.modified?.timestamp)
                 }
                 state.slices?[item.index] = result.next ?? QuerySlice(from: .min, to: .min)
                 position.types[item.type] = state
@@ -415,7 +421,56 @@ final class QueryReadMemory: Sendable {
 
     private let names = Mutex<[Key: Set<String>]>([:])
 
+    /// Deletions a query subscription named, not yet given to a page; and the records deleted
+    /// so (with when the deletion was heard of), whose versions an index that lags behind may
+    /// still show for a while: those are not applied again.
+    private struct Deletions {
+        var pending: [String] = []
+        var recent: [String: ContinuousClock.Instant] = [:]
+    }
+    private let deletions = Mutex(Deletions())
+    /// How long a record deleted by notification is held back from the query's answers: far
+    /// longer than an index lags.
+    static let deletionMemory: Duration = .seconds(600)
+
     init() {}
+
+    func noteDeletion(_ name: String) {
+        deletions.withLock { state in
+            state.pending.append(name)
+            state.recent[name] = .now
+            // A bounded memory: a burst of deletions keeps the newest.
+            if state.recent.count > 100_000 {
+                let cutoff = ContinuousClock.now - Self.deletionMemory
+                state.recent = state.recent.filter { $0.value > cutoff }
+            }
+        }
+    }
+
+    func takeDeletions() -> [String] {
+        deletions.withLock { state in
+            defer { state.pending.removeAll() }
+            return state.pending
+        }
+    }
+
+    /// Whether a version a query gave belongs to a record deleted by notification: one modified
+    /// before the deletion was heard of (a version made since, by a re-creation, is new). The
+    /// comparison takes the server's time against this machine's, so a version within a minute
+    /// of the deletion is taken as new: a record re-created is never lost, at worst a deleted
+    /// one lives on until the index catches up or a sweep.
+    func isDeleted(_ name: String, modifiedMs: Int64?) -> Bool {
+        deletions.withLock { state in
+            guard let heard = state.recent[name] else { return false }
+            guard ContinuousClock.now - heard < Self.deletionMemory else {
+                state.recent[name] = nil
+                return false
+            }
+            guard let modifiedMs else { return true }
+            let heardMs = Int64(Date().timeIntervalSince1970 * 1000) - Int64((ContinuousClock.now - heard).seconds * 1000)
+            return modifiedMs < heardMs - 60_000
+        }
+    }
 
     func take(_ key: Key) -> Set<String> {
         names.withLock { $0.removeValue(forKey: key) ?? [] }

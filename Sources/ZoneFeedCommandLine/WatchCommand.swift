@@ -67,7 +67,7 @@ struct WatchCommand: AsyncParsableCommand {
                     "watching",
                     metadata: [
                         "pollInterval": "\(Duration.secondsText(settings.pollIntervalSeconds))", "listen": "\(settings.listen ?? "off")",
-                        "notifications": "\(source is any ChangeNotifying ? "zone subscriptions" : "none (polling)")",
+                        "notifications": "\(source is any ChangeNotifying ? "subscriptions" : "none (polling)")",
                     ])
                 try await signals.run(ServiceGroup(configuration: .init(services: services, logger: logger)))
                 logger.notice("watch stopped", metadata: ["signal": "\(signals.received.map { "\($0)" } ?? "none")"])

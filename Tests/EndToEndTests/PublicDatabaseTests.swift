@@ -273,6 +273,42 @@ import ZoneFeed
         #expect(try await s.differences(from: s.generated().mapValues { $0.recordChangeTag ?? "-" }) == [])
     }
 
+    /// `zonefeed watch` on the public database: query subscriptions for each type, and a
+    /// deletion that arrives by its notification, with no sweep and no poll to find it.
+    @Test(.onItsOwnThread) func aWatcherOnQuerySubscriptionsBringsADeletionWithoutASweep() async throws {
+        let s = try await Setup("pubwatch", seed: 306, records: 600) {
+            $0.moreCloudKit = ["deletionSweep: never"]
+        }
+        defer { s.stop() }
+        try await s.server.admin("notifications", ["courierTimeoutMilliseconds": 1000])
+        var z = s.zonefeed
+        z.environment.merge(s.p.environment) { _, new in new }
+        // A safety poll an hour away: only a notification can bring the deletion in time.
+        let watching = try await z.start(["watch", s.file, "--poll-interval", "3600"])
+        var state = ""
+        for _ in 0..<400 where !state.contains("\"registeredTokens\":1") {
+            state = try await s.server.admin("state")
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(state.contains("\"registeredTokens\":1"), "the watcher registered a push token: \(state)")
+        let expected = s.generated()
+        let caughtUp = await WatchTests.within(.seconds(60)) { try await s.differences(from: expected.mapValues { $0.recordChangeTag ?? "-" }).isEmpty }
+        #expect(caughtUp != nil, "the watcher caught up")
+        #expect(try await s.server.admin("state").contains("\"subscriptions\":3"), "a query subscription for each of the three types")
+
+        let gone = try #require(expected.keys.sorted().first)
+        try await s.admin("records/delete", ["recordNames": [gone]])
+        let tombstoned = await WatchTests.within(.seconds(30)) {
+            try await DestinationSnapshot.read(s.p).rows[ExpectedState.Key(zoneName: ZoneID.defaultZoneName, recordName: gone)]?.deleted == true
+        }
+        #expect(tombstoned != nil, "the deletion arrived by its notification")
+        let snapshot = try await DestinationSnapshot.read(s.p)
+        #expect(snapshot.tombstonesByReason == ["deleted": 1], "a tombstone of the deletion itself, not of a sweep")
+        let stopped = await watching.stop()
+        #expect(stopped.status == 0 || stopped.status == 143, "\(stopped.stderr)")
+        print("public database: a deletion notified through a query subscription was tombstoned after \(tombstoned.map { "\($0)" } ?? "never")")
+    }
+
     @Test func aPrivateDefaultZoneIsReadBesideCustomZonesInOnePipeline() async throws {
         let p = try await FakePipeline(prefix: "privdefault", fake: FakeSettings(seed: 302, zones: 2, recordsPerZone: 300))
         let zonefeed = try ZonefeedBinary(environment: p.environment)
