@@ -382,22 +382,27 @@ public struct Runner: Sendable {
 
             if let stuck = progress.note(page, fetchedFrom: token) { throw SyncError(.failed, zoneID: zone, message: stuck) }
 
+            /// Applies what is pending as one batch with the token after it.
+            func commitPending(token batchToken: ChangeToken, isLast: Bool) async throws {
+                let batch = ChangeBatch(
+                    zoneID: zone, runID: runID, generation: checkpoint.generation, pageCount: pendingPages,
+                    entries: pending, token: batchToken, isLast: isLast, finishesResync: checkpoint.resyncing && isLast)
+                let outcome = try await apply(batch, listing: listed)
+                pending = []
+                listed = []
+                listedCount = 0
+                pendingPages = 0
+                total += outcome
+                checkpoint.token = batch.token
+                if batch.finishesResync { checkpoint.resyncing = false }
+                await events(.stateUpdate(zone, batch.token))
+                await events(.fetchedRecordZoneChanges(zone, batch: outcome, total: total))
+            }
+
             if page.beginsSweep {
                 // What came before the sweep is committed under the generation it was fetched
                 // in; the sweep's own rows, and every row written after, get the next one.
-                if !pending.isEmpty || !listed.isEmpty {
-                    let batch = ChangeBatch(
-                        zoneID: zone, runID: runID, generation: checkpoint.generation, pageCount: pendingPages,
-                        entries: pending, token: token ?? page.syncToken, isLast: false, finishesResync: false)
-                    let outcome = try await apply(batch, listing: listed)
-                    pending = []
-                    listed = []
-                    listedCount = 0
-                    pendingPages = 0
-                    total += outcome
-                    await events(.stateUpdate(zone, batch.token))
-                    await events(.fetchedRecordZoneChanges(zone, batch: outcome, total: total))
-                }
+                if !pending.isEmpty || !listed.isEmpty { try await commitPending(token: token ?? page.syncToken, isLast: false) }
                 checkpoint = try await destination.beginSweep(zone, token: page.syncToken)
                 token = page.syncToken
                 await events(.resyncStarted(zone, reason: "deletion sweep"))
@@ -413,20 +418,7 @@ public struct Runner: Sendable {
 
             // Names are a small part of a record: a batch lists up to ten times its records.
             if pending.count + listedCount / 10 >= batchRecords || !page.moreComing {
-                let batch = ChangeBatch(
-                    zoneID: zone, runID: runID, generation: checkpoint.generation, pageCount: pendingPages,
-                    entries: pending, token: page.syncToken, isLast: !page.moreComing,
-                    finishesResync: checkpoint.resyncing && !page.moreComing)
-                let outcome = try await apply(batch, listing: listed)
-                pending = []
-                listed = []
-                listedCount = 0
-                pendingPages = 0
-                total += outcome
-                checkpoint.token = batch.token
-                if batch.finishesResync { checkpoint.resyncing = false }
-                await events(.stateUpdate(zone, batch.token))
-                await events(.fetchedRecordZoneChanges(zone, batch: outcome, total: total))
+                try await commitPending(token: page.syncToken, isLast: !page.moreComing)
             }
             if !page.moreComing { return }
         }

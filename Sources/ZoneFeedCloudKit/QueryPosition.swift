@@ -57,6 +57,29 @@ struct QueryPosition: Codable, Equatable, Sendable {
                 .changeTokenExpired,
                 message: "the zone's checkpoint does not hold a query position (\(token)); the zone is read again from the beginning")
         }
+        return position.clamped
+    }
+
+    /// Every time within `QueryZoneReader.timeRange`, whatever a checkpoint was made to hold,
+    /// so that no sum or difference of them can overflow.
+    var clamped: QueryPosition {
+        func clamp(_ slices: [QuerySlice]?) -> [QuerySlice]? {
+            slices?.map { slice in
+                var slice = slice
+                slice.from = QueryZoneReader.clamped(slice.from)
+                slice.to = slice.to.map { max(slice.from, QueryZoneReader.clamped($0)) }
+                return slice
+            }
+        }
+        var position = self
+        for (type, state) in types {
+            var state = state
+            if let ms = state.watermark?.ms { state.watermark?.ms = QueryZoneReader.clamped(ms) }
+            state.earliestMs = state.earliestMs.map(QueryZoneReader.clamped)
+            state.slices = clamp(state.slices)
+            position.types[type] = state
+        }
+        position.sweep = sweep?.mapValues { clamp($0)! }
         return position
     }
 

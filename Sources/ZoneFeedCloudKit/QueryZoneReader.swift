@@ -29,6 +29,9 @@ struct QueryZoneReader: Sendable {
     var sliceTarget: Int { max(1, settings.maxConcurrentRequests) }
     var lagMs: Int64 { Int64(settings.queryLagSeconds * 1000) }
 
+    /// A watermark minus the lag, never below the earliest time.
+    func lagged(_ ms: Int64) -> Int64 { max(Self.timeRange.lowerBound, Self.clamped(ms) - lagMs) }
+
     // MARK: Rounds
 
     func page(after token: ChangeToken?) async throws -> ZoneChangePage {
@@ -45,9 +48,17 @@ struct QueryZoneReader: Sendable {
             try await startPass(&position)
         }
         var page = ZoneChangePage(zoneID: zone, entries: [], syncToken: position.token, moreComing: true)
-        // Deletions a query subscription named come first: a query cannot see them.
-        page.entries = memory.takeDeletions().map { .deleted(recordName: $0) }
-        let sweepEnded = try await round(&position, into: &page)
+        // Deletions a query subscription named come first: a query cannot see them. A round
+        // that fails gives them back for the next.
+        let deletions = memory.takeDeletions()
+        page.entries = deletions.map { .deleted(recordName: $0) }
+        let sweepEnded: Bool
+        do {
+            sweepEnded = try await round(&position, into: &page)
+        } catch {
+            memory.giveBack(deletions)
+            throw error
+        }
 
         if position.passInProgress || position.sweep != nil {
             page.syncToken = position.token
@@ -77,7 +88,7 @@ struct QueryZoneReader: Sendable {
         var sweep: [String: [QuerySlice]] = [:]
         for type in types {
             let state = position.types[type]!
-            sweep[type] = Self.split(from: state.earliestMs ?? 0, settledBefore: state.watermark!.ms - lagMs, into: slicesEach)
+            sweep[type] = Self.split(from: Self.clamped(state.earliestMs ?? 0), settledBefore: lagged(state.watermark!.ms), into: slicesEach)
         }
         position.sweep = sweep
         position.lastSweepAt = now().timeIntervalSince1970
@@ -97,11 +108,11 @@ struct QueryZoneReader: Sendable {
         for type in recordTypes {
             var state = position.types[type] ?? .init()
             if let watermark = state.watermark {
-                state.slices = [QuerySlice(from: watermark.ms - lagMs, to: nil)]
+                state.slices = [QuerySlice(from: lagged(watermark.ms), to: nil)]
                 state.backfilling = false
             } else if let (earliest, latest) = bounds[type] ?? nil {
                 state.earliestMs = earliest
-                state.slices = Self.split(from: earliest, settledBefore: latest - lagMs, into: slicesEach)
+                state.slices = Self.split(from: earliest, settledBefore: lagged(latest), into: slicesEach)
                 state.backfilling = true
             } else {
                 // Nothing of the type yet: nothing to read this run.
@@ -188,9 +199,9 @@ struct QueryZoneReader: Sendable {
                 }
             }
         }
-        let now = work.prefix(sliceTarget)
+        let reading = work.prefix(sliceTarget)
         let results = try await withThrowingTaskGroup(of: SliceResult.self) { group in
-            for item in now { group.addTask { try await read(item) } }
+            for item in reading { group.addTask { try await read(item) } }
             var results: [SliceResult] = []
             for try await result in group { results.append(result) }
             return results
@@ -203,7 +214,7 @@ struct QueryZoneReader: Sendable {
             case .pass:
                 var state = position.types[item.type] ?? .init()
                 for case .record(let record) in result.records {
-                    guard let ms = record.modified?.timestamp else { continue }
+                    guard let ms = record.modified.map({ Self.clamped($0.timestamp) }) else { continue }
                     let mark = QueryPosition.Watermark(ms: ms, name: record.recordName)
                     if state.watermark.map({ $0 < mark }) ?? true { state.watermark = mark }
                 }
@@ -294,7 +305,7 @@ struct QueryZoneReader: Sendable {
         let seen = memory.take(key)
         // Records at the slice's start that an earlier page of this run already gave.
         let records = response.records.filter { entry in
-            guard case .record(let record) = entry, record.modified?.timestamp == slice.from else { return true }
+            guard case .record(let record) = entry, record.modified.map({ Self.clamped($0.timestamp) }) == slice.from else { return true }
             return !seen.contains(record.recordName)
         }
         let times = Self.times(response.records)
@@ -303,7 +314,7 @@ struct QueryZoneReader: Sendable {
             if let last = times.max(), last > slice.from {
                 next = QuerySlice(from: last, to: slice.to)
                 let atLast = response.records.compactMap { entry -> String? in
-                    guard case .record(let record) = entry, record.modified?.timestamp == last else { return nil }
+                    guard case .record(let record) = entry, record.modified.map({ Self.clamped($0.timestamp) }) == last else { return nil }
                     return record.recordName
                 }
                 memory.put(QueryReadMemory.Key(kind: key.kind, type: item.type, from: last), Set(atLast))
@@ -321,7 +332,7 @@ struct QueryZoneReader: Sendable {
                 QueryReadMemory.Key(kind: key.kind, type: item.type, from: next!.from),
                 Set(
                     response.records.compactMap { entry -> String? in
-                        guard case .record(let record) = entry, record.modified?.timestamp == next!.from else { return nil }
+                        guard case .record(let record) = entry, record.modified.map({ Self.clamped($0.timestamp) }) == next!.from else { return nil }
                         return record.recordName
                     }
                 ).union(next!.from == slice.from ? seen : []))
@@ -332,9 +343,15 @@ struct QueryZoneReader: Sendable {
     static func times(_ records: [RecordEntry]) -> [Int64] {
         records.compactMap { entry in
             guard case .record(let record) = entry else { return nil }
-            return record.modified?.timestamp
+            return record.modified.map { clamped($0.timestamp) }
         }
     }
+
+    /// The times a position is made of: a server's time of 1970 to the year 33658, whatever a
+    /// record says, so that no sum or difference of them can overflow.
+    static let timeRange: ClosedRange<Int64> = 0...1_000_000_000_000_000
+
+    static func clamped(_ ms: Int64) -> Int64 { min(max(ms, timeRange.lowerBound), timeRange.upperBound) }
 
     // MARK: Sweeps
 
@@ -445,6 +462,11 @@ final class QueryReadMemory: Sendable {
                 state.recent = state.recent.filter { $0.value > cutoff }
             }
         }
+    }
+
+    func giveBack(_ names: [String]) {
+        guard !names.isEmpty else { return }
+        deletions.withLock { $0.pending = names + $0.pending }
     }
 
     func takeDeletions() -> [String] {
