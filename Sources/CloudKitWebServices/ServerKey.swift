@@ -74,7 +74,8 @@ public struct ServerKey: Sendable, CustomStringConvertible {
         return "SHA256:" + text
     }
 
-    public var description: String { "ServerKey(keyID: \(keyID), privateKey: <redacted>)" }
+    /// Neither the key nor its ID: the fingerprint names it.
+    public var description: String { "ServerKey(\(fingerprint))" }
 }
 
 public struct ServerKeyError: Error, Sendable, CustomStringConvertible {

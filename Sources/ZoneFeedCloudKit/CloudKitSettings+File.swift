@@ -54,7 +54,8 @@ extension CloudKitSettings: SourceConfiguration {
         let idleTimeout = file.number("idleTimeoutSeconds", in: section, range: CloudKitSettings.idleTimeoutSecondsRange, unit: "seconds")
         let maxRetryAfter = file.number("maxRetryAfterSeconds", in: section, range: CloudKitSettings.maxRetryAfterSecondsRange, unit: "seconds")
         let maxResponseBytes = file.integer("maxResponseBytes", in: section, range: CloudKitSettings.maxResponseBytesRange)
-        let auth = readAuth(in: section, database: database ?? .private, from: file)
+        // A database the file names wrongly was reported: its auth is not judged against a guess.
+        let auth = readAuth(in: section, database: section["database"] == nil ? .private : database, from: file)
         let tlsCAFile = readTLS(in: section, from: file)
         if database == .public, let entry = section["zones"], zones != .named([ZoneID.defaultZoneName]) {
             file.report(
@@ -137,7 +138,7 @@ extension CloudKitSettings: SourceConfiguration {
         return value
     }
 
-    static func readAuth(in cloudKit: PipelineSection, database: CloudKitSettings.Database, from file: PipelineFileReader) -> CloudKitSettings.Auth? {
+    static func readAuth(in cloudKit: PipelineSection, database: CloudKitSettings.Database?, from file: PipelineFileReader) -> CloudKitSettings.Auth? {
         let allowed = reference.keys.keys(in: "source.cloudkit.auth")
         guard let section = file.subsection("auth", in: cloudKit, allowed: allowed, required: true) else { return nil }
         let reported = file.diagnostics.count
@@ -174,7 +175,7 @@ extension CloudKitSettings: SourceConfiguration {
                     "\(section.path(of: key)): the public database is read without a user's sign-in (with serverKey, or the apiToken alone); remove it",
                     at: entry.keyPosition)
             }
-        } else if let entry = section["serverKey"] {
+        } else if let database, let entry = section["serverKey"] {
             file.report(
                 "\(section.path(of: "serverKey")): a server-to-server key reaches the public database only (database: public); "
                     + "the \(database.rawValue) database needs a user's web auth token (zonefeed login)",

@@ -51,6 +51,7 @@ extension CloudKitSource: ChangeNotifying {
     public func changeHints(logger: Logger) -> AsyncThrowingStream<ChangeHint, any Error> {
         let client = self.client
         let queryMemory = self.queryMemory
+        let prefix = subscriptionPrefix
         return AsyncThrowingStream { continuation in
             let task = Task {
                 var failures = 0
@@ -78,7 +79,7 @@ extension CloudKitSource: ChangeNotifying {
                             guard let notification else { continue }
                             // A query subscription names a deleted record: it is tombstoned by the
                             // next pass, which a query could not bring before the next sweep.
-                            if let deleted = Self.deletedRecord(in: notification) { queryMemory.noteDeletion(deleted) }
+                            if let deleted = Self.deletedRecord(in: notification, subscriptionPrefix: prefix) { queryMemory.noteDeletion(deleted) }
                             continuation.yield(ChangeHint(zone: Self.zone(of: notification)))
                         }
                     } catch {
@@ -101,11 +102,14 @@ extension CloudKitSource: ChangeNotifying {
         }
     }
 
-    /// The record a query subscription's notification says was deleted (`ck.qry.fo` 3, its
-    /// name in `rid`); nil for any other notification.
-    static func deletedRecord(in notification: JSONValue) -> String? {
-        guard let query = notification["ck"]?["qry"], case .int(3)? = query["fo"], let name = query["rid"]?.stringValue, !name.isEmpty,
-            !name.containsNUL
+    /// The record a query subscription of this pipeline's says was deleted in `_defaultZone`
+    /// (`ck.qry.fo` 3, its name in `rid`); nil for any other notification, another pipeline's
+    /// subscription's or another zone's.
+    static func deletedRecord(in notification: JSONValue, subscriptionPrefix: String) -> String? {
+        guard let query = notification["ck"]?["qry"], case .int(3)? = query["fo"],
+            query["sid"]?.stringValue?.hasPrefix(subscriptionPrefix + ZoneID.defaultZoneName + ".") == true,
+            (query["zid"]?.stringValue ?? ZoneID.defaultZoneName) == ZoneID.defaultZoneName,
+            let name = query["rid"]?.stringValue, !name.isEmpty, !name.containsNUL
         else { return nil }
         return name
     }

@@ -80,6 +80,7 @@ struct QueryPosition: Codable, Equatable, Sendable {
             position.types[type] = state
         }
         position.sweep = sweep?.mapValues { clamp($0)! }
+        position.runsSinceSweep = min(max(runsSinceSweep, -1), 1_000_000)
         return position
     }
 

@@ -27,7 +27,10 @@ struct QueryZoneReader: Sendable {
 
     /// How many slices are read at once: as many requests as may be in flight.
     var sliceTarget: Int { max(1, settings.maxConcurrentRequests) }
-    var lagMs: Int64 { Int64(settings.queryLagSeconds * 1000) }
+    var lagMs: Int64 {
+        let seconds = settings.queryLagSeconds
+        return seconds.isFinite ? Int64(min(max(seconds, 0), CloudKitSettings.queryLagSecondsRange.upperBound) * 1000) : 300_000
+    }
 
     /// A watermark minus the lag, never below the earliest time.
     func lagged(_ ms: Int64) -> Int64 { max(Self.timeRange.lowerBound, Self.clamped(ms) - lagMs) }
@@ -35,7 +38,14 @@ struct QueryZoneReader: Sendable {
     // MARK: Rounds
 
     func page(after token: ChangeToken?) async throws -> ZoneChangePage {
+        let page = try await makePage(after: token)
+        memory.gave(page.syncToken, carrying: page.entries.compactMap { if case .deleted(let name) = $0 { name } else { nil } })
+        return page
+    }
+
+    private func makePage(after token: ChangeToken?) async throws -> ZoneChangePage {
         var position = try QueryPosition.decode(token) ?? QueryPosition()
+        memory.beginPage(after: token, atRest: position.isAtRest)
         // Types the mapping no longer names are forgotten; new ones start with a backfill.
         for type in position.types.keys where !recordTypes.contains(type) { position.types[type] = nil }
         for type in recordTypes where position.types[type] == nil { position.types[type] = .init() }
@@ -88,7 +98,7 @@ struct QueryZoneReader: Sendable {
         var sweep: [String: [QuerySlice]] = [:]
         for type in types {
             let state = position.types[type]!
-            sweep[type] = Self.split(from: Self.clamped(state.earliestMs ?? 0), settledBefore: lagged(state.watermark!.ms), into: slicesEach)
+            sweep[type] = Self.reachingBack(Self.split(from: Self.clamped(state.earliestMs ?? 0), settledBefore: lagged(state.watermark!.ms), into: slicesEach))
         }
         position.sweep = sweep
         position.lastSweepAt = now().timeIntervalSince1970
@@ -112,7 +122,7 @@ struct QueryZoneReader: Sendable {
                 state.backfilling = false
             } else if let (earliest, latest) = bounds[type] ?? nil {
                 state.earliestMs = earliest
-                state.slices = Self.split(from: earliest, settledBefore: lagged(latest), into: slicesEach)
+                state.slices = Self.reachingBack(Self.split(from: earliest, settledBefore: lagged(latest), into: slicesEach))
                 state.backfilling = true
             } else {
                 // Nothing of the type yet: nothing to read this run.
@@ -164,7 +174,15 @@ struct QueryZoneReader: Sendable {
         return slices
     }
 
-    enum SliceKind: Sendable { case pass, sweep }
+    /// The slices with the first reaching back to the earliest time: a record modified before
+    /// the earliest one the probe saw (its index entry came late) is read, and listed, too.
+    static func reachingBack(_ slices: [QuerySlice]) -> [QuerySlice] {
+        var slices = slices
+        if !slices.isEmpty { slices[0].from = timeRange.lowerBound }
+        return slices
+    }
+
+    enum SliceKind: Sendable, Hashable { case pass, sweep }
 
     struct SliceWork: Sendable {
         var kind: SliceKind
@@ -301,7 +319,7 @@ struct QueryZoneReader: Sendable {
             restarted.slice.marker = nil
             return try await read(restarted)
         }
-        let key = QueryReadMemory.Key(kind: item.kind == .pass ? 0 : 1, type: item.type, from: slice.from)
+        let key = QueryReadMemory.Key(kind: item.kind, type: item.type, from: slice.from)
         let seen = memory.take(key)
         // Records at the slice's start that an earlier page of this run already gave.
         let records = response.records.filter { entry in
@@ -402,103 +420,8 @@ struct QueryZoneReader: Sendable {
                 underlying: error)
         }
         if carriedMarker, error.code == .badRequest {
-            return SyncError(.changeTokenExpired, message: error.description, underlying: error)
+            return SyncError(.changeTokenExpired, message: "querying record type \(recordType): \(error.description)", underlying: error)
         }
-        return SyncError(.failed, message: error.description, underlying: error)
-    }
-}
-
-/// An index a query needs, as CloudKit names it in a refusal (`Field '___modTime' is not marked
-/// sortable`).
-struct QueryIndex: Sendable, Hashable, CustomStringConvertible {
-    var field: String
-    var kind: String
-
-    var description: String { "\(field) \(kind.uppercased())" }
-
-    static func named(in reason: String) -> QueryIndex? {
-        for field in ["___modTime", "___recordID"] where reason.contains(field) {
-            for kind in ["queryable", "sortable", "searchable"] where reason.lowercased().contains("not marked \(kind)") {
-                return QueryIndex(field: field, kind: kind)
-            }
-        }
-        return nil
-    }
-}
-
-/// What the pages of one run have given at each slice's start: the records there are read again
-/// by the next page, and dropped. Kept in memory only; after a crash they come again and are
-/// counted unchanged.
-final class QueryReadMemory: Sendable {
-    struct Key: Hashable, Sendable {
-        var kind: Int
-        var type: String
-        var from: Int64
-    }
-
-    private let names = Mutex<[Key: Set<String>]>([:])
-
-    /// Deletions a query subscription named, not yet given to a page; and the records deleted
-    /// so (with when the deletion was heard of), whose versions an index that lags behind may
-    /// still show for a while: those are not applied again.
-    private struct Deletions {
-        var pending: [String] = []
-        var recent: [String: ContinuousClock.Instant] = [:]
-    }
-    private let deletions = Mutex(Deletions())
-    /// How long a record deleted by notification is held back from the query's answers: far
-    /// longer than an index lags.
-    static let deletionMemory: Duration = .seconds(600)
-
-    init() {}
-
-    func noteDeletion(_ name: String) {
-        deletions.withLock { state in
-            state.pending.append(name)
-            state.recent[name] = .now
-            // A bounded memory: a burst of deletions keeps the newest.
-            if state.recent.count > 100_000 {
-                let cutoff = ContinuousClock.now - Self.deletionMemory
-                state.recent = state.recent.filter { $0.value > cutoff }
-            }
-        }
-    }
-
-    func giveBack(_ names: [String]) {
-        guard !names.isEmpty else { return }
-        deletions.withLock { $0.pending = names + $0.pending }
-    }
-
-    func takeDeletions() -> [String] {
-        deletions.withLock { state in
-            defer { state.pending.removeAll() }
-            return state.pending
-        }
-    }
-
-    /// Whether a version a query gave belongs to a record deleted by notification: one modified
-    /// before the deletion was heard of (a version made since, by a re-creation, is new). The
-    /// comparison takes the server's time against this machine's, so a version within a minute
-    /// of the deletion is taken as new: a record re-created is never lost, at worst a deleted
-    /// one lives on until the index catches up or a sweep.
-    func isDeleted(_ name: String, modifiedMs: Int64?) -> Bool {
-        deletions.withLock { state in
-            guard let heard = state.recent[name] else { return false }
-            guard ContinuousClock.now - heard < Self.deletionMemory else {
-                state.recent[name] = nil
-                return false
-            }
-            guard let modifiedMs else { return true }
-            let heardMs = Int64(Date().timeIntervalSince1970 * 1000) - Int64((ContinuousClock.now - heard).seconds * 1000)
-            return modifiedMs < heardMs - 60_000
-        }
-    }
-
-    func take(_ key: Key) -> Set<String> {
-        names.withLock { $0.removeValue(forKey: key) ?? [] }
-    }
-
-    func put(_ key: Key, _ value: Set<String>) {
-        names.withLock { $0[key] = value }
+        return SyncError(.failed, message: "querying record type \(recordType) failed: \(error.description)", underlying: error)
     }
 }

@@ -38,7 +38,8 @@ struct KeyCommand: ParsableCommand {
                 try Self.writeSecret(key.privateKeyPEM, to: file)
             } catch let error as KeyFileError {
                 FileHandle.standardError.write(Data("zonefeed key create: \(error.message)\n".utf8))
-                throw Exit.usage
+                // A file that is there already is the command's to fix; a disk that fails is not.
+                throw error.exists ? Exit.usage : Exit.failed
             }
             FileHandle.standardError.write(
                 Data(
@@ -53,6 +54,7 @@ struct KeyCommand: ParsableCommand {
 
         struct KeyFileError: Error {
             var message: String
+            var exists = false
         }
 
         /// Creates `path` for its owner alone and writes `text`: never over an existing file, never
@@ -61,7 +63,7 @@ struct KeyCommand: ParsableCommand {
             let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
             guard fd >= 0 else {
                 let why = errno == EEXIST ? "it already exists, and a key is never overwritten: give another file" : String(cString: strerror(errno))
-                throw KeyFileError(message: "cannot create \(InertText.escaped(path)): \(why)")
+                throw KeyFileError(message: "cannot create \(InertText.escaped(path)): \(why)", exists: errno == EEXIST)
             }
             defer { close(fd) }
             // The umask may have taken bits away, never added any; this only makes sure.
@@ -71,6 +73,7 @@ struct KeyCommand: ParsableCommand {
             var written = 0
             while written < bytes.count {
                 let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + written, $0.count - written) }
+                if n < 0, errno == EINTR { continue }
                 guard n > 0 else {
                     let why = String(cString: strerror(errno))
                     unlink(path)
