@@ -35,7 +35,7 @@ import Foundation
 /// | `faults/clear` | `{}` | drops every pending fault, stall and delay |
 /// | `notifications` | `{drop?, delayMilliseconds?, refuseCourier?, courierTimeoutMilliseconds?}` | drops the notifications of changes from now on (lost, as pushes may be), delays them, makes the courier answer 401 to every token, or sets how long an empty long poll waits (25 s unless told) |
 /// | `stats/reset` | `{}` | starts the traffic counters of `state` over (the prepared pages stay) |
-/// | `state` (GET or POST) | | counts: requests served, faults served, prepared pages served, zones with their history length and epoch, zone events; and `traffic`: CloudKit requests since `stats/reset`, the peak in flight, how many arrived while another was in flight (`overlapped`), how many were throttled for too many in flight and the peak in flight once the first of those had its `retryAfter` waited out, among requests sent after it (with a token window: carrying a token issued since) (`peakInFlightAfterThrottle`), how many carried a web auth token the server no longer accepts (`staleTokenRefusals`), how many connections carried them (`connections`) and how many were answered 421 by `faults/misdirect` (`misdirected`) |
+/// | `state` (GET or POST) | | counts: requests served, faults served, prepared pages served, zones with their history length and epoch, zone events; and `traffic`: CloudKit requests since `stats/reset`, the peak in flight, how many arrived while another was in flight (`overlapped`), how many were throttled for too many in flight and the peak in flight once the first of those had its `retryAfter` waited out, among requests sent after it (with a token window: carrying a token issued since) (`peakInFlightAfterThrottle`), how many carried a web auth token the server no longer accepts (`staleTokenRefusals`), how many connections carried them (`connections`) and how many were answered 421 by `faults/misdirect` (`misdirected`), and the bytes of the answers' bodies (`bodyBytes`) |
 extension FakeCloudKitStore {
     struct AdminBody: Decodable {
         var database: String?
@@ -314,6 +314,7 @@ extension FakeCloudKitStore {
             "requests": .int(Int64(traffic.requests)),
             "inFlight": .int(Int64(traffic.inFlight)),
             "peakInFlight": .int(Int64(traffic.peakInFlight)),
+            "bodyBytes": .int(Int64(traffic.bodyBytes)),
             "overlapped": .int(Int64(traffic.overlapped)),
             "throttled": .int(Int64(traffic.throttled)),
             "staleTokenRefusals": .int(Int64(traffic.staleTokenRefusals)),

@@ -69,7 +69,7 @@ extension FakeCloudKitStore {
         // A held answer (`faults/hold`, up to ten minutes) ends at a graceful shutdown, which
         // otherwise would wait for it: a stopped server stops.
         if rest > .zero { _ = try? await cancelWhenGracefulShutdown { try await Task.sleep(for: rest) } }
-        await depart(afterThrottle: afterThrottle)
+        await depart(afterThrottle: afterThrottle, bodyBytes: response.reply.body.count)
         return response
     }
 

@@ -30,6 +30,8 @@ extension FakeCloudKitStore {
         var connections = 0
         /// Requests answered 421 Misdirected Request by `faults/misdirect`.
         var misdirected = 0
+        /// The bytes of the answers' bodies: the JSON a client decodes.
+        var bodyBytes = 0
     }
 
     /// A CloudKit request arrives: counts it in flight. Returns whether it is one too many
@@ -67,7 +69,8 @@ extension FakeCloudKitStore {
     }
 
     /// The request's response is on its way.
-    func depart(afterThrottle: Bool) {
+    func depart(afterThrottle: Bool, bodyBytes: Int = 0) {
+        traffic.bodyBytes += bodyBytes
         traffic.inFlight -= 1
         if afterThrottle, traffic.inFlightAfterThrottle > 0 { traffic.inFlightAfterThrottle -= 1 }  // 0 after stats/reset
     }

@@ -132,19 +132,24 @@ public struct Bench: Sendable {
         try checkLiveRows(inProcess, label: "the in-process run", logName: "inprocess-run")
         report.inProcessSeconds = first.seconds
         report.inProcessPeakRSSBytes = first.peakRSSBytes
+        report.cpu.append(.init(label: "in-process run", key: "inprocess", records: records, run: first, jsonBytes: nil))
 
-        let http = try await measureOverHTTP()
+        let (http, httpJSON) = try await measureOverHTTP()
         report.httpSeconds = http.seconds
         report.httpPeakRSSBytes = http.peakRSSBytes
+        report.cpu.append(.init(label: "over HTTP (fake-server)", key: "http", records: records, run: http, jsonBytes: httpJSON))
 
         report.wanRecords = options.wanRecords
         report.wanZones = options.wanZones
         report.wanLatencyMilliseconds = options.wanLatency
         report.wanRuns.append(try await measureOverWAN(tls: false))
         report.wanRuns.append(try await measureOverWAN(tls: true))
+        report.cpu += report.wanRuns.map(\.cpu)
 
         if options.publicRecords > 0 {
-            report.publicRun = try await PublicBench(bench: self, records: options.publicRecords, latencyMilliseconds: options.wanLatency).measure()
+            let publicRun = try await PublicBench(bench: self, records: options.publicRecords, latencyMilliseconds: options.wanLatency).measure()
+            report.publicRun = publicRun
+            if let cpu = publicRun.backfillCPU { report.cpu.append(cpu) }
         }
 
         progress("incremental no-op runs: zonefeed run on the in-process pipeline, \(Self.noOpRuns) times…")
@@ -219,11 +224,17 @@ public struct Bench: Sendable {
     /// its pages before it listens: on a machine of two cores, rendering them during the run
     /// would take a fifth of the CPU from the client and PostgreSQL, which a real CloudKit
     /// does not, and hold up every request behind the one before.
-    func measureOverHTTP() async throws -> ProcessRun {
+    /// The run, and the bytes of JSON the server answered it with.
+    func measureOverHTTP() async throws -> (ProcessRun, Int) {
         try checkNotInterrupted()
         progress("over HTTP: starting zonefeed fake-server, which renders its pages first…")
-        return try await runAgainstFakeServer(
-            name: "http", label: "the run over HTTP", settings: settings, serverArguments: [], defaults: false)
+        var bytes = 0
+        let run = try await runAgainstFakeServer(
+            name: "http", label: "the run over HTTP", settings: settings, serverArguments: [], defaults: false
+        ) { server in
+            bytes = try await server.trafficCount("bodyBytes")
+        }
+        return (run, bytes)
     }
 
     // MARK: Over a WAN
@@ -239,14 +250,17 @@ public struct Bench: Sendable {
         let transport = tls ? "TLS + HTTP/2" : "HTTP/1.1"
         progress("over a WAN (\(transport)): starting zonefeed fake-server with \(options.wanLatency) ms of latency…")
         var connections = 0
+        var bytes = 0
         let run = try await runAgainstFakeServer(
             name: tls ? "wantls" : "wan", label: "the run over a WAN (\(transport))", settings: wanSettings,
             serverArguments: ["--latency", "\(options.wanLatency),\(max(1, options.wanLatency / 5))"] + (tls ? ["--tls"] : []), defaults: true
         ) { server in
             connections = try await server.trafficCount("connections")
+            bytes = try await server.trafficCount("bodyBytes")
         }
         return BenchReport.WANRun(
-            transport: transport, key: tls ? "wan_tls" : "wan", seconds: run.seconds, peakRSSBytes: run.peakRSSBytes, connections: connections)
+            transport: transport, key: tls ? "wan_tls" : "wan", seconds: run.seconds, peakRSSBytes: run.peakRSSBytes, connections: connections,
+            cpu: .init(label: "over a WAN (\(transport))", key: tls ? "wan_tls" : "wan", records: options.wanRecords, run: run, jsonBytes: bytes))
     }
 
     /// Starts `zonefeed fake-server --prepare-pages` with `settings`, runs a pipeline
@@ -334,6 +348,8 @@ public struct Bench: Sendable {
     struct ProcessRun: Sendable {
         var seconds: Double
         var peakRSSBytes: Int
+        var userSeconds: Double
+        var systemSeconds: Double
     }
 
     /// `zonefeed run FILE --progress never` as a child, timed from spawn to exit; its stdout
@@ -352,7 +368,7 @@ public struct Bench: Sendable {
         guard end.status == 0 else {
             throw Failure("\(label) exited with status \(end.status)" + stderrTail(logName))
         }
-        return ProcessRun(seconds: seconds, peakRSSBytes: end.peakRSSBytes)
+        return ProcessRun(seconds: seconds, peakRSSBytes: end.peakRSSBytes, userSeconds: end.userSeconds, systemSeconds: end.systemSeconds)
     }
 
     /// A run that lost or duplicated rows is not worth timing.

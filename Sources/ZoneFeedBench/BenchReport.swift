@@ -30,7 +30,46 @@ public struct BenchReport: Sendable {
         var peakRSSBytes: Int
         /// TCP connections that carried CloudKit requests, as the fake server counted them.
         var connections: Int
+        var cpu: CPUUse
     }
+
+    /// What a run cost in CPU: its user and system seconds (wait4's rusage, the whole process),
+    /// per record, and per byte of the JSON it read when it read it over HTTP.
+    struct CPUUse: Sendable {
+        var label: String
+        /// The key prefix in the JSON: `inprocess`, `http`, `wan`, `wan_tls`, `public_backfill`.
+        var key: String
+        var records: Int
+        var userSeconds: Double
+        var systemSeconds: Double
+        /// The bodies of the server's answers; nil for the in-process run, which reads no JSON.
+        var jsonBytes: Int?
+
+        init(label: String, key: String, records: Int, run: Bench.ProcessRun, jsonBytes: Int?) {
+            self.label = label
+            self.key = key
+            self.records = records
+            userSeconds = run.userSeconds
+            systemSeconds = run.systemSeconds
+            self.jsonBytes = jsonBytes
+        }
+
+        var cpuSeconds: Double { max(userSeconds + systemSeconds, 0.001) }
+        var recordsPerCPUSecond: Double { Double(records) / cpuSeconds }
+        var jsonMBPerCPUSecond: Double? { jsonBytes.map { Double($0) / 1_000_000 / cpuSeconds } }
+        var microsecondsPerRecord: Double { cpuSeconds * 1_000_000 / Double(max(records, 1)) }
+
+        var line: String {
+            "  " + label.padding(toLength: 31, withPad: " ", startingAt: 0)
+                + String(format: "%7.2f s user + %5.2f s system", userSeconds, systemSeconds)
+                + "   " + Int(recordsPerCPUSecond.rounded()).grouped + " records per CPU-second"
+                + String(format: " (%.1f µs a record)", microsecondsPerRecord)
+                + (jsonMBPerCPUSecond.map { String(format: ", %.1f MB of JSON per CPU-second", $0) } ?? "")
+        }
+    }
+
+    /// Each timed run's CPU, in the order they ran.
+    var cpu: [CPUUse] = []
     var inProcessSeconds = 0.0
     var inProcessPeakRSSBytes = 0
     var httpSeconds = 0.0
@@ -84,7 +123,8 @@ public struct BenchReport: Sendable {
             ] + wan + (publicRun?.lines ?? []) + [
                 "incremental no-op run".padding(toLength: 33, withPad: " ", startingAt: 0)
                     + "\(Self.seconds(noOpMedianSeconds)) wall (median of \(noOpRunSeconds.map { String(format: "%.2f", $0) }.joined(separator: ", ")))"
-            ]).joined(separator: "\n")
+            ] + (cpu.isEmpty ? [] : ["CPU of each run (the whole zonefeed process; the server and PostgreSQL not counted):"] + cpu.map(\.line)))
+            .joined(separator: "\n")
     }
 
     /// "12.5 s", with a second decimal under ten seconds.
@@ -137,6 +177,12 @@ public struct BenchReport: Sendable {
                 "noop_run_seconds_all": .array(noOpRunSeconds.map(rounded)),
             ]
             if let publicRun { object.merge(publicRun.json) { _, new in new } }
+            for use in cpu {
+                object["\(use.key)_cpu_user_seconds"] = rounded(use.userSeconds)
+                object["\(use.key)_cpu_system_seconds"] = rounded(use.systemSeconds)
+                object["\(use.key)_records_per_cpu_second"] = .int(Int64(use.recordsPerCPUSecond.rounded()))
+                if let mb = use.jsonMBPerCPUSecond { object["\(use.key)_json_mb_per_cpu_second"] = rounded(mb) }
+            }
             for run in wanRuns {
                 object["\(run.key)_rps"] = .int(Int64(wanRPS(run).rounded()))
                 object["\(run.key)_ratio_to_bound"] = rounded(wanRPS(run) / wanBoundRPS)

@@ -10,7 +10,7 @@ import Synchronization
 #endif
 
 /// A timed child process of `zonefeed bench` (a `zonefeed run`), started with
-/// posix_spawn and reaped with wait4, whose rusage is the child's own peak RSS.
+/// posix_spawn and reaped with wait4, whose rusage is the child's own peak RSS and CPU.
 ///
 /// Hand-written because the bench reports each child's peak RSS, and only wait4's rusage has
 /// it: swift-subprocess (which runs every other program zonefeed starts) and Foundation's
@@ -27,6 +27,9 @@ public final class ChildProcess {
         var status: Int32
         /// The most memory the child had resident at once.
         var peakRSSBytes: Int
+        /// The CPU the child used, in user and in system (kernel) mode.
+        var userSeconds: Double
+        var systemSeconds: Double
     }
 
     struct Failure: Error, CustomStringConvertible {
@@ -139,7 +142,10 @@ public final class ChildProcess {
         #else
             let peak = usage.ru_maxrss  // bytes on macOS
         #endif
-        let ended = Termination(status: signal == 0 ? (status >> 8) & 0xff : 128 + signal, peakRSSBytes: peak)
+        func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1_000_000 }
+        let ended = Termination(
+            status: signal == 0 ? (status >> 8) & 0xff : 128 + signal, peakRSSBytes: peak, userSeconds: seconds(usage.ru_utime),
+            systemSeconds: seconds(usage.ru_stime))
         termination = ended
         return ended
     }

@@ -28,6 +28,7 @@ struct PublicBench: Sendable {
         var noOpSeconds = 0.0
         var sweepRequests = 0
         var sweepSeconds = 0.0
+        var backfillCPU: BenchReport.CPUUse?
 
         /// A page of 200 records a round trip.
         var boundRPS: Double { 200 / (Double(latencyMilliseconds) / 1000) }
@@ -107,6 +108,9 @@ struct PublicBench: Sendable {
             report.backfillPeakRSSBytes = backfill.peakRSSBytes
             report.backfillRequests = try await server.trafficCount("requests")
             report.backfillPeakInFlight = try await server.trafficCount("peakInFlight")
+            report.backfillCPU = BenchReport.CPUUse(
+                label: "public database backfill", key: "public_backfill", records: notes, run: backfill,
+                jsonBytes: try await server.trafficCount("bodyBytes"))
 
             bench.progress("public database: a run with nothing new…")
             try await server.resetTraffic()

@@ -16,7 +16,8 @@ import Testing
         #expect(output.status == 0, "\(output.stderr)")
         for phase in [
             "ceiling (COPY, 1 session)", "ceiling (COPY, 3 sessions)", "in-process run", "over HTTP", "over a WAN (40 ms, 8 zones)", "incremental no-op run",
-            "public database (40 ms, 1 type)", "run with nothing new", "deletion sweep",
+            "public database (40 ms, 1 type)", "run with nothing new", "deletion sweep", "CPU of each run", "records per CPU-second",
+            "MB of JSON per CPU-second",
         ] {
             #expect(output.stdout.contains(phase), "the table has a line for \(phase): \(output.stdout)")
         }
@@ -44,6 +45,8 @@ import Testing
             "ceiling_rps", "inprocess_rps", "http_rps", "noop_run_seconds", "inprocess_peak_rss_bytes", "http_peak_rss_bytes",
             "wan_rps", "wan_peak_rss_bytes", "wan_tls_rps", "wan_tls_peak_rss_bytes", "ceiling_bytes_per_row", "ceiling_mb_per_second",
             "public_backfill_rps", "public_backfill_peak_rss_bytes", "public_noop_requests_per_type", "public_sweep_requests_per_100k",
+            "inprocess_cpu_user_seconds", "inprocess_records_per_cpu_second", "http_records_per_cpu_second", "http_json_mb_per_cpu_second",
+            "wan_records_per_cpu_second", "wan_tls_json_mb_per_cpu_second", "public_backfill_records_per_cpu_second",
         ] {
             let value = (figures[key] as? NSNumber)?.doubleValue ?? 0
             #expect(value > 0, "\(key) is a positive figure, not \(String(describing: figures[key]))")
