@@ -1,12 +1,15 @@
 #if canImport(Glibc)
     import Glibc
     private let systemRead = Glibc.read
+    private let systemWrite = Glibc.write
 #elseif canImport(Musl)
     import Musl
     private let systemRead = Musl.read
+    private let systemWrite = Musl.write
 #elseif canImport(Darwin)
     import Darwin
     private let systemRead = Darwin.read
+    private let systemWrite = Darwin.write
 #endif
 
 /// Reads a file that holds a secret, the way libpq treats a password file and OpenSSH a key:
@@ -14,17 +17,54 @@
 /// be would otherwise send another file's first line to the server as a token), must be a
 /// regular file that belongs to the user running zonefeed (or to root), must not be readable or
 /// writable by group or others, and is read only up to `maxBytes`. Anything else is refused with
-/// a sentence that says what to do; the sentence never quotes the file's contents.
-enum SecretFile {
-    struct Refusal: Error, Sendable, CustomStringConvertible {
-        var path: String
+/// a sentence that says what to do; the sentence never quotes the file's contents. And writes
+/// one: a new file, its owner's alone from the start.
+public enum SecretFile {
+    public struct Refusal: Error, Sendable, CustomStringConvertible {
+        public var path: String
         var what: String
-        var problem: String
-        var description: String { "the \(what) \(path) was not read: \(problem)" }
+        public var problem: String
+        /// Writing: the file was there already.
+        public var exists = false
+        var verb = "read"
+        public var description: String { "the \(what) \(path) was not \(verb): \(problem)" }
+    }
+
+    /// Creates `path`, readable and writable by its owner alone, and writes `text` to it: never
+    /// over a file that is there (nor through a symbolic link), and never readable by others,
+    /// even for a moment. With `syncing`, the text is on the disk when this returns. A file left
+    /// part written is removed.
+    public static func create(_ path: String, holding text: String, what: String, syncing: Bool) throws(Refusal) {
+        func refuse(_ problem: String, exists: Bool = false) -> Refusal {
+            Refusal(path: path, what: what, problem: problem, exists: exists, verb: "written")
+        }
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            let exists = errno == EEXIST
+            throw refuse(exists ? "it already exists" : String(cString: strerror(errno)), exists: exists)
+        }
+        var written = false
+        defer {
+            close(fd)
+            if !written { unlink(path) }
+        }
+        // The umask may have taken bits away, never added any; the mode is made exact anyway.
+        guard fchmod(fd, 0o600) == 0 else { throw refuse(String(cString: strerror(errno))) }
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let count = bytes.withUnsafeBytes { systemWrite(fd, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw refuse(String(cString: strerror(errno)))
+            }
+            bytes = bytes.dropFirst(count)
+        }
+        if syncing, fsync(fd) != 0 { throw refuse("it could not be written to the disk: \(String(cString: strerror(errno)))") }
+        written = true
     }
 
     /// The file's text; nil when there is no file at `path`.
-    static func read(_ path: String, what: String, maxBytes: Int) throws(Refusal) -> String? {
+    public static func read(_ path: String, what: String, maxBytes: Int) throws(Refusal) -> String? {
         func refuse(_ problem: String) -> Refusal { Refusal(path: path, what: what, problem: problem) }
         // > open(2), O_NOFOLLOW: "If the trailing component (i.e., basename) of pathname is a
         // > symbolic link, then the open fails, with the error ELOOP." O_NONBLOCK keeps a FIFO

@@ -3,13 +3,10 @@ import Foundation
 
 #if canImport(Glibc)
     import Glibc
-    private let systemWrite = Glibc.write
 #elseif canImport(Musl)
     import Musl
-    private let systemWrite = Musl.write
 #elseif canImport(Darwin)
     import Darwin
-    private let systemWrite = Darwin.write
 #endif
 
 /// The file that keeps a pipeline's web auth tokens between runs, mode 0600:
@@ -163,25 +160,14 @@ struct WebAuthTokenFile: WebAuthTokenVault {
         }
         let name = path[(path.lastIndex(of: "/").map { path.index(after: $0) } ?? path.startIndex)...]
         let temporary = "\(folder)/.\(name).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw WebAuthTokenFileError(.write, path: path, problem: String(cString: strerror(errno))) }
+        do {
+            try SecretFile.create(temporary, holding: text, what: "web auth token file", syncing: false)
+        } catch {
+            throw WebAuthTokenFileError(.write, path: path, problem: error.problem)
+        }
         var renamed = false
         defer {
             if !renamed { unlink(temporary) }
-        }
-        do {
-            defer { close(fd) }
-            // umask may have removed bits, never added them; make the mode exact anyway.
-            guard fchmod(fd, 0o600) == 0 else { throw WebAuthTokenFileError(.write, path: path, problem: String(cString: strerror(errno))) }
-            var bytes = Array(text.utf8)[...]
-            while !bytes.isEmpty {
-                let written = bytes.withUnsafeBytes { systemWrite(fd, $0.baseAddress, $0.count) }
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    throw WebAuthTokenFileError(.write, path: path, problem: String(cString: strerror(errno)))
-                }
-                bytes = bytes.dropFirst(written)
-            }
         }
         guard rename(temporary, path) == 0 else { throw WebAuthTokenFileError(.write, path: path, problem: String(cString: strerror(errno))) }
         renamed = true

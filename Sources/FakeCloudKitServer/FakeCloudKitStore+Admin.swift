@@ -35,7 +35,7 @@ import Foundation
 /// | `faults/clear` | `{}` | drops every pending fault, stall and delay |
 /// | `notifications` | `{drop?, delayMilliseconds?, refuseCourier?, courierTimeoutMilliseconds?}` | drops the notifications of changes from now on (lost, as pushes may be), delays them, makes the courier answer 401 to every token, or sets how long an empty long poll waits (25 s unless told) |
 /// | `stats/reset` | `{}` | starts the traffic counters of `state` over (the prepared pages stay) |
-/// | `state` (GET or POST) | | counts: requests served, faults served, prepared pages served, zones with their history length and epoch, zone events; and `traffic`: CloudKit requests since `stats/reset`, the peak in flight, how many arrived while another was in flight (`overlapped`), how many were throttled for too many in flight and the peak in flight once the first of those had its `retryAfter` waited out, among requests sent after it (with a token window: carrying a token issued since) (`peakInFlightAfterThrottle`), how many carried a web auth token the server no longer accepts (`staleTokenRefusals`), how many connections carried them (`connections`) and how many were answered 421 by `faults/misdirect` (`misdirected`), and the bytes of the answers' bodies (`bodyBytes`) |
+/// | `state` (GET or POST) | | counts: requests served, faults served, prepared pages served, zones with their history length and epoch, zone events, the default zone's history length and its entries queries do not see yet (`indexPending`); and `traffic`: CloudKit requests since `stats/reset`, the peak in flight, how many arrived while another was in flight (`overlapped`), how many were throttled for too many in flight and the peak in flight once the first of those had its `retryAfter` waited out, among requests sent after it (with a token window: carrying a token issued since) (`peakInFlightAfterThrottle`), how many carried a web auth token the server no longer accepts (`staleTokenRefusals`), how many connections carried them (`connections`) and how many were answered 421 by `faults/misdirect` (`misdirected`), and the bytes of the answers' bodies (`bodyBytes`) |
 extension FakeCloudKitStore {
     struct AdminBody: Decodable {
         var database: String?
@@ -308,7 +308,14 @@ extension FakeCloudKitStore {
                     "epoch": .int(Int64(zone.epoch)),
                 ])
             }
-            dbs[name] = .object(["zones": .array(zones), "zoneEvents": .int(Int64(db.events.count))])
+            // Entries of the default zone that queries do not see yet (`--index-lag`): a test waits
+            // for none before it expects a run to find everything.
+            let now = DispatchTime.now().uptimeNanoseconds
+            let pending = db.defaultZone.visibleAt.reduce(0) { $0 + ($1 > now ? 1 : 0) }
+            dbs[name] = .object([
+                "zones": .array(zones), "zoneEvents": .int(Int64(db.events.count)),
+                "defaultZone": .object(["historyLength": .int(Int64(db.defaultZone.historyCount)), "indexPending": .int(Int64(pending))]),
+            ])
         }
         var trafficJSON: [String: JSONValue] = [
             "requests": .int(Int64(traffic.requests)),

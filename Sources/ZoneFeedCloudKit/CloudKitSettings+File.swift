@@ -233,13 +233,20 @@ extension CloudKitSettings: SourceConfiguration {
     static func readDuration(_ key: String, in section: PipelineSection, range: ClosedRange<Double>, from file: PipelineFileReader) -> Double? {
         let expected = "a time such as 30s, 5m, 24h or 7d"
         guard let value = file.text(key, in: section, expected: expected) else { return nil }
+        return duration(value, path: section.path(of: key), expected: expected, range: range, from: file)
+    }
+
+    /// `value` as a time within `range`; reported at its place when it is none.
+    static func duration(
+        _ value: PipelineValue, path: String, expected: String, range: ClosedRange<Double>, from file: PipelineFileReader
+    ) -> Double? {
         guard let seconds = parseDuration(value.text) else {
-            file.report("\(section.path(of: key)) must be \(expected), not \(InertText.quoted(value.text))", at: value.position)
+            file.report("\(path) must be \(expected), not \(InertText.quoted(value.text))", at: value.position)
             return nil
         }
         guard range.contains(seconds) else {
             file.report(
-                "\(section.path(of: key)) must be between \(CloudKitSettings.durationText(range.lowerBound)) and \(CloudKitSettings.durationText(range.upperBound)), "
+                "\(path) must be between \(CloudKitSettings.durationText(range.lowerBound)) and \(CloudKitSettings.durationText(range.upperBound)), "
                     + "not \(InertText.quoted(value.text))", at: value.position)
             return nil
         }
@@ -288,15 +295,7 @@ extension CloudKitSettings: SourceConfiguration {
             }
             return .everyRuns(runs)
         }
-        guard let seconds = parseDuration(text.text) else {
-            file.report("\(path) must be \(expected), not \(InertText.quoted(text.text))", at: text.position)
-            return nil
-        }
-        let range = CloudKitSettings.deletionSweepSecondsRange
-        guard range.contains(seconds) else {
-            file.report(
-                "\(path) must be between \(CloudKitSettings.durationText(range.lowerBound)) and \(CloudKitSettings.durationText(range.upperBound)), not \(InertText.quoted(text.text))",
-                at: text.position)
+        guard let seconds = duration(text, path: path, expected: expected, range: CloudKitSettings.deletionSweepSecondsRange, from: file) else {
             return nil
         }
         return .interval(seconds: seconds)

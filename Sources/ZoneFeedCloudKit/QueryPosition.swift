@@ -28,8 +28,6 @@ struct QueryPosition: Codable, Equatable, Sendable {
         var earliestMs: Int64?
         /// The slices still being read by this run's pass; nil at rest between runs.
         var slices: [QuerySlice]?
-        /// The pass is the type's first backfill (its slices were split from its whole range).
-        var backfilling = false
     }
 
     struct Watermark: Codable, Equatable, Comparable, Sendable {

@@ -122,6 +122,10 @@ final class QueryReadMemory: Sendable {
     /// comparison takes the server's time against this machine's, so a version within a minute
     /// of the deletion is taken as new: a record re-created is never lost, at worst a deleted
     /// one lives on until the index catches up or a sweep.
+    /// Whether any record was deleted by notification lately: when none was (always, outside
+    /// `zonefeed watch`), a round checks nothing per record.
+    var holdsDeletions: Bool { state.withLock { !$0.recent.isEmpty } }
+
     func isDeleted(_ name: String, modifiedMs: Int64?) -> Bool {
         state.withLock { state in
             guard let heard = state.recent[name] else { return false }

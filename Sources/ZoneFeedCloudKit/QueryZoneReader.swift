@@ -119,11 +119,9 @@ struct QueryZoneReader: Sendable {
             var state = position.types[type] ?? .init()
             if let watermark = state.watermark {
                 state.slices = [QuerySlice(from: lagged(watermark.ms), to: nil)]
-                state.backfilling = false
             } else if let (earliest, latest) = bounds[type] ?? nil {
                 state.earliestMs = earliest
                 state.slices = Self.reachingBack(Self.split(from: earliest, settledBefore: lagged(latest), into: slicesEach))
-                state.backfilling = true
             } else {
                 // Nothing of the type yet: nothing to read this run.
                 state.slices = nil
@@ -226,6 +224,7 @@ struct QueryZoneReader: Sendable {
         }
 
         var listed: [String: [String]] = [:]
+        let checksDeletions = memory.holdsDeletions
         for result in results.sorted(by: { ($0.work.type, $0.work.index) < ($1.work.type, $1.work.index) }) {
             let item = result.work
             switch item.kind {
@@ -238,7 +237,7 @@ struct QueryZoneReader: Sendable {
                 }
                 // A version a notification said was deleted, which the index still shows.
                 page.entries += result.records.filter { entry in
-                    guard case .record(let record) = entry else { return true }
+                    guard checksDeletions, case .record(let record) = entry else { return true }
                     return !memory.isDeleted(record.recordName, modifiedMs: record.modified?.timestamp)
                 }
                 state.slices?[item.index] = result.next ?? QuerySlice(from: .min, to: .min)
@@ -256,7 +255,6 @@ struct QueryZoneReader: Sendable {
             guard var state = position.types[type], let slices = state.slices else { continue }
             let left = slices.filter { $0 != done }
             state.slices = left.isEmpty ? nil : left
-            if left.isEmpty { state.backfilling = false }
             position.types[type] = state
         }
         if var sweep = position.sweep {

@@ -26,7 +26,7 @@ import ZoneFeed
         var position = QueryPosition()
         position.types["Score"] = .init(
             watermark: .init(ms: 1_700_000_000_123, name: "S-1"), earliestMs: 1_600_000_000_000,
-            slices: [QuerySlice(from: 10, to: 20, marker: "m"), QuerySlice(from: 20, to: nil)], backfilling: true)
+            slices: [QuerySlice(from: 10, to: 20, marker: "m"), QuerySlice(from: 20, to: nil)])
         position.sweep = ["Score": [QuerySlice(from: 0, to: nil)]]
         position.lastSweepAt = 1_764_000_000
         position.runsSinceSweep = 3
@@ -55,7 +55,7 @@ import ZoneFeed
     @Test func extremeTimesAreClampedSoThatNothingOverflows() throws {
         let hostile = ChangeToken(
             #"q1:{"types":{"T":{"watermark":{"ms":-9223372036854775808,"name":"x"},"earliestMs":9223372036854775807,"#
-                + #""slices":[{"from":-9223372036854775808,"to":9223372036854775807}],"backfilling":true}},"runsSinceSweep":0,"sweepStarting":false}"#)
+                + #""slices":[{"from":-9223372036854775808,"to":9223372036854775807}]}},"runsSinceSweep":0,"sweepStarting":false}"#)
         let position = try #require(try QueryPosition.decode(hostile))
         let state = try #require(position.types["T"])
         #expect(state.watermark?.ms == 0)

@@ -82,12 +82,28 @@ import ZoneFeed
             return Array(out.prefix(10))
         }
 
+        func waitForTheIndex() async throws { try await PublicDatabaseTests.waitForTheIndex(of: server, database: "public") }
+
         func admin(_ operation: String, _ body: [String: Any]) async throws {
             var body = body
             body["database"] = "public"
             body["zone"] = ZoneID.defaultZoneName
             _ = try await server.admin(operation, body)
         }
+    }
+
+    /// Until the fake's query index shows every change made to `database`'s default zone (its
+    /// `--index-lag` has passed for each), within a minute; throws when it does not.
+    static func waitForTheIndex(of server: FakeServerProcess, database: String) async throws {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            let state = try JSONSerialization.jsonObject(with: Data(try await server.admin("state").utf8)) as? [String: Any]
+            let databases = state?["databases"] as? [String: Any]
+            let defaultZone = (databases?[database] as? [String: Any])?["defaultZone"] as? [String: Any]
+            if defaultZone?["indexPending"] as? Int == 0 { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw FakeServerError(message: "the fake server's query index still lags after a minute")
     }
 
     /// Now, in CloudKit's milliseconds.
@@ -149,7 +165,7 @@ import ZoneFeed
         }
         if let running = background { #expect(await running.wait().status == 0) }
         // Runs until quiet, once the index shows every change.
-        try await Task.sleep(for: .milliseconds(400))
+        try await s.waitForTheIndex()
         var quiet = false
         for _ in 0..<4 where !quiet {
             let output = try await s.run()
@@ -202,7 +218,7 @@ import ZoneFeed
         let gone = Array(expected.keys.sorted().prefix(300))
         try await s.admin("records/delete", ["recordNames": gone])
         for name in gone { expected[name] = nil }
-        try await Task.sleep(for: .milliseconds(400))
+        try await s.waitForTheIndex()
         let resyncing = "SELECT coalesce(bool_or(resyncing), false) FROM \(quoteIdentifier(s.p.schema)).zonefeed_checkpoints"
         var sweepKills = 0
         for _ in 0..<6 where sweepKills < 3 {
@@ -342,7 +358,7 @@ import ZoneFeed
         pipeline.serverURL = server.url
         pipeline.zones = "[_defaultZone, Zone01, Zone02]"
         let file = try pipeline.write(to: zonefeed.directory)
-        try await Task.sleep(for: .milliseconds(300))
+        try await Self.waitForTheIndex(of: server, database: "private")
         let output = try await zonefeed.run(["run", file, "--progress", "never"])
         #expect(output.status == 0, "\(output.stderr)")
 

@@ -128,4 +128,5 @@ public final class FakeServerProcess: Sendable {
 public struct FakeServerError: Error, CustomStringConvertible {
     public var message: String
     public var description: String { message }
+    public init(message: String) { self.message = message }
 }
