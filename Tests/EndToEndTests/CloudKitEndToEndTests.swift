@@ -286,7 +286,9 @@ import ZoneFeed
         let retirement = environment["ZONEFEED_TEST_TOKEN_RETIREMENT"] ?? "use"
         let s = try await Setup(
             "httpcrash", fake: FakeSettings(seed: 67, zones: 4, recordsPerZone: max(6_000, wanted * 800)),
-            server: FakeServerProcess.strict + ["--token-retirement", retirement]
+            // Answers 80 ms away, so that a backfill outlasts a kill up to 400 ms after its start
+            // however fast the client gets (at 20 ms, a run finished the whole of it in time).
+            server: ["--token-window", "2", "--latency", "80,20", "--token-retirement", retirement]
         ) {
             $0.commitEvery = 400
             if tokenStore == "database" {
