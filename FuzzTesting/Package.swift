@@ -21,6 +21,7 @@ let package = Package(
             dependencies: [
                 .product(name: "CloudKitModel", package: "zonefeed"),
                 .product(name: "CloudKitWebServices", package: "zonefeed"),
+                .product(name: "ZoneFeedPostgres", package: "zonefeed"),
             ]
         ),
         .executableTarget(

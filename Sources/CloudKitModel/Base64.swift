@@ -38,27 +38,32 @@ public enum Base64 {
     public static func decode(_ text: String) -> [UInt8]? {
         var text = text
         return text.withUTF8 { utf8 -> [UInt8]? in
-            guard utf8.count % 4 == 0 else { return nil }
-            var end = utf8.count
-            while end > 0 && utf8[end - 1] == UInt8(ascii: "=") { end -= 1 }
-            if utf8.count - end > 2 { return nil }
             var out: [UInt8] = []
-            out.reserveCapacity(end * 3 / 4)
-            var accumulator: UInt32 = 0
-            var bits = 0
-            for i in 0..<end {
-                let v = reverse[Int(utf8[i])]
-                if v == 0xFF { return nil }
-                accumulator = accumulator << 6 | UInt32(v)
-                bits += 6
-                if bits >= 8 {
-                    bits -= 8
-                    out.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
-                }
-            }
-            // The bits the padding leaves over belong to no byte: another writer's garbage.
-            if accumulator & ((1 << UInt32(bits)) - 1) != 0 { return nil }
-            return out
+            out.reserveCapacity(utf8.count * 3 / 4)
+            return decode(utf8, appendingTo: &out) ? out : nil
         }
+    }
+
+    /// Decodes `text` onto the end of `out`; false (with `out` holding whatever was decoded)
+    /// when it is not base64 as `decode` takes it.
+    public static func decode(_ text: UnsafeBufferPointer<UInt8>, appendingTo out: inout [UInt8]) -> Bool {
+        guard text.count % 4 == 0 else { return false }
+        var end = text.count
+        while end > 0 && text[end - 1] == UInt8(ascii: "=") { end -= 1 }
+        if text.count - end > 2 { return false }
+        var accumulator: UInt32 = 0
+        var bits = 0
+        for i in 0..<end {
+            let v = reverse[Int(text[i])]
+            if v == 0xFF { return false }
+            accumulator = accumulator << 6 | UInt32(v)
+            bits += 6
+            if bits >= 8 {
+                bits -= 8
+                out.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
+            }
+        }
+        // The bits the padding leaves over belong to no byte: another writer's garbage.
+        return accumulator & ((1 << UInt32(bits)) - 1) == 0
     }
 }

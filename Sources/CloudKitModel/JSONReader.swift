@@ -12,8 +12,10 @@
 /// Objects and arrays are walked with `beginObject`/`nextKey` and `beginArray`/`nextElement`;
 /// the caller reads or skips each value.
 public struct JSONReader {
-    private let bytes: UnsafeBufferPointer<UInt8>
-    public private(set) var position = 0
+    let bytes: UnsafeBufferPointer<UInt8>
+    public internal(set) var position = 0
+    /// The body the bytes belong to, when records read from them may point into it (`RawFields`).
+    public let owner: JSONBytes?
     /// Nesting depth, bounded so that hostile input cannot exhaust the stack.
     private var depth = 0
     /// How many strings so far were not valid text: bytes that are not UTF-8, or an escape of
@@ -32,6 +34,13 @@ public struct JSONReader {
     /// Reads `bytes`, which must stay valid while the reader is used (`withUnsafeBufferPointer`).
     public init(_ bytes: UnsafeBufferPointer<UInt8>) {
         self.bytes = bytes
+        self.owner = nil
+    }
+
+    /// Reads the bytes of `owner`, which keeps them valid.
+    init(_ bytes: UnsafeBufferPointer<UInt8>, owner: JSONBytes) {
+        self.bytes = bytes
+        self.owner = owner
     }
 
     public func failure(_ message: String) -> Failure { Failure(message: message, offset: position) }
@@ -60,7 +69,7 @@ public struct JSONReader {
 
     // MARK: Structure
 
-    @inline(__always) private mutating func skipWhitespace() {
+    @inline(__always) mutating func skipWhitespace() {
         while position < bytes.count {
             switch bytes[position] {
             case 0x20, 0x0A, 0x0D, 0x09: position += 1
@@ -75,7 +84,7 @@ public struct JSONReader {
         return position < bytes.count ? bytes[position] : nil
     }
 
-    private mutating func expect(_ byte: UInt8, _ what: String) throws {
+    mutating func expect(_ byte: UInt8, _ what: String) throws {
         guard peek() == byte else { throw failure("expected \(what)") }
         position += 1
     }
@@ -102,7 +111,7 @@ public struct JSONReader {
 
     /// Whether the container begun last has another member: past its comma, or past its
     /// closing bracket (and then out of it).
-    private mutating func nextMember(closing: UInt8, _ notClosed: String, _ noComma: String) throws -> Bool {
+    mutating func nextMember(closing: UInt8, _ notClosed: String, _ noComma: String) throws -> Bool {
         guard let next = peek() else { throw failure(notClosed) }
         if next == closing {
             position += 1
@@ -146,9 +155,9 @@ public struct JSONReader {
 
     /// Whether the container begun last has not had an element yet. Reading a nested value
     /// always ends with this false again, as a value was just read in the outer container.
-    private var pendingFirst = false
+    var pendingFirst = false
 
-    private mutating func enter() throws {
+    mutating func enter() throws {
         depth += 1
         if depth > Self.maxDepth { throw failure("the JSON nests deeper than \(Self.maxDepth) levels") }
     }
@@ -187,7 +196,7 @@ public struct JSONReader {
         }
     }
 
-    private mutating func literal(_ word: StaticString) throws {
+    mutating func literal(_ word: StaticString) throws {
         let count = word.utf8CodeUnitCount
         guard position + count <= bytes.count else { throw failure("the data ends inside a literal") }
         for i in 0..<count where bytes[position + i] != word.utf8Start[i] {
@@ -244,7 +253,7 @@ public struct JSONReader {
         return seen < 0x80
     }
 
-    private mutating func readEscape(into out: inout [UInt8]) throws {
+    mutating func readEscape(into out: inout [UInt8]) throws {
         guard position < bytes.count else { throw failure("the data ends inside an escape") }
         let e = bytes[position]
         position += 1
@@ -285,7 +294,7 @@ public struct JSONReader {
         }
     }
 
-    private mutating func readHex4() throws -> UInt32 {
+    mutating func readHex4() throws -> UInt32 {
         guard position + 4 <= bytes.count else { throw failure("the data ends inside a \\u escape") }
         var value: UInt32 = 0
         for _ in 0..<4 {
@@ -327,7 +336,7 @@ public struct JSONReader {
     }
 
     /// A number's extent and, when it has no fraction or exponent, its digits' value.
-    private struct ScannedNumber {
+    struct ScannedNumber {
         var range: Range<Int>
         var negative: Bool
         var magnitude: UInt64
@@ -336,7 +345,7 @@ public struct JSONReader {
     }
 
     /// Reads past a number, checking its syntax (RFC 8259, section 6).
-    private mutating func scanNumber() throws -> ScannedNumber {
+    mutating func scanNumber() throws -> ScannedNumber {
         _ = peek()
         let start = position
         var negative = false
@@ -485,7 +494,7 @@ public struct JSONReader {
     /// Moves past the bytes of a string that need no attention, up to its closing quote, a
     /// backslash, a control character or the end of the data. Eight bytes are tested at a time,
     /// as one word, then the last few one by one.
-    @inline(__always) private mutating func skipPlainStringBytes() {
+    @inline(__always) mutating func skipPlainStringBytes() {
         guard let base = bytes.baseAddress else { return }
         while position + 8 <= bytes.count {
             let word = UnsafeRawPointer(base + position).loadUnaligned(as: UInt64.self)

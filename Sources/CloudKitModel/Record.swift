@@ -17,7 +17,10 @@ public struct Record: Sendable, Hashable, Codable {
     public var recordName: String
     public var recordType: String
     public var recordChangeTag: String?
-    public var fields: [String: FieldValue]
+    /// The fields as they are held: read from a page, they stay the page's JSON until a
+    /// destination reads them from there (`RowEncoder`), which saves a dictionary and a String
+    /// per field.
+    public var storedFields: RecordFields
     public var created: RecordStamp?
     public var modified: RecordStamp?
     public var zoneID: ZoneID?
@@ -27,13 +30,62 @@ public struct Record: Sendable, Hashable, Codable {
         fields: [String: FieldValue] = [:], created: RecordStamp? = nil, modified: RecordStamp? = nil,
         zoneID: ZoneID? = nil
     ) {
+        self.init(
+            recordName: recordName, recordType: recordType, recordChangeTag: recordChangeTag, storedFields: .values(fields),
+            created: created, modified: modified, zoneID: zoneID)
+    }
+
+    public init(
+        recordName: String, recordType: String, recordChangeTag: String?, storedFields: RecordFields, created: RecordStamp?,
+        modified: RecordStamp?, zoneID: ZoneID?
+    ) {
         self.recordName = recordName
         self.recordType = recordType
         self.recordChangeTag = recordChangeTag
-        self.fields = fields
+        self.storedFields = storedFields
         self.created = created
         self.modified = modified
         self.zoneID = zoneID
+    }
+
+    /// The fields in the model (read from the page's JSON when they are held so).
+    public var fields: [String: FieldValue] {
+        get { storedFields.values }
+        set { storedFields = .values(newValue) }
+    }
+
+    public static func == (a: Record, b: Record) -> Bool {
+        a.recordName == b.recordName && a.recordType == b.recordType && a.recordChangeTag == b.recordChangeTag
+            && a.created == b.created && a.modified == b.modified && a.zoneID == b.zoneID && a.fields == b.fields
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(recordName)
+        hasher.combine(recordType)
+        hasher.combine(recordChangeTag)
+    }
+
+    enum CodingKeys: String, CodingKey { case recordName, recordType, recordChangeTag, fields, created, modified, zoneID }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            recordName: try c.decode(String.self, forKey: .recordName), recordType: try c.decode(String.self, forKey: .recordType),
+            recordChangeTag: try c.decodeIfPresent(String.self, forKey: .recordChangeTag),
+            fields: try c.decode([String: FieldValue].self, forKey: .fields),
+            created: try c.decodeIfPresent(RecordStamp.self, forKey: .created), modified: try c.decodeIfPresent(RecordStamp.self, forKey: .modified),
+            zoneID: try c.decodeIfPresent(ZoneID.self, forKey: .zoneID))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(recordName, forKey: .recordName)
+        try c.encode(recordType, forKey: .recordType)
+        try c.encodeIfPresent(recordChangeTag, forKey: .recordChangeTag)
+        try c.encode(fields, forKey: .fields)
+        try c.encodeIfPresent(created, forKey: .created)
+        try c.encodeIfPresent(modified, forKey: .modified)
+        try c.encodeIfPresent(zoneID, forKey: .zoneID)
     }
 }
 

@@ -10,7 +10,7 @@ extension RecordEntry {
         var recordName: String?
         var recordType: String?
         var changeTag: String?
-        var fields: [String: FieldValue] = [:]
+        var fields = RecordFields.values([:])
         var created: RecordStamp?
         var modified: RecordStamp?
         var zoneID: ZoneID?
@@ -29,7 +29,13 @@ extension RecordEntry {
             case "recordName": recordName = try json.readString()
             case "recordType": recordType = try json.readString()
             case "recordChangeTag": changeTag = try json.readString()
-            case "fields": fields = try Self.readFields(&json, problems: &problems)
+            case "fields":
+                // Kept as JSON when it can be, and when the reader's bytes may be pointed into.
+                if let page = json.owner, let range = json.plainFieldsObject() {
+                    fields = .json(RawFields(page: page, range: range))
+                } else {
+                    fields = .values(try Self.readFields(&json, problems: &problems))
+                }
             case "created", "modified":
                 switch try RecordStamp.read(&json) {
                 case .success(let stamp): if key == "created" { created = stamp } else { modified = stamp }
@@ -64,7 +70,7 @@ extension RecordEntry {
             guard let recordName else { throw json.failure("a record without a recordName") }
             guard let recordType else { throw json.failure("a record without a recordType") }
             let record = Record(
-                recordName: recordName, recordType: recordType, recordChangeTag: changeTag, fields: fields,
+                recordName: recordName, recordType: recordType, recordChangeTag: changeTag, storedFields: fields,
                 created: created, modified: modified, zoneID: zoneID)
             guard problems.isEmpty else {
                 var raw = record.json
@@ -79,7 +85,7 @@ extension RecordEntry {
         }
     }
 
-    private static func readFields(_ json: inout JSONReader, problems: inout [String]) throws -> [String: FieldValue] {
+    static func readFields(_ json: inout JSONReader, problems: inout [String]) throws -> [String: FieldValue] {
         // Gathered first so that the dictionary is made once at its size, not grown field by field.
         var read: [(String, FieldValue)] = []
         read.reserveCapacity(16)

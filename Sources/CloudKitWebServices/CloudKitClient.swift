@@ -163,10 +163,9 @@ public final class CloudKitClient: Sendable {
     ) async throws -> Response {
         try await send(operation: operation, method: method, scope: scope, body: body, logger: logger) { bytes in
             if let readable = Response.self as? any JSONReadable.Type {
-                return try bytes.withUnsafeBytes { raw in
-                    var reader = JSONReader(raw.bindMemory(to: UInt8.self))
-                    return try readable.init(reading: &reader) as! Response
-                }
+                // The body is kept, for the records read from it to keep their fields as its JSON.
+                var reader = bytes.withUnsafeBytes { JSONBytes(copying: $0) }.reader()
+                return try readable.init(reading: &reader) as! Response
             }
             return try JSONDecoder().decode(Response.self, from: bytes)
         }

@@ -19,14 +19,22 @@ public struct RowEncoder {
     let evolving: Bool
     /// The fields met since the rows were begun that have no column and are not left out
     /// on purpose, with their first values' type tags, when evolving.
-    public private(set) var newFields: [(name: String, typeTag: String)] = []
-    private var newFieldNames: Set<String> = []
+    public internal(set) var newFields: [(name: String, typeTag: String)] = []
+    var newFieldNames: Set<String> = []
     /// Per row, reused: the mapped fields' values in column order, and the unmapped fields.
     private var columnValues: [FieldValue?]
     private var unmapped: [(String, FieldValue)] = []
+    /// For fields kept as JSON (`RowEncoder+FieldsJSON`): names to columns (or to how an unmapped
+    /// name is treated), per row the start of each mapped field's object, and the unmapped members.
+    var names = FieldNameTable()
+    var fieldStarts: [Int]
+    var unmappedMembers: [Range<Int>] = []
     var buffer = BinaryCopyBuffer()
     public private(set) var rowCount = 0
-    private var json = JSONWriter(capacity: 1024)
+    /// How many values of fields kept as JSON were written by way of the model, being of a pair
+    /// of types or a shape the straight path leaves to it (`RowEncoder+FieldsJSON`).
+    public internal(set) var valuesFromTheModel = 0
+    var json = JSONWriter(capacity: 1024)
     /// The direct shape's leading fields, already encoded; nil for the staging shape.
     private var directPrefix: [UInt8]?
     private var fieldCount: Int
@@ -41,6 +49,8 @@ public struct RowEncoder {
         for (i, field) in mapping.fields.enumerated() { columnOf[field.field] = i }
         self.columnOf = columnOf
         columnValues = Array(repeating: nil, count: mapping.fields.count)
+        fieldStarts = Array(repeating: -1, count: mapping.fields.count)
+        for (i, field) in mapping.fields.enumerated() { names.insert(field.field.utf8, value: i) }
         json.sortsKeys = false  // jsonb keeps its own order
         fieldCount = 1 + Self.dataFieldCount(mapping)
     }
@@ -123,18 +133,35 @@ public struct RowEncoder {
         if let problem = appendTimestamp(record.modified?.timestamp, "modified.timestamp") { return problem }
         if let problem = appendMetaText(record.created?.userRecordName, "created.userRecordName") { return problem }
         if let problem = appendMetaText(record.modified?.userRecordName, "modified.userRecordName") { return problem }
-        // One pass over the record's fields sorts them into their columns and the unmapped
-        // rest: a hash per field, where looking each column up and each field up again would
-        // take two.
+        switch record.storedFields {
+        case .values(let values):
+            return appendFields(values)
+        case .json(let raw):
+            let fieldsStart = buffer.bytes.count
+            let noted = newFields.count
+            do {
+                return try appendFields(of: raw)
+            } catch {
+                // Cannot happen to JSON checked when it was kept; if it did, the fields are
+                // read into the model, which says what is wrong with them.
+                buffer.bytes.removeSubrange(fieldsStart...)
+                newFields.removeSubrange(noted...)
+                return appendFields(raw.values)
+            }
+        }
+    }
+
+    /// Fields in the model: one pass over them sorts them into their columns and the unmapped
+    /// rest, a hash per field, where looking each column up and each field up again would take
+    /// two.
+    private mutating func appendFields(_ values: [String: FieldValue]) -> String? {
         for i in columnValues.indices { columnValues[i] = nil }
         unmapped.removeAll(keepingCapacity: true)
-        for (name, value) in record.fields {
+        for (name, value) in values {
             if let column = columnOf[name] {
                 columnValues[column] = value
             } else {
-                if evolving, SchemaGrowth.canBeAColumn(name), !mapping.omittedFields.contains(name), newFieldNames.insert(name).inserted {
-                    newFields.append((name, value.typeTag))
-                }
+                noteIfNew(name, typeTag: value.typeTag)
                 if keepUnmapped { unmapped.append((name, value)) }
             }
         }
@@ -143,17 +170,33 @@ public struct RowEncoder {
                 buffer.appendNull()
                 continue
             }
-            // A column made by evolution takes only the CloudKit type it was made for: a LOCATION
-            // column (jsonb) would take a STRING, a DOUBLE one an INT64, without a word.
-            if let made = field.cloudKitType, value.typeTag != made {
-                return
-                    "field \(field.field): \(Self.aValue(of: value.typeTag)) cannot go into this column (column \(field.column), \(field.type.rawValue), made for \(made) values)"
-            }
-            if let problem = append(value, as: field.type) {
-                return "field \(field.field): \(problem) (column \(field.column), \(field.type.rawValue))"
-            }
+            if let problem = appendColumn(value, field) { return problem }
         }
         return appendUnmappedFields()
+    }
+
+    /// Whether a field without a column is one evolution would give a column.
+    func wouldBeAColumn(_ name: String) -> Bool {
+        evolving && SchemaGrowth.canBeAColumn(name) && !mapping.omittedFields.contains(name)
+    }
+
+    /// Notes a field without a column that evolution would give one, once per batch.
+    mutating func noteIfNew(_ name: String, typeTag: @autoclosure () -> String) {
+        if wouldBeAColumn(name), newFieldNames.insert(name).inserted { newFields.append((name, typeTag())) }
+    }
+
+    /// One mapped field's value into its column, or why it does not fit.
+    mutating func appendColumn(_ value: FieldValue, _ field: PostgresFieldMapping) -> String? {
+        // A column made by evolution takes only the CloudKit type it was made for: a LOCATION
+        // column (jsonb) would take a STRING, a DOUBLE one an INT64, without a word.
+        if let made = field.cloudKitType, value.typeTag != made {
+            return
+                "field \(field.field): \(Self.aValue(of: value.typeTag)) cannot go into this column (column \(field.column), \(field.type.rawValue), made for \(made) values)"
+        }
+        if let problem = append(value, as: field.type) {
+            return "field \(field.field): \(problem) (column \(field.column), \(field.type.rawValue))"
+        }
+        return nil
     }
 
     private mutating func appendMetaText(_ text: String?, _ what: String) -> String? {
@@ -207,7 +250,7 @@ public struct RowEncoder {
         return micros
     }
 
-    private mutating func append(_ value: FieldValue, as type: ColumnType) -> String? {
+    mutating func append(_ value: FieldValue, as type: ColumnType) -> String? {
         switch (type, value) {
         case (.text, .string(let s)):
             if s.containsNUL { return "the text contains a NUL byte, which PostgreSQL text cannot hold" }

@@ -203,6 +203,49 @@ import Testing
         #expect(try await differences(s, in: Self.all, besides: ["GOOD-ONE"]) == [])
     }
 
+    /// Fields go into rows straight from the page's JSON. Text with escapes and past ASCII,
+    /// numbers jsonb takes as written (1e330, 5e-324, an integer past 2^63), and a location
+    /// written with an exponent land as they mean. A number jsonb would refuse, failing the whole
+    /// COPY (1e200000 overflows its numeric), sends its record the model's way, which writes
+    /// "Infinity", and the whole page applies.
+    @Test func oddlyWrittenValuesLandAsTheyMeanAndNothingJsonbRefusesReachesIt() async throws {
+        let s = try await Setup("oddjson", fake: Self.fake)
+        defer { s.stop() }
+        let records = [
+            Record(
+                recordName: "ODD-ONE", recordType: "Note", recordChangeTag: "o1",
+                fields: [
+                    "title": .string("MARK-TITLE"), "place": .location(.object(["latitude": .string("MARK-LAT")])),
+                    "wide": .string("MARK-WIDE"), "tiny": .string("MARK-TINY"), "long": .string("MARK-LONG"),
+                ]),
+            Record(recordName: "ODD-TWO", recordType: "Note", recordChangeTag: "o2", fields: ["huge": .string("MARK-HUGE")]),
+        ]
+        try await s.server.admin("records/add", ["zone": "Zone02", "records": try FakeServerProcess.wire(records)])
+        try await s.server.admin(
+            "faults/rewrite",
+            [
+                "zone": "Zone02", "count": 50,
+                "replacements": [
+                    ["find": #""MARK-TITLE""#, "replace": #""\u00e9\ud83d\ude00 \/ \"q\"""#], ["find": #""MARK-LAT""#, "replace": "3.75E1"],
+                    ["find": #""MARK-WIDE""#, "replace": "1e330"], ["find": #""MARK-TINY""#, "replace": "5e-324"],
+                    ["find": #""MARK-LONG""#, "replace": "123456789012345678901234567890"], ["find": #""MARK-HUGE""#, "replace": "1e200000"],
+                ],
+            ])
+        let output = try await run(s).output
+        #expect(output.status == 0, "\(output.stderr)")
+        let notes = "\(quoteIdentifier(s.p.schema)).notes"
+        let one = try query(
+            s,
+            """
+            SELECT title, (place->'latitude')::text, fields->'wide'->'value' = '1e330'::jsonb, fields->'tiny'->'value' = '5e-324'::jsonb,
+                fields->'long'->>'value' FROM \(notes) WHERE record_name = 'ODD-ONE'
+            """)
+        #expect(one == [["é😀 / \"q\"", "37.5", "t", "t", "123456789012345678901234567890"]])
+        let two = try query(s, "SELECT fields->'huge'->>'value' FROM \(notes) WHERE record_name = 'ODD-TWO'")
+        #expect(two == [["Infinity"]])
+        #expect(try await differences(s, in: Self.all, besides: ["ODD-ONE", "ODD-TWO"]) == [])
+    }
+
     /// Two zones whose names differ only after a NUL would both be stored as `a`: neither is
     /// exported, each fails the run that meets it with a sentence; a record and a deletion named
     /// with a NUL are rejects; nothing is stored under a shortened name, and the other zones

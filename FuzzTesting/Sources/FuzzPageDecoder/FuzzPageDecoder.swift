@@ -1,5 +1,6 @@
 import CloudKitModel
 import Foundation
+import ZoneFeedPostgres
 
 @testable import CloudKitWebServices
 
@@ -22,6 +23,22 @@ public func fuzzPageDecoder(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CIn
         fatalError("JSONReader and JSONDecoder read the same page differently:\n\(page)\n\(decoded)")
     }
 
+    // Read again keeping fields as the page's JSON: the same records, and each written into a
+    // row straight from its JSON as the model writes it.
+    var kept = JSONBytes(copying: UnsafeRawBufferPointer(bytes)).reader()
+    let keptPage = try? RecordZoneChangesResponse(reading: &kept)
+    if (page == nil) != (keptPage == nil) || page.map({ wire($0) }) != keptPage.map({ wire($0) }) {
+        fatalError("the page reads differently when its fields are kept as JSON:\n\(String(describing: page))\n\(String(describing: keptPage))")
+    }
+    for entry in keptPage?.records ?? [] {
+        guard case .record(let record) = entry else { continue }
+        for evolving in [false, true] {
+            if let disagreement = RowEncoder.disagreementWithModel(writing: record, with: rowMapping, evolving: evolving) {
+                fatalError("a row written straight from JSON is not the model's: \(disagreement)\n\(record)")
+            }
+        }
+    }
+
     var database = JSONReader(bytes)
     _ = try? DatabaseChangesResponse(reading: &database)
 
@@ -32,6 +49,25 @@ public func fuzzPageDecoder(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CIn
     _ = RetryPolicy(jitter: false).delay(afterAttempt: 1, retryAfter: ServerErrorBody(body).retryAfter)
     return 0
 }
+
+/// Every column type, under the names of the seed corpus's fields (straight-fields.json, and the
+/// bench's), and a column made by evolution for STRING values.
+let rowMapping: PostgresRecordTypeMapping = {
+    let types: [(String, ColumnType)] = [
+        ("s", .text), ("r", .text), ("i", .bigint), ("d", .doublePrecision), ("t", .timestamptz), ("b", .bytea), ("j", .jsonb),
+        ("bo", .boolean), ("sl", .textArray), ("rl", .textArray), ("il", .bigintArray), ("dl", .doublePrecisionArray),
+        ("tl", .timestamptzArray), ("bl", .byteaArray), ("title", .text), ("wordCount", .bigint), ("rating", .doublePrecision),
+        ("editedAt", .timestamptz), ("thumbnail", .bytea), ("folder", .text), ("attachment", .jsonb), ("place", .jsonb),
+        ("tags", .textArray), ("counts", .bigintArray), ("scores", .doublePrecisionArray), ("reminders", .timestamptzArray),
+        ("chunks", .byteaArray), ("related", .textArray),
+    ]
+    var made = PostgresFieldMapping(field: "made", column: "made", type: .text)
+    made.cloudKitType = "STRING"
+    var mapping = PostgresRecordTypeMapping(
+        recordType: "Note", table: "notes", fields: types.map { PostgresFieldMapping(field: $0.0, column: $0.0, type: $0.1) } + [made])
+    mapping.omittedFields = ["leftOut"]
+    return mapping
+}()
 
 /// A page as JSON, with every whole number an integer: `JSONValue`'s `Decodable` asks for an Int64
 /// first, so JSONDecoder cannot tell `3.0` from `3`, which JSONReader keeps a double.

@@ -1,0 +1,277 @@
+// Reading a record's fields as the JSON they came in: the check that lets them stay so, and the
+// readers a destination uses on them without making a String of each name and value.
+
+extension JSONReader {
+    /// The extent of a record's `fields` object, when its JSON can be kept as it came and read
+    /// later without surprises; nil, with the reader where it was, when it must be read now.
+    ///
+    /// It can be kept when reading it now (`RecordEntry.readFields`) would find nothing wrong:
+    /// every field is an object whose `type`, if any, is a string or null; every string and key
+    /// is valid UTF-8 without an escaped NUL or half a surrogate pair (which would be repaired,
+    /// and the record rejected); no key has an escape (so that names compare by their bytes);
+    /// and every number is one PostgreSQL's jsonb takes as it is, short and within its range.
+    /// Otherwise the fields are read now, which says what is wrong exactly as before.
+    mutating func plainFieldsObject() -> Range<Int>? {
+        let start = mark()
+        guard peek() == UInt8(ascii: "{") else { return nil }
+        let from = position
+        guard (try? scanPlainFields()) == true else {
+            reset(to: start)
+            return nil
+        }
+        return from..<position
+    }
+
+    private mutating func scanPlainFields() throws -> Bool {
+        try beginObject()
+        while try nextMember(closing: UInt8(ascii: "}"), "the object is not closed", "a comma or a closing brace") {
+            guard try scanPlainKey() != nil else { return false }
+            try expect(UInt8(ascii: ":"), "a colon after the key")
+            guard peek() == UInt8(ascii: "{") else { return false }
+            try beginObject()
+            while try nextMember(closing: UInt8(ascii: "}"), "the object is not closed", "a comma or a closing brace") {
+                guard let key = try scanPlainKey() else { return false }
+                try expect(UInt8(ascii: ":"), "a colon after the key")
+                if Self.equal(key, "type"), peek() != UInt8(ascii: "\""), peek() != UInt8(ascii: "n") { return false }
+                guard try scanPlainValue() else { return false }
+            }
+        }
+        return true
+    }
+
+    private mutating func scanPlainValue() throws -> Bool {
+        switch peek() {
+        case UInt8(ascii: "{"):
+            try beginObject()
+            while try nextMember(closing: UInt8(ascii: "}"), "the object is not closed", "a comma or a closing brace") {
+                guard try scanPlainKey() != nil else { return false }
+                try expect(UInt8(ascii: ":"), "a colon after the key")
+                guard try scanPlainValue() else { return false }
+            }
+            return true
+        case UInt8(ascii: "["):
+            try beginArray()
+            while try nextElement() {
+                guard try scanPlainValue() else { return false }
+            }
+            return true
+        case UInt8(ascii: "\""):
+            return try scanPlainString()
+        case UInt8(ascii: "t"), UInt8(ascii: "f"):
+            _ = try readBool()
+            return true
+        case UInt8(ascii: "n"):
+            try literal("null")
+            return true
+        case nil:
+            throw failure("the data ends where a value was expected")
+        default:
+            return Self.jsonbTakesAsIs(try scanNumber().range, bytes)
+        }
+    }
+
+    /// A key without escapes, in valid UTF-8: its bytes; nil for any other key.
+    private mutating func scanPlainKey() throws -> UnsafeBufferPointer<UInt8>? {
+        guard peek() == UInt8(ascii: "\"") else { throw failure("expected a string") }
+        position += 1
+        let start = position
+        skipPlainStringBytes()
+        guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { return nil }
+        let key = UnsafeBufferPointer(rebasing: bytes[start..<position])
+        position += 1
+        return Self.isASCII(key) || UTF8Check.isValid(key) ? key : nil
+    }
+
+    /// Past a string; whether it is valid text that needs no repair and holds no NUL.
+    private mutating func scanPlainString() throws -> Bool {
+        position += 1
+        while true {
+            let run = position
+            skipPlainStringBytes()
+            let text = UnsafeBufferPointer(rebasing: bytes[run..<position])
+            if !Self.isASCII(text), !UTF8Check.isValid(text) { return false }
+            guard position < bytes.count else { throw failure("the string is not closed") }
+            let b = bytes[position]
+            position += 1
+            switch b {
+            case UInt8(ascii: "\""):
+                return true
+            case UInt8(ascii: "\\"):
+                guard position < bytes.count else { throw failure("the data ends inside an escape") }
+                let e = bytes[position]
+                position += 1
+                switch e {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"), UInt8(ascii: "n"),
+                    UInt8(ascii: "r"), UInt8(ascii: "t"):
+                    continue
+                case UInt8(ascii: "u"):
+                    let scalar = try readHex4()
+                    if scalar == 0 || (0xDC00..<0xE000).contains(scalar) { return false }
+                    if (0xD800..<0xDC00).contains(scalar) {
+                        guard position + 6 <= bytes.count, bytes[position] == UInt8(ascii: "\\"), bytes[position + 1] == UInt8(ascii: "u")
+                        else { return false }
+                        position += 2
+                        guard (0xDC00..<0xE000).contains(try readHex4()) else { return false }
+                    }
+                default:
+                    throw failure("an unknown escape in a string")
+                }
+            default:
+                throw failure("a control character inside a string")
+            }
+        }
+    }
+
+    /// Whether PostgreSQL's jsonb takes a number as written without making much of it: its
+    /// numeric type refuses exponents past about ±16,383 and 131,072, and `1e131071` would be
+    /// stored as 131,072 digits. Longer numbers and larger exponents are read as doubles instead,
+    /// as they were before fields were kept as JSON.
+    static func jsonbTakesAsIs(_ range: Range<Int>, _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard range.count <= 64 else { return false }
+        var i = range.lowerBound
+        while i < range.upperBound, bytes[i] != UInt8(ascii: "e"), bytes[i] != UInt8(ascii: "E") { i += 1 }
+        guard i < range.upperBound else { return true }
+        i += 1
+        if bytes[i] == UInt8(ascii: "+") || bytes[i] == UInt8(ascii: "-") { i += 1 }
+        var exponent = 0
+        while i < range.upperBound {
+            exponent = exponent * 10 + Int(bytes[i] - UInt8(ascii: "0"))
+            if exponent > 330 { return false }
+            i += 1
+        }
+        return true
+    }
+
+    /// Whether the bytes spell `word`.
+    @inline(__always) public static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ word: StaticString) -> Bool {
+        bytes.count == word.utf8CodeUnitCount && bytes.elementsEqual(UnsafeBufferPointer(start: word.utf8Start, count: word.utf8CodeUnitCount))
+    }
+
+    // MARK: Reading kept fields
+
+    /// A reader over kept JSON, at `position`.
+    public init(_ bytes: UnsafeBufferPointer<UInt8>, at position: Int) {
+        self.init(bytes)
+        self.position = position
+    }
+
+    /// The next key of the object begun last, as its bytes between the quotes, with its colon
+    /// consumed; nil at the closing brace. For JSON that `plainFieldsObject` checked: a key
+    /// with an escape is refused.
+    public mutating func nextKeyBytes() throws -> UnsafeBufferPointer<UInt8>? {
+        guard try nextMember(closing: UInt8(ascii: "}"), "the object is not closed", "a comma or a closing brace") else { return nil }
+        guard peek() == UInt8(ascii: "\"") else { throw failure("expected a string") }
+        position += 1
+        let start = position
+        skipPlainStringBytes()
+        guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { throw failure("a key with an escape") }
+        let key = UnsafeBufferPointer(rebasing: bytes[start..<position])
+        position += 1
+        try expect(UInt8(ascii: ":"), "a colon after the key")
+        return key
+    }
+
+    /// A string's bytes between its quotes, as written (escapes not undone), and whether it has
+    /// any escape.
+    public mutating func readStringToken() throws -> (bytes: UnsafeBufferPointer<UInt8>, escaped: Bool) {
+        guard peek() == UInt8(ascii: "\"") else { throw failure("expected a string") }
+        let start = position + 1
+        var escaped = false
+        position += 1
+        while true {
+            skipPlainStringBytes()
+            guard position < bytes.count else { throw failure("the string is not closed") }
+            let b = bytes[position]
+            position += 1
+            if b == UInt8(ascii: "\"") { break }
+            guard b == UInt8(ascii: "\\") else { throw failure("a control character inside a string") }
+            escaped = true
+            position += 1
+        }
+        return (UnsafeBufferPointer(rebasing: bytes[start..<(position - 1)]), escaped)
+    }
+
+    /// A string's text, escapes undone, appended to `out` as UTF-8 (no String made). Text that
+    /// `plainFieldsObject` let through needs no repair.
+    public mutating func readString(appendingTo out: inout [UInt8]) throws {
+        guard peek() == UInt8(ascii: "\"") else { throw failure("expected a string") }
+        position += 1
+        while true {
+            let run = position
+            skipPlainStringBytes()
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<position]))
+            guard position < bytes.count else { throw failure("the string is not closed") }
+            let b = bytes[position]
+            position += 1
+            switch b {
+            case UInt8(ascii: "\""): return
+            case UInt8(ascii: "\\"): try readEscape(into: &out)
+            default: throw failure("a control character inside a string")
+            }
+        }
+    }
+
+    /// The bytes of the value that starts here (after whitespace), checked; the reader past it.
+    public mutating func readValueBytes() throws -> UnsafeBufferPointer<UInt8> {
+        _ = peek()
+        let start = position
+        try skipValue()
+        return UnsafeBufferPointer(rebasing: bytes[start..<position])
+    }
+
+    /// A fresh reader over the same bytes, at `position` (a value's start this one found).
+    public func reader(at position: Int) -> JSONReader { JSONReader(bytes, at: position) }
+
+    /// Bytes this reader read.
+    public func bytes(in range: Range<Int>) -> UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(rebasing: bytes[range]) }
+
+    /// Where the next value starts, after whitespace.
+    public mutating func valueStart() -> Int {
+        _ = peek()
+        return position
+    }
+}
+
+/// UTF-8 as RFC 3629 defines it: no overlong forms, no surrogates, nothing past U+10FFFF. The
+/// same text `String(validating:as:)` accepts, without the generic metadata it looks up on every
+/// call (measured at 4% of a run, see `JSONReader.text`).
+enum UTF8Check {
+    static func isValid(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var i = 0
+        let n = bytes.count
+        while i < n {
+            let b0 = bytes[i]
+            if b0 < 0x80 {
+                i += 1
+                continue
+            }
+            let length: Int
+            var low: UInt8 = 0x80
+            var high: UInt8 = 0xBF
+            switch b0 {
+            case 0xC2...0xDF: length = 2
+            case 0xE0:
+                length = 3
+                low = 0xA0
+            case 0xE1...0xEC, 0xEE...0xEF: length = 3
+            case 0xED:
+                length = 3
+                high = 0x9F
+            case 0xF0:
+                length = 4
+                low = 0x90
+            case 0xF1...0xF3: length = 4
+            case 0xF4:
+                length = 4
+                high = 0x8F
+            default: return false
+            }
+            guard i + length <= n else { return false }
+            let b1 = bytes[i + 1]
+            guard b1 >= low, b1 <= high else { return false }
+            for k in 2..<max(2, length) where bytes[i + k] & 0xC0 != 0x80 { return false }
+            i += length
+        }
+        return true
+    }
+}

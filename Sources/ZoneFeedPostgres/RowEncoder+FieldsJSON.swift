@@ -1,0 +1,374 @@
+import CloudKitModel
+import LibPQ
+import ZoneFeed
+
+// Fields kept as the page's JSON (`RawFields`) go into the row straight from its bytes: the
+// common pairs of CloudKit type and column type are written without making a `FieldValue` or a
+// String; any other pair, and any value that is not of the plain shape its type has, is read
+// into the model and written by `append(_:as:)`, so each value goes where it went before and is
+// refused with the same words. Unmapped fields are copied into the `fields` column as the JSON
+// they came in.
+
+extension RowEncoder {
+    /// The fields of one row, straight from their JSON; throws only for JSON that was not checked
+    /// when it was kept (the caller then reads it into the model).
+    mutating func appendFields(of raw: RawFields) throws -> String? {
+        let page = raw.page.buffer
+        var json = raw.reader()
+        for i in fieldStarts.indices { fieldStarts[i] = -1 }
+        unmappedMembers.removeAll(keepingCapacity: true)
+        var candidates: [(name: String, valueStart: Int)] = []
+        try json.beginObject()
+        while let name = try json.nextKeyBytes() {
+            let memberStart = page.baseAddress!.distance(to: name.baseAddress!) - 1
+            let valueStart = json.valueStart()
+            try json.skipValueLoosely()
+            let use = names.value(for: name) ?? learn(name)
+            if use >= 0 {
+                fieldStarts[use] = valueStart  // a name given twice: the last one counts
+                continue
+            }
+            if use == Self.unmappedColumnCandidate {
+                // Noted after the pass: of a name given twice, the last value's type counts.
+                let text = String(decoding: name, as: UTF8.self)
+                if let k = candidates.firstIndex(where: { $0.name == text }) {
+                    candidates[k].valueStart = valueStart
+                } else {
+                    candidates.append((text, valueStart))
+                }
+            }
+            if keepUnmapped { unmappedMembers.append(memberStart..<json.position) }
+        }
+        for candidate in candidates {
+            var field = JSONReader(page, at: candidate.valueStart)
+            noteIfNew(candidate.name, typeTag: (try? FieldValue(reading: &field).typeTag) ?? "UNKNOWN")
+        }
+        for (i, field) in mapping.fields.enumerated() {
+            guard fieldStarts[i] >= 0 else {
+                buffer.appendNull()
+                continue
+            }
+            if let problem = try appendColumn(from: page, at: fieldStarts[i], field) { return problem }
+        }
+        guard keepUnmapped else {
+            buffer.appendNull()
+            return nil
+        }
+        // jsonb's binary form: a version byte and the text. The members were checked when they
+        // were kept: no NUL, valid UTF-8, numbers jsonb takes.
+        let lengthAt = beginField()
+        buffer.bytes.append(1)
+        buffer.bytes.append(UInt8(ascii: "{"))
+        for (i, member) in unmappedMembers.enumerated() {
+            if i > 0 { buffer.bytes.append(UInt8(ascii: ",")) }
+            buffer.bytes.append(contentsOf: UnsafeBufferPointer(rebasing: page[member]))
+        }
+        buffer.bytes.append(UInt8(ascii: "}"))
+        endField(lengthAt)
+        return nil
+    }
+
+    /// An unmapped name that evolution would give a column.
+    static let unmappedColumnCandidate = -2
+    /// An unmapped name that stays unmapped.
+    static let unmapped = -1
+
+    /// What to do with a name not met before, remembered.
+    private mutating func learn(_ name: UnsafeBufferPointer<UInt8>) -> Int {
+        let use = wouldBeAColumn(String(decoding: name, as: UTF8.self)) ? Self.unmappedColumnCandidate : Self.unmapped
+        names.insert(name, value: use)
+        return use
+    }
+
+    /// A field's `{"value": …, "type": …}` into its column.
+    private mutating func appendColumn(
+        from page: UnsafeBufferPointer<UInt8>, at start: Int, _ field: PostgresFieldMapping
+    ) throws -> String? {
+        var json = JSONReader(page, at: start)
+        var tag: UnsafeBufferPointer<UInt8>?
+        var tagEscaped = false
+        var valueAt = -1
+        try json.beginObject()
+        while let key = try json.nextKeyBytes() {
+            if JSONReader.equal(key, "type") {
+                if try json.readNullIfPresent() {
+                    tag = nil
+                } else {
+                    (tag, tagEscaped) = try json.readStringToken()
+                }
+            } else if JSONReader.equal(key, "value") {
+                valueAt = json.valueStart()
+                try json.skipValueLoosely()
+            } else {
+                try json.skipValueLoosely()
+            }
+        }
+        let type = tagEscaped ? .other : FieldTag(tag)
+        let fieldStart = buffer.bytes.count
+        if valueAt >= 0, field.cloudKitType.map({ $0 == type.name }) ?? true {
+            var value = JSONReader(page, at: valueAt)
+            if try appendPlain(&value, type, as: field.type) {
+                return nil
+            }
+            buffer.bytes.removeSubrange(fieldStart...)
+        }
+        // Any other pair, or a value not of its type's plain shape: as a value of the model.
+        valuesFromTheModel += 1
+        var whole = JSONReader(page, at: start)
+        return appendColumn(try FieldValue(reading: &whole), field)
+    }
+
+    /// Writes the value when it is of a pair written straight from JSON; false (with whatever
+    /// was written to be taken back) when it is not, or when it does not fit: the model then
+    /// writes it or says why not.
+    private mutating func appendPlain(_ json: inout JSONReader, _ type: FieldTag, as column: ColumnType) throws -> Bool {
+        switch (column, type) {
+        case (.text, .string):
+            return try appendText(&json)
+        case (.text, .reference):
+            guard let name = try Self.referenceName(&json) else { return false }
+            var text = json.reader(at: name)
+            return try appendText(&text)
+        case (.bigint, .int64):
+            guard case .int(let i)? = try Self.number(&json) else { return false }
+            buffer.append(bigint: i)
+        case (.doublePrecision, .double):
+            guard let d = try Self.double(&json) else { return false }
+            buffer.append(double: d)
+        case (.doublePrecision, .int64):
+            guard case .int(let i)? = try Self.number(&json) else { return false }
+            buffer.append(double: Double(i))
+        case (.timestamptz, .timestamp):
+            guard case .int(let ms)? = try Self.number(&json), let micros = Self.postgresMicroseconds(ms) else { return false }
+            buffer.append(timestampMicroseconds: micros)
+        case (.bytea, .bytes), (.bytea, .encryptedBytes):
+            return try appendBytes(&json)
+        case (.boolean, .int64):
+            guard case .int(let i)? = try Self.number(&json), i == 0 || i == 1 else { return false }
+            buffer.append(boolean: i == 1)
+        case (.jsonb, .asset), (.jsonb, .location):
+            // The object as it came; the model would write the same members, its numbers as
+            // Swift prints them (1E2 as 100.0), which jsonb takes as the same number.
+            guard json.peek() == UInt8(ascii: "{") else { return false }
+            appendJSONB(try json.readValueBytes())
+        case (.jsonb, .string):
+            guard json.peek() == UInt8(ascii: "\"") else { return false }
+            appendJSONB(try json.readValueBytes())
+        case (.jsonb, .int64), (.jsonb, .timestamp):
+            let start = json.valueStart()
+            guard case .int? = try Self.number(&json) else { return false }
+            appendJSONB(json.bytes(in: start..<json.position))
+        case (.textArray, .stringList):
+            return try appendArray(&json, oid: BinaryCopyBuffer.OID.text) { encoder, json in try encoder.appendText(&json) }
+        case (.textArray, .referenceList):
+            return try appendArray(&json, oid: BinaryCopyBuffer.OID.text) { encoder, json in
+                guard let name = try Self.referenceName(&json) else { return false }
+                var text = json.reader(at: name)
+                return try encoder.appendText(&text)
+            }
+        case (.bigintArray, .int64List):
+            return try appendArray(&json, oid: BinaryCopyBuffer.OID.int8) { encoder, json in
+                guard case .int(let i)? = try Self.number(&json) else { return false }
+                encoder.buffer.append(bigint: i)
+                return true
+            }
+        case (.doublePrecisionArray, .doubleList):
+            return try appendArray(&json, oid: BinaryCopyBuffer.OID.float8) { encoder, json in
+                guard let d = try Self.double(&json) else { return false }
+                encoder.buffer.append(double: d)
+                return true
+            }
+        case (.timestamptzArray, .timestampList):
+            return try appendArray(&json, oid: BinaryCopyBuffer.OID.timestamptz) { encoder, json in
+                guard case .int(let ms)? = try Self.number(&json), let micros = Self.postgresMicroseconds(ms) else { return false }
+                encoder.buffer.append(timestampMicroseconds: micros)
+                return true
+            }
+        case (.byteaArray, .bytesList), (.byteaArray, .encryptedBytesList):
+            return try appendArray(&json, oid: BinaryCopyBuffer.OID.bytea) { encoder, json in try encoder.appendBytes(&json) }
+        default:
+            return false
+        }
+        return true
+    }
+
+    // MARK: Values
+
+    /// A number, when the value is one.
+    private static func number(_ json: inout JSONReader) throws -> JSONReader.Number? {
+        try json.peekIsNumber() ? try json.readNumber() : nil
+    }
+
+    /// A DOUBLE's number as the model reads it: integers converted, -0 kept.
+    private static func double(_ json: inout JSONReader) throws -> Double? {
+        switch try number(&json) {
+        case .int(let i)?: return Double(i)
+        case .double(let d)?: return d
+        case .negativeZero?: return -0.0
+        case nil: return nil
+        }
+    }
+
+    /// A string into a text field.
+    private mutating func appendText(_ json: inout JSONReader) throws -> Bool {
+        guard json.peek() == UInt8(ascii: "\"") else { return false }
+        let lengthAt = beginField()
+        try json.readString(appendingTo: &buffer.bytes)
+        endField(lengthAt)
+        return true
+    }
+
+    /// A base64 string into a bytea field; false for one with escapes (the model undoes them)
+    /// or that is not base64.
+    private mutating func appendBytes(_ json: inout JSONReader) throws -> Bool {
+        guard json.peek() == UInt8(ascii: "\"") else { return false }
+        let (text, escaped) = try json.readStringToken()
+        guard !escaped else { return false }
+        let lengthAt = beginField()
+        guard Base64.decode(text, appendingTo: &buffer.bytes) else { return false }
+        endField(lengthAt)
+        return true
+    }
+
+    private mutating func appendJSONB(_ text: UnsafeBufferPointer<UInt8>) {
+        buffer.appendInt32(Int32(text.count + 1))
+        buffer.bytes.append(1)
+        buffer.bytes.append(contentsOf: text)
+    }
+
+    /// A one-dimensional array of the elements `element` writes; false when one does not fit.
+    private mutating func appendArray(
+        _ json: inout JSONReader, oid: Int32, _ element: (inout RowEncoder, inout JSONReader) throws -> Bool
+    ) throws -> Bool {
+        guard json.peek() == UInt8(ascii: "[") else { return false }
+        let lengthAt = beginField()
+        buffer.appendInt32(1)
+        buffer.appendInt32(0)
+        buffer.appendInt32(oid)
+        let countAt = buffer.bytes.count
+        buffer.appendInt32(0)
+        buffer.appendInt32(1)
+        var count: Int32 = 0
+        try json.beginArray()
+        while try json.nextElement() {
+            guard try element(&self, &json) else { return false }
+            count += 1
+        }
+        if count == 0 {
+            // An empty array has no dimensions: ndim 0, no null flag, the element type.
+            buffer.bytes.removeSubrange(lengthAt...)
+            buffer.appendInt32(12)
+            buffer.appendInt32(0)
+            buffer.appendInt32(0)
+            buffer.appendInt32(oid)
+            return true
+        }
+        patch(countAt, count)
+        endField(lengthAt)
+        return true
+    }
+
+    /// A field's length word, to be set by `endField` once its data is written.
+    private mutating func beginField() -> Int {
+        let at = buffer.bytes.count
+        buffer.appendInt32(0)
+        return at
+    }
+
+    private mutating func endField(_ lengthAt: Int) {
+        patch(lengthAt, Int32(buffer.bytes.count - lengthAt - 4))
+    }
+
+    private mutating func patch(_ at: Int, _ value: Int32) {
+        let word = UInt32(bitPattern: value).bigEndian
+        withUnsafeBytes(of: word) { word in
+            for i in 0..<4 { buffer.bytes[at + i] = word[i] }
+        }
+    }
+
+    /// Where a REFERENCE's `recordName` string starts, when the model would read the value as a
+    /// reference (`FieldValue.readReference`): an object with a string `recordName`, a string
+    /// `action` if any, and a `zoneID` object if any with a string `zoneName` and strings for its
+    /// other names. Nil otherwise.
+    private static func referenceName(_ json: inout JSONReader) throws -> Int? {
+        guard json.peek() == UInt8(ascii: "{") else { return nil }
+        var name: Int?
+        try json.beginObject()
+        while let key = try json.nextKeyBytes() {
+            if JSONReader.equal(key, "recordName") || JSONReader.equal(key, "action") {
+                guard try json.peekIsString() else { return nil }
+                if JSONReader.equal(key, "recordName") { name = json.valueStart() }
+                try json.skipString()
+            } else if JSONReader.equal(key, "zoneID") {
+                guard json.peek() == UInt8(ascii: "{") else { return nil }
+                var zoneName = false
+                try json.beginObject()
+                while let zoneKey = try json.nextKeyBytes() {
+                    let isZoneName = JSONReader.equal(zoneKey, "zoneName")
+                    if isZoneName || JSONReader.equal(zoneKey, "ownerRecordName") || JSONReader.equal(zoneKey, "zoneType") {
+                        guard try json.peekIsString() else { return nil }
+                        try json.skipString()
+                        zoneName = zoneName || isZoneName
+                    } else {
+                        try json.skipValue()
+                    }
+                }
+                guard zoneName else { return nil }
+            } else {
+                try json.skipValue()
+            }
+        }
+        return name
+    }
+}
+
+/// A field's CloudKit type, read from its bytes: the ones written straight from JSON, and the
+/// rest.
+enum FieldTag {
+    case string, int64, double, timestamp, bytes, encryptedBytes, reference, asset, location
+    case stringList, int64List, doubleList, timestampList, bytesList, encryptedBytesList, referenceList
+    case unknown
+    case other
+
+    init(_ bytes: UnsafeBufferPointer<UInt8>?) {
+        guard let bytes else {
+            self = .unknown
+            return
+        }
+        for (tag, name) in Self.names where JSONReader.equal(bytes, name) {
+            self = tag
+            return
+        }
+        self = .other
+    }
+
+    private static let names: [(FieldTag, StaticString)] = [
+        (.string, "STRING"), (.int64, "INT64"), (.double, "DOUBLE"), (.timestamp, "TIMESTAMP"), (.bytes, "BYTES"),
+        (.encryptedBytes, "ENCRYPTED_BYTES"), (.reference, "REFERENCE"), (.asset, "ASSETID"), (.asset, "ASSET"), (.location, "LOCATION"),
+        (.stringList, "STRING_LIST"), (.int64List, "INT64_LIST"), (.doubleList, "DOUBLE_LIST"), (.timestampList, "TIMESTAMP_LIST"),
+        (.bytesList, "BYTES_LIST"), (.encryptedBytesList, "ENCRYPTED_BYTES_LIST"), (.referenceList, "REFERENCE_LIST"),
+    ]
+
+    /// The tag as the model spells it (`FieldValue.typeTag`), for the types a column made by
+    /// evolution can be made for; nil for the others, which the model then checks.
+    var name: String? {
+        switch self {
+        case .string: return "STRING"
+        case .int64: return "INT64"
+        case .double: return "DOUBLE"
+        case .timestamp: return "TIMESTAMP"
+        case .bytes: return "BYTES"
+        case .encryptedBytes: return "ENCRYPTED_BYTES"
+        case .reference: return "REFERENCE"
+        case .location: return "LOCATION"
+        case .stringList: return "STRING_LIST"
+        case .int64List: return "INT64_LIST"
+        case .doubleList: return "DOUBLE_LIST"
+        case .timestampList: return "TIMESTAMP_LIST"
+        case .bytesList: return "BYTES_LIST"
+        case .encryptedBytesList: return "ENCRYPTED_BYTES_LIST"
+        case .referenceList: return "REFERENCE_LIST"
+        case .asset, .unknown, .other: return nil
+        }
+    }
+}
