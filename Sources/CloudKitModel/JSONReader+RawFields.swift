@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 // Reading a record's fields as the JSON they came in: the check that lets them stay so, and the
 // readers a destination uses on them without making a String of each name and value.
 
@@ -66,7 +72,7 @@ extension JSONReader {
         case nil:
             throw failure("the data ends where a value was expected")
         default:
-            return Self.jsonbTakesAsIs(try scanNumber().range, bytes)
+            return try scanPlainNumber()
         }
     }
 
@@ -75,21 +81,24 @@ extension JSONReader {
         guard peek() == UInt8(ascii: "\"") else { throw failure("expected a string") }
         position += 1
         let start = position
-        skipPlainStringBytes()
+        var seen: UInt64 = 0
+        skipPlainStringBytes(orInto: &seen)
         guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { return nil }
         let key = UnsafeBufferPointer(rebasing: bytes[start..<position])
         position += 1
-        return Self.isASCII(key) || UTF8Check.isValid(key) ? key : nil
+        return seen & Self.highBits == 0 || UTF8Check.isValid(key) ? key : nil
     }
+
+    static let highBits: UInt64 = 0x8080_8080_8080_8080
 
     /// Past a string; whether it is valid text that needs no repair and holds no NUL.
     private mutating func scanPlainString() throws -> Bool {
         position += 1
         while true {
             let run = position
-            skipPlainStringBytes()
-            let text = UnsafeBufferPointer(rebasing: bytes[run..<position])
-            if !Self.isASCII(text), !UTF8Check.isValid(text) { return false }
+            var seen: UInt64 = 0
+            skipPlainStringBytes(orInto: &seen)
+            if seen & Self.highBits != 0, !UTF8Check.isValid(UnsafeBufferPointer(rebasing: bytes[run..<position])) { return false }
             guard position < bytes.count else { throw failure("the string is not closed") }
             let b = bytes[position]
             position += 1
@@ -122,29 +131,41 @@ extension JSONReader {
         }
     }
 
-    /// Whether PostgreSQL's jsonb takes a number as written without making much of it: its
-    /// numeric type refuses exponents past about ±16,383 and 131,072, and `1e131071` would be
-    /// stored as 131,072 digits. Longer numbers and larger exponents are read as doubles instead,
-    /// as they were before fields were kept as JSON.
-    static func jsonbTakesAsIs(_ range: Range<Int>, _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-        guard range.count <= 64 else { return false }
-        var i = range.lowerBound
-        while i < range.upperBound, bytes[i] != UInt8(ascii: "e"), bytes[i] != UInt8(ascii: "E") { i += 1 }
-        guard i < range.upperBound else { return true }
-        i += 1
-        if bytes[i] == UInt8(ascii: "+") || bytes[i] == UInt8(ascii: "-") { i += 1 }
-        var exponent = 0
-        while i < range.upperBound {
-            exponent = exponent * 10 + Int(bytes[i] - UInt8(ascii: "0"))
-            if exponent > 330 { return false }
-            i += 1
+    /// Past a number, checking its syntax as `scanNumber` does without working out its value;
+    /// whether PostgreSQL's jsonb takes it as written without making much of it. Its numeric
+    /// type refuses exponents past about ±16,383 and 131,072, and `1e131071` would be stored as
+    /// 131,072 digits: longer numbers and larger exponents are read as doubles instead (the
+    /// model's way), as they were before fields were kept as JSON.
+    private mutating func scanPlainNumber() throws -> Bool {
+        let start = position
+        if position < bytes.count, bytes[position] == UInt8(ascii: "-") { position += 1 }
+        let digits = position
+        while position < bytes.count, bytes[position] &- UInt8(ascii: "0") < 10 { position += 1 }
+        guard position > digits else { throw failure("expected a value") }
+        if position - digits > 1 && bytes[digits] == UInt8(ascii: "0") { throw failure("a number with a leading zero") }
+        if position < bytes.count, bytes[position] == UInt8(ascii: ".") {
+            position += 1
+            let fraction = position
+            while position < bytes.count, bytes[position] &- UInt8(ascii: "0") < 10 { position += 1 }
+            guard position > fraction else { throw failure("a number without digits after its point") }
         }
-        return true
+        var exponent = 0
+        if position < bytes.count, bytes[position] | 0x20 == UInt8(ascii: "e") {
+            position += 1
+            if position < bytes.count, bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-") { position += 1 }
+            let digits = position
+            while position < bytes.count, case let d = bytes[position] &- UInt8(ascii: "0"), d < 10 {
+                exponent = min(exponent * 10 + Int(d), 100_000)
+                position += 1
+            }
+            guard position > digits else { throw failure("a number without digits in its exponent") }
+        }
+        return position - start <= 64 && exponent <= 330
     }
 
     /// Whether the bytes spell `word`.
     @inline(__always) public static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ word: StaticString) -> Bool {
-        bytes.count == word.utf8CodeUnitCount && bytes.elementsEqual(UnsafeBufferPointer(start: word.utf8Start, count: word.utf8CodeUnitCount))
+        bytes.count == word.utf8CodeUnitCount && (bytes.count == 0 || memcmp(bytes.baseAddress!, word.utf8Start, bytes.count) == 0)
     }
 
     // MARK: Reading kept fields

@@ -79,13 +79,13 @@ public struct JSONReader {
     }
 
     /// The next significant byte, not consumed; nil at the end.
-    public mutating func peek() -> UInt8? {
+    @inline(__always) public mutating func peek() -> UInt8? {
         skipWhitespace()
         return position < bytes.count ? bytes[position] : nil
     }
 
-    mutating func expect(_ byte: UInt8, _ what: String) throws {
-        guard peek() == byte else { throw failure("expected \(what)") }
+    @inline(__always) mutating func expect(_ byte: UInt8, _ what: @autoclosure () -> String) throws {
+        guard peek() == byte else { throw failure("expected \(what())") }
         position += 1
     }
 
@@ -111,8 +111,10 @@ public struct JSONReader {
 
     /// Whether the container begun last has another member: past its comma, or past its
     /// closing bracket (and then out of it).
-    mutating func nextMember(closing: UInt8, _ notClosed: String, _ noComma: String) throws -> Bool {
-        guard let next = peek() else { throw failure(notClosed) }
+    @inline(__always) mutating func nextMember(
+        closing: UInt8, _ notClosed: @autoclosure () -> String, _ noComma: @autoclosure () -> String
+    ) throws -> Bool {
+        guard let next = peek() else { throw failure(notClosed()) }
         if next == closing {
             position += 1
             depth -= 1
@@ -120,7 +122,7 @@ public struct JSONReader {
             return false
         }
         if !pendingFirst {
-            try expect(UInt8(ascii: ","), noComma)
+            try expect(UInt8(ascii: ","), noComma())
         }
         pendingFirst = false
         return true
@@ -504,6 +506,24 @@ public struct JSONReader {
         while position < bytes.count {
             let b = base[position]
             if b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") || b < 0x20 { return }
+            position += 1
+        }
+    }
+
+    /// `skipPlainStringBytes`, ORing every byte passed into `seen`, so that text with no byte
+    /// past 0x7F (`seen & 0x8080…` zero) needs no UTF-8 check.
+    @inline(__always) mutating func skipPlainStringBytes(orInto seen: inout UInt64) {
+        guard let base = bytes.baseAddress else { return }
+        while position + 8 <= bytes.count {
+            let word = UnsafeRawPointer(base + position).loadUnaligned(as: UInt64.self)
+            if Self.mayHoldSpecialByte(word) { break }
+            seen |= word
+            position += 8
+        }
+        while position < bytes.count {
+            let b = base[position]
+            if b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") || b < 0x20 { return }
+            seen |= UInt64(b)
             position += 1
         }
     }

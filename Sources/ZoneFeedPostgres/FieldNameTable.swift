@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// Field names looked up by their UTF-8 bytes as they stand in a page, so that a record's fields
 /// are sorted into columns without making a String of each name, or hashing it with SipHash.
 /// Open addressing with linear probing over FNV-1a hashes; names are short and few.
@@ -34,7 +40,7 @@ struct FieldNameTable {
             if e < 0 { return nil }
             let entry = entries[Int(e)]
             if entry.hash == hash, entry.count == name.count,
-                names.withUnsafeBufferPointer({ UnsafeBufferPointer(rebasing: $0[entry.start..<entry.start + entry.count]).elementsEqual(name) })
+                name.count == 0 || names.withUnsafeBufferPointer({ memcmp($0.baseAddress! + entry.start, name.baseAddress!, name.count) == 0 })
             {
                 return entry.value
             }

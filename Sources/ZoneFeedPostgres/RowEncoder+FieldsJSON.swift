@@ -15,19 +15,21 @@ extension RowEncoder {
     mutating func appendFields(of raw: RawFields) throws -> String? {
         let page = raw.page.buffer
         var json = raw.reader()
-        for i in fieldStarts.indices { fieldStarts[i] = -1 }
+        for i in fieldSlots.indices { fieldSlots[i].start = -1 }
         unmappedMembers.removeAll(keepingCapacity: true)
         var candidates: [(name: String, valueStart: Int)] = []
         try json.beginObject()
+        // One pass sorts the fields: a mapped one's object is read at once for its type and
+        // where its value starts, an unmapped one is passed over.
         while let name = try json.nextKeyBytes() {
             let memberStart = page.baseAddress!.distance(to: name.baseAddress!) - 1
             let valueStart = json.valueStart()
-            try json.skipValueLoosely()
             let use = names.value(for: name) ?? learn(name)
             if use >= 0 {
-                fieldStarts[use] = valueStart  // a name given twice: the last one counts
+                fieldSlots[use] = try Self.slot(&json)  // a name given twice: the last one counts
                 continue
             }
+            try json.skipValueLoosely()
             if use == Self.unmappedColumnCandidate {
                 // Noted after the pass: of a name given twice, the last value's type counts.
                 let text = String(decoding: name, as: UTF8.self)
@@ -44,11 +46,11 @@ extension RowEncoder {
             noteIfNew(candidate.name, typeTag: (try? FieldValue(reading: &field).typeTag) ?? "UNKNOWN")
         }
         for (i, field) in mapping.fields.enumerated() {
-            guard fieldStarts[i] >= 0 else {
+            guard fieldSlots[i].start >= 0 else {
                 buffer.appendNull()
                 continue
             }
-            if let problem = try appendColumn(from: page, at: fieldStarts[i], field) { return problem }
+            if let problem = try appendColumn(from: page, fieldSlots[i], field) { return problem }
         }
         guard keepUnmapped else {
             buffer.appendNull()
@@ -80,14 +82,19 @@ extension RowEncoder {
         return use
     }
 
-    /// A field's `{"value": …, "type": …}` into its column.
-    private mutating func appendColumn(
-        from page: UnsafeBufferPointer<UInt8>, at start: Int, _ field: PostgresFieldMapping
-    ) throws -> String? {
-        var json = JSONReader(page, at: start)
+    /// A mapped field of one row: where its object and its value start, and its type.
+    struct FieldSlot {
+        var start = -1
+        var valueAt = -1
+        var tag = FieldTag.unknown
+    }
+
+    /// Reads a field's `{"value": …, "type": …}` (either order) for where its value starts and
+    /// its type, leaving the reader past it.
+    private static func slot(_ json: inout JSONReader) throws -> FieldSlot {
+        var slot = FieldSlot(start: json.valueStart())
         var tag: UnsafeBufferPointer<UInt8>?
         var tagEscaped = false
-        var valueAt = -1
         try json.beginObject()
         while let key = try json.nextKeyBytes() {
             if JSONReader.equal(key, "type") {
@@ -97,24 +104,31 @@ extension RowEncoder {
                     (tag, tagEscaped) = try json.readStringToken()
                 }
             } else if JSONReader.equal(key, "value") {
-                valueAt = json.valueStart()
+                slot.valueAt = json.valueStart()
                 try json.skipValueLoosely()
             } else {
                 try json.skipValueLoosely()
             }
         }
-        let type = tagEscaped ? .other : FieldTag(tag)
+        slot.tag = tagEscaped ? .other : FieldTag(tag)
+        return slot
+    }
+
+    /// A mapped field's value into its column.
+    private mutating func appendColumn(
+        from page: UnsafeBufferPointer<UInt8>, _ slot: FieldSlot, _ field: PostgresFieldMapping
+    ) throws -> String? {
         let fieldStart = buffer.bytes.count
-        if valueAt >= 0, field.cloudKitType.map({ $0 == type.name }) ?? true {
-            var value = JSONReader(page, at: valueAt)
-            if try appendPlain(&value, type, as: field.type) {
+        if slot.valueAt >= 0, field.cloudKitType.map({ $0 == slot.tag.name }) ?? true {
+            var value = JSONReader(page, at: slot.valueAt)
+            if try appendPlain(&value, slot.tag, as: field.type) {
                 return nil
             }
             buffer.bytes.removeSubrange(fieldStart...)
         }
         // Any other pair, or a value not of its type's plain shape: as a value of the model.
         valuesFromTheModel += 1
-        var whole = JSONReader(page, at: start)
+        var whole = JSONReader(page, at: slot.start)
         return appendColumn(try FieldValue(reading: &whole), field)
     }
 
@@ -331,23 +345,26 @@ enum FieldTag {
     case other
 
     init(_ bytes: UnsafeBufferPointer<UInt8>?) {
-        guard let bytes else {
+        guard let b = bytes else {
             self = .unknown
             return
         }
-        for (tag, name) in Self.names where JSONReader.equal(bytes, name) {
-            self = tag
-            return
+        // By length first: one comparison, two at most, instead of one per tag.
+        func `is`(_ name: StaticString) -> Bool { JSONReader.equal(b, name) }
+        switch b.count {
+        case 5: self = `is`("INT64") ? .int64 : `is`("BYTES") ? .bytes : `is`("ASSET") ? .asset : .other
+        case 6: self = `is`("STRING") ? .string : `is`("DOUBLE") ? .double : .other
+        case 7: self = `is`("ASSETID") ? .asset : .other
+        case 8: self = `is`("LOCATION") ? .location : .other
+        case 9: self = `is`("TIMESTAMP") ? .timestamp : `is`("REFERENCE") ? .reference : .other
+        case 10: self = `is`("INT64_LIST") ? .int64List : `is`("BYTES_LIST") ? .bytesList : .other
+        case 11: self = `is`("STRING_LIST") ? .stringList : `is`("DOUBLE_LIST") ? .doubleList : .other
+        case 14: self = `is`("TIMESTAMP_LIST") ? .timestampList : `is`("REFERENCE_LIST") ? .referenceList : .other
+        case 15: self = `is`("ENCRYPTED_BYTES") ? .encryptedBytes : .other
+        case 20: self = `is`("ENCRYPTED_BYTES_LIST") ? .encryptedBytesList : .other
+        default: self = .other
         }
-        self = .other
     }
-
-    private static let names: [(FieldTag, StaticString)] = [
-        (.string, "STRING"), (.int64, "INT64"), (.double, "DOUBLE"), (.timestamp, "TIMESTAMP"), (.bytes, "BYTES"),
-        (.encryptedBytes, "ENCRYPTED_BYTES"), (.reference, "REFERENCE"), (.asset, "ASSETID"), (.asset, "ASSET"), (.location, "LOCATION"),
-        (.stringList, "STRING_LIST"), (.int64List, "INT64_LIST"), (.doubleList, "DOUBLE_LIST"), (.timestampList, "TIMESTAMP_LIST"),
-        (.bytesList, "BYTES_LIST"), (.encryptedBytesList, "ENCRYPTED_BYTES_LIST"), (.referenceList, "REFERENCE_LIST"),
-    ]
 
     /// The tag as the model spells it (`FieldValue.typeTag`), for the types a column made by
     /// evolution can be made for; nil for the others, which the model then checks.

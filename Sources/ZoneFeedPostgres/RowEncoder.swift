@@ -25,9 +25,9 @@ public struct RowEncoder {
     private var columnValues: [FieldValue?]
     private var unmapped: [(String, FieldValue)] = []
     /// For fields kept as JSON (`RowEncoder+FieldsJSON`): names to columns (or to how an unmapped
-    /// name is treated), per row the start of each mapped field's object, and the unmapped members.
+    /// name is treated), per row each mapped field's place and type, and the unmapped members.
     var names = FieldNameTable()
-    var fieldStarts: [Int]
+    var fieldSlots: [FieldSlot]
     var unmappedMembers: [Range<Int>] = []
     var buffer = BinaryCopyBuffer()
     public private(set) var rowCount = 0
@@ -49,7 +49,7 @@ public struct RowEncoder {
         for (i, field) in mapping.fields.enumerated() { columnOf[field.field] = i }
         self.columnOf = columnOf
         columnValues = Array(repeating: nil, count: mapping.fields.count)
-        fieldStarts = Array(repeating: -1, count: mapping.fields.count)
+        fieldSlots = Array(repeating: FieldSlot(), count: mapping.fields.count)
         for (i, field) in mapping.fields.enumerated() { names.insert(field.field.utf8, value: i) }
         json.sortsKeys = false  // jsonb keeps its own order
         fieldCount = 1 + Self.dataFieldCount(mapping)

@@ -1,0 +1,96 @@
+import CloudKitModel
+import CloudKitWebServices
+import FakeCloudKit
+import ZoneFeedPostgres
+
+/// Pages of the bench's records (the fake generator's, no churn: 70% notes of 15 mapped fields
+/// and a few unmapped ones, 20% folders, 10% tags, about 1.66 KB of JSON each), read and written
+/// as COPY rows into the bench's tables, one record at a time: record `i` of a run reads its page
+/// first when it is the page's first. What a backfill does per record, without the network and
+/// without PostgreSQL.
+public struct PageToRows {
+    /// How a page's fields are read.
+    public enum Path: String, CaseIterable, Sendable {
+        /// Kept as the page's JSON and written from it (`RawFields`), as zonefeed reads a response.
+        case straight
+        /// Read into a dictionary of `FieldValue`s first, as before issue 26 (and as zonefeed
+        /// still reads fields that need repair).
+        case model
+    }
+
+    public static let recordsPerPage = 200
+    public let path: Path
+    let pages: [[UInt8]]
+    var encoders: [RowEncoder]
+    var tables: [String: Int] = [:]
+    var records: [Record] = []
+    public private(set) var rowsWritten = 0
+
+    public init(path: Path, pages count: Int = 5) {
+        self.path = path
+        let feed = FakeFeed(settings: FakeSettings(seed: 42, zones: 1, recordsPerZone: count * Self.recordsPerPage, churn: false))
+        pages = (0..<count).map { page in
+            let entries = feed.entries(zone: 0, range: page * Self.recordsPerPage..<(page + 1) * Self.recordsPerPage)
+            var writer = JSONWriter()
+            writer.write(.object(["records": .array(entries.map(\.json)), "syncToken": .string("s\(page)"), "moreComing": .bool(true)]))
+            return writer.bytes
+        }
+        let mappings = Self.mappings
+        encoders = mappings.map { RowEncoder(mapping: $0, keepUnmapped: true) }
+        for (i, mapping) in mappings.enumerated() { tables[mapping.recordType] = i }
+    }
+
+    /// The bytes of one record's JSON, on average.
+    public var bytesPerRecord: Int { pages.reduce(0) { $0 + $1.count } / (pages.count * Self.recordsPerPage) }
+
+    /// Reads record `i` (and its page, when it is the page's first) and writes it as a row.
+    public mutating func record(_ i: Int) {
+        let inPage = i % Self.recordsPerPage
+        if inPage == 0 {
+            let body = pages[(i / Self.recordsPerPage) % pages.count]
+            let page: RecordZoneChangesResponse?
+            switch path {
+            case .straight:
+                var reader = body.withUnsafeBytes { JSONBytes(copying: $0) }.reader()
+                page = try? RecordZoneChangesResponse(reading: &reader)
+            case .model:
+                page = body.withUnsafeBufferPointer { bytes in
+                    var reader = JSONReader(bytes)
+                    return try? RecordZoneChangesResponse(reading: &reader)
+                }
+            }
+            records =
+                page?.records.compactMap { entry in
+                    if case .record(let record) = entry { return record }
+                    return nil
+                } ?? []
+            // A batch's rows are sent and forgotten; the buffers are kept.
+            for t in encoders.indices { _ = encoders[t].finish() }
+            for t in encoders.indices { encoders[t].beginDirectRows(zone: ZoneID(zoneName: "Zone01"), runID: 1, generation: 1) }
+        }
+        guard inPage < records.count, let t = tables[records[inPage].recordType] else { return }
+        if encoders[t].append(records[inPage], seq: 0) == nil { rowsWritten += 1 }
+    }
+
+    /// The bench's tables (`zonefeed bench`, pipelines/demo.yml).
+    static let mappings: [PostgresRecordTypeMapping] = {
+        func fields(_ list: [(String, String, ColumnType)]) -> [PostgresFieldMapping] {
+            list.map { PostgresFieldMapping(field: $0.0, column: $0.1, type: $0.2) }
+        }
+        return [
+            PostgresRecordTypeMapping(
+                recordType: "Note", table: "notes",
+                fields: fields([
+                    ("title", "title", .text), ("body", "body", .text), ("wordCount", "word_count", .bigint),
+                    ("rating", "rating", .doublePrecision), ("editedAt", "edited_at", .timestamptz), ("thumbnail", "thumbnail", .bytea),
+                    ("folder", "folder", .text), ("attachment", "attachment", .jsonb), ("place", "place", .jsonb), ("tags", "tags", .textArray),
+                    ("counts", "counts", .bigintArray), ("scores", "scores", .doublePrecisionArray),
+                    ("reminders", "reminders", .timestamptzArray), ("chunks", "chunks", .byteaArray), ("related", "related", .textArray),
+                ])),
+            PostgresRecordTypeMapping(
+                recordType: "Folder", table: "folders",
+                fields: fields([("name", "name", .text), ("color", "color", .bigint), ("parent", "parent_folder", .text)])),
+            PostgresRecordTypeMapping(recordType: "Tag", table: "tags"),
+        ]
+    }()
+}
