@@ -21,16 +21,19 @@ public struct Runner: Sendable {
         /// How many zones the destination applies at once (its connections); it takes more zones
         /// than that, sharing its connections among them.
         public var parallelZones: Int
+        /// Only the zones of this share, when set (`--shard`).
+        public var shard: ZoneShard?
 
         public init(
             pipeline: String, commitEvery: Int, zoneFilter: [String] = [], stall: FeedProgress.Limits = .init(),
-            parallelZones: Int = 1
+            parallelZones: Int = 1, shard: ZoneShard? = nil
         ) {
             self.pipeline = pipeline
             self.commitEvery = commitEvery
             self.zoneFilter = zoneFilter
             self.stall = stall
             self.parallelZones = parallelZones
+            self.shard = shard
         }
     }
 
@@ -215,6 +218,11 @@ public struct Runner: Sendable {
                 throw RunError(.usage, summary: nil, message: "--zone names a zone the pipeline does not follow: \(unknown.joined(separator: ", "))")
             }
             zones = zones.filter { configuration.zoneFilter.contains($0.zoneName) }
+        }
+        if let shard = configuration.shard {
+            let all = zones.count
+            zones = zones.filter(shard.holds)
+            logger.info("this shard takes its zones", metadata: ["shard": "\(shard)", "zones": "\(zones.count)", "of": "\(all)"])
         }
         return zones
     }

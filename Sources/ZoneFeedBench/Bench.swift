@@ -38,6 +38,10 @@ public struct Bench: Sendable {
         public var wanLatency: Int
         /// Records in the public database's phase (0: no such phase).
         public var publicRecords = 0
+        /// Processes of the scale-out phase (0 skips it), on `scaleOutZones` zones.
+        public var scaleOutProcesses = 0
+        public var scaleOutZones = 64
+        public var scaleOutRecordsPerZone = 1_000
         /// Keep the bench schemas.
         public var keep: Bool
 
@@ -150,6 +154,13 @@ public struct Bench: Sendable {
             let publicRun = try await PublicBench(bench: self, records: options.publicRecords, latencyMilliseconds: options.wanLatency).measure()
             report.publicRun = publicRun
             if let cpu = publicRun.backfillCPU { report.cpu.append(cpu) }
+        }
+
+        if options.scaleOutProcesses > 1 {
+            report.scaleOut = try await ScaleOutBench(
+                bench: self, processes: options.scaleOutProcesses, zones: options.scaleOutZones, recordsPerZone: options.scaleOutRecordsPerZone,
+                latencyMilliseconds: options.wanLatency
+            ).measure()
         }
 
         progress("incremental no-op runs: zonefeed run on the in-process pipeline, \(Self.noOpRuns) times…")

@@ -77,6 +77,7 @@ public struct BenchReport: Sendable {
     var noOpRunSeconds: [Double] = []
     /// The public database's phase, when it ran.
     var publicRun: PublicBench.Report?
+    var scaleOut: ScaleOutBench.Report?
 
     init(records: Int, zones: Int, postgresVersion: String) {
         self.records = records
@@ -120,7 +121,7 @@ public struct BenchReport: Sendable {
             (header + ceilingLines + [
                 rate("in-process run", rps: inProcessRPS, seconds: inProcessSeconds, peakRSS: inProcessPeakRSSBytes),
                 rate("over HTTP (fake-server)", rps: httpRPS, seconds: httpSeconds, peakRSS: httpPeakRSSBytes),
-            ] + wan + (publicRun?.lines ?? []) + [
+            ] + wan + (publicRun?.lines ?? []) + (scaleOut?.lines ?? []) + [
                 "incremental no-op run".padding(toLength: 33, withPad: " ", startingAt: 0)
                     + "\(Self.seconds(noOpMedianSeconds)) wall (median of \(noOpRunSeconds.map { String(format: "%.2f", $0) }.joined(separator: ", ")))"
             ] + (cpu.isEmpty ? [] : ["CPU of each run (the whole zonefeed process; the server and PostgreSQL not counted):"] + cpu.map(\.line)))
@@ -177,6 +178,7 @@ public struct BenchReport: Sendable {
                 "noop_run_seconds_all": .array(noOpRunSeconds.map(rounded)),
             ]
             if let publicRun { object.merge(publicRun.json) { _, new in new } }
+            if let scaleOut { object.merge(scaleOut.json) { _, new in new } }
             for use in cpu {
                 object["\(use.key)_cpu_user_seconds"] = rounded(use.userSeconds)
                 object["\(use.key)_cpu_system_seconds"] = rounded(use.systemSeconds)

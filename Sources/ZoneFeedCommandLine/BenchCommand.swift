@@ -49,6 +49,16 @@ struct BenchCommand: AsyncParsableCommand {
     )
     var publicRecords = 460_000
 
+    @Option(
+        name: .customLong("scale-out-processes"),
+        help:
+            "How many processes the scale-out phase runs at once on one pipeline of 64 zones, --wan-latency ms away, against one process (0 or 1 skips it; up to 16)."
+    )
+    var scaleOutProcesses = 4
+
+    @Option(name: .customLong("scale-out-records"), help: "How many records the scale-out phase's 64 zones hold in all (64 to 6,400,000).")
+    var scaleOutRecords = 64_000
+
     @Option(name: .customLong("database-url"), help: "A PostgreSQL server to use (a libpq URI or key=value string) instead of an embedded one.")
     var databaseURL: String?
 
@@ -92,6 +102,8 @@ struct BenchCommand: AsyncParsableCommand {
         try FlagRange.check("--wan-zones", wanZones, in: FakeSettings.zonesRange)
         try FlagRange.check("--wan-latency", wanLatency, in: Self.latencyRange, unit: "milliseconds")
         try FlagRange.check("--public-records", publicRecords, in: 0...10_000_000)
+        try FlagRange.check("--scale-out-processes", scaleOutProcesses, in: 0...16)
+        try FlagRange.check("--scale-out-records", scaleOutRecords, in: 64...6_400_000)
         try FlagRange.check("--port", port, in: 1...65_535)
         try FlagRange.check("--watch-changes", watchChanges, in: Self.watchChangesRange)
         try FlagRange.check("--watch-poll-interval", watchPollInterval, in: 1...86_400, unit: "seconds")
@@ -180,6 +192,8 @@ struct BenchCommand: AsyncParsableCommand {
             records: records, zones: zones, parallelZones: parallelZones, wanRecords: wanRecords, wanZones: wanZones,
             wanLatency: wanLatency, keep: keep)
         options.publicRecords = publicRecords
+        options.scaleOutProcesses = scaleOutProcesses
+        options.scaleOutRecordsPerZone = scaleOutRecords / options.scaleOutZones
         return try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask {
                 await signals.watch {

@@ -67,13 +67,13 @@ struct PipelineOptions: ParsableArguments {
     /// One run of `pipeline` from `source` into its destination: what `run` does once and
     /// `watch` does each cycle, built in this one place. The caller closes the run's destination.
     static func runner(
-        for pipeline: Pipeline, source: any ChangeSource, destination: any OpenedDestination, zones: [String] = [], logger: Logger,
-        events: @escaping SyncEventHandler
+        for pipeline: Pipeline, source: any ChangeSource, destination: any OpenedDestination, zones: [String] = [], shard: ZoneShard? = nil,
+        logger: Logger, events: @escaping SyncEventHandler
     ) -> (runner: Runner, destination: any RunDestination) {
         let runDestination = destination.runDestination(logger: logger)
         let configuration = Runner.Configuration(
             pipeline: pipeline.name, commitEvery: pipeline.destination.commitEvery, zoneFilter: zones,
-            parallelZones: pipeline.destination.parallelZones)
+            parallelZones: pipeline.destination.parallelZones, shard: shard)
         return (Runner(configuration: configuration, source: source, destination: runDestination, logger: logger, events: events), runDestination)
     }
 

@@ -15,6 +15,12 @@ struct RunCommand: AsyncParsableCommand {
     @Option(name: .customLong("zone"), help: "Only this zone (repeatable).")
     var zones: [String] = []
 
+    @Option(
+        help: ArgumentHelp(
+            "Only the zones of share INDEX of COUNT (INDEX from 0), split by a hash of each zone's owner and name: the pods of a Kubernetes Indexed Job pass $(JOB_COMPLETION_INDEX)/COUNT (docs/scale-out.md).",
+            valueName: "INDEX/COUNT"))
+    var shard: ZoneShard?
+
     @Option(help: "Progress on stderr: auto (on a terminal), always or never.")
     var progress: ProgressMode = .auto
 
@@ -27,6 +33,11 @@ struct RunCommand: AsyncParsableCommand {
 
     @Option(help: "Push the run's metrics to this Pushgateway at its end, as job=\"zonefeed\", pipeline=\"<name>\" (overrides metrics.pushgateway).")
     var pushgateway: String?
+
+    @Option(
+        name: .customLong("metrics-instance"),
+        help: "Push the run's metrics with this instance label too, so that processes sharing a pipeline keep a group each (overrides metrics.instance).")
+    var metricsInstance: String?
 
     func run() async throws {
         let pipeline = try options.loadPipeline()
@@ -80,6 +91,13 @@ struct RunCommand: AsyncParsableCommand {
     func metricsExport(for pipeline: Pipeline) throws -> MetricsExport? {
         var settings = pipeline.section(MetricsSettings.self) ?? MetricsSettings()
         if let metricsFile { settings.file = metricsFile }
+        if let metricsInstance {
+            guard !metricsInstance.isEmpty else {
+                FileHandle.standardError.write(Data("zonefeed: --metrics-instance is empty\n".utf8))
+                throw Exit.usage
+            }
+            settings.instance = metricsInstance
+        }
         if let pushgateway {
             if let problem = MetricsSettings.problem(withPushgateway: pushgateway) {
                 FileHandle.standardError.write(Data("zonefeed: --pushgateway \(problem)\n".utf8))
@@ -98,7 +116,7 @@ struct RunCommand: AsyncParsableCommand {
         return try await options.withDestination(pipeline, logger: logger) { opened in
             try await options.withSource(pipeline, destination: opened, logger: logger) { source in
                 let (runner, destination) = PipelineOptions.runner(
-                    for: pipeline, source: source, destination: opened, zones: zones, logger: logger,
+                    for: pipeline, source: source, destination: opened, zones: zones, shard: shard, logger: logger,
                     events: { event in
                         metrics?.run.record(event)
                         await progressLine.handle(event)
@@ -198,4 +216,8 @@ struct RunCommand: AsyncParsableCommand {
         // is escaped, so that the summary stays these lines whatever a server said.
         return lines.map { InertText.escaped($0) }.joined(separator: "\n")
     }
+}
+
+extension ZoneShard: ExpressibleByArgument {
+    public init?(argument: String) { self.init(argument) }
 }

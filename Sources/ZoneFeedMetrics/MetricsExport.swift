@@ -44,7 +44,7 @@ public final class MetricsExport: Sendable {
             }
         }
         if let url = settings.pushgateway {
-            let gateway = Pushgateway(baseURL: url, job: settings.job, pipeline: pipeline)
+            let gateway = Pushgateway(baseURL: url, job: settings.job, pipeline: pipeline, instance: settings.instance)
             let client = HTTPClient(eventLoopGroupProvider: .singleton)
             do {
                 try await gateway.push(text, httpClient: client)

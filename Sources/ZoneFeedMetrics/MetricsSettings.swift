@@ -13,6 +13,10 @@ public struct MetricsSettings: SectionConfiguration, Equatable {
     public var pushgateway: String?
     /// The `job` label of the pushed group.
     public var job = "zonefeed"
+    /// An `instance` label of the pushed group, when processes share a pipeline: each pushes
+    /// its own group (a Kubernetes Indexed Job's `$(JOB_COMPLETION_INDEX)`), where one group
+    /// would hold whichever pushed last.
+    public var instance: String?
 
     public init(file: String? = nil, pushgateway: String? = nil) {
         self.file = file

@@ -3,7 +3,7 @@ import Foundation
 import NIOCore
 
 /// A Prometheus Pushgateway (prometheus/pushgateway's API): a run's metrics are POSTed to
-/// `/metrics/job/<job>/pipeline/<pipeline>`. POST replaces only the metrics of the same names in
+/// `/metrics/job/<job>/pipeline/<pipeline>` (and `/instance/<instance>` when set). POST replaces only the metrics of the same names in
 /// that group, so a failed run, which sends no last-success timestamp, leaves the previous one
 /// in place (Prometheus' batch-job pattern, "pushAdd"). swift-prometheus has no Pushgateway
 /// client (swift-server/swift-prometheus#47), so the request is made here, with
@@ -12,13 +12,14 @@ struct Pushgateway {
     let baseURL: String
     let job: String
     let pipeline: String
+    var instance: String? = nil
 
     /// The group's URL; label values outside `[A-Za-z0-9_.-]` travel base64url-encoded, as the
     /// gateway's API allows (`label@base64/value`).
     var groupURL: String {
         var base = baseURL
         while base.hasSuffix("/") { base.removeLast() }
-        return base + "/metrics" + Self.pathPart("job", job) + Self.pathPart("pipeline", pipeline)
+        return base + "/metrics" + Self.pathPart("job", job) + Self.pathPart("pipeline", pipeline) + (instance.map { Self.pathPart("instance", $0) } ?? "")
     }
 
     static func pathPart(_ label: String, _ value: String) -> String {

@@ -12,6 +12,7 @@ public final class RunMetrics: Sendable {
     private let resyncs = Counter(label: ZoneFeedMetric.resyncs.name)
     private let zones: [String: Counter]
     private let started = Date()
+    private let zonesClaimed = Gauge(label: ZoneFeedMetric.zonesClaimed.name)
 
     static let recordOutcomes = ["upserted", "tombstoned", "rejected", "skipped", "swept"]
     static let zoneOutcomes = ["applied", "up_to_date", "claimed_elsewhere", "failed", "deleted"]
@@ -27,6 +28,7 @@ public final class RunMetrics: Sendable {
         Counter(label: ZoneFeedMetric.cloudKitRetries.name).increment(by: 0)
         Counter(label: ZoneFeedMetric.misdirectedRetries.name).increment(by: 0)
         FloatingPointCounter(label: ZoneFeedMetric.throttleWait.name).increment(by: 0)
+        zonesClaimed.record(0)
     }
 
     /// Counts what an event says was applied.
@@ -47,6 +49,7 @@ public final class RunMetrics: Sendable {
             zones["applied"]?.increment(by: summary.zonesApplied.count)
             zones["up_to_date"]?.increment(by: summary.zonesUpToDate.count)
             zones["failed"]?.increment(by: summary.zonesFailed.count)
+            zonesClaimed.record(summary.zonesApplied.count + summary.zonesUpToDate.count + summary.zonesFailed.count)
         case .willFetchChanges, .fetchedDatabaseChanges, .willFetchRecordZoneChanges, .didFetchRecordZoneChanges, .stateUpdate:
             break
         }

@@ -20,6 +20,10 @@ public struct ZoneFeedMetric: Sendable, Hashable {
     public static let resyncs = ZoneFeedMetric("zonefeed_resyncs_total", "Zones resynced from the beginning (expired change token, encrypted data reset).")
     public static let zones = ZoneFeedMetric(
         "zonefeed_zones_total", "Zones by outcome: applied, up_to_date, claimed_elsewhere (by another run), failed, deleted (at the source).")
+    public static let zonesClaimed = ZoneFeedMetric(
+        "zonefeed_zones_claimed",
+        "Zones this process held the lock of in its last run (applied, up to date or failed); where processes share a pipeline, each pushes its own (metrics.instance), and a zone one finished may be claimed again by another and found up to date."
+    )
     public static let cloudKitRequests = ZoneFeedMetric(
         "zonefeed_cloudkit_requests_total", "CloudKit Web Services requests, retries included, by HTTP status (none: no response).")
     public static let cloudKitRetries = ZoneFeedMetric("zonefeed_cloudkit_retries_total", "CloudKit requests tried again after a retryable failure.")
@@ -37,7 +41,8 @@ public struct ZoneFeedMetric: Sendable, Hashable {
         "When the person signed in with zonefeed login for the stored web auth token, in Unix seconds; absent for a token not obtained so.")
 
     public static let all: [ZoneFeedMetric] = [
-        lastSuccess, finished, duration, status, exitCode, runID, records, pages, resyncs, zones, cloudKitRequests, cloudKitRetries, misdirectedRetries,
+        lastSuccess, finished, duration, status, exitCode, runID, records, pages, resyncs, zones, zonesClaimed, cloudKitRequests, cloudKitRetries,
+        misdirectedRetries,
         throttleWait, webAuthTokenRotated, webAuthTokenSignedIn,
     ]
 

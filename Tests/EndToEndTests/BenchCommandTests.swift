@@ -11,13 +11,14 @@ import Testing
         let json = zonefeed.directory.appendingPathComponent("bench.json").path
         let output = try await zonefeed.run([
             "bench", "--records", "1200", "--zones", "3", "--parallel-zones", "3", "--wan-records", "3200", "--wan-zones", "8",
-            "--wan-latency", "40", "--public-records", "3000", "--database-url", try await TestDatabase.connectionString(), "--json", json,
+            "--wan-latency", "40", "--public-records", "3000", "--scale-out-records", "6400", "--database-url", try await TestDatabase.connectionString(),
+            "--json", json,
         ])
         #expect(output.status == 0, "\(output.stderr)")
         for phase in [
             "ceiling (COPY, 1 session)", "ceiling (COPY, 3 sessions)", "in-process run", "over HTTP", "over a WAN (40 ms, 8 zones)", "incremental no-op run",
             "public database (40 ms, 1 type)", "run with nothing new", "deletion sweep", "CPU of each run", "records per CPU-second",
-            "MB of JSON per CPU-second",
+            "MB of JSON per CPU-second", "scale-out, 1 process", "scale-out, 4 processes",
         ] {
             #expect(output.stdout.contains(phase), "the table has a line for \(phase): \(output.stdout)")
         }
@@ -41,7 +42,11 @@ import Testing
         #expect((1_800...2_400).contains(notes), "\(notes)")
         #expect(figures["public_bound_rps"] as? Int == 5_000)
         #expect(figures["public_backfill_peak_in_flight"] as? Int ?? 0 > 1, "the backfill's slices were read at once")
+        // The scale-out phase: 64 zones of 100 records, once by one process, once by four.
+        #expect(figures["scaleout_records"] as? Int == 6_400 && figures["scaleout_processes"] as? Int == 4)
+        #expect(figures["scaleout_upserts"] as? Int == 6_400, "nothing was applied twice")
         for key in [
+            "scaleout_one_rps", "scaleout_many_rps", "scaleout_ratio",
             "ceiling_rps", "inprocess_rps", "http_rps", "noop_run_seconds", "inprocess_peak_rss_bytes", "http_peak_rss_bytes",
             "wan_rps", "wan_peak_rss_bytes", "wan_tls_rps", "wan_tls_peak_rss_bytes", "ceiling_bytes_per_row", "ceiling_mb_per_second",
             "public_backfill_rps", "public_backfill_peak_rss_bytes", "public_noop_requests_per_type", "public_sweep_requests_per_100k",

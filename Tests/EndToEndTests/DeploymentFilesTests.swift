@@ -53,6 +53,40 @@ import Yams
         #expect(!named.contains(1) && !named.contains(143), "a failed or evicted run is retried")
     }
 
+    /// The two Jobs that share one pipeline among pods: as many pods at once as in all, the
+    /// same exit codes as the CronJob's failing the Job, and arguments zonefeed takes once
+    /// Kubernetes has put the pod's name or index in (docs/scale-out.md).
+    @Test(arguments: ["job-parallel.yaml", "job-indexed.yaml"])
+    func theScaleOutJobsRunTheirPodsAtOnceAndPassArgumentsZonefeedTakes(_ file: String) async throws {
+        let job = try Self.yaml("docker/kubernetes/\(file)")
+        let cronJob = try Self.yaml("docker/kubernetes/cronjob.yaml")
+        #expect(job["kind"] as? String == "Job" && job["apiVersion"] as? String == "batch/v1")
+        let parallelism = try #require(Self.value(job, "spec.parallelism") as? Int)
+        #expect(parallelism > 1 && Self.value(job, "spec.completions") as? Int == parallelism, "every pod runs at once")
+        #expect(
+            (Self.value(job, "spec.podFailurePolicy.rules") as? [[String: Any]])?.first.map { Self.value($0, "onExitCodes.values") as? [Int] }
+                == (Self.value(cronJob, "spec.jobTemplate.spec.podFailurePolicy.rules") as? [[String: Any]])?.first.map {
+                    Self.value($0, "onExitCodes.values") as? [Int]
+                }, "the codes that need a person fail the Job, as in the CronJob")
+        let container = try #require((Self.value(job, "spec.template.spec.containers") as? [[String: Any]])?.first)
+        let environment = (container["env"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }
+        var arguments = try #require(container["args"] as? [String])
+        for (i, argument) in arguments.enumerated() {
+            for name in environment { arguments[i] = arguments[i].replacingOccurrences(of: "$(\(name))", with: name == "POD_NAME" ? "pod-x" : "2") }
+            #expect(!arguments[i].contains("$("), "every $(VAR) of \(argument) is in the container's env")
+        }
+        if Self.value(job, "spec.completionMode") as? String == "Indexed" {
+            let shard = try #require(arguments.firstIndex(of: "--shard").map { arguments[$0 + 1] })
+            #expect(shard == "2/\(parallelism)", "the shard's count is the Job's")
+        }
+        // The pipeline file is missing here: zonefeed gets past its arguments to say so.
+        arguments[1] = "missing.yml"
+        let zonefeed = try ZonefeedBinary(environment: [:])
+        defer { zonefeed.remove() }
+        let output = try await zonefeed.run(arguments)
+        #expect(output.status == 2 && output.stderr.contains("missing.yml"), "\(output.status) \(output.stderr)")
+    }
+
     @Test func theConfigMapsPipelineValidatesWithTheSecretsVariablesAndKeepsTokensInTheDatabase() async throws {
         let configMap = try Self.yaml("docker/kubernetes/configmap.yaml")
         let secret = try Self.yaml("docker/kubernetes/secret.yaml")

@@ -108,4 +108,27 @@ import Testing
         #expect(unreachable.status == 0, "\(unreachable.stderr)")
         #expect(unreachable.stderr.contains("the Pushgateway at http://127.0.0.1:9 cannot be reached"), "\(unreachable.stderr)")
     }
+
+    /// Two processes of one pipeline, each with its own instance label (a Job's pods, docs/scale-out.md):
+    /// the gateway keeps both groups, each with the zones that process claimed, where one group
+    /// would hold only the process that pushed last (here the second, which had nothing to do).
+    @Test func processesWithTheirOwnInstanceKeepAGroupEachAtThePushgateway() async throws {
+        let gateway = try await TestPushgateway()
+        defer { gateway.stop() }
+        let s = try await CloudKitEndToEndTests.Setup("metricsinstances", fake: FakeSettings(seed: 84, zones: 3, recordsPerZone: 300))
+        defer { s.stop() }
+        let first = try await s.run(["--pushgateway", gateway.url, "--metrics-instance", "pod-a"])
+        let second = try await s.run(["--pushgateway", gateway.url, "--metrics-instance", "pod-b"])
+        #expect(first.status == 0 && second.status == 0, "\(first.stderr) \(second.stderr)")
+        let text = try PrometheusText(parsing: try await gateway.metrics())
+        let a = ["job": "zonefeed", "pipeline": s.p.name, "instance": "pod-a"]
+        let b = ["job": "zonefeed", "pipeline": s.p.name, "instance": "pod-b"]
+        #expect(text.value("zonefeed_zones_claimed", a) == 3, "the first run claimed and applied the three zones")
+        #expect(text.value("zonefeed_zones_total", a.merging(["outcome": "applied"]) { $1 }) == 3)
+        #expect(text.value("zonefeed_zones_claimed", b) == 0, "the second found no zone changed (changes/database), and claimed none")
+        #expect(text.value("zonefeed_zones_total", b.merging(["outcome": "applied"]) { $1 }) == 0)
+        #expect(text.value("zonefeed_run_id", a) != text.value("zonefeed_run_id", b), "each group is its own process's")
+        let empty = try await s.run(["--pushgateway", gateway.url, "--metrics-instance", ""])
+        #expect(empty.status == 2 && empty.stderr.contains("--metrics-instance is empty"), "\(empty.stderr)")
+    }
 }

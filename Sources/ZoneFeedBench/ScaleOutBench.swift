@@ -1,0 +1,146 @@
+import CloudKitModel
+import FakeCloudKit
+import Foundation
+import LibPQ
+import NIOPosix
+import ZoneFeed
+
+/// The scale-out phase of `zonefeed bench`: one pipeline of many zones, `--wan-latency` ms away,
+/// run first by one process, then by several identical ones at once (as a Kubernetes Job with
+/// `parallelism` runs them), which share the zones through PostgreSQL's locks. Each process is
+/// held to a few requests in flight (`maxConcurrentRequests`), as CloudKit's throttling holds a
+/// client: more processes help where one process waits on round trips, not where it is short of
+/// CPU (on this machine's two cores, one process at the default 16 requests already is).
+struct ScaleOutBench: Sendable {
+    let bench: Bench
+    let processes: Int
+    let zones: Int
+    let recordsPerZone: Int
+    let latencyMilliseconds: Int
+    /// Requests each process has in flight.
+    static let requestsInFlight = 2
+
+    struct Report: Sendable {
+        var processes = 0
+        var zones = 0
+        var records = 0
+        var latencyMilliseconds = 0
+        var oneSeconds = 0.0
+        var manySeconds = 0.0
+        var manyPeakRSSBytes = 0
+        /// Upserts summed over the runs of all the processes.
+        var upserts = 0
+
+        var oneRPS: Double { Double(records) / oneSeconds }
+        var manyRPS: Double { Double(records) / manySeconds }
+
+        var lines: [String] {
+            func pad(_ text: String) -> String { text.padding(toLength: 33, withPad: " ", startingAt: 0) }
+            func number(_ value: Double) -> String {
+                let text = Int(value.rounded()).grouped
+                return String(repeating: " ", count: max(0, 9 - text.count)) + text
+            }
+            let setting = "\(zones) zones, \(latencyMilliseconds) ms, \(ScaleOutBench.requestsInFlight) requests in flight a process"
+            return [
+                pad("scale-out, 1 process") + number(oneRPS) + " records/s   \(BenchReport.seconds(oneSeconds))   \(setting)",
+                pad("scale-out, \(processes) processes") + number(manyRPS) + " records/s"
+                    + String(format: "   %.2fx one process", manyRPS / oneRPS) + "   \(BenchReport.seconds(manySeconds))"
+                    + "   peak RSS \(Int((Double(manyPeakRSSBytes) / 1_000_000).rounded()).grouped) MB a process"
+                    + "   \(upserts.grouped) upserts for \(records.grouped) records",
+            ]
+        }
+
+        var json: [String: JSONValue] {
+            func rounded(_ value: Double) -> JSONValue { .double((value * 1000).rounded() / 1000) }
+            return [
+                "scaleout_processes": .int(Int64(processes)),
+                "scaleout_zones": .int(Int64(zones)),
+                "scaleout_records": .int(Int64(records)),
+                "scaleout_latency_ms": .int(Int64(latencyMilliseconds)),
+                "scaleout_requests_in_flight": .int(Int64(ScaleOutBench.requestsInFlight)),
+                "scaleout_one_rps": .int(Int64(oneRPS.rounded())),
+                "scaleout_one_seconds": rounded(oneSeconds),
+                "scaleout_many_rps": .int(Int64(manyRPS.rounded())),
+                "scaleout_many_seconds": rounded(manySeconds),
+                "scaleout_ratio": rounded(manyRPS / oneRPS),
+                "scaleout_many_peak_rss_bytes": .int(Int64(manyPeakRSSBytes)),
+                "scaleout_upserts": .int(Int64(upserts)),
+            ]
+        }
+    }
+
+    func measure() async throws -> Report {
+        try bench.checkNotInterrupted()
+        let settings = FakeSettings(seed: 45, zones: zones, recordsPerZone: recordsPerZone, pageSize: 200, churn: false)
+        let records = zones * recordsPerZone
+        var report = Report(processes: processes, zones: zones, records: records, latencyMilliseconds: latencyMilliseconds)
+        let arguments = [
+            "--zones", "\(zones)", "--records-per-zone", "\(recordsPerZone)", "--seed", "\(settings.seed)", "--page-size", "200", "--no-churn",
+            "--prepare-pages", "--latency", "\(latencyMilliseconds),\(max(1, latencyMilliseconds / 5))",
+        ]
+        bench.progress("scale-out: starting zonefeed fake-server with \(zones) zones, \(latencyMilliseconds) ms away…")
+        try await bench.withFakeServer(name: "scaleout", arguments: arguments, records: records) { server in
+            let pipeline = try bench.writePipeline(
+                "bench-scaleout", schema: "bench_scaleout", defaults: true,
+                source: bench.fakeServerSource(server, name: "scaleout") + "\n    maxConcurrentRequests: \(Self.requestsInFlight)")
+
+            try bench.dropSchema(pipeline)
+            bench.progress("scale-out: one process, \(records.grouped) records in \(zones) zones…")
+            let one = try await NIOThreadPool.singleton.runIfActive {
+                try bench.runPipeline(pipeline, label: "the scale-out phase's one process", logName: "scaleout-one")
+            }
+            try bench.checkLiveRows(pipeline, label: "the scale-out phase's one process", logName: "scaleout-one", expected: records)
+            report.oneSeconds = one.seconds
+
+            try bench.dropSchema(pipeline)
+            bench.progress("scale-out: \(processes) processes at once on the same pipeline…")
+            let many = try await NIOThreadPool.singleton.runIfActive {
+                try bench.runPipelines(pipeline, count: processes, label: "the scale-out phase's processes", logName: "scaleout-many")
+            }
+            try bench.checkLiveRows(pipeline, label: "the scale-out phase's processes", logName: "scaleout-many-0", expected: records)
+            report.manySeconds = many.seconds
+            report.manyPeakRSSBytes = many.peakRSSBytes
+            report.upserts = try bench.upserts(of: pipeline)
+            guard report.upserts == records else {
+                throw Bench.Failure(
+                    "the \(processes) processes upserted \(report.upserts.grouped) records for \(records.grouped): a zone was applied twice, "
+                        + "so the figures mean nothing; their logs are scaleout-many-*.stderr in \(bench.work)")
+            }
+            if !bench.options.keep { try bench.dropSchema(pipeline) }
+        }
+        return report
+    }
+}
+
+extension Bench {
+    /// `count` runs of one pipeline started at once, timed from the first spawn to the last exit;
+    /// the peak RSS is the largest of theirs. Logs in `<logName>-<i>.stdout` and `.stderr`.
+    func runPipelines(_ pipeline: Pipeline, count: Int, label: String, logName: String) throws -> ProcessRun {
+        try checkNotInterrupted()
+        checkpoint()
+        let started = ContinuousClock.now
+        let children = try (0..<count).map { i in
+            try ChildProcess(
+                name: "\(label) (\(i + 1) of \(count))", executable: ChildProcess.currentExecutable,
+                arguments: ["run", pipeline.filePath, "--progress", "never"], environment: environment,
+                stdout: .file(path("\(logName)-\(i).stdout")), stderr: .file(path("\(logName)-\(i).stderr")))
+        }
+        let ends = children.map { $0.wait() }
+        let seconds = (ContinuousClock.now - started).seconds
+        try checkNotInterrupted()
+        for (i, end) in ends.enumerated() where end.status != 0 {
+            throw Failure("\(label): process \(i + 1) exited with status \(end.status)" + stderrTail("\(logName)-\(i)"))
+        }
+        return ProcessRun(
+            seconds: seconds, peakRSSBytes: ends.map(\.peakRSSBytes).max() ?? 0, userSeconds: ends.map(\.userSeconds).reduce(0, +),
+            systemSeconds: ends.map(\.systemSeconds).reduce(0, +))
+    }
+
+    /// Upserts summed over every run of the pipeline (`zonefeed_runs`).
+    func upserts(of pipeline: Pipeline) throws -> Int {
+        let runs = "\(quoteIdentifier((try pipeline.postgresSettings()).schema)).zonefeed_runs"
+        return try Connection.withConnection(conninfo) { c in
+            try c.query("SELECT coalesce(sum(upserts), 0) FROM \(runs) WHERE pipeline = $1", [pipeline.name]).scalar.flatMap { Int($0) } ?? 0
+        }
+    }
+}
