@@ -17,33 +17,64 @@ extension JSONReader {
     /// and the record rejected); no key has an escape (so that names compare by their bytes);
     /// and every number is one PostgreSQL's jsonb takes as it is, short and within its range.
     /// Otherwise the fields are read now, which says what is wrong exactly as before.
-    mutating func plainFieldsObject() -> Range<Int>? {
+    ///
+    /// What the check finds of each field (where its name, object, value and type are) comes
+    /// back with it, so that a destination need not look for them again.
+    mutating func plainFieldsObject() -> (range: Range<Int>, fields: [RawField])? {
         let start = mark()
-        guard peek() == UInt8(ascii: "{") else { return nil }
+        // Offsets are kept as Int32: a response is at most 1 GiB (`maxResponseBytes`).
+        guard bytes.count <= Int(Int32.max), peek() == UInt8(ascii: "{") else { return nil }
         let from = position
-        guard (try? scanPlainFields()) == true else {
+        // Taken out of the page's state while it is filled, so that it is not shared (and copied).
+        var fields: [RawField] = []
+        if let recurring { swap(&fields, &recurring.fieldsRead) }
+        fields.removeAll(keepingCapacity: true)
+        defer { if let recurring { swap(&fields, &recurring.fieldsRead) } }
+        guard (try? scanPlainFields(into: &fields)) == true else {
             reset(to: start)
             return nil
         }
-        return from..<position
+        return (from..<position, Array(fields))
     }
 
-    private mutating func scanPlainFields() throws -> Bool {
+    private mutating func scanPlainFields(into fields: inout [RawField]) throws -> Bool {
         try beginObject()
         while try nextMember(closing: UInt8(ascii: "}"), "the object is not closed", "a comma or a closing brace") {
-            guard try scanPlainKey() != nil else { return false }
+            guard let name = try scanPlainKey() else { return false }
             try expect(UInt8(ascii: ":"), "a colon after the key")
             guard peek() == UInt8(ascii: "{") else { return false }
+            var field = RawField(name: Int32(offset(of: name))..<Int32(offset(of: name) + name.count), objectStart: Int32(position))
             try beginObject()
             while try nextMember(closing: UInt8(ascii: "}"), "the object is not closed", "a comma or a closing brace") {
                 guard let key = try scanPlainKey() else { return false }
                 try expect(UInt8(ascii: ":"), "a colon after the key")
-                if Self.equal(key, "type"), peek() != UInt8(ascii: "\""), peek() != UInt8(ascii: "n") { return false }
+                if Self.equal(key, "type") {
+                    switch peek() {
+                    case UInt8(ascii: "n"):
+                        field.tag = nil
+                        field.tagEscaped = false
+                    case UInt8(ascii: "\""):
+                        let tagStart = position + 1
+                        guard try scanPlainString() else { return false }
+                        let tag = UnsafeBufferPointer(rebasing: bytes[tagStart..<position - 1])
+                        field.tag = Int32(tagStart)..<Int32(position - 1)
+                        field.tagEscaped = tag.contains(UInt8(ascii: "\\"))
+                        continue
+                    default:
+                        return false
+                    }
+                } else if Self.equal(key, "value") {
+                    field.value = Int32(valueStart())
+                }
                 guard try scanPlainValue() else { return false }
             }
+            field.objectEnd = Int32(position)
+            fields.append(field)
         }
         return true
     }
+
+    private func offset(of part: UnsafeBufferPointer<UInt8>) -> Int { bytes.baseAddress!.distance(to: part.baseAddress!) }
 
     private mutating func scanPlainValue() throws -> Bool {
         switch peek() {

@@ -16,6 +16,9 @@ public struct JSONReader {
     public internal(set) var position = 0
     /// The body the bytes belong to, when records read from them may point into it (`RawFields`).
     public let owner: JSONBytes?
+    /// The strings read so far that recur from record to record of a page (types, users,
+    /// devices, zones), when reading a response (`readRecurringString`).
+    let recurring: RecurringStrings?
     /// Nesting depth, bounded so that hostile input cannot exhaust the stack.
     private var depth = 0
     /// How many strings so far were not valid text: bytes that are not UTF-8, or an escape of
@@ -35,12 +38,14 @@ public struct JSONReader {
     public init(_ bytes: UnsafeBufferPointer<UInt8>) {
         self.bytes = bytes
         self.owner = nil
+        self.recurring = nil
     }
 
     /// Reads the bytes of `owner`, which keeps them valid.
     init(_ bytes: UnsafeBufferPointer<UInt8>, owner: JSONBytes) {
         self.bytes = bytes
         self.owner = owner
+        self.recurring = RecurringStrings()
     }
 
     public func failure(_ message: String) -> Failure { Failure(message: message, offset: position) }

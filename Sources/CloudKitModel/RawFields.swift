@@ -8,10 +8,13 @@ public struct RawFields: Sendable {
     public let page: JSONBytes
     /// The object, from its opening brace to past its closing one.
     public let range: Range<Int>
+    /// Each field as the check found it, in the order they came.
+    public let fields: [RawField]
 
-    public init(page: JSONBytes, range: Range<Int>) {
+    init(page: JSONBytes, range: Range<Int>, fields: [RawField]) {
         self.page = page
         self.range = range
+        self.fields = fields
     }
 
     /// A reader at the object's opening brace.
@@ -23,6 +26,28 @@ public struct RawFields: Sendable {
         var problems: [String] = []
         // Cannot fail: the object was checked when it was kept.
         return (try? RecordEntry.readFields(&json, problems: &problems)) ?? [:]
+    }
+}
+
+/// One field of a kept `fields` object: where, in the page, its name is (between its quotes),
+/// its object, its value and its type tag (between its quotes). Offsets as Int32 keep the index
+/// of a record's 20 fields within a cache line or eight.
+public struct RawField: Sendable {
+    public var name: Range<Int32>
+    /// From the field's opening brace.
+    public var objectStart: Int32
+    /// Past the field's closing brace.
+    public var objectEnd: Int32 = 0
+    /// Where the last `value` starts; -1 when there is none.
+    public var value: Int32 = -1
+    /// The last `type`'s text; nil when there is none, or it is null.
+    public var tag: Range<Int32>?
+    /// Whether that text has an escape (so its bytes are not its text).
+    public var tagEscaped = false
+
+    init(name: Range<Int32>, objectStart: Int32) {
+        self.name = name
+        self.objectStart = objectStart
     }
 }
 

@@ -27,12 +27,12 @@ extension RecordEntry {
             let repairs = json.repairedStrings
             switch key {
             case "recordName": recordName = try json.readString()
-            case "recordType": recordType = try json.readString()
+            case "recordType": recordType = try json.readRecurringString()
             case "recordChangeTag": changeTag = try json.readString()
             case "fields":
                 // Kept as JSON when it can be, and when the reader's bytes may be pointed into.
-                if let page = json.owner, let range = json.plainFieldsObject() {
-                    fields = .json(RawFields(page: page, range: range))
+                if let page = json.owner, let kept = json.plainFieldsObject() {
+                    fields = .json(RawFields(page: page, range: kept.range, fields: kept.fields))
                 } else {
                     fields = .values(try Self.readFields(&json, problems: &problems))
                 }
@@ -295,8 +295,8 @@ extension RecordStamp {
                         outOfRange = OutOfRange(what: d.isFinite ? "\(d) ms" : "a number past any range", json: d.isFinite ? .double(d) : .null)
                     }
                 }
-            case "userRecordName": user = try json.readString()
-            case "deviceID": device = try json.readString()
+            case "userRecordName": user = try json.readRecurringString()
+            case "deviceID": device = try json.readRecurringString()
             default: try json.skipValue()
             }
         }
@@ -315,9 +315,9 @@ extension ZoneID {
         while let key = try json.nextKey() {
             if try json.readNullIfPresent() { continue }
             switch key {
-            case "zoneName": zoneName = try json.readString()
-            case "ownerRecordName": owner = try json.readString()
-            case "zoneType": zoneType = try json.readString()
+            case "zoneName": zoneName = try json.readRecurringString()
+            case "ownerRecordName": owner = try json.readRecurringString()
+            case "zoneType": zoneType = try json.readRecurringString()
             default: try json.skipValue()
             }
         }

@@ -14,32 +14,32 @@ extension RowEncoder {
     /// when it was kept (the caller then reads it into the model).
     mutating func appendFields(of raw: RawFields) throws -> String? {
         let page = raw.page.buffer
-        var json = raw.reader()
         for i in fieldSlots.indices { fieldSlots[i].start = -1 }
         unmappedMembers.removeAll(keepingCapacity: true)
         var candidates: [(name: String, valueStart: Int)] = []
-        try json.beginObject()
-        // One pass sorts the fields: a mapped one's object is read at once for its type and
-        // where its value starts, an unmapped one is passed over.
-        while let name = try json.nextKeyBytes() {
-            let memberStart = page.baseAddress!.distance(to: name.baseAddress!) - 1
-            let valueStart = json.valueStart()
+        // The check that kept the fields found each one's name, object, value and type: one
+        // pass over what it found sorts them into columns, without reading the JSON again.
+        for field in raw.fields {
+            let name = UnsafeBufferPointer(rebasing: page[Int(field.name.lowerBound)..<Int(field.name.upperBound)])
             let use = names.value(for: name) ?? learn(name)
             if use >= 0 {
-                fieldSlots[use] = try Self.slot(&json)  // a name given twice: the last one counts
+                // A name given twice: the last one counts.
+                fieldSlots[use] = FieldSlot(
+                    start: Int(field.objectStart), valueAt: Int(field.value),
+                    tag: field.tagEscaped ? .other : FieldTag(field.tag.map { UnsafeBufferPointer(rebasing: page[Int($0.lowerBound)..<Int($0.upperBound)]) }))
                 continue
             }
-            try json.skipValueLoosely()
             if use == Self.unmappedColumnCandidate {
                 // Noted after the pass: of a name given twice, the last value's type counts.
                 let text = String(decoding: name, as: UTF8.self)
                 if let k = candidates.firstIndex(where: { $0.name == text }) {
-                    candidates[k].valueStart = valueStart
+                    candidates[k].valueStart = Int(field.objectStart)
                 } else {
-                    candidates.append((text, valueStart))
+                    candidates.append((text, Int(field.objectStart)))
                 }
             }
-            if keepUnmapped { unmappedMembers.append(memberStart..<json.position) }
+            // The member as it came, from the quote before its name to its closing brace.
+            if keepUnmapped { unmappedMembers.append(Int(field.name.lowerBound) - 1..<Int(field.objectEnd)) }
         }
         for candidate in candidates {
             var field = JSONReader(page, at: candidate.valueStart)
@@ -87,31 +87,6 @@ extension RowEncoder {
         var start = -1
         var valueAt = -1
         var tag = FieldTag.unknown
-    }
-
-    /// Reads a field's `{"value": …, "type": …}` (either order) for where its value starts and
-    /// its type, leaving the reader past it.
-    private static func slot(_ json: inout JSONReader) throws -> FieldSlot {
-        var slot = FieldSlot(start: json.valueStart())
-        var tag: UnsafeBufferPointer<UInt8>?
-        var tagEscaped = false
-        try json.beginObject()
-        while let key = try json.nextKeyBytes() {
-            if JSONReader.equal(key, "type") {
-                if try json.readNullIfPresent() {
-                    tag = nil
-                } else {
-                    (tag, tagEscaped) = try json.readStringToken()
-                }
-            } else if JSONReader.equal(key, "value") {
-                slot.valueAt = json.valueStart()
-                try json.skipValueLoosely()
-            } else {
-                try json.skipValueLoosely()
-            }
-        }
-        slot.tag = tagEscaped ? .other : FieldTag(tag)
-        return slot
     }
 
     /// A mapped field's value into its column.
