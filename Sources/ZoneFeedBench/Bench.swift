@@ -41,7 +41,7 @@ public struct Bench: Sendable {
         /// Processes of the scale-out phase (0 skips it), on `scaleOutZones` zones.
         public var scaleOutProcesses = 0
         public var scaleOutZones = 64
-        public var scaleOutRecordsPerZone = 1_000
+        public var scaleOutRecordsPerZone = 2_000
         /// Keep the bench schemas.
         public var keep: Bool
 

@@ -57,7 +57,7 @@ struct BenchCommand: AsyncParsableCommand {
     var scaleOutProcesses = 4
 
     @Option(name: .customLong("scale-out-records"), help: "How many records the scale-out phase's 64 zones hold in all (64 to 6,400,000).")
-    var scaleOutRecords = 64_000
+    var scaleOutRecords = 128_000
 
     @Option(name: .customLong("database-url"), help: "A PostgreSQL server to use (a libpq URI or key=value string) instead of an embedded one.")
     var databaseURL: String?
