@@ -40,7 +40,9 @@ extension JSONReader {
     private mutating func scanPlainFields(into fields: inout [RawField]) throws -> Bool {
         try beginObject()
         while try nextMember(closing: UInt8(ascii: "}"), "the object is not closed", "a comma or a closing brace") {
-            guard let name = try scanPlainKey() else { return false }
+            // A field's name in ASCII: names are then the same compared as bytes and as Swift
+            // Strings, which take a precomposed é and e with a combining accent for one name.
+            guard let name = try scanPlainKey(), Self.isASCII(name) else { return false }
             try expect(UInt8(ascii: ":"), "a colon after the key")
             guard peek() == UInt8(ascii: "{") else { return false }
             var field = RawField(name: Int32(offset(of: name))..<Int32(offset(of: name) + name.count), objectStart: Int32(position))
@@ -271,6 +273,75 @@ extension JSONReader {
         return UnsafeBufferPointer(rebasing: bytes[start..<position])
     }
 
+    /// Whether the value ahead, written into jsonb as it came, is the JSON the model would write
+    /// for it: every key in ASCII (the model's dictionaries take Unicode-equivalent keys for
+    /// one), every integer within Int64, every other number of 15 significant digits at most and
+    /// between 1e-300 and 1e300 (a Double then gives back the same decimal number). Reads past the
+    /// value; false for anything else, which the model then writes.
+    public mutating func keepsItsMeaningThroughTheModel() throws -> Bool {
+        switch peek() {
+        case UInt8(ascii: "{"):
+            try beginObject()
+            while let key = try nextKeyBytes() {
+                guard Self.isASCII(key), try keepsItsMeaningThroughTheModel() else { return false }
+            }
+            return true
+        case UInt8(ascii: "["):
+            try beginArray()
+            while try nextElement() {
+                guard try keepsItsMeaningThroughTheModel() else { return false }
+            }
+            return true
+        case UInt8(ascii: "-"), (UInt8(ascii: "0")...UInt8(ascii: "9"))?:
+            return numberKeepsItsMeaningThroughADouble(try scanNumber().range)
+        default:
+            try skipValue()
+            return true
+        }
+    }
+
+    private func numberKeepsItsMeaningThroughADouble(_ range: Range<Int>) -> Bool {
+        var digits = 0  // significant: from the first that is not 0
+        var leadingPlaces = 0  // of the integer part, from the first significant digit
+        var zerosAfterPoint = 0  // before the first significant digit
+        var inFraction = false
+        var exponent = 0
+        var exponentSign = 1
+        var i = range.lowerBound
+        var isInteger = true
+        while i < range.upperBound {
+            let b = bytes[i]
+            switch b {
+            case UInt8(ascii: "-"):
+                break  // the number's sign; the exponent's is read below
+            case UInt8(ascii: "."):
+                inFraction = true
+                isInteger = false
+            case UInt8(ascii: "e"), UInt8(ascii: "E"):
+                isInteger = false
+                i += 1
+                while i < range.upperBound {
+                    if bytes[i] == UInt8(ascii: "-") { exponentSign = -1 }
+                    if bytes[i] &- UInt8(ascii: "0") < 10 { exponent = min(exponent * 10 + Int(bytes[i] - UInt8(ascii: "0")), 100_000) }
+                    i += 1
+                }
+                continue
+            default:
+                if digits == 0 && b == UInt8(ascii: "0") {
+                    if inFraction { zerosAfterPoint += 1 }
+                } else {
+                    digits += 1
+                    if !inFraction { leadingPlaces += 1 }
+                }
+            }
+            i += 1
+        }
+        if isInteger { return digits <= 18 }
+        guard digits > 0 else { return true }  // a zero
+        let magnitude = (leadingPlaces > 0 ? leadingPlaces - 1 : -(zerosAfterPoint + 1)) + exponentSign * exponent
+        return digits <= 15 && (-300...300).contains(magnitude)
+    }
+
     /// A fresh reader over the same bytes, at `position` (a value's start this one found).
     public func reader(at position: Int) -> JSONReader { JSONReader(bytes, at: position) }
 
@@ -281,49 +352,5 @@ extension JSONReader {
     public mutating func valueStart() -> Int {
         _ = peek()
         return position
-    }
-}
-
-/// UTF-8 as RFC 3629 defines it: no overlong forms, no surrogates, nothing past U+10FFFF. The
-/// same text `String(validating:as:)` accepts, without the generic metadata it looks up on every
-/// call (measured at 4% of a run, see `JSONReader.text`).
-enum UTF8Check {
-    static func isValid(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-        var i = 0
-        let n = bytes.count
-        while i < n {
-            let b0 = bytes[i]
-            if b0 < 0x80 {
-                i += 1
-                continue
-            }
-            let length: Int
-            var low: UInt8 = 0x80
-            var high: UInt8 = 0xBF
-            switch b0 {
-            case 0xC2...0xDF: length = 2
-            case 0xE0:
-                length = 3
-                low = 0xA0
-            case 0xE1...0xEC, 0xEE...0xEF: length = 3
-            case 0xED:
-                length = 3
-                high = 0x9F
-            case 0xF0:
-                length = 4
-                low = 0x90
-            case 0xF1...0xF3: length = 4
-            case 0xF4:
-                length = 4
-                high = 0x8F
-            default: return false
-            }
-            guard i + length <= n else { return false }
-            let b1 = bytes[i + 1]
-            guard b1 >= low, b1 <= high else { return false }
-            for k in 2..<max(2, length) where bytes[i + k] & 0xC0 != 0x80 { return false }
-            i += length
-        }
-        return true
     }
 }

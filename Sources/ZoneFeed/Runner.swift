@@ -208,6 +208,8 @@ public struct Runner: Sendable {
             // Pending zones include those a crashed run left unfinished.
             zones = try await destination.pendingZones()
         }
+        // A zone no table can hold is reported by the share it belongs to, not by every one.
+        if let shard = configuration.shard { refused = refused.filter { shard.holds($0.zoneID) } }
         for zone in refused {
             logger.error("zone not exported", metadata: ["zone": "\(zone.zoneID.zoneName)", "error": "\(zone.reason)"])
             summary.zonesFailed.append((zone.zoneID, zone.reason))
@@ -297,6 +299,7 @@ public struct Runner: Sendable {
             await events(.zoneClaimedElsewhere(zone))
             return
         }
+        summary.zonesClaimed += 1
         var zoneTotal = BatchOutcome()
         var zoneError: (any Error)?
         do {

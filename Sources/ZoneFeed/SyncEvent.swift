@@ -32,6 +32,8 @@ public struct RunSummary: Sendable {
     public var zonesApplied: [ZoneID] = []
     public var zonesUpToDate: [ZoneID] = []
     public var zonesClaimedElsewhere: [ZoneID] = []
+    /// Zones whose lock this run took (`zonefeed_zones_claimed`).
+    public var zonesClaimed = 0
     public var zonesFailed: [(ZoneID, String)] = []
     public var zonesDeleted: [ZoneDeletion] = []
     public var seconds: Double = 0
@@ -53,6 +55,7 @@ public struct RunSummary: Sendable {
         zonesApplied += part.zonesApplied
         zonesUpToDate += part.zonesUpToDate
         zonesClaimedElsewhere += part.zonesClaimedElsewhere
+        zonesClaimed += part.zonesClaimed
         zonesFailed += part.zonesFailed
         zonesDeleted += part.zonesDeleted
     }

@@ -49,7 +49,7 @@ public final class RunMetrics: Sendable {
             zones["applied"]?.increment(by: summary.zonesApplied.count)
             zones["up_to_date"]?.increment(by: summary.zonesUpToDate.count)
             zones["failed"]?.increment(by: summary.zonesFailed.count)
-            zonesClaimed.record(summary.zonesApplied.count + summary.zonesUpToDate.count + summary.zonesFailed.count)
+            zonesClaimed.record(summary.zonesClaimed)
         case .willFetchChanges, .fetchedDatabaseChanges, .willFetchRecordZoneChanges, .didFetchRecordZoneChanges, .stateUpdate:
             break
         }

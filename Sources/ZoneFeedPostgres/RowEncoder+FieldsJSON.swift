@@ -13,10 +13,15 @@ extension RowEncoder {
     /// The fields of one row, straight from their JSON; throws only for JSON that was not checked
     /// when it was kept (the caller then reads it into the model).
     mutating func appendFields(of raw: RawFields) throws -> String? {
-        let page = raw.page.buffer
+        try withExtendedLifetime(raw.page) { try appendFields(of: raw, in: raw.page.buffer) }
+    }
+
+    /// `appendFields(of:)`, with the page's bytes kept alive by the caller.
+    private mutating func appendFields(of raw: RawFields, in page: UnsafeBufferPointer<UInt8>) throws -> String? {
         for i in fieldSlots.indices { fieldSlots[i].start = -1 }
         unmappedMembers.removeAll(keepingCapacity: true)
-        var candidates: [(name: String, valueStart: Int)] = []
+        // Fields evolution would give a column, by name: where each one's (last) object starts.
+        var candidates: [String: Int] = [:]
         // The check that kept the fields found each one's name, object, value and type: one
         // pass over what it found sorts them into columns, without reading the JSON again.
         for field in raw.fields {
@@ -30,20 +35,15 @@ extension RowEncoder {
                 continue
             }
             if use == Self.unmappedColumnCandidate {
-                // Noted after the pass: of a name given twice, the last value's type counts.
-                let text = String(decoding: name, as: UTF8.self)
-                if let k = candidates.firstIndex(where: { $0.name == text }) {
-                    candidates[k].valueStart = Int(field.objectStart)
-                } else {
-                    candidates.append((text, Int(field.objectStart)))
-                }
+                // Noted after the pass: of a name given twice, the last object's type counts.
+                candidates[String(decoding: name, as: UTF8.self)] = Int(field.objectStart)
             }
             // The member as it came, from the quote before its name to its closing brace.
             if keepUnmapped { unmappedMembers.append(Int(field.name.lowerBound) - 1..<Int(field.objectEnd)) }
         }
-        for candidate in candidates {
-            var field = JSONReader(page, at: candidate.valueStart)
-            noteIfNew(candidate.name, typeTag: (try? FieldValue(reading: &field).typeTag) ?? "UNKNOWN")
+        for (name, objectStart) in candidates {
+            var field = JSONReader(page, at: objectStart)
+            noteIfNew(name, typeTag: (try? FieldValue(reading: &field).typeTag) ?? "UNKNOWN")
         }
         for (i, field) in mapping.fields.enumerated() {
             guard fieldSlots[i].start >= 0 else {
@@ -136,10 +136,12 @@ extension RowEncoder {
             guard case .int(let i)? = try Self.number(&json), i == 0 || i == 1 else { return false }
             buffer.append(boolean: i == 1)
         case (.jsonb, .asset), (.jsonb, .location):
-            // The object as it came; the model would write the same members, its numbers as
-            // Swift prints them (1E2 as 100.0), which jsonb takes as the same number.
+            // The object as it came, when the model would write the same JSON but for the form
+            // of its numbers (1E2 as 100.0, the same number to jsonb); otherwise the model's.
             guard json.peek() == UInt8(ascii: "{") else { return false }
-            appendJSONB(try json.readValueBytes())
+            let start = json.valueStart()
+            guard try json.keepsItsMeaningThroughTheModel() else { return false }
+            appendJSONB(json.bytes(in: start..<json.position))
         case (.jsonb, .string):
             guard json.peek() == UInt8(ascii: "\"") else { return false }
             appendJSONB(try json.readValueBytes())
@@ -308,59 +310,5 @@ extension RowEncoder {
             }
         }
         return name
-    }
-}
-
-/// A field's CloudKit type, read from its bytes: the ones written straight from JSON, and the
-/// rest.
-enum FieldTag {
-    case string, int64, double, timestamp, bytes, encryptedBytes, reference, asset, location
-    case stringList, int64List, doubleList, timestampList, bytesList, encryptedBytesList, referenceList
-    case unknown
-    case other
-
-    init(_ bytes: UnsafeBufferPointer<UInt8>?) {
-        guard let b = bytes else {
-            self = .unknown
-            return
-        }
-        // By length first: one comparison, two at most, instead of one per tag.
-        func `is`(_ name: StaticString) -> Bool { JSONReader.equal(b, name) }
-        switch b.count {
-        case 5: self = `is`("INT64") ? .int64 : `is`("BYTES") ? .bytes : `is`("ASSET") ? .asset : .other
-        case 6: self = `is`("STRING") ? .string : `is`("DOUBLE") ? .double : .other
-        case 7: self = `is`("ASSETID") ? .asset : .other
-        case 8: self = `is`("LOCATION") ? .location : .other
-        case 9: self = `is`("TIMESTAMP") ? .timestamp : `is`("REFERENCE") ? .reference : .other
-        case 10: self = `is`("INT64_LIST") ? .int64List : `is`("BYTES_LIST") ? .bytesList : .other
-        case 11: self = `is`("STRING_LIST") ? .stringList : `is`("DOUBLE_LIST") ? .doubleList : .other
-        case 14: self = `is`("TIMESTAMP_LIST") ? .timestampList : `is`("REFERENCE_LIST") ? .referenceList : .other
-        case 15: self = `is`("ENCRYPTED_BYTES") ? .encryptedBytes : .other
-        case 20: self = `is`("ENCRYPTED_BYTES_LIST") ? .encryptedBytesList : .other
-        default: self = .other
-        }
-    }
-
-    /// The tag as the model spells it (`FieldValue.typeTag`), for the types a column made by
-    /// evolution can be made for; nil for the others, which the model then checks.
-    var name: String? {
-        switch self {
-        case .string: return "STRING"
-        case .int64: return "INT64"
-        case .double: return "DOUBLE"
-        case .timestamp: return "TIMESTAMP"
-        case .bytes: return "BYTES"
-        case .encryptedBytes: return "ENCRYPTED_BYTES"
-        case .reference: return "REFERENCE"
-        case .location: return "LOCATION"
-        case .stringList: return "STRING_LIST"
-        case .int64List: return "INT64_LIST"
-        case .doubleList: return "DOUBLE_LIST"
-        case .timestampList: return "TIMESTAMP_LIST"
-        case .bytesList: return "BYTES_LIST"
-        case .encryptedBytesList: return "ENCRYPTED_BYTES_LIST"
-        case .referenceList: return "REFERENCE_LIST"
-        case .asset, .unknown, .other: return nil
-        }
     }
 }

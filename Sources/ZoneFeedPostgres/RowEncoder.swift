@@ -138,14 +138,18 @@ public struct RowEncoder {
             return appendFields(values)
         case .json(let raw):
             let fieldsStart = buffer.bytes.count
-            let noted = newFields.count
+            let (noted, fromTheModel) = (newFields.count, valuesFromTheModel)
             do {
                 return try appendFields(of: raw)
             } catch {
                 // Cannot happen to JSON checked when it was kept; if it did, the fields are
-                // read into the model, which says what is wrong with them.
+                // read into the model, which says what is wrong with them, from where the
+                // attempt began.
                 buffer.bytes.removeSubrange(fieldsStart...)
+                // A name is noted in both at once (`noteIfNew`): those of the attempt go.
+                for field in newFields[noted...] { newFieldNames.remove(field.name) }
                 newFields.removeSubrange(noted...)
+                valuesFromTheModel = fromTheModel
                 return appendFields(raw.values)
             }
         }

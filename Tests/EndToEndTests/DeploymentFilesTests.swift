@@ -72,13 +72,15 @@ import Yams
         let environment = (container["env"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }
         var arguments = try #require(container["args"] as? [String])
         for (i, argument) in arguments.enumerated() {
-            for name in environment { arguments[i] = arguments[i].replacingOccurrences(of: "$(\(name))", with: name == "POD_NAME" ? "pod-x" : "2") }
+            for name in environment { arguments[i] = arguments[i].replacingOccurrences(of: "$(\(name))", with: "2") }
             #expect(!arguments[i].contains("$("), "every $(VAR) of \(argument) is in the container's env")
         }
-        if Self.value(job, "spec.completionMode") as? String == "Indexed" {
-            let shard = try #require(arguments.firstIndex(of: "--shard").map { arguments[$0 + 1] })
+        #expect(Self.value(job, "spec.completionMode") as? String == "Indexed", "each pod has an index, which names its metrics group")
+        #expect(arguments.firstIndex(of: "--metrics-instance").map { arguments[$0 + 1].hasSuffix("2") } == true, "the group is the index's")
+        if let shard = arguments.firstIndex(of: "--shard").map({ arguments[$0 + 1] }) {
             #expect(shard == "2/\(parallelism)", "the shard's count is the Job's")
         }
+        #expect((file == "job-indexed.yaml") == arguments.contains("--shard"), "only the indexed recipe splits the zones by index")
         // The pipeline file is missing here: zonefeed gets past its arguments to say so.
         arguments[1] = "missing.yml"
         let zonefeed = try ZonefeedBinary(environment: [:])

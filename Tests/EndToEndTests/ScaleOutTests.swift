@@ -121,6 +121,11 @@ import ZoneFeed
         #expect(ZoneShard("0/1") != nil)
         let zone = ZoneID(zoneName: "Zone01")
         #expect((0..<4).filter { ZoneShard(index: $0, count: 4)!.holds(zone) }.count == 1, "a zone is in exactly one share")
+        // The split is FNV-1a of "owner/zoneName" modulo the count, worked out here by hand (in
+        // Python): it must not move between versions, or a Job's pods of two versions would
+        // take the same zones.
+        let shares = (1...16).map { i in (0..<4).first { ZoneShard(index: $0, count: 4)!.holds(ZoneID(zoneName: String(format: "Zone%02d", i))) } }
+        #expect(shares == [3, 2, 1, 0, 3, 2, 1, 0, 3, 1, 2, 3, 0, 1, 2, 3])
         let z = try ZonefeedBinary(environment: [:])
         defer { z.remove() }
         let output = try await z.run(["run", "no-such.yml", "--shard", "4/4"])
