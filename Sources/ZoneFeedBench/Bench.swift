@@ -366,20 +366,39 @@ public struct Bench: Sendable {
     /// `zonefeed run FILE --progress never` as a child, timed from spawn to exit; its stdout
     /// and stderr go to `<logName>.stdout` and `.stderr` in the work folder.
     func runPipeline(_ pipeline: Pipeline, label: String, logName: String) throws -> ProcessRun {
+        try runPipelines(pipeline, count: 1, label: label, logName: { _ in logName })
+    }
+
+    /// `count` runs of one pipeline started at once, timed from the first spawn to the last exit;
+    /// the peak RSS is the largest of theirs, the CPU their sum. Logs in `<logName(i)>.stdout` and
+    /// `.stderr`.
+    func runPipelines(_ pipeline: Pipeline, count: Int, label: String, logName: (Int) -> String) throws -> ProcessRun {
         try checkNotInterrupted()
         checkpoint()
         let started = ContinuousClock.now
-        let child = try ChildProcess(
-            name: label, executable: ChildProcess.currentExecutable,
-            arguments: ["run", pipeline.filePath, "--progress", "never"],
-            environment: environment, stdout: .file(path(logName + ".stdout")), stderr: .file(path(logName + ".stderr")))
-        let end = child.wait()
+        let children = try (0..<count).map { i in
+            try ChildProcess(
+                name: count == 1 ? label : "\(label) (\(i + 1) of \(count))", executable: ChildProcess.currentExecutable,
+                arguments: ["run", pipeline.filePath, "--progress", "never"], environment: environment,
+                stdout: .file(path(logName(i) + ".stdout")), stderr: .file(path(logName(i) + ".stderr")))
+        }
+        let ends = children.map { $0.wait() }
         let seconds = (ContinuousClock.now - started).seconds
         try checkNotInterrupted()
-        guard end.status == 0 else {
-            throw Failure("\(label) exited with status \(end.status)" + stderrTail(logName))
+        for (i, end) in ends.enumerated() where end.status != 0 {
+            throw Failure("\(label)\(count == 1 ? "" : " (process \(i + 1))") exited with status \(end.status)" + stderrTail(logName(i)))
         }
-        return ProcessRun(seconds: seconds, peakRSSBytes: end.peakRSSBytes, userSeconds: end.userSeconds, systemSeconds: end.systemSeconds)
+        return ProcessRun(
+            seconds: seconds, peakRSSBytes: ends.map(\.peakRSSBytes).max() ?? 0, userSeconds: ends.map(\.userSeconds).reduce(0, +),
+            systemSeconds: ends.map(\.systemSeconds).reduce(0, +))
+    }
+
+    /// Upserts summed over every run of the pipeline (`zonefeed_runs`).
+    func upserts(of pipeline: Pipeline) throws -> Int {
+        let runs = "\(quoteIdentifier((try pipeline.postgresSettings()).schema)).zonefeed_runs"
+        return try Connection.withConnection(conninfo) { c in
+            try c.query("SELECT coalesce(sum(upserts), 0) FROM \(runs) WHERE pipeline = $1", [pipeline.name]).scalar.flatMap { Int($0) } ?? 0
+        }
     }
 
     /// A run that lost or duplicated rows is not worth timing.
@@ -398,10 +417,7 @@ public struct Bench: Sendable {
     /// Every token was current, so the no-op runs must have applied nothing: the runs of the
     /// pipeline upserted the records once in all.
     func checkNothingReapplied(_ pipeline: Pipeline) throws {
-        let runs = "\(quoteIdentifier((try pipeline.postgresSettings()).schema)).zonefeed_runs"
-        let upserts = try Connection.withConnection(conninfo) { c in
-            try c.query("SELECT coalesce(sum(upserts), 0) FROM \(runs) WHERE pipeline = $1", [pipeline.name]).scalar.flatMap { Int($0) } ?? 0
-        }
+        let upserts = try upserts(of: pipeline)
         guard upserts == records else {
             throw Failure(
                 "the no-op runs applied records again (\(upserts.grouped) upserts in all, \(records.grouped) expected), so they were no no-op; their logs are noop-run-*.stderr in \(work)"

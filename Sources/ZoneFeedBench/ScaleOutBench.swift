@@ -1,7 +1,6 @@
 import CloudKitModel
 import FakeCloudKit
 import Foundation
-import LibPQ
 import NIOPosix
 import ZoneFeed
 
@@ -95,7 +94,7 @@ struct ScaleOutBench: Sendable {
             try bench.dropSchema(pipeline)
             bench.progress("scale-out: \(processes) processes at once on the same pipeline…")
             let many = try await NIOThreadPool.singleton.runIfActive {
-                try bench.runPipelines(pipeline, count: processes, label: "the scale-out phase's processes", logName: "scaleout-many")
+                try bench.runPipelines(pipeline, count: processes, label: "the scale-out phase's processes", logName: { "scaleout-many-\($0)" })
             }
             try bench.checkLiveRows(pipeline, label: "the scale-out phase's processes", logName: "scaleout-many-0", expected: records)
             report.manySeconds = many.seconds
@@ -109,38 +108,5 @@ struct ScaleOutBench: Sendable {
             if !bench.options.keep { try bench.dropSchema(pipeline) }
         }
         return report
-    }
-}
-
-extension Bench {
-    /// `count` runs of one pipeline started at once, timed from the first spawn to the last exit;
-    /// the peak RSS is the largest of theirs. Logs in `<logName>-<i>.stdout` and `.stderr`.
-    func runPipelines(_ pipeline: Pipeline, count: Int, label: String, logName: String) throws -> ProcessRun {
-        try checkNotInterrupted()
-        checkpoint()
-        let started = ContinuousClock.now
-        let children = try (0..<count).map { i in
-            try ChildProcess(
-                name: "\(label) (\(i + 1) of \(count))", executable: ChildProcess.currentExecutable,
-                arguments: ["run", pipeline.filePath, "--progress", "never"], environment: environment,
-                stdout: .file(path("\(logName)-\(i).stdout")), stderr: .file(path("\(logName)-\(i).stderr")))
-        }
-        let ends = children.map { $0.wait() }
-        let seconds = (ContinuousClock.now - started).seconds
-        try checkNotInterrupted()
-        for (i, end) in ends.enumerated() where end.status != 0 {
-            throw Failure("\(label): process \(i + 1) exited with status \(end.status)" + stderrTail("\(logName)-\(i)"))
-        }
-        return ProcessRun(
-            seconds: seconds, peakRSSBytes: ends.map(\.peakRSSBytes).max() ?? 0, userSeconds: ends.map(\.userSeconds).reduce(0, +),
-            systemSeconds: ends.map(\.systemSeconds).reduce(0, +))
-    }
-
-    /// Upserts summed over every run of the pipeline (`zonefeed_runs`).
-    func upserts(of pipeline: Pipeline) throws -> Int {
-        let runs = "\(quoteIdentifier((try pipeline.postgresSettings()).schema)).zonefeed_runs"
-        return try Connection.withConnection(conninfo) { c in
-            try c.query("SELECT coalesce(sum(upserts), 0) FROM \(runs) WHERE pipeline = $1", [pipeline.name]).scalar.flatMap { Int($0) } ?? 0
-        }
     }
 }

@@ -93,7 +93,7 @@ struct RunCommand: AsyncParsableCommand {
         if let metricsFile { settings.file = metricsFile }
         if let metricsInstance {
             guard !metricsInstance.isEmpty else {
-                FileHandle.standardError.write(Data("zonefeed: --metrics-instance is empty\n".utf8))
+                FileHandle.standardError.write(Data("zonefeed: --metrics-instance is empty: give this process's name, such as shard-0\n".utf8))
                 throw Exit.usage
             }
             settings.instance = metricsInstance

@@ -94,7 +94,8 @@ extension RowEncoder {
         from page: UnsafeBufferPointer<UInt8>, _ slot: FieldSlot, _ field: PostgresFieldMapping
     ) throws -> String? {
         let fieldStart = buffer.bytes.count
-        if slot.valueAt >= 0, field.cloudKitType.map({ $0 == slot.tag.name }) ?? true {
+        // A column made by evolution takes only its type; the model says why another does not fit.
+        if slot.valueAt >= 0, slot.tag != .other, field.cloudKitType.map({ $0 == slot.tag.rawValue }) ?? true {
             var value = JSONReader(page, at: slot.valueAt)
             if try appendPlain(&value, slot.tag, as: field.type) {
                 return nil
@@ -135,7 +136,7 @@ extension RowEncoder {
         case (.boolean, .int64):
             guard case .int(let i)? = try Self.number(&json), i == 0 || i == 1 else { return false }
             buffer.append(boolean: i == 1)
-        case (.jsonb, .asset), (.jsonb, .location):
+        case (.jsonb, .assetID), (.jsonb, .asset), (.jsonb, .location):
             // The object as it came, when the model would write the same JSON but for the form
             // of its numbers (1E2 as 100.0, the same number to jsonb); otherwise the model's.
             guard json.peek() == UInt8(ascii: "{") else { return false }
