@@ -40,6 +40,20 @@ struct WebAuthTokenFile: WebAuthTokenVault {
         var signedInAt: Date?
         var rotatedAt: Date?
         var usedAt: Date?
+
+        /// A `key=value` line after the first.
+        mutating func take(key: String, value: String) {
+            switch key {
+            case "earlier": if !value.isEmpty { tokens.append(value) }
+            case "configured-token-sha256": configuredFingerprint = value
+            case "requests": oneAtATime = value == "one-at-a-time"
+            case "user": userRecordName = WebAuthTokenFile.userRecordName(value)
+            case "signed-in-at": signedInAt = WebAuthTokenFile.date(value)
+            case "rotated-at": rotatedAt = WebAuthTokenFile.date(value)
+            case "used-at": usedAt = WebAuthTokenFile.date(value)
+            default: break  // written by a newer version; ignored
+            }
+        }
     }
 
     let path: String
@@ -60,11 +74,17 @@ struct WebAuthTokenFile: WebAuthTokenVault {
         } catch {
             throw WebAuthTokenFileError(.read, path: path, problem: error.problem)
         }
-        if let text, let long = text.split(whereSeparator: \.isNewline).first(where: { $0.utf8.count > Self.maxTokenBytes }) {
+        if let text, let long = Self.longestLine(of: text), long > Self.maxTokenBytes {
             throw WebAuthTokenFileError(
-                .read, path: path, problem: "it holds a line of \(long.utf8.count) bytes, and a web auth token is a few hundred; it is not a token file")
+                .read, path: path, problem: "it holds a line of \(long) bytes, and a web auth token is a few hundred; it is not a token file")
         }
         return text
+    }
+
+    /// The bytes of the text's longest line.
+    static func longestLine(of text: String) -> Int? {
+        if let ascii = ASCIILines(text) { return ascii.lines.map(\.count).max() }
+        return text.split(whereSeparator: \.isNewline).map(\.utf8.count).max()
     }
 
     /// What the file holds; nil when it does not exist or holds no token.
@@ -74,6 +94,29 @@ struct WebAuthTokenFile: WebAuthTokenVault {
 
     /// The tokens a saved text holds; nil when it holds none.
     static func contents(of text: String) -> Contents? {
+        guard let ascii = ASCIILines(text) else { return contentsOfAnyText(text) }
+        // Every file zonefeed writes: read from its bytes. Foundation's trimming bridged each
+        // line to UTF-16, and the file is read again at every rotation of the token (every
+        // answer): 6% of a run's CPU over loopback HTTP in a perf profile (docs/performance.md).
+        var contents = Contents()
+        for (index, line) in ascii.lines.enumerated() {
+            let trimmed = ASCIILines.trimming(line, ASCIILines.isWhitespaceOrNewline)
+            if index == 0 {
+                if !trimmed.isEmpty { contents.tokens.append(ASCIILines.string(trimmed)) }
+                continue
+            }
+            guard let equals = trimmed.firstIndex(of: UInt8(ascii: "=")) else { continue }
+            let key = ASCIILines.string(ASCIILines.trimming(trimmed[..<equals], ASCIILines.isWhitespace))
+            let value = ASCIILines.string(ASCIILines.trimming(trimmed[(equals + 1)...], ASCIILines.isWhitespace))
+            contents.take(key: key, value: value)
+        }
+        return contents.tokens.isEmpty ? nil : contents
+    }
+
+    /// `contents(of:)` for any text, read by Characters and Foundation's character sets: the
+    /// way for text that is not all ASCII, and the oracle the ASCII way is held against
+    /// (FuzzTokenFile, WebAuthTokenStoreTests).
+    static func contentsOfAnyText(_ text: String) -> Contents? {
         var contents = Contents()
         // Lines may end with CRLF (a file edited on Windows, or pasted): the CR is not the token's.
         for (index, raw) in text.split(whereSeparator: \.isNewline).enumerated() {
@@ -91,16 +134,7 @@ struct WebAuthTokenFile: WebAuthTokenVault {
             // they are not on the first line (a token sent with them is refused).
             let key = String(scalars[..<equals]).trimmingCharacters(in: .whitespaces)
             let value = String(scalars[scalars.index(after: equals)...]).trimmingCharacters(in: .whitespaces)
-            switch key {
-            case "earlier": if !value.isEmpty { contents.tokens.append(value) }
-            case "configured-token-sha256": contents.configuredFingerprint = value
-            case "requests": contents.oneAtATime = value == "one-at-a-time"
-            case "user": contents.userRecordName = Self.userRecordName(value)
-            case "signed-in-at": contents.signedInAt = Self.date(value)
-            case "rotated-at": contents.rotatedAt = Self.date(value)
-            case "used-at": contents.usedAt = Self.date(value)
-            default: continue  // written by a newer version; ignored
-            }
+            contents.take(key: key, value: value)
         }
         return contents.tokens.isEmpty ? nil : contents
     }

@@ -331,6 +331,16 @@ import Testing
         #expect(store.current == "older-token")
     }
 
+    @Test(arguments: [
+        "saved-token\nearlier = older-token \nrequests= one-at-a-time\n",
+        "\r\n\n  first \t\r\nearlier=a\r\n\u{0B}earlier\t=\tb\u{0C}\n \n=\nuser=_u\nrotated-at=1700000000\n",
+        " \t \nearlier=x\n", "only\u{0B}earlier=y", "t\nearlier==z=\n\u{1}earlier=c\u{1}\nearlier=\n", "t\n\rEARLIER=q\nused-at= 12 \n",
+    ])
+    func anASCIIFileIsReadFromItsBytesAsCharactersWouldReadIt(_ text: String) {
+        #expect(WebAuthTokenFile.contents(of: text) == WebAuthTokenFile.contentsOfAnyText(text))
+        #expect(WebAuthTokenFile.longestLine(of: text) == text.split(whereSeparator: \.isNewline).map(\.utf8.count).max())
+    }
+
     @Test func aTokenFileWrittenByHandWithSpacesAroundItsEqualsSignsIsRead() {
         let contents = WebAuthTokenFile.contents(of: "saved-token\nearlier = older-token \nrequests= one-at-a-time\n")
         #expect(contents?.tokens == ["saved-token", "older-token"], "a token is sent without the spaces around it")

@@ -7,9 +7,15 @@ import Foundation
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzTokenFile(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     // The file is read as UTF-8 (`String(contentsOfFile:encoding:)`); other bytes never get here.
-    guard let text = String(bytes: UnsafeBufferPointer(start: start, count: count), encoding: .utf8),
-        let contents = WebAuthTokenFile.contents(of: text)
-    else { return 0 }
+    guard let text = String(bytes: UnsafeBufferPointer(start: start, count: count), encoding: .utf8) else { return 0 }
+    // An ASCII file is read from its bytes: it must read as Characters and Foundation read it.
+    guard WebAuthTokenFile.contents(of: text) == WebAuthTokenFile.contentsOfAnyText(text) else {
+        fatalError("the token file reads differently from its bytes and as Characters: \(text.debugDescription)")
+    }
+    guard WebAuthTokenFile.longestLine(of: text) == text.split(whereSeparator: \.isNewline).map(\.utf8.count).max() else {
+        fatalError("the token file's longest line is measured differently from its bytes: \(text.debugDescription)")
+    }
+    guard let contents = WebAuthTokenFile.contents(of: text) else { return 0 }
     // A request carries a token as it was read: one with a line break or spaces around it is refused.
     for token in contents.tokens
     where token.isEmpty || token.contains(where: \.isNewline) || token.first!.isWhitespace || token.last!.isWhitespace {
