@@ -53,7 +53,7 @@ extension CloudKitClient {
         defer { connections.giveBack(lease) }
         // AsyncHTTPClient gets no logger: its trace lines could show the request, tokens and all.
         let task = lease.client.execute(request: request, delegate: collector, deadline: .now() + configuration.timeout.timeAmount)
-        let answer: Result<Data, any Error>
+        let answer: Result<JSONBytes, any Error>
         do {
             answer = .success(
                 try await withTaskCancellationHandler {
@@ -75,10 +75,10 @@ extension CloudKitClient {
         }
         if head != nil, sentToken != nil { tokens.used() }
 
-        let bytes: Data
+        let body: JSONBytes
         switch answer {
-        case .success(let data):
-            bytes = data
+        case .success(let gathered):
+            body = gathered
         case .failure(let error as ResponseCollector.TooLarge):
             throw fault(
                 .responseTooLarge, error.announced.map { "the server announced \($0) bytes" } ?? "the body passed \(limit) bytes", head?.status)
@@ -97,10 +97,10 @@ extension CloudKitClient {
             throw failure
         }
         let status = head?.status ?? 0
-        logger.debug("CloudKit answered", metadata: ["status": "\(status)", "bytes": "\(bytes.count)"])
+        logger.debug("CloudKit answered", metadata: ["status": "\(status)", "bytes": "\(body.buffer.count)"])
 
         guard (200..<300).contains(status) else {
-            let errorBody = ServerErrorBody(bytes)
+            let errorBody = ServerErrorBody(Data(body.buffer))
             if status == 421, errorBody.serverErrorCode == nil {
                 // Not CloudKit's answer but its edge's: this connection was made for another
                 // host. The next request gets a fresh connection, whoever sends it.
@@ -124,18 +124,18 @@ extension CloudKitClient {
             }
             throw error
         }
-        return Answer(bytes: bytes, status: status, fault: fault)
+        return Answer(body: body, status: status, fault: fault)
     }
 
     /// A successful answer, not yet decoded.
     struct Answer {
-        let bytes: Data
+        let body: JSONBytes
         let status: Int
         let fault: @Sendable (CloudKitError.Code, String, Int?) -> CloudKitError
 
-        /// The failure to report when `bytes` do not decode.
+        /// The failure to report when `body` does not decode.
         func malformed(_ error: any Error) -> CloudKitError {
-            fault(.malformedResponse, CloudKitClient.summary(of: error, byteCount: bytes.count), status)
+            fault(.malformedResponse, CloudKitClient.summary(of: error, byteCount: body.buffer.count), status)
         }
     }
 

@@ -12,7 +12,7 @@ extension CloudKitClient {
     /// Each attempt takes its own slot from the limiter, so that a request waiting to retry does
     /// not hold back the others.
     func sendWithRetries<Response>(
-        operation: String, method: HTTPMethod, path: String, body: [UInt8]?, logger: Logger, decode: (Data) throws -> Response
+        operation: String, method: HTTPMethod, path: String, body: [UInt8]?, logger: Logger, decode: (JSONBytes) throws -> Response
     ) async throws -> Response {
         let policy = configuration.retry
         let start = ContinuousClock.now
@@ -43,7 +43,7 @@ extension CloudKitClient {
                 // wants one request at a time; a revoked session says nothing of the kind.
                 if oneAtATime, tokenRetries > 0 { tokens.learnOneAtATime() }
                 do {
-                    return try decode(answer.bytes)
+                    return try decode(answer.body)
                 } catch let decoding {
                     error = answer.malformed(decoding)
                     error.attempts = attempt

@@ -164,10 +164,10 @@ public final class CloudKitClient: Sendable {
         try await send(operation: operation, method: method, scope: scope, body: body, logger: logger) { bytes in
             if let readable = Response.self as? any JSONReadable.Type {
                 // The body is kept, for the records read from it to keep their fields as its JSON.
-                var reader = bytes.withUnsafeBytes { JSONBytes(copying: $0) }.reader()
+                var reader = bytes.reader()
                 return try readable.init(reading: &reader) as! Response
             }
-            return try JSONDecoder().decode(Response.self, from: bytes)
+            return try JSONDecoder().decode(Response.self, from: Data(bytes.buffer))
         }
     }
 
@@ -175,7 +175,7 @@ public final class CloudKitClient: Sendable {
     /// a body `decode` refuses counts as malformed, and is retried like one.
     func send<Response>(
         operation: String, method: HTTPMethod, scope: Scope = .database,
-        body: JSONValue?, logger: Logger?, decode: (Data) throws -> Response
+        body: JSONValue?, logger: Logger?, decode: (JSONBytes) throws -> Response
     ) async throws -> Response {
         var logger = logger ?? self.logger
         logger[metadataKey: "cloudkit.operation"] = "\(operation)"
