@@ -38,32 +38,59 @@ public enum Base64 {
     public static func decode(_ text: String) -> [UInt8]? {
         var text = text
         return text.withUTF8 { utf8 -> [UInt8]? in
-            var out: [UInt8] = []
-            out.reserveCapacity(utf8.count * 3 / 4)
-            return decode(utf8, appendingTo: &out) ? out : nil
+            var out = [UInt8](repeating: 0, count: maxDecodedCount(utf8.count))
+            guard let written = out.withUnsafeMutableBufferPointer({ decode(utf8, into: $0) }) else { return nil }
+            out.removeSubrange(written...)
+            return out
         }
     }
 
-    /// Decodes `text` onto the end of `out`; false (with `out` holding whatever was decoded)
-    /// when it is not base64 as `decode` takes it.
-    public static func decode(_ text: UnsafeBufferPointer<UInt8>, appendingTo out: inout [UInt8]) -> Bool {
-        guard text.count % 4 == 0 else { return false }
+    /// The most bytes `text.count` characters decode to.
+    public static func maxDecodedCount(_ textCount: Int) -> Int { textCount / 4 * 3 }
+
+    /// Decodes `text` into `out`, which has room for `maxDecodedCount(text.count)` bytes: how
+    /// many it wrote, or nil when it is not base64 as `decode` takes it. Four characters at a
+    /// time, written to memory made room for once: a `bytea` field of every record goes this way.
+    public static func decode(_ text: UnsafeBufferPointer<UInt8>, into out: UnsafeMutableBufferPointer<UInt8>) -> Int? {
+        guard text.count % 4 == 0, out.count >= maxDecodedCount(text.count) else { return nil }
         var end = text.count
         while end > 0 && text[end - 1] == UInt8(ascii: "=") { end -= 1 }
-        if text.count - end > 2 { return false }
-        var accumulator: UInt32 = 0
-        var bits = 0
-        for i in 0..<end {
-            let v = reverse[Int(text[i])]
-            if v == 0xFF { return false }
-            accumulator = accumulator << 6 | UInt32(v)
-            bits += 6
-            if bits >= 8 {
-                bits -= 8
-                out.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
+        if text.count - end > 2 { return nil }
+        return reverse.withUnsafeBufferPointer { reverse -> Int? in
+            var written = 0
+            var i = 0
+            // Whole groups of four, none of them padding.
+            while i + 4 <= end {
+                let a = UInt32(reverse[Int(text[i])])
+                let b = UInt32(reverse[Int(text[i + 1])])
+                let c = UInt32(reverse[Int(text[i + 2])])
+                let d = UInt32(reverse[Int(text[i + 3])])
+                // 0xFF marks a character outside the alphabet; any one sets a high bit here.
+                if (a | b | c | d) & 0x80 != 0 { return nil }
+                let n = a << 18 | b << 12 | c << 6 | d
+                out[written] = UInt8(truncatingIfNeeded: n >> 16)
+                out[written + 1] = UInt8(truncatingIfNeeded: n >> 8)
+                out[written + 2] = UInt8(truncatingIfNeeded: n)
+                written += 3
+                i += 4
             }
+            // The last two or three characters before the padding.
+            var accumulator: UInt32 = 0
+            var bits = 0
+            while i < end {
+                let v = reverse[Int(text[i])]
+                if v == 0xFF { return nil }
+                accumulator = accumulator << 6 | UInt32(v)
+                bits += 6
+                if bits >= 8 {
+                    bits -= 8
+                    out[written] = UInt8(truncatingIfNeeded: accumulator >> UInt32(bits))
+                    written += 1
+                }
+                i += 1
+            }
+            // The bits the padding leaves over belong to no byte: another writer's garbage.
+            return accumulator & ((1 << UInt32(bits)) - 1) == 0 ? written : nil
         }
-        // The bits the padding leaves over belong to no byte: another writer's garbage.
-        return accumulator & ((1 << UInt32(bits)) - 1) == 0
     }
 }

@@ -245,21 +245,26 @@ extension JSONReader {
         return (UnsafeBufferPointer(rebasing: bytes[start..<(position - 1)]), escaped)
     }
 
-    /// A string's text, escapes undone, appended to `out` as UTF-8 (no String made). Text that
-    /// `plainFieldsObject` let through needs no repair.
-    public mutating func readString(appendingTo out: inout [UInt8]) throws {
+    /// A string's text, escapes undone, handed to `sink` as UTF-8, a run at a time (no String
+    /// made): the whole text at once when it has no escape. Text that `plainFieldsObject` let
+    /// through needs no repair.
+    public mutating func readString(_ sink: (UnsafeBufferPointer<UInt8>) -> Void) throws {
         guard peek() == UInt8(ascii: "\"") else { throw failure("expected a string") }
         position += 1
+        var escaped: [UInt8] = []
         while true {
             let run = position
             skipPlainStringBytes()
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<position]))
+            if position > run { sink(UnsafeBufferPointer(rebasing: bytes[run..<position])) }
             guard position < bytes.count else { throw failure("the string is not closed") }
             let b = bytes[position]
             position += 1
             switch b {
             case UInt8(ascii: "\""): return
-            case UInt8(ascii: "\\"): try readEscape(into: &out)
+            case UInt8(ascii: "\\"):
+                escaped.removeAll(keepingCapacity: true)
+                try readEscape(into: &escaped)
+                escaped.withUnsafeBufferPointer(sink)
             default: throw failure("a control character inside a string")
             }
         }

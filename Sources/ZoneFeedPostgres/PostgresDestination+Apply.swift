@@ -169,8 +169,10 @@ extension PostgresDestination {
         let entries = batch.entries
         var sorted = SortedBatch(tables: Array(repeating: SortedBatch.TableRows(), count: schema.tables.count))
         var growth = SchemaGrowth(zoneName: batch.zoneID.zoneName)
-        for (i, entry) in entries.enumerated() {
-            switch entry {
+        // By index: `enumerated()` hands out a copy of every entry, a retain and a release of
+        // each of its names and buffers (2% of a run over HTTP in a perf profile).
+        for i in entries.indices {
+            switch entries[i] {
             case .record(let record):
                 guard let t = schema.table(forRecordType: record.recordType) else {
                     if settings.skippedRecordTypes.contains(record.recordType) {
@@ -182,7 +184,7 @@ extension PostgresDestination {
                     } else {
                         sorted.rejects.append(
                             Reject(
-                                seq: i, entry: entry, recordType: record.recordType,
+                                seq: i, entry: entries[i], recordType: record.recordType,
                                 error: "record type \(record.recordType) is not mapped (unknownRecordTypes: reject)"))
                     }
                     continue
@@ -195,7 +197,7 @@ extension PostgresDestination {
                 // nothing to delete; said in the rejects rather than lost.
                 sorted.rejects.append(
                     Reject(
-                        seq: i, entry: entry, recordType: nil,
+                        seq: i, entry: entries[i], recordType: nil,
                         error: "the deleted record's name contains a NUL byte, which PostgreSQL text cannot hold; no row has it"))
             case .deleted(let name):
                 sorted.deletions.append(Deletion(seq: Int32(i), recordName: name))
@@ -207,11 +209,11 @@ extension PostgresDestination {
                         message: "record \(unreadable.recordName ?? "(no name)") in zone \(batch.zoneID.zoneName) cannot be applied: \(problem); "
                             + "nothing of its batch was applied (set onBadRecord: reject to send such records to zonefeed_rejects instead)")
                 }
-                sorted.rejects.append(Reject(seq: i, entry: entry, recordType: unreadable.recordType, error: problem))
+                sorted.rejects.append(Reject(seq: i, entry: entries[i], recordType: unreadable.recordType, error: problem))
             case .error(let error):
                 sorted.rejects.append(
                     Reject(
-                        seq: i, entry: entry, recordType: nil,
+                        seq: i, entry: entries[i], recordType: nil,
                         error: "the server reported \(error.serverErrorCode) for this record: \(error.reason ?? "no reason given")"))
             }
         }
@@ -337,8 +339,9 @@ extension PostgresDestination {
             buffer.append(boolean: d.final)
         }
         buffer.finish()
-        let bytes = buffer.bytes
-        try c.copyIn("COPY zf_deletes (seq, record_name, record_type, final) FROM STDIN (FORMAT binary)") { try $0.write(bytes) }
+        try c.copyIn("COPY zf_deletes (seq, record_name, record_type, final) FROM STDIN (FORMAT binary)") { writer in
+            try buffer.withUnsafeBytes { try writer.write($0) }
+        }
         let hard = settings.deletes == .hard
         for table in schema.tables {
             let change =
@@ -419,8 +422,9 @@ extension PostgresDestination {
             }
         }
         buffer.finish()
-        let bytes = buffer.bytes
-        try c.copyIn("COPY zf_listed (record_type, record_name) FROM STDIN (FORMAT binary)") { try $0.write(bytes) }
+        try c.copyIn("COPY zf_listed (record_type, record_name) FROM STDIN (FORMAT binary)") { writer in
+            try buffer.withUnsafeBytes { try writer.write($0) }
+        }
         let types = Set(batch.listed.map(\.recordType))
         for table in schema.tables where types.contains(table.mapping.recordType) {
             try c.query(

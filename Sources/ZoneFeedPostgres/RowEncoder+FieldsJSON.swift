@@ -45,12 +45,12 @@ extension RowEncoder {
             var field = JSONReader(page, at: objectStart)
             noteIfNew(name, typeTag: (try? FieldValue(reading: &field).typeTag) ?? "UNKNOWN")
         }
-        for (i, field) in mapping.fields.enumerated() {
+        for i in fieldSlots.indices {
             guard fieldSlots[i].start >= 0 else {
                 buffer.appendNull()
                 continue
             }
-            if let problem = try appendColumn(from: page, fieldSlots[i], field) { return problem }
+            if let problem = try appendColumn(from: page, fieldSlots[i], column: i) { return problem }
         }
         guard keepUnmapped else {
             buffer.appendNull()
@@ -59,13 +59,13 @@ extension RowEncoder {
         // jsonb's binary form: a version byte and the text. The members were checked when they
         // were kept: no NUL, valid UTF-8, numbers jsonb takes.
         let lengthAt = beginField()
-        buffer.bytes.append(1)
-        buffer.bytes.append(UInt8(ascii: "{"))
+        buffer.append(1)
+        buffer.append(UInt8(ascii: "{"))
         for (i, member) in unmappedMembers.enumerated() {
-            if i > 0 { buffer.bytes.append(UInt8(ascii: ",")) }
-            buffer.bytes.append(contentsOf: UnsafeBufferPointer(rebasing: page[member]))
+            if i > 0 { buffer.append(UInt8(ascii: ",")) }
+            buffer.append(UnsafeBufferPointer(rebasing: page[member]))
         }
-        buffer.bytes.append(UInt8(ascii: "}"))
+        buffer.append(UInt8(ascii: "}"))
         endField(lengthAt)
         return nil
     }
@@ -89,23 +89,21 @@ extension RowEncoder {
         var tag = FieldTag.unknown
     }
 
-    /// A mapped field's value into its column.
-    private mutating func appendColumn(
-        from page: UnsafeBufferPointer<UInt8>, _ slot: FieldSlot, _ field: PostgresFieldMapping
-    ) throws -> String? {
-        let fieldStart = buffer.bytes.count
+    /// A mapped field's value into its column (the mapping's `column`th).
+    private mutating func appendColumn(from page: UnsafeBufferPointer<UInt8>, _ slot: FieldSlot, column i: Int) throws -> String? {
+        let fieldStart = buffer.count
         // A column made by evolution takes only its type; the model says why another does not fit.
-        if slot.valueAt >= 0, slot.tag != .other, field.cloudKitType.map({ $0 == slot.tag.rawValue }) ?? true {
+        if slot.valueAt >= 0, slot.tag != .other, columnsMadeFor[i].map({ $0 == slot.tag }) ?? true {
             var value = JSONReader(page, at: slot.valueAt)
-            if try appendPlain(&value, slot.tag, as: field.type) {
+            if try appendPlain(&value, slot.tag, as: columnTypes[i]) {
                 return nil
             }
-            buffer.bytes.removeSubrange(fieldStart...)
+            buffer.truncate(to: fieldStart)
         }
         // Any other pair, or a value not of its type's plain shape: as a value of the model.
         valuesFromTheModel += 1
         var whole = JSONReader(page, at: slot.start)
-        return appendColumn(try FieldValue(reading: &whole), field)
+        return appendColumn(try FieldValue(reading: &whole), column: i)
     }
 
     /// Writes the value when it is of a pair written straight from JSON; false (with whatever
@@ -205,7 +203,7 @@ extension RowEncoder {
     private mutating func appendText(_ json: inout JSONReader) throws -> Bool {
         guard json.peek() == UInt8(ascii: "\"") else { return false }
         let lengthAt = beginField()
-        try json.readString(appendingTo: &buffer.bytes)
+        try json.readString { buffer.append($0) }
         endField(lengthAt)
         return true
     }
@@ -217,15 +215,15 @@ extension RowEncoder {
         let (text, escaped) = try json.readStringToken()
         guard !escaped else { return false }
         let lengthAt = beginField()
-        guard Base64.decode(text, appendingTo: &buffer.bytes) else { return false }
+        guard buffer.append(atMost: Base64.maxDecodedCount(text.count), { Base64.decode(text, into: $0) }) else { return false }
         endField(lengthAt)
         return true
     }
 
     private mutating func appendJSONB(_ text: UnsafeBufferPointer<UInt8>) {
         buffer.appendInt32(Int32(text.count + 1))
-        buffer.bytes.append(1)
-        buffer.bytes.append(contentsOf: text)
+        buffer.append(1)
+        buffer.append(text)
     }
 
     /// A one-dimensional array of the elements `element` writes; false when one does not fit.
@@ -237,7 +235,7 @@ extension RowEncoder {
         buffer.appendInt32(1)
         buffer.appendInt32(0)
         buffer.appendInt32(oid)
-        let countAt = buffer.bytes.count
+        let countAt = buffer.count
         buffer.appendInt32(0)
         buffer.appendInt32(1)
         var count: Int32 = 0
@@ -248,34 +246,27 @@ extension RowEncoder {
         }
         if count == 0 {
             // An empty array has no dimensions: ndim 0, no null flag, the element type.
-            buffer.bytes.removeSubrange(lengthAt...)
+            buffer.truncate(to: lengthAt)
             buffer.appendInt32(12)
             buffer.appendInt32(0)
             buffer.appendInt32(0)
             buffer.appendInt32(oid)
             return true
         }
-        patch(countAt, count)
+        buffer.patchInt32(count, at: countAt)
         endField(lengthAt)
         return true
     }
 
     /// A field's length word, to be set by `endField` once its data is written.
     private mutating func beginField() -> Int {
-        let at = buffer.bytes.count
+        let at = buffer.count
         buffer.appendInt32(0)
         return at
     }
 
     private mutating func endField(_ lengthAt: Int) {
-        patch(lengthAt, Int32(buffer.bytes.count - lengthAt - 4))
-    }
-
-    private mutating func patch(_ at: Int, _ value: Int32) {
-        let word = UInt32(bitPattern: value).bigEndian
-        withUnsafeBytes(of: word) { word in
-            for i in 0..<4 { buffer.bytes[at + i] = word[i] }
-        }
+        buffer.patchInt32(Int32(buffer.count - lengthAt - 4), at: lengthAt)
     }
 
     /// Where a REFERENCE's `recordName` string starts, when the model would read the value as a

@@ -15,6 +15,11 @@ public struct RowEncoder {
     /// The mapping's index of each mapped field.
     let columnOf: [String: Int]
     let keepUnmapped: Bool
+    /// Each mapped field's column type, and the CloudKit type a column made by evolution takes
+    /// (nil: any that fits), in column order: read for every field of every row, where copying
+    /// the field's whole mapping cost a retain and a release of its names each time.
+    let columnTypes: [ColumnType]
+    let columnsMadeFor: [FieldTag?]
     /// Whether fields without a column are noted in `newFields` (`schemaEvolution: evolve`).
     let evolving: Bool
     /// The fields met since the rows were begun that have no column and are not left out
@@ -48,6 +53,8 @@ public struct RowEncoder {
         var columnOf: [String: Int] = [:]
         for (i, field) in mapping.fields.enumerated() { columnOf[field.field] = i }
         self.columnOf = columnOf
+        columnTypes = mapping.fields.map(\.type)
+        columnsMadeFor = mapping.fields.map { $0.cloudKitType.map { FieldTag(rawValue: $0) ?? .other } }
         columnValues = Array(repeating: nil, count: mapping.fields.count)
         fieldSlots = Array(repeating: FieldSlot(), count: mapping.fields.count)
         for (i, field) in mapping.fields.enumerated() { names.insert(field.field.utf8, value: i) }
@@ -68,7 +75,7 @@ public struct RowEncoder {
     /// Empties the buffer for a batch of rows for the table itself.
     public mutating func beginDirectRows(zone: ZoneID, runID: Int64, generation: Int) {
         var prefix = BinaryCopyBuffer(capacity: 128)
-        let headerLength = prefix.bytes.count
+        let headerLength = prefix.count
         prefix.append(text: zone.ownerRecordName)
         prefix.append(text: zone.zoneName)
         prefix.append(bigint: runID)
@@ -86,12 +93,12 @@ public struct RowEncoder {
     }
 
     /// The bytes encoded and not yet sent.
-    var pendingByteCount: Int { buffer.bytes.count }
+    var pendingByteCount: Int { buffer.count }
 
     /// Sends what is encoded so far (with the stream's header, the first time) and forgets it.
     mutating func send(to writer: CopyInWriter) throws {
-        try writer.write(buffer.bytes)
-        buffer.bytes.removeAll(keepingCapacity: true)
+        try buffer.withUnsafeBytes { try writer.write($0) }
+        buffer.removeAll()
     }
 
     /// Ends the stream and sends the rest; the encoder must be begun again before more rows.
@@ -108,9 +115,9 @@ public struct RowEncoder {
 
     /// Appends a row; returns why it cannot be applied instead, leaving the buffer as it was.
     public mutating func append(_ record: Record, seq: Int32) -> String? {
-        let rowStart = buffer.bytes.count
+        let rowStart = buffer.count
         if let problem = encode(record, seq: seq) {
-            buffer.bytes.removeSubrange(rowStart...)
+            buffer.truncate(to: rowStart)
             return problem
         }
         rowCount += 1
@@ -122,7 +129,7 @@ public struct RowEncoder {
         if record.recordType.containsNUL { return "the record type contains a NUL byte, which PostgreSQL text cannot hold" }
         buffer.beginTuple(fieldCount: fieldCount)
         if let directPrefix {
-            buffer.bytes.append(contentsOf: directPrefix)
+            buffer.append(contentsOf: directPrefix)
         } else {
             buffer.append(integer: seq)
         }
@@ -137,7 +144,7 @@ public struct RowEncoder {
         case .values(let values):
             return appendFields(values)
         case .json(let raw):
-            let fieldsStart = buffer.bytes.count
+            let fieldsStart = buffer.count
             let (noted, fromTheModel) = (newFields.count, valuesFromTheModel)
             do {
                 return try appendFields(of: raw)
@@ -145,7 +152,7 @@ public struct RowEncoder {
                 // Cannot happen to JSON checked when it was kept; if it did, the fields are
                 // read into the model, which says what is wrong with them, from where the
                 // attempt began.
-                buffer.bytes.removeSubrange(fieldsStart...)
+                buffer.truncate(to: fieldsStart)
                 // A name is noted in both at once (`noteIfNew`): those of the attempt go.
                 for field in newFields[noted...] { newFieldNames.remove(field.name) }
                 newFields.removeSubrange(noted...)
@@ -169,12 +176,12 @@ public struct RowEncoder {
                 if keepUnmapped { unmapped.append((name, value)) }
             }
         }
-        for (i, field) in mapping.fields.enumerated() {
+        for i in columnValues.indices {
             guard let value = columnValues[i] else {
                 buffer.appendNull()
                 continue
             }
-            if let problem = appendColumn(value, field) { return problem }
+            if let problem = appendColumn(value, column: i) { return problem }
         }
         return appendUnmappedFields()
     }
@@ -189,15 +196,17 @@ public struct RowEncoder {
         if wouldBeAColumn(name), newFieldNames.insert(name).inserted { newFields.append((name, typeTag())) }
     }
 
-    /// One mapped field's value into its column, or why it does not fit.
-    mutating func appendColumn(_ value: FieldValue, _ field: PostgresFieldMapping) -> String? {
+    /// One mapped field's value into its column (the mapping's `column`th), or why it does not fit.
+    mutating func appendColumn(_ value: FieldValue, column i: Int) -> String? {
         // A column made by evolution takes only the CloudKit type it was made for: a LOCATION
         // column (jsonb) would take a STRING, a DOUBLE one an INT64, without a word.
-        if let made = field.cloudKitType, value.typeTag != made {
+        if columnsMadeFor[i] != nil, let made = mapping.fields[i].cloudKitType, value.typeTag != made {
+            let field = mapping.fields[i]
             return
                 "field \(field.field): \(Self.aValue(of: value.typeTag)) cannot go into this column (column \(field.column), \(field.type.rawValue), made for \(made) values)"
         }
-        if let problem = append(value, as: field.type) {
+        if let problem = append(value, as: columnTypes[i]) {
+            let field = mapping.fields[i]
             return "field \(field.field): \(problem) (column \(field.column), \(field.type.rawValue))"
         }
         return nil

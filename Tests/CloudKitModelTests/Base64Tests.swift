@@ -25,6 +25,9 @@ struct Base64Tests {
         ("QUJD\n", "a line end"),
         ("QU JD", "a space"),
         ("QQ==QQ==", "padding inside"),
+        ("QUJ!", "a symbol outside the alphabet, in a whole group"),
+        ("QUJDRUZ\u{e9}Q==", "a letter outside ASCII"),
+        ("QUJDR*==", "a symbol outside the alphabet before the padding"),
     ])
     func textThatIsNotStandardBase64IsRefused(text: String, why: String) {
         #expect(Base64.decode(text) == nil, "\(why): \(text.debugDescription)")

@@ -64,8 +64,8 @@ public struct PageToRows {
                     if case .record(let record) = entry { return record }
                     return nil
                 } ?? []
-            // A batch's rows are sent and forgotten; the buffers are kept.
-            for t in encoders.indices { _ = encoders[t].finish() }
+            // A batch's rows are sent and forgotten; the buffers are kept (beginning the rows
+            // again empties them, as sending them does).
             for t in encoders.indices { encoders[t].beginDirectRows(zone: ZoneID(zoneName: "Zone01"), runID: 1, generation: 1) }
         }
         guard inPage < records.count, let t = tables[records[inPage].recordType] else { return }
