@@ -114,6 +114,50 @@ public struct JSONReader {
         return key
     }
 
+    /// A key as `nextKeyName` read it: its bytes, when it is ASCII without escapes (every key a
+    /// reader looks for), else its text as `nextKey` reads it (repairs counted the same way).
+    public enum KeyName {
+        case ascii(UnsafeBufferPointer<UInt8>)
+        case text(String)
+
+        @inline(__always) public func `is`(_ name: StaticString) -> Bool {
+            switch self {
+            case .ascii(let bytes): return JSONReader.equal(bytes, name)
+            case .text(let text): return text == name.description
+            }
+        }
+
+        /// The key's text, for messages.
+        public var text: String {
+            switch self {
+            case .ascii(let bytes): return String(decoding: bytes, as: UTF8.self)
+            case .text(let text): return text
+            }
+        }
+    }
+
+    /// `nextKey`, without making a String of a plain ASCII key: the members of every record, of
+    /// its stamps and zone are looked for by their bytes (a String made and compared per key
+    /// cost about a twentieth of reading a page, callgrind).
+    public mutating func nextKeyName() throws -> KeyName? {
+        guard try nextMember(closing: UInt8(ascii: "}"), "the object is not closed", "a comma or a closing brace") else { return nil }
+        guard peek() == UInt8(ascii: "\"") else { throw failure("expected a string") }
+        let quote = position
+        position += 1
+        var seen: UInt64 = 0
+        skipPlainStringBytes(orInto: &seen)
+        let key: KeyName
+        if position < bytes.count, bytes[position] == UInt8(ascii: "\""), seen & 0x8080_8080_8080_8080 == 0 {
+            key = .ascii(UnsafeBufferPointer(rebasing: bytes[(quote + 1)..<position]))
+            position += 1
+        } else {
+            position = quote
+            key = .text(try readString())
+        }
+        try expect(UInt8(ascii: ":"), "a colon after the key")
+        return key
+    }
+
     /// Whether the container begun last has another member: past its comma, or past its
     /// closing bracket (and then out of it).
     @inline(__always) mutating func nextMember(
@@ -504,8 +548,13 @@ public struct JSONReader {
     @inline(__always) mutating func skipPlainStringBytes() {
         guard let base = bytes.baseAddress else { return }
         while position + 8 <= bytes.count {
-            let word = UnsafeRawPointer(base + position).loadUnaligned(as: UInt64.self)
-            if Self.mayHoldSpecialByte(word) { break }
+            let word = UInt64(littleEndian: UnsafeRawPointer(base + position).loadUnaligned(as: UInt64.self))
+            let special = Self.specialBytes(word)
+            if special != 0 {
+                // The lowest flag is exact (see `specialBytes`): the byte it marks is the first.
+                position += special.trailingZeroBitCount >> 3
+                return
+            }
             position += 8
         }
         while position < bytes.count {
@@ -520,8 +569,15 @@ public struct JSONReader {
     @inline(__always) mutating func skipPlainStringBytes(orInto seen: inout UInt64) {
         guard let base = bytes.baseAddress else { return }
         while position + 8 <= bytes.count {
-            let word = UnsafeRawPointer(base + position).loadUnaligned(as: UInt64.self)
-            if Self.mayHoldSpecialByte(word) { break }
+            let word = UInt64(littleEndian: UnsafeRawPointer(base + position).loadUnaligned(as: UInt64.self))
+            let special = Self.specialBytes(word)
+            if special != 0 {
+                let passed = special.trailingZeroBitCount >> 3
+                // The bytes before the first special one: none (a mask of 0) to seven.
+                seen |= word & ((1 &<< (UInt64(passed) &<< 3)) &- 1)
+                position += passed
+                return
+            }
             seen |= word
             position += 8
         }
@@ -533,11 +589,14 @@ public struct JSONReader {
         }
     }
 
-    /// Whether a word may hold a `"`, a `\` or a byte below 0x20: never false when it does
-    /// (it may be true when it does not; the caller then looks byte by byte). The zero-byte
-    /// test of "Bit Twiddling Hacks" (Sean Eron Anderson), on the word XORed with each byte
-    /// looked for, and its less-than form for the control characters.
-    @inline(__always) static func mayHoldSpecialByte(_ word: UInt64) -> Bool {
+    /// The high bit of each byte of a little-endian word that may be a `"`, a `\` or below 0x20,
+    /// of which the lowest is exact: it marks the first such byte, and a word without one has
+    /// none. The zero-byte test of "Bit Twiddling Hacks" (Sean Eron Anderson), on the word XORed
+    /// with each byte looked for, and its less-than form for the control characters: a borrow
+    /// runs only upwards, from a byte that matched, so only bytes above the first match can be
+    /// marked wrongly. Taking the first mark's place at once, instead of looking again byte by
+    /// byte, saved a tenth of the instructions of reading a page (callgrind).
+    @inline(__always) static func specialBytes(_ word: UInt64) -> UInt64 {
         let ones: UInt64 = 0x0101_0101_0101_0101
         let highs: UInt64 = 0x8080_8080_8080_8080
         let quote = word ^ (ones &* 0x22)
@@ -545,7 +604,7 @@ public struct JSONReader {
         let hasQuote = (quote &- ones) & ~quote & highs
         let hasBackslash = (backslash &- ones) & ~backslash & highs
         let hasControl = (word &- ones &* 0x20) & ~word & highs
-        return hasQuote | hasBackslash | hasControl != 0
+        return hasQuote | hasBackslash | hasControl
     }
 
     /// Reads past a string, with the checks of `readString`.

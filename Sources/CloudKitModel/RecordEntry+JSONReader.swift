@@ -22,36 +22,45 @@ extension RecordEntry {
         var problems: [String] = []
         var badStamps: [String: JSONValue] = [:]
         try json.beginObject()
-        while let key = try json.nextKey() {
+        while let key = try json.nextKeyName() {
             if try json.readNullIfPresent() { continue }
             let repairs = json.repairedStrings
-            switch key {
-            case "recordName": recordName = try json.readString()
-            case "recordType": recordType = try json.readRecurringString()
-            case "recordChangeTag": changeTag = try json.readString()
-            case "fields":
+            if key.is("recordName") {
+                recordName = try json.readString()
+            } else if key.is("recordType") {
+                recordType = try json.readRecurringString()
+            } else if key.is("recordChangeTag") {
+                changeTag = try json.readString()
+            } else if key.is("fields") {
                 // Kept as JSON when it can be, and when the reader's bytes may be pointed into.
                 if let page = json.owner, let kept = json.plainFieldsObject() {
                     fields = .json(RawFields(page: page, range: kept.range, fields: kept.fields))
                 } else {
                     fields = .values(try Self.readFields(&json, problems: &problems))
                 }
-            case "created", "modified":
+            } else if key.is("created") || key.is("modified") {
                 switch try RecordStamp.read(&json) {
-                case .success(let stamp): if key == "created" { created = stamp } else { modified = stamp }
+                case .success(let stamp): if key.is("created") { created = stamp } else { modified = stamp }
                 case .failure(let bad):
-                    problems.append("\(key).timestamp is \(bad.what), which no timestamp holds")
-                    badStamps[key] = bad.json
+                    problems.append("\(key.text).timestamp is \(bad.what), which no timestamp holds")
+                    badStamps[key.text] = bad.json
                 }
-            case "zoneID": zoneID = try ZoneID(reading: &json)
-            case "deleted": deleted = try json.readBool()
-            case "serverErrorCode": serverErrorCode = try json.readString()
-            case "reason": reason = try json.readString()
-            case "retryAfter": retryAfter = try json.readDouble()
-            case "uuid": uuid = try json.readString()
-            default: try json.skipValue()
+            } else if key.is("zoneID") {
+                zoneID = try ZoneID(reading: &json)
+            } else if key.is("deleted") {
+                deleted = try json.readBool()
+            } else if key.is("serverErrorCode") {
+                serverErrorCode = try json.readString()
+            } else if key.is("reason") {
+                reason = try json.readString()
+            } else if key.is("retryAfter") {
+                retryAfter = try json.readDouble()
+            } else if key.is("uuid") {
+                uuid = try json.readString()
+            } else {
+                try json.skipValue()
             }
-            if json.repairedStrings != repairs, key != "fields" { problems.append("\(key) is not valid UTF-8 text") }
+            if json.repairedStrings != repairs, !key.is("fields") { problems.append("\(key.text) is not valid UTF-8 text") }
         }
         if let serverErrorCode {
             // The server's own complaint about the record: a reject whatever its text.
@@ -281,10 +290,9 @@ extension RecordStamp {
         var user: String?
         var device: String?
         try json.beginObject()
-        while let key = try json.nextKey() {
+        while let key = try json.nextKeyName() {
             if try json.readNullIfPresent() { continue }
-            switch key {
-            case "timestamp":
+            if key.is("timestamp") {
                 switch try json.readNumber() {
                 case .int(let i): timestamp = i
                 case .negativeZero: timestamp = 0
@@ -295,9 +303,12 @@ extension RecordStamp {
                         outOfRange = OutOfRange(what: d.isFinite ? "\(d) ms" : "a number past any range", json: d.isFinite ? .double(d) : .null)
                     }
                 }
-            case "userRecordName": user = try json.readRecurringString()
-            case "deviceID": device = try json.readRecurringString()
-            default: try json.skipValue()
+            } else if key.is("userRecordName") {
+                user = try json.readRecurringString()
+            } else if key.is("deviceID") {
+                device = try json.readRecurringString()
+            } else {
+                try json.skipValue()
             }
         }
         if let outOfRange { return .failure(outOfRange) }
@@ -312,13 +323,16 @@ extension ZoneID {
         var owner: String?
         var zoneType: String?
         try json.beginObject()
-        while let key = try json.nextKey() {
+        while let key = try json.nextKeyName() {
             if try json.readNullIfPresent() { continue }
-            switch key {
-            case "zoneName": zoneName = try json.readRecurringString()
-            case "ownerRecordName": owner = try json.readRecurringString()
-            case "zoneType": zoneType = try json.readRecurringString()
-            default: try json.skipValue()
+            if key.is("zoneName") {
+                zoneName = try json.readRecurringString()
+            } else if key.is("ownerRecordName") {
+                owner = try json.readRecurringString()
+            } else if key.is("zoneType") {
+                zoneType = try json.readRecurringString()
+            } else {
+                try json.skipValue()
             }
         }
         guard let zoneName else { throw json.failure("a zoneID without a zoneName") }

@@ -5,7 +5,11 @@ enum UTF8Check {
     static func isValid(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         var i = 0
         let n = bytes.count
+        guard let base = bytes.baseAddress else { return true }
         while i < n {
+            // ASCII between the other characters, eight bytes at a time.
+            while i + 8 <= n, UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self) & 0x8080_8080_8080_8080 == 0 { i += 8 }
+            guard i < n else { break }
             let b0 = bytes[i]
             if b0 < 0x80 {
                 i += 1
