@@ -12,8 +12,9 @@
 /// page of all-different strings costs a lookup each and no memory.
 ///
 /// Its arrays are read for every string of every record: they are exempt from the run-time check
-/// of exclusive access, which the class's properties would otherwise pay on each lookup (a tenth
-/// of the work of a lookup, callgrind), as nothing else holds the class. Names, hashes and
+/// of exclusive access, which the class's properties would otherwise pay on each lookup (more
+/// instructions than the lookup itself, callgrind), as only the page's reader holds the class,
+/// one lookup at a time. Names, hashes and
 /// strings are kept apart so that a lookup copies none of them but the string it returns.
 final class RecurringStrings {
     /// Where the check of a record's fields gathers them before they are copied out at their
