@@ -210,9 +210,11 @@ import Testing
 
     /// The web courier's long poll is bounded as a CloudKit answer is: a notification that
     /// trickles in a byte at a time is given up at twice the poll's time, not read for hours.
+    /// The poll's time is long enough for the head to arrive on a loaded machine (a head later
+    /// than the poll's time is an empty answer, not this failure; 600 ms was passed once).
     @Test func aCourierAnswerThatTricklesIsGivenUp() async throws {
         let server = try await CannedServer.start()
-        let courier = WebCourier(url: server.baseURL + "/courier", pollTimeout: .milliseconds(600))
+        let courier = WebCourier(url: server.baseURL + "/courier", pollTimeout: .seconds(5))
         let notification = #"{"ck":{"qry":{"zid":"Zone01"}}}"# + String(repeating: " ", count: 368)
         server.always(.trickle(body: Array(notification.utf8), interval: .milliseconds(300)))
         let started = ContinuousClock.now
@@ -221,7 +223,7 @@ import Testing
         try await courier.shutdown()
         try await server.stop()
         #expect(error?.code == .timeout, "\(String(describing: error))")
-        #expect(took < .seconds(60), "400 bytes at 300 ms would take 2 minutes; the poll ends at 1.2 s: \(took)")
+        #expect(took < .seconds(60), "400 bytes at 300 ms would take 2 minutes; the poll ends at 10 s: \(took)")
     }
 
     @Test func anAnswerThatStallsIsGivenUpAtTheIdleTimeout() async throws {
