@@ -251,7 +251,6 @@ extension JSONReader {
     public mutating func readString(_ sink: (UnsafeBufferPointer<UInt8>) -> Void) throws {
         guard peek() == UInt8(ascii: "\"") else { throw failure("expected a string") }
         position += 1
-        var escaped: [UInt8] = []
         while true {
             let run = position
             skipPlainStringBytes()
@@ -262,9 +261,8 @@ extension JSONReader {
             switch b {
             case UInt8(ascii: "\""): return
             case UInt8(ascii: "\\"):
-                escaped.removeAll(keepingCapacity: true)
-                try readEscape(into: &escaped)
-                escaped.withUnsafeBufferPointer(sink)
+                var utf8 = Self.utf8(of: try readEscapedScalar())
+                withUnsafeBytes(of: &utf8.bytes) { sink(UnsafeBufferPointer(rebasing: $0.bindMemory(to: UInt8.self)[..<utf8.count])) }
             default: throw failure("a control character inside a string")
             }
         }

@@ -305,16 +305,24 @@ public struct JSONReader {
     }
 
     mutating func readEscape(into out: inout [UInt8]) throws {
+        let scalar = try readEscapedScalar()
+        var utf8 = Self.utf8(of: scalar)
+        withUnsafeBytes(of: &utf8.bytes) { out.append(contentsOf: $0.prefix(utf8.count)) }
+    }
+
+    /// The character an escape stands for, the reader past it (and past the low half of a
+    /// surrogate pair); a lone half is replaced by U+FFFD, as Foundation does, and counted.
+    mutating func readEscapedScalar() throws -> Unicode.Scalar {
         guard position < bytes.count else { throw failure("the data ends inside an escape") }
         let e = bytes[position]
         position += 1
         switch e {
-        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(e)
-        case UInt8(ascii: "b"): out.append(0x08)
-        case UInt8(ascii: "f"): out.append(0x0C)
-        case UInt8(ascii: "n"): out.append(0x0A)
-        case UInt8(ascii: "r"): out.append(0x0D)
-        case UInt8(ascii: "t"): out.append(0x09)
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): return Unicode.Scalar(e)
+        case UInt8(ascii: "b"): return "\u{08}"
+        case UInt8(ascii: "f"): return "\u{0C}"
+        case UInt8(ascii: "n"): return "\n"
+        case UInt8(ascii: "r"): return "\r"
+        case UInt8(ascii: "t"): return "\t"
         case UInt8(ascii: "u"):
             var scalar = try readHex4()
             if (0xD800..<0xDC00).contains(scalar) {
@@ -339,10 +347,23 @@ public struct JSONReader {
                 scalar = 0xFFFD
                 repairedStrings += 1
             }
-            out.append(contentsOf: Array(String(Character(Unicode.Scalar(scalar)!)).utf8))
+            // Below 0x110000 and not a surrogate, as made above.
+            return Unicode.Scalar(scalar) ?? "\u{FFFD}"
         default:
             throw failure("an unknown escape in a string")
         }
+    }
+
+    /// A character's UTF-8, in the first `count` bytes of `bytes` as they lie in memory (no
+    /// array made).
+    static func utf8(of scalar: Unicode.Scalar) -> (bytes: UInt32, count: Int) {
+        var bytes: UInt32 = 0
+        var count = 0
+        for unit in UTF8.encode(scalar)! {
+            bytes |= UInt32(unit) << (8 * count)
+            count += 1
+        }
+        return (bytes.littleEndian, count)
     }
 
     mutating func readHex4() throws -> UInt32 {
