@@ -14,7 +14,7 @@ public enum FreedMemory {
     /// is released again. Releasing after every batch kept resident memory lowest, but memory
     /// handed back is handed out again as fresh pages, each a page fault and a page cleared:
     /// about a seventh of a run's system CPU over loopback HTTP (perf, docs/performance.md).
-    public static let growthAllowed = 16 << 20
+    public static let growthAllowed = 8 << 20
 
     /// Releases what is free now.
     public static func release() {
