@@ -120,7 +120,7 @@ struct WebAuthTokenFile: WebAuthTokenVault {
         var contents = Contents()
         // Lines may end with CRLF (a file edited on Windows, or pasted): the CR is not the token's.
         for (index, raw) in text.split(whereSeparator: \.isNewline).enumerated() {
-            let line = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+            let line = trimmed(raw, .whitespacesAndNewlines)
             if index == 0 {
                 if !line.isEmpty { contents.tokens.append(line) }
                 continue
@@ -132,11 +132,21 @@ struct WebAuthTokenFile: WebAuthTokenVault {
             guard let equals = scalars.firstIndex(of: "=") else { continue }
             // `earlier = token`, as a person may write it: the spaces are not the token's, as
             // they are not on the first line (a token sent with them is refused).
-            let key = String(scalars[..<equals]).trimmingCharacters(in: .whitespaces)
-            let value = String(scalars[scalars.index(after: equals)...]).trimmingCharacters(in: .whitespaces)
+            let key = trimmed(String(scalars[..<equals]), .whitespaces)
+            let value = trimmed(String(scalars[scalars.index(after: equals)...]), .whitespaces)
             contents.take(key: key, value: value)
         }
         return contents.tokens.isEmpty ? nil : contents
+    }
+
+    /// The text without `set` at its ends, scalar by scalar, then without the whole characters at
+    /// its ends that are white space: a space followed by a combining mark is one `Character`,
+    /// white space as a whole, which trimming scalars leaves at the end (the fuzzer's find).
+    static func trimmed(_ text: some StringProtocol, _ set: CharacterSet) -> String {
+        var text = text.trimmingCharacters(in: set)
+        while text.last?.isWhitespace == true { text.removeLast() }
+        while text.first?.isWhitespace == true { text.removeFirst() }
+        return text
     }
 
     static func text(of contents: Contents) -> String {
