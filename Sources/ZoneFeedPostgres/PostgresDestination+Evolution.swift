@@ -53,10 +53,10 @@ extension PostgresDestination {
     /// table another waits for.
     func evolve(by growth: SchemaGrowth, runID: Int64, on c: Connection) throws -> (PostgresSchema, [SchemaChange]) {
         try c.query("SELECT pg_advisory_xact_lock(hashtext($1), hashtext('schema evolution'))", [key])
-        // Tables are also made by other pipelines' `prepare` in this database, which must not
-        // pick the same new name at once. A column added to this pipeline's own table does not
-        // make them wait (its ALTER may wait for a long query).
-        if !growth.recordTypes.isEmpty { try c.query("SELECT pg_advisory_xact_lock(hashtext('zonefeed ddl'))") }
+        // Tables are also made by other pipelines' `prepare` and evolution in this schema, which
+        // must not pick the same new name at once. A column added to this pipeline's own table
+        // does not make them wait (its ALTER may wait for a long query).
+        if !growth.recordTypes.isEmpty { try PostgresSchema.lockDDL(of: schema.schema, on: c) }
         let current = try loadSchema(on: c)
         let catalog = try PostgresSchema.Catalog.read(schema: current.schema, on: c)
         var changes = growth.changes(to: current, catalog: catalog)

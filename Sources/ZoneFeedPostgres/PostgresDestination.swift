@@ -204,10 +204,16 @@ public final class PostgresDestination: RunDestination, Sendable {
                         try self.openConnection(session)
                         let c = session.connection!
                         try c.transaction {
-                            // CREATE … IF NOT EXISTS is not safe against a concurrent creation of the
-                            // same object; two runs starting together take turns here.
-                            try c.query("SELECT pg_advisory_xact_lock(hashtext('zonefeed ddl'))")
-                            let catalog = try PostgresSchema.Catalog.read(schema: schema.schema, on: c)
+                            var catalog = try PostgresSchema.Catalog.read(schema: schema.schema, on: c)
+                            // Two runs starting together take turns at making what is missing, and
+                            // the second reads again what the first made. A schema that lacks
+                            // nothing (every run but the first, every cycle of a watcher) takes no
+                            // lock: whoever holds it may be making tables for a long while (an
+                            // evolution holds it to its batch's end).
+                            if !schema.ddl(given: catalog).isEmpty {
+                                try PostgresSchema.lockDDL(of: schema.schema, on: c)
+                                catalog = try PostgresSchema.Catalog.read(schema: schema.schema, on: c)
+                            }
                             // A table of the same name but another shape is named before
                             // anything, the DDL included, is written.
                             let problems = schema.shapeProblems(given: catalog)

@@ -77,6 +77,15 @@ public struct PostgresSchema: Sendable {
     var rejects: String { meta("zonefeed_rejects") }
     var schemaChanges: String { meta("zonefeed_schema_changes") }
 
+    /// Takes, until the transaction ends, the lock under which zonefeed makes things in
+    /// `schema`: `CREATE … IF NOT EXISTS` is not safe against a concurrent creation of the same
+    /// object, and two evolving pipelines must not pick the same new table name at once. Names
+    /// clash only within a schema, so pipelines in other schemas never wait for it (a lock of the
+    /// whole database made every run there wait behind one pipeline's long evolution).
+    static func lockDDL(of schema: String, on c: Connection) throws {
+        try c.query("SELECT pg_advisory_xact_lock(hashtext('zonefeed ddl'), hashtext($1))", [schema])
+    }
+
     /// What the schema already holds, as far as `ddl(given:)` needs to know.
     struct Catalog {
         /// Per relation name (table, view, index, sequence, …): its columns, and those with a
@@ -111,26 +120,35 @@ public struct PostgresSchema: Sendable {
     /// What `prepare` runs, in order; every statement is idempotent.
     public var ddl: [String] { ddl(given: nil) }
 
-    /// `ddl` without the statements that would change nothing in `catalog`: an `ALTER TABLE`
-    /// or `CREATE OR REPLACE VIEW` locks its table against every reader, even when it finds
-    /// nothing to do, and would wait behind a long query on it (or make others wait behind it).
+    /// `ddl` without the statements that would change nothing in `catalog`, empty when it holds
+    /// everything: an `ALTER TABLE` or `CREATE OR REPLACE VIEW` locks its table against every
+    /// reader, and a `CREATE INDEX … IF NOT EXISTS` against every writer, even when it finds
+    /// nothing to do, and would wait behind a long query on it (or make others wait behind it);
+    /// and `prepare` takes the schema's DDL lock only when there is something to make.
     func ddl(given catalog: Catalog?) -> [String] {
-        var statements = ["CREATE SCHEMA IF NOT EXISTS \(quoteIdentifier(schema))"]
-        statements.append(Self.checkpointsTable.create(checkpoints))
-        statements.append(Self.runsTable.create(runs))
+        // Whether the catalog lacks the relation (always, without a catalog).
+        func lacks(_ relation: String) -> Bool { catalog?.columns[relation] == nil }
+        var statements: [String] = []
+        if catalog?.columns.isEmpty ?? true { statements.append("CREATE SCHEMA IF NOT EXISTS \(quoteIdentifier(schema))") }
+        if lacks("zonefeed_checkpoints") { statements.append(Self.checkpointsTable.create(checkpoints)) }
+        if lacks("zonefeed_runs") { statements.append(Self.runsTable.create(runs)) }
         // Added after the table was first made: tables made before get it here.
         if catalog?.columns["zonefeed_runs"].map({ !$0.contains("throttled_seconds") }) ?? (catalog == nil) {
             statements.append("ALTER TABLE \(runs) ADD COLUMN IF NOT EXISTS throttled_seconds double precision NOT NULL DEFAULT 0")
         }
-        statements.append(Self.tombstonesTable.create(tombstones))
-        statements.append("CREATE INDEX IF NOT EXISTS zonefeed_tombstones_record ON \(tombstones) (zone_owner, zone_name, record_name)")
-        statements.append(Self.rejectsTable.create(rejects))
-        statements.append(Self.schemaChangesTable.create(schemaChanges))
+        if lacks("zonefeed_tombstones") { statements.append(Self.tombstonesTable.create(tombstones)) }
+        if lacks("zonefeed_tombstones_record") {
+            statements.append("CREATE INDEX IF NOT EXISTS zonefeed_tombstones_record ON \(tombstones) (zone_owner, zone_name, record_name)")
+        }
+        if lacks("zonefeed_rejects") { statements.append(Self.rejectsTable.create(rejects)) }
+        if lacks("zonefeed_schema_changes") { statements.append(Self.schemaChangesTable.create(schemaChanges)) }
         // Added after the table was first made (on main for a day): tables made before get it here.
         if catalog?.columns["zonefeed_schema_changes"].map({ !$0.contains("cloudkit_type") }) ?? (catalog == nil) {
             statements.append("ALTER TABLE \(schemaChanges) ADD COLUMN IF NOT EXISTS cloudkit_type text")
         }
-        statements.append("CREATE INDEX IF NOT EXISTS zonefeed_schema_changes_pipeline ON \(schemaChanges) (pipeline, id)")
+        if lacks("zonefeed_schema_changes_pipeline") {
+            statements.append("CREATE INDEX IF NOT EXISTS zonefeed_schema_changes_pipeline ON \(schemaChanges) (pipeline, id)")
+        }
         for table in tables {
             statements += tableDDL(table, given: catalog)
         }
@@ -140,7 +158,8 @@ public struct PostgresSchema: Sendable {
     /// A record type's table, its view and its indexes: what `catalog` lacks of them (everything
     /// without a catalog).
     func tableDDL(_ table: Table, given catalog: Catalog?) -> [String] {
-        var statements = [Self.recordTable(table.mapping).create(table.qualifiedName)]
+        var statements: [String] = []
+        if catalog?.columns[table.mapping.table] == nil { statements.append(Self.recordTable(table.mapping).create(table.qualifiedName)) }
         // What the table already has: unknown without a catalog (every statement is then
         // listed); everything when the statement above has just made it.
         let name = table.mapping.table

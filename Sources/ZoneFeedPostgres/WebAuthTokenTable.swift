@@ -99,7 +99,7 @@ public final class WebAuthTokenTable: SourceVault, Sendable {
     private func createTable(on c: Connection) throws {
         try c.transaction {
             // The destination's DDL lock: CREATE … IF NOT EXISTS races with a concurrent creation.
-            try c.query("SELECT pg_advisory_xact_lock(hashtext('zonefeed ddl'))")
+            try PostgresSchema.lockDDL(of: schema, on: c)
             try c.execute("CREATE SCHEMA IF NOT EXISTS \(quoteIdentifier(schema))")
             try c.execute(
                 """

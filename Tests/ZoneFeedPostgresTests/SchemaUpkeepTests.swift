@@ -37,6 +37,66 @@ import ZoneFeed
         #expect(try await DestinationSnapshot.read(p).differences(from: p.expected()) == [])
     }
 
+    /// A schema's DDL lock (CREATE … IF NOT EXISTS races with a concurrent creation) is taken only
+    /// by a run that has something to make in it: a pipeline whose tables exist, every watch
+    /// cycle among them, does not wait for another pipeline making its own in the same schema, or
+    /// for whatever that one waits on while holding the lock. A first run still takes its turn.
+    @Test func onlyARunWithTablesToMakeWaitsForAnotherPipelinesDDL() async throws {
+        var p = try await FakePipeline(prefix: "ddlturn", fake: FakeSettings(seed: 6, zones: 2, recordsPerZone: 300))
+        try await p.run()
+        let other = try Connection(p.url)
+        defer { other.close() }
+        // Another pipeline making its tables, in a transaction that has not ended.
+        try other.execute("BEGIN")
+        try other.query("SELECT pg_advisory_xact_lock(hashtext('zonefeed ddl'), hashtext($1))", [p.schema])
+
+        p.fake.recordsPerZone = 500
+        let pipeline = p
+        let finished = try await withThrowingTaskGroup(of: Bool.self) { group in
+            group.addTask { try await pipeline.run().status == .succeeded }
+            group.addTask {
+                try await Task.sleep(for: .seconds(120))  // a run waiting on the lock waits for ever
+                return false
+            }
+            let first = try await group.next()!
+            // A run stuck behind the lock (as every run was, when the lock was taken at every
+            // start) is let go, so that the test ends either way.
+            try other.execute("COMMIT")
+            group.cancelAll()
+            return first
+        }
+        #expect(finished, "the run of a pipeline whose tables exist finished while another held the DDL lock")
+        #expect(try await DestinationSnapshot.read(p).differences(from: p.expected()) == [])
+
+        // A new pipeline in the same schema: its tables are to be made.
+        var newcomer = try await FakePipeline(prefix: "ddlnew", fake: FakeSettings(seed: 7, zones: 1, recordsPerZone: 100))
+        newcomer.schema = p.schema
+        newcomer.tables = ["Note": "new_notes", "Folder": "new_folders", "Tag": "new_tags"]
+        newcomer.recordTypesSection = "recordTypes:\n" + newcomer.tables.sorted { $0.key < $1.key }.map { "  \($0.key):\n    table: \($0.value)\n" }.joined()
+        try other.execute("BEGIN")
+        try other.query("SELECT pg_advisory_xact_lock(hashtext('zonefeed ddl'), hashtext($1))", [p.schema])
+        let firstRun = Task { try await newcomer.run() }
+        // Looked at from a session of its own: a transaction sees pg_stat_activity as it was when
+        // it first looked.
+        let look = try Connection(p.url)
+        defer { look.close() }
+        var waited = false
+        for _ in 0..<600 where !waited {
+            waited =
+                try look.query(
+                    """
+                    SELECT count(*) > 0 FROM pg_locks AS l JOIN pg_stat_activity AS a ON a.pid = l.pid
+                    WHERE l.locktype = 'advisory' AND NOT l.granted AND a.application_name = $1
+                    """, ["zonefeed/\(newcomer.name)"]
+                ).scalar(as: Bool.self)
+            if !waited { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        try other.execute("COMMIT")
+        #expect(waited, "a first run waited for the DDL lock")
+        #expect(try await firstRun.value.status == .succeeded)
+        #expect(try await DestinationSnapshot.read(newcomer).differences(from: newcomer.expected()) == [])
+    }
+
     @Test func aTableMadeByAnOlderMappingIsBroughtUpToDate() async throws {
         let p = try await FakePipeline(prefix: "upkeep", fake: FakeSettings(seed: 5, zones: 1, recordsPerZone: 400))
         try await p.run()
