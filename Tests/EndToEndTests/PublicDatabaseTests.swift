@@ -324,7 +324,7 @@ import ZoneFeed
         #expect(state.contains("\"registeredTokens\":1"), "the watcher registered a push token: \(state)")
         let expected = s.generated()
         let caughtUp = await WatchTests.within(.seconds(60)) { try await s.differences(from: expected.mapValues { $0.recordChangeTag ?? "-" }).isEmpty }
-        #expect(caughtUp != nil, "the watcher caught up")
+        #expect(caughtUp != nil, "the watcher caught up: \(watching.stderrSoFar)")
         #expect(try await s.server.admin("state").contains("\"subscriptions\":3"), "a query subscription for each of the three types")
 
         let gone = try #require(expected.keys.sorted().first)
@@ -332,7 +332,7 @@ import ZoneFeed
         let tombstoned = await WatchTests.within(.seconds(30)) {
             try await DestinationSnapshot.read(s.p).rows[ExpectedState.Key(zoneName: ZoneID.defaultZoneName, recordName: gone)]?.deleted == true
         }
-        #expect(tombstoned != nil, "the deletion arrived by its notification")
+        #expect(tombstoned != nil, "the deletion arrived by its notification: \(watching.stderrSoFar)")
         let snapshot = try await DestinationSnapshot.read(s.p)
         #expect(snapshot.tombstonesByReason == ["deleted": 1], "a tombstone of the deletion itself, not of a sweep")
         let stopped = await watching.stop()
