@@ -8,6 +8,23 @@ import ZoneFeed
 /// Each run makes sure the destination's tables are as the pipeline file says, and changes them
 /// only when they are not: changing a table locks it against every reader.
 @Suite struct SchemaUpkeepTests {
+    /// Whether a run of `p` succeeds within 120 s while `holder`'s open transaction holds what it
+    /// holds (a stuck run waits for ever; a loaded machine's, tens of seconds). The transaction
+    /// is committed then either way, so that a run stuck behind it is let go and the test ends.
+    static func runFinishes(_ p: FakePipeline, whileHeldBy holder: Connection) async throws -> Bool {
+        try await withThrowingTaskGroup(of: Bool.self) { group in
+            group.addTask { try await p.run().status == .succeeded }
+            group.addTask {
+                try await Task.sleep(for: .seconds(120))
+                return false
+            }
+            let first = try await group.next()!
+            try holder.execute("COMMIT")
+            group.cancelAll()
+            return first
+        }
+    }
+
     @Test func aRunDoesNotWaitForReadersOfItsTables() async throws {
         var p = try await FakePipeline(prefix: "readers", fake: FakeSettings(seed: 4, zones: 2, recordsPerZone: 500))
         try await p.run()
@@ -20,19 +37,7 @@ import ZoneFeed
         try reader.query("SELECT count(*) FROM \(schema).folders")
 
         p.fake.recordsPerZone = 800
-        let pipeline = p
-        let finished = try await withThrowingTaskGroup(of: Bool.self) { group in
-            group.addTask { try await pipeline.run().status == .succeeded }
-            group.addTask {
-                try await Task.sleep(for: .seconds(120))  // a stuck run waits for ever; a loaded one, tens of seconds
-                return false
-            }
-            let first = try await group.next()!
-            // A run stuck behind the reader is let go, so that the test ends either way.
-            try reader.execute("COMMIT")
-            group.cancelAll()
-            return first
-        }
+        let finished = try await Self.runFinishes(p, whileHeldBy: reader)
         #expect(finished, "the run finished while a reader held the tables")
         #expect(try await DestinationSnapshot.read(p).differences(from: p.expected()) == [])
     }
@@ -51,20 +56,9 @@ import ZoneFeed
         try other.query("SELECT pg_advisory_xact_lock(hashtext('zonefeed ddl'), hashtext($1))", [p.schema])
 
         p.fake.recordsPerZone = 500
-        let pipeline = p
-        let finished = try await withThrowingTaskGroup(of: Bool.self) { group in
-            group.addTask { try await pipeline.run().status == .succeeded }
-            group.addTask {
-                try await Task.sleep(for: .seconds(120))  // a run waiting on the lock waits for ever
-                return false
-            }
-            let first = try await group.next()!
-            // A run stuck behind the lock (as every run was, when the lock was taken at every
-            // start) is let go, so that the test ends either way.
-            try other.execute("COMMIT")
-            group.cancelAll()
-            return first
-        }
+        // (Every run waited here for ever, when the lock was the database's and taken at every
+        // start.)
+        let finished = try await Self.runFinishes(p, whileHeldBy: other)
         #expect(finished, "the run of a pipeline whose tables exist finished while another held the DDL lock")
         #expect(try await DestinationSnapshot.read(p).differences(from: p.expected()) == [])
 
