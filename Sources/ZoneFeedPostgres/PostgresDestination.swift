@@ -207,9 +207,10 @@ public final class PostgresDestination: RunDestination, Sendable {
                             var catalog = try PostgresSchema.Catalog.read(schema: schema.schema, on: c)
                             // Two runs starting together take turns at making what is missing, and
                             // the second reads again what the first made. A schema that lacks
-                            // nothing (every run but the first, every cycle of a watcher) takes no
-                            // lock: whoever holds it may be making tables for a long while (an
-                            // evolution holds it to its batch's end).
+                            // nothing (every run once the tables are made, unless the mapping has
+                            // changed since: every cycle of a watcher) takes no lock: whoever holds
+                            // it may be making tables for a long while (an evolution holds it to
+                            // its batch's end).
                             if !schema.ddl(given: catalog).isEmpty {
                                 try PostgresSchema.lockDDL(of: schema.schema, on: c)
                                 catalog = try PostgresSchema.Catalog.read(schema: schema.schema, on: c)

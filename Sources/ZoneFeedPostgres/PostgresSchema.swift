@@ -80,8 +80,7 @@ public struct PostgresSchema: Sendable {
     /// Takes, until the transaction ends, the lock under which zonefeed makes things in
     /// `schema`: `CREATE … IF NOT EXISTS` is not safe against a concurrent creation of the same
     /// object, and two evolving pipelines must not pick the same new table name at once. Names
-    /// clash only within a schema, so pipelines in other schemas never wait for it (a lock of the
-    /// whole database made every run there wait behind one pipeline's long evolution).
+    /// clash only within a schema, so pipelines in other schemas do not wait for each other's.
     static func lockDDL(of schema: String, on c: Connection) throws {
         try c.query("SELECT pg_advisory_xact_lock(hashtext('zonefeed ddl'), hashtext($1))", [schema])
     }

@@ -97,6 +97,10 @@ public final class WebAuthTokenTable: SourceVault, Sendable {
     }
 
     private func createTable(on c: Connection) throws {
+        // Made once: a process that finds it takes no lock (the schema's DDL lock may be held
+        // for a while by a pipeline evolving its tables).
+        let exists = try c.query("SELECT to_regclass($1) IS NOT NULL", [table]).scalar(as: Bool.self)
+        guard !exists else { return }
         try c.transaction {
             // The destination's DDL lock: CREATE … IF NOT EXISTS races with a concurrent creation.
             try PostgresSchema.lockDDL(of: schema, on: c)

@@ -170,8 +170,10 @@ import Testing
         // A new push token starts a cycle of its own (a change made before it was registered was
         // notified to nobody), which a loaded machine may begin seconds later, after a poll, and
         // which then brings a change made meanwhile. When it took the first change, a second is
-        // made, which only the poll can bring. (A poll that brings nothing logs nothing.)
-        func pollLines() -> Int { watching.stderrSoFar.components(separatedBy: "trigger=poll").count - 1 }
+        // made, which only the poll can bring.
+        func pollLines() -> Int {
+            watching.stderrSoFar.split(separator: "\n").count { $0.contains("cycle succeeded") && $0.contains("trigger=poll") }
+        }
         var polled = false
         for name in ["POLLED-1", "POLLED-2"] where !polled {
             let before = pollLines()

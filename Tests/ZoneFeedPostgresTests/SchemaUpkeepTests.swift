@@ -10,7 +10,8 @@ import ZoneFeed
 @Suite struct SchemaUpkeepTests {
     /// Whether a run of `p` succeeds within 120 s while `holder`'s open transaction holds what it
     /// holds (a stuck run waits for ever; a loaded machine's, tens of seconds). The transaction
-    /// is committed then either way, so that a run stuck behind it is let go and the test ends.
+    /// is committed once the run ended or the time ran out, so that a run stuck behind it is let
+    /// go and the test ends.
     static func runFinishes(_ p: FakePipeline, whileHeldBy holder: Connection) async throws -> Bool {
         try await withThrowingTaskGroup(of: Bool.self) { group in
             group.addTask { try await p.run().status == .succeeded }
@@ -18,8 +19,8 @@ import ZoneFeed
                 try await Task.sleep(for: .seconds(120))
                 return false
             }
+            defer { _ = try? holder.execute("COMMIT") }
             let first = try await group.next()!
-            try holder.execute("COMMIT")
             group.cancelAll()
             return first
         }
@@ -56,8 +57,7 @@ import ZoneFeed
         try other.query("SELECT pg_advisory_xact_lock(hashtext('zonefeed ddl'), hashtext($1))", [p.schema])
 
         p.fake.recordsPerZone = 500
-        // (Every run waited here for ever, when the lock was the database's and taken at every
-        // start.)
+        // (A run that took this lock at every start waited here for ever.)
         let finished = try await Self.runFinishes(p, whileHeldBy: other)
         #expect(finished, "the run of a pipeline whose tables exist finished while another held the DDL lock")
         #expect(try await DestinationSnapshot.read(p).differences(from: p.expected()) == [])
@@ -69,7 +69,9 @@ import ZoneFeed
         newcomer.recordTypesSection = "recordTypes:\n" + newcomer.tables.sorted { $0.key < $1.key }.map { "  \($0.key):\n    table: \($0.value)\n" }.joined()
         try other.execute("BEGIN")
         try other.query("SELECT pg_advisory_xact_lock(hashtext('zonefeed ddl'), hashtext($1))", [p.schema])
-        let firstRun = Task { try await newcomer.run() }
+        async let firstRun = newcomer.run()
+        // Whatever happens below, the run is let go before it is awaited at the end of the scope.
+        defer { _ = try? other.execute("COMMIT") }
         // Looked at from a session of its own: a transaction sees pg_stat_activity as it was when
         // it first looked.
         let look = try Connection(p.url)
@@ -87,7 +89,7 @@ import ZoneFeed
         }
         try other.execute("COMMIT")
         #expect(waited, "a first run waited for the DDL lock")
-        #expect(try await firstRun.value.status == .succeeded)
+        #expect(try await firstRun.status == .succeeded)
         #expect(try await DestinationSnapshot.read(newcomer).differences(from: newcomer.expected()) == [])
     }
 
