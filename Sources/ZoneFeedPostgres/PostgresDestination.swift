@@ -211,15 +211,17 @@ public final class PostgresDestination: RunDestination, Sendable {
                             // changed since: every cycle of a watcher) takes no lock: whoever holds
                             // it may be making tables for a long while (an evolution holds it to
                             // its batch's end).
-                            if !schema.ddl(given: catalog).isEmpty {
+                            var statements = schema.ddl(given: catalog)
+                            if !statements.isEmpty {
                                 try PostgresSchema.lockDDL(of: schema.schema, on: c)
                                 catalog = try PostgresSchema.Catalog.read(schema: schema.schema, on: c)
+                                statements = schema.ddl(given: catalog)
                             }
                             // A table of the same name but another shape is named before
                             // anything, the DDL included, is written.
                             let problems = schema.shapeProblems(given: catalog)
                             guard problems.isEmpty else { throw DestinationShapeError(problems: problems) }
-                            for statement in schema.ddl(given: catalog) {
+                            for statement in statements {
                                 do {
                                     try c.execute(statement)
                                 } catch let error as PostgresError {
@@ -229,6 +231,8 @@ public final class PostgresDestination: RunDestination, Sendable {
                             // The tables as earlier runs grew them, whether or not this one may
                             // grow them further: their rows are deleted, swept and merged whole.
                             let grown = try self.loadSchema(on: c)
+                            // The catalog is read after the schema's changes, always: another
+                            // process may have grown a table since the read above.
                             let grownProblems = grown.shapeProblems(given: try PostgresSchema.Catalog.read(schema: schema.schema, on: c))
                             guard grownProblems.isEmpty else { throw DestinationShapeError(problems: grownProblems) }
                             self.publish(grown)

@@ -157,11 +157,11 @@ public struct PostgresSchema: Sendable {
     /// A record type's table, its view and its indexes: what `catalog` lacks of them (everything
     /// without a catalog).
     func tableDDL(_ table: Table, given catalog: Catalog?) -> [String] {
+        let name = table.mapping.table
         var statements: [String] = []
-        if catalog?.columns[table.mapping.table] == nil { statements.append(Self.recordTable(table.mapping).create(table.qualifiedName)) }
+        if catalog?.columns[name] == nil { statements.append(Self.recordTable(table.mapping).create(table.qualifiedName)) }
         // What the table already has: unknown without a catalog (every statement is then
         // listed); everything when the statement above has just made it.
-        let name = table.mapping.table
         var known: (columns: Set<String>, syncedAtDefault: Bool)?
         if let catalog {
             known =
