@@ -211,7 +211,7 @@ let package = Package(
         .testTarget(
             name: "CloudKitWebServicesTests",
             dependencies: [
-                "CloudKitWebServices", "ZoneFeedCloudKit", "ZoneFeed", "CloudKitModel", "FakeCloudKit",
+                "CloudKitWebServices", "ZoneFeedCloudKit", "ZoneFeed", "CloudKitModel", "FakeCloudKit", "TestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

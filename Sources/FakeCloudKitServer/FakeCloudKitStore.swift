@@ -3,6 +3,7 @@ import Crypto
 import FakeCloudKit
 import Foundation
 import NIOCore
+import Synchronization
 
 /// The fake server's whole state, behind one actor so that every request sees a consistent
 /// history: the zones of each database with their append-only histories, the zone-event log of
@@ -129,6 +130,8 @@ actor FakeCloudKitStore {
     /// The connections open now that have carried CloudKit requests, held until they close so
     /// that no new connection can take an old one's identity.
     var openConnections: [ObjectIdentifier: any Channel] = [:]
+    /// The connections that closed since the last CloudKit request (`arrived(on:)`).
+    nonisolated let closedConnections = Mutex<[ObjectIdentifier]>([])
     /// `faults/misdirect`: how many more requests the misdirected connection answers 421, and
     /// which connection that is (the first to carry a request once the fault was set).
     var misdirect: (remaining: Int, connection: ObjectIdentifier?)?

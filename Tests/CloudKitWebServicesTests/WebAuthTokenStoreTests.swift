@@ -445,12 +445,12 @@ import Testing
         try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").map(String.init)
     }
 
-    /// Polls `condition` for up to ten seconds.
+    /// Polls `condition` for up to a minute.
     func waitUntil(_ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(60)
         while !condition() {
             guard ContinuousClock.now < deadline else {
-                Issue.record("the condition did not hold within 10 s")
+                Issue.record("the condition did not hold within a minute")
                 return
             }
             try await Task.sleep(for: .milliseconds(10))

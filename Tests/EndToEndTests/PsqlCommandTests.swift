@@ -129,7 +129,7 @@ struct PasswordRole {
 
         // The rule holds once the server has read it again: without the password, no entry.
         let withoutPassword = (parameters + [("user", role)]).map { "\($0.0)=\(quoted($0.1))" }.joined(separator: " ")
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(60)
         while (try? Connection(withoutPassword)) != nil, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(50))
         }

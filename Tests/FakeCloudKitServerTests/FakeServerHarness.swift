@@ -24,7 +24,9 @@ struct FakeServerHarness: Sendable {
     /// Starts the server, runs `body`, stops the server. The server and `body` run on a thread
     /// of their own (`DedicatedExecutor`), as a server in a process of its own would: on the
     /// cooperative pool, which the tests beside it keep busy generating feeds, a request once
-    /// waited past its 20-second deadline.
+    /// waited past its 20-second deadline. A request's deadline is two minutes: a guard against
+    /// a hang, not a measure of speed (the first seconds of the full suite, with every test
+    /// starting at once on two cores, once held one of them 20 s).
     static func with(
         _ configuration: FakeCloudKitServer.Configuration = configuration(),
         _ body: @Sendable (FakeServerHarness) async throws -> Void
@@ -107,7 +109,7 @@ struct FakeServerHarness: Sendable {
             request.body = .bytes(bytes)
         }
         for (name, value) in extra { request.headers.add(name: name, value: value) }
-        let response = try await client.execute(request, timeout: .seconds(20))
+        let response = try await client.execute(request, timeout: .seconds(120))
         let buffer = try await response.body.collect(upTo: 64 << 20)
         var headers: [String: String] = [:]
         for header in response.headers { headers[header.name.lowercased()] = header.value }

@@ -25,7 +25,7 @@ import Testing
         request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
         request.body = .bytes(Array(form.utf8))
         do {
-            let response = try await client.execute(request, timeout: .seconds(20))
+            let response = try await client.execute(request, timeout: .seconds(120))
             _ = try await response.body.collect(upTo: 1 << 20)
             try await client.shutdown()
             return (Int(response.status.code), response.headers.first(name: "Location"))

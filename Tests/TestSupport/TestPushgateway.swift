@@ -50,7 +50,7 @@ public final class TestPushgateway: Sendable {
     }
 
     private func get(_ path: String) async throws -> (status: UInt, body: String) {
-        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url + path), timeout: .seconds(10))
+        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url + path), timeout: .seconds(60))
         let body = try await response.body.collect(upTo: 16 << 20)
         return (response.status.code, String(buffer: body))
     }
