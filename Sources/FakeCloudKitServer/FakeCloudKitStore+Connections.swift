@@ -12,7 +12,11 @@ extension FakeCloudKitStore {
     /// Notes a CloudKit request on `connection`; true when the request is to be answered 421
     /// Misdirected Request.
     func arrived(on connection: any Channel) -> Bool {
-        for id in closedConnections.withLock({ closed in defer { closed = [] }; return closed }) { forget(id) }
+        let closed = closedConnections.withLock { closed in
+            defer { closed = [] }
+            return closed
+        }
+        for id in closed { forget(id) }
         let id = ObjectIdentifier(connection)
         if openConnections[id] == nil {
             openConnections[id] = connection

@@ -187,7 +187,9 @@ func everyNumberInAPipelineFileHasARangeAndIsRefusedOutsideItAtItsLine(_ number:
 
 @Test func aPipelineFileIsReadUpToOneMebibyte() throws {
     var error: PipelineFileError?
-    let elapsed = threadCPUTime { error = #expect(throws: PipelineFileError.self) { try Pipeline.load(path: "/dev/zero", components: .zonefeed, environment: [:]) } }
+    let elapsed = threadCPUTime {
+        error = #expect(throws: PipelineFileError.self) { try Pipeline.load(path: "/dev/zero", components: .zonefeed, environment: [:]) }
+    }
     #expect(
         error?.description
             == "/dev/zero:0:0: cannot read pipeline file: it is larger than 1 MiB, the most a pipeline file may be (one is a few kilobytes): check that this is the pipeline file"
