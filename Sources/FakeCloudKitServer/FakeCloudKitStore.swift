@@ -127,8 +127,9 @@ actor FakeCloudKitStore {
     var pushTokens: [String: PushToken] = [:]
     /// The web courier's port, once it listens.
     var courierPort = 0
-    /// The connections open now that have carried CloudKit requests, held until they close so
-    /// that no new connection can take an old one's identity.
+    /// The connections open now that have carried CloudKit requests, held until the first
+    /// request after they close (`closedConnections`), so that no new connection can take an
+    /// old one's identity.
     var openConnections: [ObjectIdentifier: any Channel] = [:]
     /// The connections that closed since the last CloudKit request (`arrived(on:)`).
     nonisolated let closedConnections = Mutex<[ObjectIdentifier]>([])

@@ -4,8 +4,9 @@ import Testing
 
 /// Throttling pauses every request that must wait with the throttled one, lowers how many may
 /// be in flight to half of what was, and keeps under a server's hard cap once found; successes
-/// grow it back one at a time.
-@Suite struct RequestLimiterTests {
+/// grow it back one at a time. A limiter that waited out a pause it must not would wait an
+/// hour: the time limit ends the test instead.
+@Suite(.timeLimit(.minutes(2))) struct RequestLimiterTests {
     @Test func aThrottlePausesEveryRequestAndCountsTheWaitOnce() async throws {
         let limiter = RequestLimiter(maxConcurrent: 8)
         let first = try await limiter.acquire()

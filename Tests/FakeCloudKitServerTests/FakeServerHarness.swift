@@ -24,9 +24,8 @@ struct FakeServerHarness: Sendable {
     /// Starts the server, runs `body`, stops the server. The server and `body` run on a thread
     /// of their own (`DedicatedExecutor`), as a server in a process of its own would: on the
     /// cooperative pool, which the tests beside it keep busy generating feeds, a request once
-    /// waited past its 20-second deadline. A request's deadline is two minutes: a guard against
-    /// a hang, not a measure of speed (the first seconds of the full suite, with every test
-    /// starting at once on two cores, once held one of them 20 s).
+    /// waited 20 s. A request's deadline is two minutes: a guard against a hang, not a measure
+    /// of speed.
     static func with(
         _ configuration: FakeCloudKitServer.Configuration = configuration(),
         _ body: @Sendable (FakeServerHarness) async throws -> Void

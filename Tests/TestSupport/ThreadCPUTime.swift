@@ -1,4 +1,8 @@
-import Glibc
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// The CPU time the calling thread spends in `body`, in user and system mode: for a bound that
 /// tells a fast reader from a hang or a quadratic one. Wall time would count the seconds the
