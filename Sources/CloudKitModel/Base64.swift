@@ -11,25 +11,38 @@ public enum Base64 {
 
     public static func encode(_ bytes: [UInt8]) -> String {
         var out: [UInt8] = []
-        out.reserveCapacity((bytes.count + 2) / 3 * 4)
-        var i = 0
-        while i + 2 < bytes.count {
-            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
-            out.append(alphabet[Int(n >> 18)])
-            out.append(alphabet[Int(n >> 12 & 63)])
-            out.append(alphabet[Int(n >> 6 & 63)])
-            out.append(alphabet[Int(n & 63)])
-            i += 3
-        }
-        let rest = bytes.count - i
-        if rest == 1 {
-            let n = UInt32(bytes[i]) << 16
-            out += [alphabet[Int(n >> 18)], alphabet[Int(n >> 12 & 63)], UInt8(ascii: "="), UInt8(ascii: "=")]
-        } else if rest == 2 {
-            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8
-            out += [alphabet[Int(n >> 18)], alphabet[Int(n >> 12 & 63)], alphabet[Int(n >> 6 & 63)], UInt8(ascii: "=")]
-        }
+        bytes.withUnsafeBytes { encode($0, appendingTo: &out) }
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends the base64 of `bytes` to `out`, in room made once.
+    public static func encode(_ bytes: UnsafeRawBufferPointer, appendingTo out: inout [UInt8]) {
+        let count = (bytes.count + 2) / 3 * 4
+        guard count > 0 else { return }
+        out.append(addingCapacity: count) { span in
+            span.withUnsafeMutableBufferPointer { buffer, initialized in
+                alphabet.withUnsafeBufferPointer { alphabet in
+                    var o = 0
+                    func put(_ n: UInt32, _ characters: Int) {
+                        for k in 0..<4 {
+                            buffer[o + k] = k < characters ? alphabet[Int(n >> UInt32(18 - 6 * k) & 63)] : UInt8(ascii: "=")
+                        }
+                        o += 4
+                    }
+                    var i = 0
+                    while i + 2 < bytes.count {
+                        put(UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2]), 4)
+                        i += 3
+                    }
+                    switch bytes.count - i {
+                    case 1: put(UInt32(bytes[i]) << 16, 2)
+                    case 2: put(UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8, 3)
+                    default: break
+                    }
+                }
+                initialized = count
+            }
+        }
     }
 
     /// The bytes, or nil when the text is not standard base64 as RFC 4648 writes it: only the

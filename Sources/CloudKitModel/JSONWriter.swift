@@ -171,43 +171,46 @@ public struct JSONWriter {
 
     public mutating func writeString(_ s: String) {
         var s = s
-        s.withUTF8 { utf8 in
-            guard JSONWriter.anyNeedsEscaping(utf8) else {
-                // The usual case: the text as is between quotes, appended at once.
-                bytes.append(addingCapacity: utf8.count + 2) { span in
-                    span.withUnsafeMutableBufferPointer { buffer, initialized in
-                        buffer[0] = UInt8(ascii: "\"")
-                        if let base = utf8.baseAddress { (buffer.baseAddress! + 1).initialize(from: base, count: utf8.count) }
-                        buffer[utf8.count + 1] = UInt8(ascii: "\"")
-                        initialized = utf8.count + 2
-                    }
-                }
-                return
-            }
-            bytes.append(UInt8(ascii: "\""))
-            var start = 0
-            for i in 0..<utf8.count {
-                let c = utf8[i]
-                if c >= 0x20 && c != UInt8(ascii: "\"") && c != UInt8(ascii: "\\") { continue }
-                if start < i { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<i])) }
-                start = i + 1
-                switch c {
-                case UInt8(ascii: "\""): raw("\\\"")
-                case UInt8(ascii: "\\"): raw("\\\\")
-                case 0x0A: raw("\\n")
-                case 0x0D: raw("\\r")
-                case 0x09: raw("\\t")
-                case 0 where spellsOutNUL: raw("\\\\u0000")
-                default:
-                    let hex: [UInt8] = Array("0123456789abcdef".utf8)
-                    raw("\\u00")
-                    bytes.append(hex[Int(c >> 4)])
-                    bytes.append(hex[Int(c & 0xF)])
+        s.withUTF8 { writeString(utf8: $0) }
+    }
+
+    /// `writeString` for text at hand as UTF-8, without making a String of it.
+    public mutating func writeString(utf8: UnsafeBufferPointer<UInt8>) {
+        guard JSONWriter.anyNeedsEscaping(utf8) else {
+            // The usual case: the text as is between quotes, appended at once.
+            bytes.append(addingCapacity: utf8.count + 2) { span in
+                span.withUnsafeMutableBufferPointer { buffer, initialized in
+                    buffer[0] = UInt8(ascii: "\"")
+                    if let base = utf8.baseAddress { (buffer.baseAddress! + 1).initialize(from: base, count: utf8.count) }
+                    buffer[utf8.count + 1] = UInt8(ascii: "\"")
+                    initialized = utf8.count + 2
                 }
             }
-            if start < utf8.count { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start...])) }
-            bytes.append(UInt8(ascii: "\""))
+            return
         }
+        bytes.append(UInt8(ascii: "\""))
+        var start = 0
+        for i in 0..<utf8.count {
+            let c = utf8[i]
+            if c >= 0x20 && c != UInt8(ascii: "\"") && c != UInt8(ascii: "\\") { continue }
+            if start < i { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<i])) }
+            start = i + 1
+            switch c {
+            case UInt8(ascii: "\""): raw("\\\"")
+            case UInt8(ascii: "\\"): raw("\\\\")
+            case 0x0A: raw("\\n")
+            case 0x0D: raw("\\r")
+            case 0x09: raw("\\t")
+            case 0 where spellsOutNUL: raw("\\\\u0000")
+            default:
+                let hex: [UInt8] = Array("0123456789abcdef".utf8)
+                raw("\\u00")
+                bytes.append(hex[Int(c >> 4)])
+                bytes.append(hex[Int(c & 0xF)])
+            }
+        }
+        if start < utf8.count { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start...])) }
+        bytes.append(UInt8(ascii: "\""))
     }
 
     /// Whether any byte of `text` is a control character, `"` or a backslash.

@@ -141,6 +141,32 @@ public struct FakeFeed: Sendable {
         return out
     }
 
+    /// The entries of positions `range`, each record's fields written as the JSON CloudKit sends
+    /// and kept as a response's are (`RawFields`) when they pass the same check: what the
+    /// in-process source hands the engine, so that its records take the path of records read
+    /// from CloudKit. The same entries as `entries(zone:range:)`, which holds them in the model.
+    /// Throws only if the generator wrote JSON its reader refuses.
+    public func entriesWithJSONFields(zone: Int, range: Range<Int>) throws -> [RecordEntry] {
+        var fields = JSONFields(records: range.count)
+        var out: [RecordEntry] = []
+        out.reserveCapacity(range.count)
+        // Where each record is in `out`, in the order of their fields in the page.
+        var records: [Int] = []
+        records.reserveCapacity(range.count)
+        forEachEvent(in: range) { event, position in
+            let made = entry(zone: zone, event: event, position: position, fields: &fields)
+            if case .record = made { records.append(out.count) }
+            out.append(made)
+        }
+        let page = fields.page.finish()
+        for (index, read) in zip(records, try RecordFields.read(from: page, at: fields.starts)) {
+            guard case .record(var record) = out[index] else { continue }
+            record.storedFields = read
+            out[index] = .record(record)
+        }
+        return out
+    }
+
     /// The record name of each entry of positions `range`, as a key, and whether the entry
     /// deletes the record rather than writing a version of it: all that finding the live records
     /// needs, at a small part of the cost of the entries (neither fields nor names are made).
@@ -173,12 +199,23 @@ public struct FakeFeed: Sendable {
         }
     }
 
+    /// The entry at a position, with its record's fields in the model.
     func entry(zone: Int, event: Event, position: Int) -> RecordEntry {
+        var fields = ModelFields()
+        let made = entry(zone: zone, event: event, position: position, fields: &fields)
+        guard case .record(var record) = made else { return made }
+        record.storedFields = .values(fields.fields)
+        return .record(record)
+    }
+
+    /// The entry at a position, its record's fields put into `fields` (the record's own are left
+    /// empty).
+    func entry<Fields: FakeFieldSink>(zone: Int, event: Event, position: Int, fields: inout Fields) -> RecordEntry {
         switch event {
         case .create(let page, let slot):
-            return .record(record(zone: zone, page: page, slot: slot, version: position, allowBad: true))
+            return .record(record(zone: zone, page: page, slot: slot, version: position, allowBad: true, fields: &fields))
         case .repeatUpdate(let page, let slot), .nextPageUpdate(let page, let slot), .recreate(let page, let slot):
-            return .record(record(zone: zone, page: page, slot: slot, version: position, allowBad: false))
+            return .record(record(zone: zone, page: page, slot: slot, version: position, allowBad: false, fields: &fields))
         case .delete(let page, let slot):
             return .deleted(recordName: recordName(zone: zone, page: page, slot: slot))
         }
@@ -213,42 +250,36 @@ public struct FakeFeed: Sendable {
         return Int((nameHash >> 40) & 1)
     }
 
-    func record(zone: Int, page: Int, slot: Int, version: Int, allowBad: Bool) -> Record {
+    /// A record version, its fields put into `fields` (the record's own are left empty).
+    func record<Fields: FakeFieldSink>(zone: Int, page: Int, slot: Int, version: Int, allowBad: Bool, fields: inout Fields) -> Record {
         let name = recordName(zone: zone, page: page, slot: slot)
         let nameHash = SplitMix.hash(settings.seed, UInt64(zone), UInt64(page), UInt64(slot), 0x7E)
         let type = FakeFeed.recordType(hash: nameHash)
         var r = SplitMix(state: SplitMix.hash(nameHash, UInt64(version)))
         let zoneID = zoneID(zone)
         let (createdMs, modifiedMs) = FakeFeed.stamps(page: page, slot: slot, version: version, random: &r)
-        // Sized up front: growing a dictionary key by key reallocates and rehashes it.
-        var fields: [String: FieldValue]
         switch type {
         case "Note":
-            fields = noteFields(&r, zone: zone, page: page, slot: slot, version: version)
-            if type == "Note", let bad = badKind(nameHash: nameHash, allowBad: allowBad) {
-                if bad == 0 {
-                    fields["title"] = .string("bad\u{0}title")
-                } else {
-                    fields["wordCount"] = .string("many")
-                }
-            }
+            fields.begin(capacity: 20)
+            noteFields(&r, zone: zone, page: page, bad: badKind(nameHash: nameHash, allowBad: allowBad), into: &fields)
         case "Folder":
-            fields = Dictionary(minimumCapacity: 3)
-            fields["name"] = .string(FakeText.words(&r, count: 1 + Int(r.next() % 3)))
-            fields["color"] = .int64(Int64(r.next() % 0xFFFFFF))
+            fields.begin(capacity: 3)
+            let words = 1 + Int(r.next() % 3)
+            FakeText.words(&r, count: words) { fields.text("name", $0) }
+            fields.int64("color", Int64(r.next() % 0xFFFFFF))
             if r.next() % 3 == 0 {
-                fields["parent"] = .reference(
-                    Reference(recordName: recordName(zone: zone, page: max(0, page - 1), slot: Int(r.next() % UInt64(creates))), action: "NONE"))
+                let parent = recordNameBits(zone: zone, page: max(0, page - 1), slot: Int(r.next() % UInt64(creates)))
+                fields.reference("parent", FakeReference(name: parent, zoneID: nil, action: "NONE"))
             }
         default:
-            fields = Dictionary(minimumCapacity: 2)
-            fields["label"] = .string(FakeText.words(&r, count: 1))
-            fields["uses"] = .int64(Int64(r.next() % 1000))
+            fields.begin(capacity: 2)
+            fields.text("label", literal: FakeText.word(&r))
+            fields.int64("uses", Int64(r.next() % 1000))
         }
+        fields.end()
         return Record(
             recordName: name, recordType: type,
             recordChangeTag: Hex.short(SplitMix.hash(nameHash, UInt64(version), 0x7A6)),
-            fields: fields,
             created: RecordStamp(timestamp: createdMs, userRecordName: FakeFeed.users[Int(nameHash % 3)], deviceID: FakeFeed.devices[Int(nameHash % 5)]),
             modified: RecordStamp(timestamp: modifiedMs, userRecordName: FakeFeed.users[Int(r.next() % 3)], deviceID: "D1"),
             zoneID: zoneID)
@@ -297,78 +328,83 @@ public struct FakeFeed: Sendable {
     static let users = ["_user0", "_user1", "_user2"]
     static let devices = ["D0", "D1", "D2", "D3", "D4"]
 
-    /// The fields every note has; the others are added by key (see `DictionaryPrototype`).
-    static let noteFields = DictionaryPrototype<FieldValue>(
-        keys: ["title", "body", "wordCount", "rating", "thumbnail", "tags", "counts", "scores", "reminders", "chunks", "related"],
-        placeholder: .int64(0), capacity: 20)
-
-    /// A note's fields. The values are drawn in a fixed order, which the feed depends on, then
-    /// put together.
-    func noteFields(_ r: inout SplitMix, zone: Int, page: Int, slot: Int, version: Int) -> [String: FieldValue] {
+    /// A note's fields, drawn in a fixed order, which the feed depends on. A note made unfit on
+    /// purpose (`bad`, see `badKind`) draws the same values and says something else of one.
+    func noteFields<Fields: FakeFieldSink>(_ r: inout SplitMix, zone: Int, page: Int, bad: Int?, into f: inout Fields) {
         let roll = r.next()
-        let title = FieldValue.string(roll % 11 == 0 ? "" : FakeText.title(&r))
-        let body: FieldValue
+        if bad == 0 {
+            if roll % 11 != 0 { FakeText.title(&r) { _ in } }
+            f.text("title", literal: "bad\u{0}title")
+        } else if roll % 11 == 0 {
+            f.text("title", literal: "")
+        } else {
+            FakeText.title(&r) { f.text("title", $0) }
+        }
         switch roll % 97 {
-        case 5: body = .string(String(repeating: FakeText.words(&r, count: 12) + " ", count: 400))  // very long
-        case 6: body = .string("")
-        default: body = .string(FakeText.sentence(&r))
+        case 5:  // very long
+            var unit = FakeText.words(&r, count: 12) + " "
+            unit.withUTF8 { f.text("body", repeating: $0, count: 400) }
+        case 6: f.text("body", literal: "")
+        default: FakeText.sentence(&r) { f.text("body", $0) }
         }
-        let wordCount: FieldValue
+        let wordCount: Int64
         switch roll % 53 {
-        case 1: wordCount = .int64(Int64.max)
-        case 2: wordCount = .int64(Int64.min)
-        case 3: wordCount = .int64(9_007_199_254_740_993)  // 2^53 + 1: exact beyond doubles
-        default: wordCount = .int64(Int64(r.next() % 5000))
+        case 1: wordCount = Int64.max
+        case 2: wordCount = Int64.min
+        case 3: wordCount = 9_007_199_254_740_993  // 2^53 + 1: exact beyond doubles
+        default: wordCount = Int64(r.next() % 5000)
         }
-        let rating: FieldValue
+        if bad == 1 { f.text("wordCount", literal: "many") } else { f.int64("wordCount", wordCount) }
         switch roll % 41 {
-        case 1: rating = .double(-0.0)
-        case 2: rating = .double(1.7976931348623157e308)
-        case 3: rating = .double(Double.leastNonzeroMagnitude)
-        default: rating = .double(Double(r.next() % 10_000) / 100)
+        case 1: f.double("rating", -0.0)
+        case 2: f.double("rating", 1.7976931348623157e308)
+        case 3: f.double("rating", Double.leastNonzeroMagnitude)
+        default: f.double("rating", Double(r.next() % 10_000) / 100)
         }
-        var editedAt: FieldValue?
         if roll % 29 == 1 {
-            editedAt = .timestamp(-62_135_596_800_000)  // year 1, a sentinel seen in the wild
+            f.timestamp("editedAt", -62_135_596_800_000)  // year 1, a sentinel seen in the wild
         } else if roll % 7 != 0 {
-            editedAt = .timestamp(1_600_000_000_000 + Int64(r.next() % 100_000_000_000))
+            f.timestamp("editedAt", 1_600_000_000_000 + Int64(r.next() % 100_000_000_000))
         }
-        let thumbnail = FieldValue.bytes(FakeBytes.base64(&r, count: Int(r.next() % 24)))
-        var folder: FieldValue?
+        let thumbnailCount = Int(r.next() % 24)
+        f.bytes("thumbnail", FakeBytes.draw(&r, count: thumbnailCount), encrypted: false)
         if roll % 5 != 0 {
-            folder = .reference(
-                Reference(
-                    recordName: recordName(zone: zone, page: max(0, page - 1), slot: Int(r.next() % UInt64(creates))),
-                    zoneID: zoneID(zone), action: r.next() % 2 == 0 ? "NONE" : "DELETE_SELF"))
+            let folder = recordNameBits(zone: zone, page: max(0, page - 1), slot: Int(r.next() % UInt64(creates)))
+            let action: StaticString = r.next() % 2 == 0 ? "NONE" : "DELETE_SELF"
+            f.reference("folder", FakeReference(name: folder, zoneID: zoneID(zone), action: action))
         }
-        let attachment = roll % 3 != 0 ? FieldValue.asset(tag: "ASSETID", FakeAsset.make(&r)) : nil
-        let place = roll % 4 != 1 ? FieldValue.location(FakeLocation.make(&r)) : nil
-        let tagCount = Int(r.next() % 4)
-        let tags = FieldValue.list(tag: "STRING_LIST", (0..<tagCount).map { _ in .string(FakeText.words(&r, count: 1)) })
-        let counts = FieldValue.list(tag: "INT64_LIST", (0..<Int(r.next() % 4)).map { i in .int64(i == 1 ? Int64.min : Int64(r.next() % 100)) })
-        let scores = FieldValue.list(tag: "DOUBLE_LIST", (0..<Int(r.next() % 3)).map { _ in .double(Double(r.next() % 1000) / 8) })
-        let reminders = FieldValue.list(
-            tag: "TIMESTAMP_LIST", (0..<Int(r.next() % 3)).map { _ in .timestamp(1_650_000_000_000 + Int64(r.next() % 10_000_000_000)) })
-        let chunks = FieldValue.list(tag: "BYTES_LIST", (0..<Int(r.next() % 3)).map { _ in .bytes(FakeBytes.base64(&r, count: 1 + Int(r.next() % 8))) })
-        let related = FieldValue.list(
-            tag: "REFERENCE_LIST",
-            (0..<Int(r.next() % 3)).map { _ in
-                .reference(Reference(recordName: recordName(zone: zone, page: page, slot: Int(r.next() % UInt64(creates)))))
-            })
-        let secret = roll % 6 == 0 ? FieldValue.encryptedBytes(FakeBytes.base64(&r, count: 12)) : nil
-        let trail = roll % 9 == 0 ? FieldValue.list(tag: "LOCATION_LIST", [.location(FakeLocation.make(&r)), .location(FakeLocation.make(&r))]) : nil
-
-        var f = FakeFeed.noteFields.make([title, body, wordCount, rating, thumbnail, tags, counts, scores, reminders, chunks, related])
-        func add(_ key: String, _ value: consuming FieldValue?) {
-            if let value { f[key] = value }
+        if roll % 3 != 0 { f.asset("attachment", FakeAsset.draw(&r)) }
+        if roll % 4 != 1 { f.location("place", FakeLocation.draw(&r)) }
+        f.beginList("tags", tag: "STRING_LIST")
+        for _ in 0..<Int(r.next() % 4) { f.text(nil, literal: FakeText.word(&r)) }
+        f.endList()
+        f.beginList("counts", tag: "INT64_LIST")
+        for i in 0..<Int(r.next() % 4) { f.int64(nil, i == 1 ? Int64.min : Int64(r.next() % 100)) }
+        f.endList()
+        f.beginList("scores", tag: "DOUBLE_LIST")
+        for _ in 0..<Int(r.next() % 3) { f.double(nil, Double(r.next() % 1000) / 8) }
+        f.endList()
+        f.beginList("reminders", tag: "TIMESTAMP_LIST")
+        for _ in 0..<Int(r.next() % 3) { f.timestamp(nil, 1_650_000_000_000 + Int64(r.next() % 10_000_000_000)) }
+        f.endList()
+        f.beginList("chunks", tag: "BYTES_LIST")
+        for _ in 0..<Int(r.next() % 3) {
+            let count = 1 + Int(r.next() % 8)
+            f.bytes(nil, FakeBytes.draw(&r, count: count), encrypted: false)
         }
-        add("editedAt", editedAt)
-        add("folder", folder)
-        add("attachment", attachment)
-        add("place", place)
-        add("secret", secret)
-        add("trail", trail)
-        return f
+        f.endList()
+        f.beginList("related", tag: "REFERENCE_LIST")
+        for _ in 0..<Int(r.next() % 3) {
+            f.reference(nil, FakeReference(name: recordNameBits(zone: zone, page: page, slot: Int(r.next() % UInt64(creates))), zoneID: nil, action: "NONE"))
+        }
+        f.endList()
+        if roll % 6 == 0 { f.bytes("secret", FakeBytes.draw(&r, count: 12), encrypted: true) }
+        if roll % 9 == 0 {
+            f.beginList("trail", tag: "LOCATION_LIST")
+            f.location(nil, FakeLocation.draw(&r))
+            f.location(nil, FakeLocation.draw(&r))
+            f.endList()
+        }
     }
 
     // MARK: Tokens

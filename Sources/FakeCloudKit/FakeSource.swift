@@ -30,7 +30,7 @@ public struct FakeSource: ChangeSource {
         }
         let total = feed.entriesPerZone
         let end = start >= total ? total : min(total, feed.page(containing: start).start + feed.pageSize(feed.page(containing: start).page))
-        let entries = feed.entries(zone: index, range: start..<end)
+        let entries = try feed.entriesWithJSONFields(zone: index, range: start..<end)
         return ZoneChangePage(zoneID: zone, entries: entries, syncToken: feed.zoneToken(zone: index, position: end), moreComing: end < total)
     }
 }

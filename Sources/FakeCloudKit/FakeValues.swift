@@ -42,10 +42,15 @@ struct TextBuilder {
 
     /// The text `body` writes; writing more than `capacity` bytes traps.
     static func build(capacity: Int, _ body: (inout TextBuilder) -> Void) -> String {
+        withText(capacity: capacity, body) { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// Hands the text `body` writes to `use`, without making a String.
+    static func withText<R>(capacity: Int, _ body: (inout TextBuilder) -> Void, use: (UnsafeBufferPointer<UInt8>) -> R) -> R {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { buffer in
             var builder = TextBuilder(buffer: buffer)
             body(&builder)
-            return String(decoding: UnsafeBufferPointer(rebasing: buffer[..<builder.count]), as: UTF8.self)
+            return use(UnsafeBufferPointer(rebasing: buffer[..<builder.count]))
         }
     }
 
@@ -97,8 +102,11 @@ struct TextBuilder {
 
 enum Hex {
     /// An upper-case UUID-shaped name, as CloudKit apps usually make.
-    static func uuid(_ a: UInt64, _ b: UInt64) -> String {
-        TextBuilder.build(capacity: 36) { text in
+    static func uuid(_ a: UInt64, _ b: UInt64) -> String { uuid(a, b) { String(decoding: $0, as: UTF8.self) } }
+
+    /// `uuid(a, b)`'s text, handed to `use`.
+    static func uuid<R>(_ a: UInt64, _ b: UInt64, _ use: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        TextBuilder.withText(capacity: 36) { text in
             text.appendHex(a >> 32, nibbles: 8, uppercase: true)
             text.append(UInt8(ascii: "-"))
             text.appendHex(a >> 16, nibbles: 4, uppercase: true)
@@ -108,12 +116,20 @@ enum Hex {
             text.appendHex(b >> 48, nibbles: 4, uppercase: true)
             text.append(UInt8(ascii: "-"))
             text.appendHex(b, nibbles: 12, uppercase: true)
+        } use: {
+            use($0)
         }
     }
 
     /// The low 32 bits in lower-case hexadecimal.
-    static func short(_ v: UInt64) -> String {
-        TextBuilder.build(capacity: 8) { $0.appendHex(v, nibbles: 8, uppercase: false) }
+    static func short(_ v: UInt64) -> String { short(v) { String(decoding: $0, as: UTF8.self) } }
+
+    static func short<R>(_ v: UInt64, _ use: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        TextBuilder.withText(capacity: 8) {
+            $0.appendHex(v, nibbles: 8, uppercase: false)
+        } use: {
+            use($0)
+        }
     }
 }
 
@@ -135,47 +151,185 @@ enum FakeText {
         }
     }
 
-    /// The words as strings, for a text of one word (a tag, a label): made once.
-    static let wordStrings = words.map { String(describing: $0) }
+    /// One word, one draw.
+    static func word(_ r: inout SplitMix) -> StaticString { words[Int(r.next() % UInt64(words.count))] }
 
     static func words(_ r: inout SplitMix, count: Int) -> String {
-        if count == 1 { return wordStrings[Int(r.next() % UInt64(wordStrings.count))] }
-        return TextBuilder.build(capacity: count * longestWord) { append(&r, words: count, to: &$0) }
+        words(&r, count: count) { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// `count` words separated by spaces, handed to `use`.
+    static func words<R>(_ r: inout SplitMix, count: Int, _ use: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        TextBuilder.withText(capacity: count * longestWord) {
+            append(&r, words: count, to: &$0)
+        } use: {
+            use($0)
+        }
     }
 
     /// One to four words and ` #n`: the word count is drawn first, the number last.
-    static func title(_ r: inout SplitMix) -> String {
+    static func title<R>(_ r: inout SplitMix, _ use: (UnsafeBufferPointer<UInt8>) -> R) -> R {
         let count = 1 + Int(r.next() % 4)
-        return TextBuilder.build(capacity: count * longestWord + 5) { text in
+        return TextBuilder.withText(capacity: count * longestWord + 5) { text in
             append(&r, words: count, to: &text)
             text.append(" #")
             text.appendDecimal(r.next() % 1000)
+        } use: {
+            use($0)
         }
     }
 
     /// Three to fourteen words and a full stop.
-    static func sentence(_ r: inout SplitMix) -> String {
+    static func sentence<R>(_ r: inout SplitMix, _ use: (UnsafeBufferPointer<UInt8>) -> R) -> R {
         let count = 3 + Int(r.next() % 12)
-        return TextBuilder.build(capacity: count * longestWord + 1) { text in
+        return TextBuilder.withText(capacity: count * longestWord + 1) { text in
             append(&r, words: count, to: &text)
             text.append(".")
+        } use: {
+            use($0)
         }
     }
 }
 
-enum FakeBytes {
-    /// `count` (at most 24) bytes in base64: the little-endian bytes of successive draws, one
-    /// draw per 8 bytes, and one even for no bytes. The bytes are never needed as bytes, so they
-    /// go straight from the draws into the text.
-    static func base64(_ r: inout SplitMix, count: Int) -> String {
-        precondition(count <= 24, "FakeBytes.base64 makes at most 24 bytes")
-        var draws = (r.next().littleEndian, UInt64(0), UInt64(0))
-        if count > 8 { draws.1 = r.next().littleEndian }
-        if count > 16 { draws.2 = r.next().littleEndian }
-        return withUnsafeBytes(of: draws) { raw in
-            let bytes = UnsafeBufferPointer(rebasing: raw.bindMemory(to: UInt8.self)[..<count])
-            return Base64.encode(Array(bytes))
+/// `count` (at most 24) bytes drawn from the generator: the little-endian bytes of successive
+/// draws, one draw per 8 bytes, and one even for no bytes. Kept as the draws until a sink
+/// writes them (as base64, into a String or straight into a page).
+struct FakeBytes {
+    private var words: (UInt64, UInt64, UInt64)
+    let count: Int
+
+    static func draw(_ r: inout SplitMix, count: Int) -> FakeBytes {
+        precondition(count <= 24, "FakeBytes makes at most 24 bytes")
+        var words = (r.next().littleEndian, UInt64(0), UInt64(0))
+        if count > 8 { words.1 = r.next().littleEndian }
+        if count > 16 { words.2 = r.next().littleEndian }
+        return FakeBytes(words: words, count: count)
+    }
+
+    func withBytes<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        withUnsafeBytes(of: words) { body(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+    }
+
+    var base64: String {
+        var text: [UInt8] = []
+        withBytes { Base64.encode($0, appendingTo: &text) }
+        return String(decoding: text, as: UTF8.self)
+    }
+}
+
+/// An `ASSETID` value as `records/changes` returns it, as drawn.
+struct FakeAsset {
+    var fileChecksum: FakeBytes
+    var size: Int64
+    var referenceChecksum: FakeBytes
+    var wrappingKey: FakeBytes
+    var receipt: UInt64
+    var download: UInt64
+
+    static func draw(_ r: inout SplitMix) -> FakeAsset {
+        let fileChecksum = FakeBytes.draw(&r, count: 20)
+        let size = Int64(r.next() % 50_000_000)
+        let referenceChecksum = FakeBytes.draw(&r, count: 20)
+        let wrappingKey = FakeBytes.draw(&r, count: 16)
+        let receipt = r.next()
+        return FakeAsset(
+            fileChecksum: fileChecksum, size: size, referenceChecksum: referenceChecksum, wrappingKey: wrappingKey, receipt: receipt,
+            download: r.next())
+    }
+
+    static let prototype = DictionaryPrototype<JSONValue>(
+        keys: ["fileChecksum", "size", "referenceChecksum", "wrappingKey", "receipt", "downloadURL"], placeholder: .null)
+
+    var json: JSONValue {
+        .object(
+            Self.prototype.make([
+                .string(fileChecksum.base64), .int(size), .string(referenceChecksum.base64), .string(wrappingKey.base64),
+                .string(Hex.short(receipt)), .string(Self.downloadURL(download)),
+            ]))
+    }
+
+    func write(into json: inout JSONFields) {
+        json.raw("{\"fileChecksum\":")
+        json.base64(fileChecksum)
+        json.raw(",\"size\":")
+        json.integer(size)
+        json.raw(",\"referenceChecksum\":")
+        json.base64(referenceChecksum)
+        json.raw(",\"wrappingKey\":")
+        json.base64(wrappingKey)
+        json.raw(",\"receipt\":")
+        Hex.short(receipt) { json.quoted($0) }
+        json.raw(",\"downloadURL\":")
+        Self.downloadURL(download) { json.quoted($0) }
+        json.raw("}")
+    }
+
+    /// `https://cvws.icloud-content.com/B/{hex}/${f}?o=1`, CloudKit's download URL template.
+    static func downloadURL<R>(_ v: UInt64, _ use: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        TextBuilder.withText(capacity: 56) { text in
+            text.append("https://cvws.icloud-content.com/B/")
+            text.appendHex(v, nibbles: 8, uppercase: false)
+            text.append("/${f}?o=1")
+        } use: {
+            use($0)
         }
+    }
+
+    static func downloadURL(_ v: UInt64) -> String { downloadURL(v) { String(decoding: $0, as: UTF8.self) } }
+}
+
+/// A `LOCATION` value, as drawn.
+struct FakeLocation {
+    var latitude: Double
+    var longitude: Double
+    var horizontalAccuracy: Double
+    var verticalAccuracy: Double
+    var altitude: Double
+    var course: Double
+    var timestamp: Int64
+
+    static func draw(_ r: inout SplitMix) -> FakeLocation {
+        let latitude = Double(Int64(r.next() % 180_000_000) - 90_000_000) / 1_000_000
+        let longitude = Double(Int64(r.next() % 360_000_000) - 180_000_000) / 1_000_000
+        let horizontalAccuracy = Double(r.next() % 100)
+        let verticalAccuracy = Double(r.next() % 100)
+        let altitude = Double(r.next() % 4000)
+        let course = Double(r.next() % 360)
+        return FakeLocation(
+            latitude: latitude, longitude: longitude, horizontalAccuracy: horizontalAccuracy, verticalAccuracy: verticalAccuracy,
+            altitude: altitude, course: course, timestamp: 1_650_000_000_000 + Int64(r.next() % 10_000_000_000))
+    }
+
+    static let prototype = DictionaryPrototype<JSONValue>(
+        keys: ["latitude", "longitude", "horizontalAccuracy", "verticalAccuracy", "altitude", "speed", "course", "timestamp"],
+        placeholder: .null)
+
+    var json: JSONValue {
+        .object(
+            Self.prototype.make([
+                .double(latitude), .double(longitude), .double(horizontalAccuracy), .double(verticalAccuracy), .double(altitude),
+                .double(0), .double(course), .int(timestamp),
+            ]))
+    }
+
+    func write(into json: inout JSONFields) {
+        json.raw("{\"latitude\":")
+        json.double(latitude)
+        json.raw(",\"longitude\":")
+        json.double(longitude)
+        json.raw(",\"horizontalAccuracy\":")
+        json.double(horizontalAccuracy)
+        json.raw(",\"verticalAccuracy\":")
+        json.double(verticalAccuracy)
+        json.raw(",\"altitude\":")
+        json.double(altitude)
+        json.raw(",\"speed\":")
+        json.double(0)
+        json.raw(",\"course\":")
+        json.double(course)
+        json.raw(",\"timestamp\":")
+        json.integer(timestamp)
+        json.raw("}")
     }
 }
 
@@ -204,55 +358,5 @@ struct DictionaryPrototype<Value: Sendable>: Sendable {
         // Swapped rather than assigned: the values move without being retained and released.
         for i in slots.indices { swap(&dictionary.values[slots[i]], &values[i]) }
         return dictionary
-    }
-}
-
-enum FakeLocation {
-    static let prototype = DictionaryPrototype<JSONValue>(
-        keys: [
-            "latitude", "longitude", "horizontalAccuracy", "verticalAccuracy", "altitude", "speed", "course", "timestamp",
-        ], placeholder: .null)
-
-    static func make(_ r: inout SplitMix) -> JSONValue {
-        .object(
-            prototype.make([
-                .double(Double(Int64(r.next() % 180_000_000) - 90_000_000) / 1_000_000),
-                .double(Double(Int64(r.next() % 360_000_000) - 180_000_000) / 1_000_000),
-                .double(Double(r.next() % 100)),
-                .double(Double(r.next() % 100)),
-                .double(Double(r.next() % 4000)),
-                .double(0),
-                .double(Double(r.next() % 360)),
-                .int(1_650_000_000_000 + Int64(r.next() % 10_000_000_000)),
-            ]))
-    }
-}
-
-enum FakeAsset {
-    static let prototype = DictionaryPrototype<JSONValue>(
-        keys: [
-            "fileChecksum", "size", "referenceChecksum", "wrappingKey", "receipt", "downloadURL",
-        ], placeholder: .null)
-
-    /// An `ASSETID` value as `records/changes` returns it.
-    static func make(_ r: inout SplitMix) -> JSONValue {
-        .object(
-            prototype.make([
-                .string(FakeBytes.base64(&r, count: 20)),
-                .int(Int64(r.next() % 50_000_000)),
-                .string(FakeBytes.base64(&r, count: 20)),
-                .string(FakeBytes.base64(&r, count: 16)),
-                .string(Hex.short(r.next())),
-                .string(downloadURL(r.next())),
-            ]))
-    }
-
-    /// `https://cvws.icloud-content.com/B/{hex}/${f}?o=1`, CloudKit's download URL template.
-    static func downloadURL(_ v: UInt64) -> String {
-        TextBuilder.build(capacity: 56) { text in
-            text.append("https://cvws.icloud-content.com/B/")
-            text.appendHex(v, nibbles: 8, uppercase: false)
-            text.append("/${f}?o=1")
-        }
     }
 }

@@ -89,6 +89,31 @@ import ZoneFeed
         }
     }
 
+    @Test func theInProcessSourceHandsOverTheModelsRecordsAsCloudKitsJSON() throws {
+        for churn in [true, false] {
+            let feed = FakeFeed(settings: FakeSettings(seed: 5, zones: 2, recordsPerZone: 3_000, pageSize: 200, badRecordEvery: 20, churn: churn))
+            for range in [0..<200, 200..<1_000, 2_950..<3_000] {
+                let model = feed.entries(zone: 1, range: range)
+                let json = try feed.entriesWithJSONFields(zone: 1, range: range)
+                #expect(json == model, "the same entries, field for field (churn: \(churn), \(range))")
+                var kept = 0
+                var inTheModel = 0
+                for case .record(let record) in json {
+                    if case .json = record.storedFields { kept += 1 } else { inTheModel += 1 }
+                }
+                // Only a title with a NUL (half the bad records) needs the model, as it would
+                // read from a response.
+                #expect(kept > 9 * inTheModel, "\(kept) kept as JSON, \(inTheModel) read into the model")
+            }
+        }
+        let bad = FakeFeed(settings: FakeSettings(seed: 5, zones: 1, recordsPerZone: 2_000, badRecordEvery: 2, churn: false))
+        let titles = try bad.entriesWithJSONFields(zone: 0, range: 0..<2_000).compactMap { entry -> Record? in
+            guard case .record(let record) = entry, case .values = record.storedFields else { return nil }
+            return record
+        }
+        #expect(!titles.isEmpty && titles.allSatisfy { $0.fields["title"] == .string("bad\u{0}title") })
+    }
+
     @Test func recordNameKeysAreEqualExactlyWhenTheNamesAre() {
         let name = FakeFeed(settings: FakeSettings()).recordName(zone: 0, page: 0, slot: 0)
         guard case .uuid = RecordNameKey(name) else {

@@ -1,0 +1,89 @@
+import CloudKitModel
+
+/// Where the generator puts a record's fields, one at a time in the order it draws them: into
+/// the model (`ModelFields`, a dictionary of `FieldValue`s, what the fake server renders and the
+/// tests compare with) or as the JSON CloudKit sends (`JSONFields`, what the in-process source
+/// hands the engine). One generator draws the values for both, so the two cannot disagree.
+///
+/// A name of nil puts the value into the list begun last (`beginList`) instead of a field.
+protocol FakeFieldSink {
+    /// Begins a record's fields; `capacity`: how many it may have.
+    mutating func begin(capacity: Int)
+    mutating func end()
+    mutating func text(_ name: StaticString?, _ utf8: UnsafeBufferPointer<UInt8>)
+    /// A text of `count` times `unit`.
+    mutating func text(_ name: StaticString?, repeating unit: UnsafeBufferPointer<UInt8>, count: Int)
+    mutating func int64(_ name: StaticString?, _ value: Int64)
+    mutating func double(_ name: StaticString?, _ value: Double)
+    mutating func timestamp(_ name: StaticString?, _ milliseconds: Int64)
+    mutating func bytes(_ name: StaticString?, _ bytes: FakeBytes, encrypted: Bool)
+    mutating func reference(_ name: StaticString?, _ reference: FakeReference)
+    mutating func asset(_ name: StaticString, _ asset: FakeAsset)
+    mutating func location(_ name: StaticString?, _ location: FakeLocation)
+    mutating func beginList(_ name: StaticString, tag: StaticString)
+    mutating func endList()
+}
+
+extension FakeFieldSink {
+    mutating func text(_ name: StaticString?, literal: StaticString) {
+        text(name, UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+    }
+}
+
+/// A reference the generator makes: the record's name as the bits `Hex.uuid` spells.
+struct FakeReference {
+    var name: (UInt64, UInt64)
+    var zoneID: ZoneID?
+    var action: StaticString
+
+    var model: Reference {
+        Reference(recordName: Hex.uuid(name.0, name.1), zoneID: zoneID, action: action.description)
+    }
+}
+
+/// The fields as a dictionary of the model.
+struct ModelFields: FakeFieldSink {
+    var fields: [String: FieldValue] = [:]
+    private var list: (name: String, tag: String, items: [FieldValue])?
+
+    mutating func begin(capacity: Int) {
+        fields = Dictionary(minimumCapacity: capacity)
+    }
+
+    mutating func end() {}
+
+    private mutating func put(_ name: StaticString?, _ value: FieldValue) {
+        if let name {
+            fields[name.description] = value
+        } else {
+            list?.items.append(value)
+        }
+    }
+
+    mutating func text(_ name: StaticString?, _ utf8: UnsafeBufferPointer<UInt8>) {
+        put(name, .string(String(decoding: utf8, as: UTF8.self)))
+    }
+    mutating func text(_ name: StaticString?, repeating unit: UnsafeBufferPointer<UInt8>, count: Int) {
+        put(name, .string(String(repeating: String(decoding: unit, as: UTF8.self), count: count)))
+    }
+    mutating func int64(_ name: StaticString?, _ value: Int64) { put(name, .int64(value)) }
+    mutating func double(_ name: StaticString?, _ value: Double) { put(name, .double(value)) }
+    mutating func timestamp(_ name: StaticString?, _ milliseconds: Int64) { put(name, .timestamp(milliseconds)) }
+    mutating func bytes(_ name: StaticString?, _ bytes: FakeBytes, encrypted: Bool) {
+        let base64 = bytes.base64
+        put(name, encrypted ? .encryptedBytes(base64) : .bytes(base64))
+    }
+    mutating func reference(_ name: StaticString?, _ reference: FakeReference) { put(name, .reference(reference.model)) }
+    mutating func asset(_ name: StaticString, _ asset: FakeAsset) { put(name, .asset(tag: "ASSETID", asset.json)) }
+    mutating func location(_ name: StaticString?, _ location: FakeLocation) { put(name, .location(location.json)) }
+
+    mutating func beginList(_ name: StaticString, tag: StaticString) {
+        list = (name.description, tag.description, [])
+    }
+
+    mutating func endList() {
+        guard let list else { return }
+        fields[list.name] = .list(tag: list.tag, list.items)
+        self.list = nil
+    }
+}
