@@ -108,17 +108,7 @@ public struct JSONWriter {
             // Written directly: `field.json` would build dictionaries first.
             raw("{\"recordName\":")
             writeString(r.recordName)
-            if let zone = r.zoneID {
-                raw(",\"zoneID\":{\"zoneName\":")
-                writeString(zone.zoneName)
-                raw(",\"ownerRecordName\":")
-                writeString(zone.ownerRecordName)
-                if let type = zone.zoneType {
-                    raw(",\"zoneType\":")
-                    writeString(type)
-                }
-                bytes.append(UInt8(ascii: "}"))
-            }
+            if let zone = r.zoneID { writeZoneMember(zone) }
             if let action = r.action {
                 raw(",\"action\":")
                 writeString(action)
@@ -126,6 +116,19 @@ public struct JSONWriter {
             bytes.append(UInt8(ascii: "}"))
         case .reference, .asset, .location, .unknown: write(field.json)
         }
+    }
+
+    /// A reference's `,"zoneID":{…}`: its zone's name, owner and type (when known).
+    public mutating func writeZoneMember(_ zone: ZoneID) {
+        raw(",\"zoneID\":{\"zoneName\":")
+        writeString(zone.zoneName)
+        raw(",\"ownerRecordName\":")
+        writeString(zone.ownerRecordName)
+        if let type = zone.zoneType {
+            raw(",\"zoneType\":")
+            writeString(type)
+        }
+        bytes.append(UInt8(ascii: "}"))
     }
 
     /// An object of fields: the `fields` column.

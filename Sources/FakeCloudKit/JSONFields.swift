@@ -54,11 +54,6 @@ struct JSONFields: FakeFieldSink {
         flush()
     }
 
-    mutating func string(_ text: String) {
-        scratch.writeString(text)
-        flush()
-    }
-
     mutating func base64(_ bytes: FakeBytes) {
         raw("\"")
         bytes.withBytes { Base64.encode($0, appendingTo: &scratch.bytes) }
@@ -140,15 +135,8 @@ struct JSONFields: FakeFieldSink {
         raw("{\"recordName\":")
         Hex.uuid(reference.name.0, reference.name.1) { quoted($0) }
         if let zone = reference.zoneID {
-            raw(",\"zoneID\":{\"zoneName\":")
-            string(zone.zoneName)
-            raw(",\"ownerRecordName\":")
-            string(zone.ownerRecordName)
-            if let type = zone.zoneType {
-                raw(",\"zoneType\":")
-                string(type)
-            }
-            raw("}")
+            scratch.writeZoneMember(zone)
+            flush()
         }
         raw(",\"action\":\"")
         raw(reference.action)
