@@ -30,9 +30,10 @@ public final class JSONBytes: @unchecked Sendable {
     /// A body gathered part by part, as it arrives, into the allocation that then becomes its
     /// `JSONBytes`: one copy of each byte rather than two (a page is a few hundred kilobytes,
     /// and copying it again from a `Data` took 1% of a run over HTTP, and as much again in
-    /// page faults, in a perf profile). Not for concurrent use: its owner holds it under a lock.
+    /// page faults, in a perf profile). Not for concurrent use: one owner at a time (the HTTP
+    /// client's body under its lock, the fake source's page while it writes it).
     public final class Gatherer: @unchecked Sendable {
-        // @unchecked: mutated only by its owner, under the owner's lock. For the same reason
+        // @unchecked: mutated by one owner at a time, never concurrently. For the same reason
         // exempt from the run-time check of exclusive access, which cost more than a small
         // append itself (the fake source appends a record's fields a few hundred pieces at a
         // time: 7% of an in-process run went to the checks, perf).

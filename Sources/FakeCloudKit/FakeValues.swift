@@ -28,10 +28,11 @@ struct SplitMix {
     static func absorb(_ h: UInt64, _ v: UInt64) -> UInt64 { mix(h ^ mix(v &+ 0x9E37_79B9_7F4A_7C15)) }
 }
 
-/// Builds a string from bytes written into a stack buffer, then makes the `String` in one go:
-/// at most one allocation (none for the strings of up to 15 bytes that Swift keeps inline),
-/// where appending to a `String` piece by piece reallocates and takes the generic append path.
-/// The generator makes several strings per record this way.
+/// Builds a text from bytes written into a stack buffer and hands it over as UTF-8: to a page of
+/// JSON without any allocation, or made a `String` in one go (at most one allocation, none for
+/// the strings of up to 15 bytes that Swift keeps inline), where appending to a `String` piece
+/// by piece reallocates and takes the generic append path. The generator makes several texts
+/// per record this way.
 struct TextBuilder {
     private let buffer: UnsafeMutableBufferPointer<UInt8>
     private var count = 0
@@ -40,12 +41,8 @@ struct TextBuilder {
         self.buffer = buffer
     }
 
-    /// The text `body` writes; writing more than `capacity` bytes traps.
-    static func build(capacity: Int, _ body: (inout TextBuilder) -> Void) -> String {
-        withText(capacity: capacity, body) { String(decoding: $0, as: UTF8.self) }
-    }
-
-    /// Hands the text `body` writes to `use`, without making a String.
+    /// Hands the text `body` writes to `use`, without making a String; writing more than
+    /// `capacity` bytes traps.
     static func withText<R>(capacity: Int, _ body: (inout TextBuilder) -> Void, use: (UnsafeBufferPointer<UInt8>) -> R) -> R {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { buffer in
             var builder = TextBuilder(buffer: buffer)
@@ -124,6 +121,7 @@ enum Hex {
     /// The low 32 bits in lower-case hexadecimal.
     static func short(_ v: UInt64) -> String { short(v) { String(decoding: $0, as: UTF8.self) } }
 
+    /// `short(v)`'s text, handed to `use`.
     static func short<R>(_ v: UInt64, _ use: (UnsafeBufferPointer<UInt8>) -> R) -> R {
         TextBuilder.withText(capacity: 8) {
             $0.appendHex(v, nibbles: 8, uppercase: false)
@@ -248,22 +246,6 @@ struct FakeAsset {
             ]))
     }
 
-    func write(into json: inout JSONFields) {
-        json.raw("{\"fileChecksum\":")
-        json.base64(fileChecksum)
-        json.raw(",\"size\":")
-        json.integer(size)
-        json.raw(",\"referenceChecksum\":")
-        json.base64(referenceChecksum)
-        json.raw(",\"wrappingKey\":")
-        json.base64(wrappingKey)
-        json.raw(",\"receipt\":")
-        Hex.short(receipt) { json.quoted($0) }
-        json.raw(",\"downloadURL\":")
-        Self.downloadURL(download) { json.quoted($0) }
-        json.raw("}")
-    }
-
     /// `https://cvws.icloud-content.com/B/{hex}/${f}?o=1`, CloudKit's download URL template.
     static func downloadURL<R>(_ v: UInt64, _ use: (UnsafeBufferPointer<UInt8>) -> R) -> R {
         TextBuilder.withText(capacity: 56) { text in
@@ -311,41 +293,18 @@ struct FakeLocation {
                 .double(0), .double(course), .int(timestamp),
             ]))
     }
-
-    func write(into json: inout JSONFields) {
-        json.raw("{\"latitude\":")
-        json.double(latitude)
-        json.raw(",\"longitude\":")
-        json.double(longitude)
-        json.raw(",\"horizontalAccuracy\":")
-        json.double(horizontalAccuracy)
-        json.raw(",\"verticalAccuracy\":")
-        json.double(verticalAccuracy)
-        json.raw(",\"altitude\":")
-        json.double(altitude)
-        json.raw(",\"speed\":")
-        json.double(0)
-        json.raw(",\"course\":")
-        json.double(course)
-        json.raw(",\"timestamp\":")
-        json.integer(timestamp)
-        json.raw("}")
-    }
 }
 
 /// A dictionary with a fixed set of keys, made by copying a prototype and setting its values in
-/// place: no key is hashed, where a dictionary literal hashes every key of every value made. A
-/// note has a dozen fields that are always there, and most notes carry a location and an asset
-/// (8 and 6 keys). The prototype is built like the literal it replaces (same keys, same order,
-/// same capacity), so the dictionaries are laid out alike.
+/// place: no key is hashed, where a dictionary literal hashes every key of every value made.
+/// Most notes carry an asset and a location (6 and 8 keys), made this way in the model.
 struct DictionaryPrototype<Value: Sendable>: Sendable {
     let prototype: [String: Value]
     /// Where each key's value lives in the prototype, in the order of the keys.
     let slots: [Dictionary<String, Value>.Index]
 
-    /// - Parameter capacity: room for keys added later, if any.
-    init(keys: [String], placeholder: Value, capacity: Int = 0) {
-        var prototype = [String: Value](minimumCapacity: max(capacity, keys.count))
+    init(keys: [String], placeholder: Value) {
+        var prototype = [String: Value](minimumCapacity: keys.count)
         for key in keys { prototype[key] = placeholder }
         self.prototype = prototype
         slots = keys.map { prototype.index(forKey: $0)! }

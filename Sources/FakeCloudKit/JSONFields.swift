@@ -22,13 +22,13 @@ struct JSONFields: FakeFieldSink {
 
     // MARK: Writing
 
-    func raw(_ text: StaticString) {
+    private func raw(_ text: StaticString) {
         page.append(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
 
     /// Text the generator made of ASCII letters, digits and punctuation that JSON does not
     /// escape (names, hexadecimal), between quotes.
-    func quoted(_ ascii: UnsafeBufferPointer<UInt8>) {
+    private func quoted(_ ascii: UnsafeBufferPointer<UInt8>) {
         raw("\"")
         page.append(UnsafeRawBufferPointer(ascii))
         raw("\"")
@@ -39,22 +39,22 @@ struct JSONFields: FakeFieldSink {
         scratch.bytes.removeAll(keepingCapacity: true)
     }
 
-    mutating func integer(_ value: Int64) {
+    private mutating func integer(_ value: Int64) {
         scratch.writeInteger(value)
         flush()
     }
 
-    mutating func double(_ value: Double) {
+    private mutating func double(_ value: Double) {
         scratch.writeDouble(value)
         flush()
     }
 
-    mutating func string(_ utf8: UnsafeBufferPointer<UInt8>) {
+    private mutating func string(_ utf8: UnsafeBufferPointer<UInt8>) {
         scratch.writeString(utf8: utf8)
         flush()
     }
 
-    mutating func base64(_ bytes: FakeBytes) {
+    private mutating func base64(_ bytes: FakeBytes) {
         raw("\"")
         bytes.withBytes { Base64.encode($0, appendingTo: &scratch.bytes) }
         flush()
@@ -95,6 +95,7 @@ struct JSONFields: FakeFieldSink {
     /// The unit escaped once, then copied: a very long text is a short one many times.
     mutating func text(_ name: StaticString?, repeating unit: UnsafeBufferPointer<UInt8>, count: Int) {
         member(name, "STRING")
+        precondition(scratch.bytes.isEmpty, "every write empties the scratch")
         scratch.writeString(utf8: unit)
         raw("\"")
         scratch.bytes.withUnsafeBytes { quotedUnit in
@@ -146,13 +147,41 @@ struct JSONFields: FakeFieldSink {
 
     mutating func asset(_ name: StaticString, _ asset: FakeAsset) {
         member(name, "ASSETID")
-        asset.write(into: &self)
+        raw("{\"fileChecksum\":")
+        base64(asset.fileChecksum)
+        raw(",\"size\":")
+        integer(asset.size)
+        raw(",\"referenceChecksum\":")
+        base64(asset.referenceChecksum)
+        raw(",\"wrappingKey\":")
+        base64(asset.wrappingKey)
+        raw(",\"receipt\":")
+        Hex.short(asset.receipt) { quoted($0) }
+        raw(",\"downloadURL\":")
+        FakeAsset.downloadURL(asset.download) { quoted($0) }
+        raw("}")
         endMember(name)
     }
 
     mutating func location(_ name: StaticString?, _ location: FakeLocation) {
         member(name, "LOCATION")
-        location.write(into: &self)
+        raw("{\"latitude\":")
+        double(location.latitude)
+        raw(",\"longitude\":")
+        double(location.longitude)
+        raw(",\"horizontalAccuracy\":")
+        double(location.horizontalAccuracy)
+        raw(",\"verticalAccuracy\":")
+        double(location.verticalAccuracy)
+        raw(",\"altitude\":")
+        double(location.altitude)
+        raw(",\"speed\":")
+        double(0)
+        raw(",\"course\":")
+        double(location.course)
+        raw(",\"timestamp\":")
+        integer(location.timestamp)
+        raw("}")
         endMember(name)
     }
 
