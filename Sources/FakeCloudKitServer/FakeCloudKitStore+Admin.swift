@@ -89,7 +89,7 @@ extension FakeCloudKitStore {
         if operation == "stats/reset" {
             traffic = Traffic(inFlight: traffic.inFlight)
             // Connections are counted again from their next request.
-            openConnections = [:]
+            countedConnections = []
             return .admin(.object(["ok": .bool(true)]))
         }
         preparedPages = [:]

@@ -18,9 +18,12 @@ extension FakeCloudKitStore {
         }
         for id in closed { forget(id) }
         let id = ObjectIdentifier(connection)
+        if !countedConnections.contains(id) {
+            countedConnections.insert(id)
+            traffic.connections += 1
+        }
         if openConnections[id] == nil {
             openConnections[id] = connection
-            traffic.connections += 1
             // Noted from NIO's thread under a lock and applied here, at the next arrival (before
             // any new connection could take this one's identity, since `openConnections` holds
             // it until then). Not a `Task` into the actor: a task started from NIO's callback
@@ -39,6 +42,7 @@ extension FakeCloudKitStore {
 
     private func forget(_ id: ObjectIdentifier) {
         openConnections[id] = nil
+        countedConnections.remove(id)
         // A misdirected connection that closed takes its fault with it: Apple's edge answers
         // a fresh connection normally.
         if misdirect?.connection == id { misdirect = nil }

@@ -131,6 +131,10 @@ actor FakeCloudKitStore {
     /// request after they close (`closedConnections`), so that no new connection can take an
     /// old one's identity.
     var openConnections: [ObjectIdentifier: any Channel] = [:]
+    /// Those of `openConnections` counted in `traffic.connections` since `stats/reset`. The reset
+    /// empties this and keeps the channels, so that a connection that closed just before it
+    /// cannot be freed and its identity taken by a new one before its close is applied.
+    var countedConnections: Set<ObjectIdentifier> = []
     /// The connections that closed since the last CloudKit request (`arrived(on:)`).
     nonisolated let closedConnections = Mutex<[ObjectIdentifier]>([])
     /// `faults/misdirect`: how many more requests the misdirected connection answers 421, and

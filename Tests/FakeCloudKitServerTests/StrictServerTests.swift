@@ -88,6 +88,10 @@ private typealias Harness = FakeServerHarness
             #expect(traffic["overlapped"] == 3)
             try await server.admin("stats/reset")
             #expect(try await Self.traffic(server)["requests"] == 0)
+            // The connections that carried the four are counted again from their next request.
+            #expect(try await server.cloudKit("zones/list", method: "GET").status == 200)
+            let after = try await Self.traffic(server)
+            #expect(after["requests"] == 1 && after["connections"] == 1, "\(after)")
         }
     }
 
