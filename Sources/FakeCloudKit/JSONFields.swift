@@ -15,8 +15,9 @@ struct JSONFields: FakeFieldSink {
     private var first = true
 
     init(records: Int) {
-        // About 1.2 KB a record of the bench's shape; a page that writes more grows it.
-        page.reserveCapacity(records * 1_536)
+        // About 1.2 KB a record of the bench's shape, for at most a page's records (the source
+        // asks for one page at a time); a page that writes more grows it.
+        page.reserveCapacity(min(records, FakeSettings.pageSizeRange.upperBound) * 1_536)
         starts.reserveCapacity(records)
     }
 
