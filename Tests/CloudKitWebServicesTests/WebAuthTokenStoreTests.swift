@@ -11,6 +11,19 @@ import Testing
 @Suite struct WebAuthTokenStoreTests {
     let logger = Logger(label: "test")
 
+    @Test func aTokenFromAHeaderIsTakenWithoutTheWhitespaceAroundIt() async throws {
+        // The shortcut for a token that starts and ends printable must trim as Foundation does.
+        for raw in ["AbC+/=09", " token", "token\r\n", "\u{00A0}token\u{2003}", "\ttoken with space\n", "", "  ", "é", "token é", "~"] {
+            #expect(WebAuthTokenStore.trimmed(raw) == raw.trimmingCharacters(in: .whitespacesAndNewlines), "\(raw.debugDescription)")
+        }
+        try await withStore(configured: "configured", syncInterval: .seconds(3600)) { store, file in
+            store.received("  rotated\r\n", logger: logger)
+            let token = try await store.tokenForRequest(logger: logger)
+            #expect(token == "rotated")
+            #expect(try lines(file).first == "rotated")
+        }
+    }
+
     @Test func theFileHasATokenBeforeTheRequestThatCarriesItIsSent() async throws {
         try await withStore(configured: "configured", syncInterval: .seconds(3600)) { store, file in
             #expect(try await store.tokenForRequest(logger: logger) == "configured")
