@@ -463,7 +463,12 @@ import ZoneFeed
         let s = try await Setup(
             overTLS ? "inflightcaptls" : "inflightcap", fake: FakeSettings(seed: 75, zones: 8, recordsPerZone: 800),
             server: ["--token-window", "64", "--latency", "20,5", "--max-in-flight", "2"] + (overTLS ? FakeServerProcess.tls : [])
-        ) { $0.maxConcurrentRequests = 8 }
+        ) {
+            $0.maxConcurrentRequests = 8
+            // Eight zones at a server that takes two: on CI, every suite at once on two cores, a
+            // request waited out the tests' 30 s retry budget for its turn and the run failed.
+            $0.retryBudgetSeconds = 120
+        }
         defer { s.stop() }
         let output = try await s.run()
         #expect(output.status == 0, "\(output.stderr)")
