@@ -163,8 +163,8 @@ final class WebAuthTokenStore: Sendable {
 
     /// The token without whitespace around it. A token that begins and ends with a printable
     /// ASCII character other than a space, as every token does, has none, and is taken as it is:
-    /// Foundation's trimming goes through NSString, 0.7% of a run over loopback (perf) for one
-    /// token an answer.
+    /// Foundation's trimming goes through NSString: `received` took 1.2% of a run over loopback
+    /// with it, 0.3% without (perf, one token an answer).
     static func trimmed(_ token: String) -> String {
         let printable = UInt8(ascii: "!")...UInt8(ascii: "~")
         if let first = token.utf8.first, let last = token.utf8.last, printable.contains(first), printable.contains(last) { return token }
