@@ -18,8 +18,9 @@ extension JSONReader {
     /// and every number is one PostgreSQL's jsonb takes as it is, short and within its range.
     /// Otherwise the fields are read now, which says what is wrong exactly as before.
     ///
-    /// What the check finds of each field (where its name, object, value and type are) comes
-    /// back with it, so that a destination need not look for them again.
+    /// What the check finds of each field (where its name, object, value and type are, and
+    /// whether an object value would come out of the model as it came) comes back with it, so
+    /// that a destination need not look for them again.
     mutating func plainFieldsObject() -> (range: Range<Int>, fields: [RawField])? {
         let start = mark()
         // Offsets are kept as Int32: a response is at most 1 GiB (`maxResponseBytes`).
@@ -67,6 +68,17 @@ extension JSONReader {
                     }
                 } else if Self.equal(key, "value") {
                     field.value = Int32(valueStart())
+                    // Whether an object's JSON would come out of the model as it came is noted
+                    // here, where each of its keys and numbers passes anyway.
+                    guard peek() == UInt8(ascii: "{") else {
+                        field.objectKeptUpTo = -1
+                        guard try scanPlainValue() else { return false }
+                        continue
+                    }
+                    var meaning = MeaningKept()
+                    guard try scanPlainValue(noting: &meaning) else { return false }
+                    field.objectKeptUpTo = meaning.kept ? Int32(position) : -1
+                    continue
                 }
                 guard try scanPlainValue() else { return false }
             }
@@ -79,19 +91,27 @@ extension JSONReader {
     private func offset(of part: UnsafeBufferPointer<UInt8>) -> Int { bytes.baseAddress!.distance(to: part.baseAddress!) }
 
     private mutating func scanPlainValue() throws -> Bool {
+        var nothing = NothingNoted()
+        return try scanPlainValue(noting: &nothing)
+    }
+
+    /// Past a value, telling `note` of each key and number it passes; whether it can be kept as
+    /// it came. (Generic so that the check that notes nothing is compiled without the calls.)
+    private mutating func scanPlainValue<Note: ValueNote>(noting note: inout Note) throws -> Bool {
         switch peek() {
         case UInt8(ascii: "{"):
             try beginObject()
             while try nextMember(closing: UInt8(ascii: "}"), "the object is not closed", "a comma or a closing brace") {
-                guard try scanPlainKey() != nil else { return false }
+                guard let key = try scanPlainKey() else { return false }
+                note.key(key)
                 try expect(UInt8(ascii: ":"), "a colon after the key")
-                guard try scanPlainValue() else { return false }
+                guard try scanPlainValue(noting: &note) else { return false }
             }
             return true
         case UInt8(ascii: "["):
             try beginArray()
             while try nextElement() {
-                guard try scanPlainValue() else { return false }
+                guard try scanPlainValue(noting: &note) else { return false }
             }
             return true
         case UInt8(ascii: "\""):
@@ -105,7 +125,10 @@ extension JSONReader {
         case nil:
             throw failure("the data ends where a value was expected")
         default:
-            return try scanPlainNumber()
+            let start = position
+            guard try scanPlainNumber() else { return false }
+            note.number(UnsafeBufferPointer(rebasing: bytes[start..<position]))
+            return true
         }
     }
 
@@ -276,34 +299,12 @@ extension JSONReader {
         return UnsafeBufferPointer(rebasing: bytes[start..<position])
     }
 
-    /// Whether the value ahead, written into jsonb as it came, is the JSON the model would write
-    /// for it: every key in ASCII (the model's dictionaries take Unicode-equivalent keys for
-    /// one), every integer within Int64, every other number of 15 significant digits at most and
-    /// between 1e-300 and 1e300 (a Double then gives back the same decimal number). Reads past the
-    /// value; false for anything else, which the model then writes.
-    public mutating func keepsItsMeaningThroughTheModel() throws -> Bool {
-        switch peek() {
-        case UInt8(ascii: "{"):
-            try beginObject()
-            while let key = try nextKeyBytes() {
-                guard Self.isASCII(key), try keepsItsMeaningThroughTheModel() else { return false }
-            }
-            return true
-        case UInt8(ascii: "["):
-            try beginArray()
-            while try nextElement() {
-                guard try keepsItsMeaningThroughTheModel() else { return false }
-            }
-            return true
-        case UInt8(ascii: "-"), (UInt8(ascii: "0")...UInt8(ascii: "9"))?:
-            return numberKeepsItsMeaningThroughADouble(try scanNumber().range)
-        default:
-            try skipValue()
-            return true
-        }
-    }
-
-    private func numberKeepsItsMeaningThroughADouble(_ range: Range<Int>) -> Bool {
+    /// Whether a number (its bytes, checked) would be written back by the model as the same
+    /// number: an integer within Int64 (18 significant digits at most), any other number of 15
+    /// significant digits at most and between 1e-300 and 1e300 (a Double then gives back the same
+    /// decimal number).
+    fileprivate static func numberKeepsItsMeaningThroughADouble(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        let range = bytes.indices
         var digits = 0  // significant: from the first that is not 0
         var leadingPlaces = 0  // of the integer part, from the first significant digit
         var zerosAfterPoint = 0  // before the first significant digit
@@ -355,5 +356,32 @@ extension JSONReader {
     public mutating func valueStart() -> Int {
         _ = peek()
         return position
+    }
+}
+
+/// What the check of a value notes of the keys and numbers it passes.
+private protocol ValueNote {
+    mutating func key(_ key: UnsafeBufferPointer<UInt8>)
+    mutating func number(_ number: UnsafeBufferPointer<UInt8>)
+}
+
+private struct NothingNoted: ValueNote {
+    @inline(__always) func key(_ key: UnsafeBufferPointer<UInt8>) {}
+    @inline(__always) func number(_ number: UnsafeBufferPointer<UInt8>) {}
+}
+
+/// Whether a value's JSON, written into jsonb as it came, is the JSON the model would write for
+/// it: every key in ASCII (the model's dictionaries take Unicode-equivalent keys for one), every
+/// number one the model's Int64 or Double gives back as the same number. Strings, booleans and
+/// nulls keep theirs.
+private struct MeaningKept: ValueNote {
+    var kept = true
+
+    mutating func key(_ key: UnsafeBufferPointer<UInt8>) {
+        if kept && !JSONReader.isASCII(key) { kept = false }
+    }
+
+    mutating func number(_ number: UnsafeBufferPointer<UInt8>) {
+        if kept { kept = JSONReader.numberKeepsItsMeaningThroughADouble(number) }
     }
 }

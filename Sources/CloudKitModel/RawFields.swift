@@ -40,6 +40,10 @@ public struct RawField: Sendable {
     public var objectEnd: Int32 = 0
     /// Where the last `value` starts; -1 when there is none.
     public var value: Int32 = -1
+    /// Past the last `value`'s closing brace when it is an object that the model would write
+    /// back as the same JSON but for the form of its numbers (1E2 as 100.0, the same number to
+    /// jsonb), so that it can go into jsonb as it came; -1 otherwise.
+    public var objectKeptUpTo: Int32 = -1
     /// The last `type`'s text; nil when there is none, or it is null.
     public var tag: Range<Int32>?
     /// Whether that text has an escape (so its bytes are not its text).

@@ -137,6 +137,10 @@ import ZoneFeedPostgres
             #"{"j":{"value":{"latitude":1e309},"type":"LOCATION"}}"#, #"{"j":{"value":{"latitude":1e-320},"type":"LOCATION"}}"#,
             #"{"j":{"value":{"size":12345678901234567},"type":"ASSETID"}}"#, #"{"j":{"value":{"x":1.2345678901234567},"type":"ASSETID"}}"#,
             #"{"j":{"value":{"café":1,"cafe\#u{301}":2},"type":"ASSETID"}}"#, #"{"j":{"value":{"n":[1,{"m":0.000123}]},"type":"ASSETID"}}"#,
+            #"{"j":{"value":{"n":[{"ok":1},{"é":2}]},"type":"ASSETID"}}"#, #"{"j":{"value":{"n":[{"m":1e-301}]},"type":"LOCATION"}}"#,
+            // The last value counts, whatever the one before it was; the type may come first.
+            #"{"j":{"value":{"x":1e309},"value":{"x":1.5},"type":"LOCATION"}}"#, #"{"j":{"value":{"x":1.5},"value":{"x":1e309},"type":"LOCATION"}}"#,
+            #"{"j":{"value":{"x":1.5},"value":7,"type":"LOCATION"}}"#, #"{"j":{"type":"LOCATION","value":{"latitude":1.5,"n":null,"b":true}}}"#,
             #"{"j":{"value":"text","type":"STRING"}}"#, #"{"j":{"value":-5,"type":"INT64"}}"#, #"{"j":{"value":2,"type":"DOUBLE"}}"#,
             #"{"j":{"value":[1,2.5],"type":"DOUBLE_LIST"}}"#, #"{"j":{"value":{"a":1},"type":"WHATEVER"}}"#,
             #"{"j":{"value":{"recordName":"x"},"type":"REFERENCE"}}"#, #"{"j":{"value":"12","type":"INT64"}}"#,
