@@ -458,13 +458,70 @@ public struct JSONReader {
     }
 
     private func parseDouble(_ range: Range<Int>) -> Double {
+        if let exact = Self.exactDouble(UnsafeBufferPointer(rebasing: bytes[range])) { return exact }
         // strtod needs a terminated string; numbers are short.
-        withUnsafeTemporaryAllocation(of: CChar.self, capacity: range.count + 1) { buffer in
+        return withUnsafeTemporaryAllocation(of: CChar.self, capacity: range.count + 1) { buffer in
             for (i, b) in bytes[range].enumerated() { buffer[i] = CChar(bitPattern: b) }
             buffer[range.count] = 0
             return strtod(buffer.baseAddress!, nil)
         }
     }
+
+    /// The Double nearest a number (checked JSON) of at most 15 digits from its first that is not
+    /// 0, whose power of ten, once its point is taken away, is within ±22; nil for any other,
+    /// which `strtod` reads. The
+    /// digits as an integer and that power of ten are both exact in a Double, so one
+    /// multiplication or division rounds once, to the nearest Double, as `strtod` does (Clinger's
+    /// fast path, "How to Read Floating Point Numbers Accurately", 1990). `strtod` was 1.7% of the
+    /// micro-benchmark's instructions (`Benchmarks/`), for numbers such as 4.5.
+    static func exactDouble(_ text: UnsafeBufferPointer<UInt8>) -> Double? {
+        var i = 0
+        let negative = !text.isEmpty && text[0] == UInt8(ascii: "-")
+        if negative { i = 1 }
+        var digits: UInt64 = 0
+        var count = 0
+        var power = 0
+        var inFraction = false
+        while i < text.count {
+            let b = text[i]
+            if b &- UInt8(ascii: "0") < 10 {
+                // Zeros before the first other digit count for nothing but their place.
+                if digits != 0 || b != UInt8(ascii: "0") {
+                    count += 1
+                    guard count <= 15 else { return nil }
+                    digits = digits * 10 + UInt64(b &- UInt8(ascii: "0"))
+                }
+                if inFraction { power -= 1 }
+            } else if b == UInt8(ascii: ".") {
+                inFraction = true
+            } else {
+                break  // the exponent's e or E
+            }
+            i += 1
+        }
+        if i < text.count {
+            i += 1
+            var exponentNegative = false
+            if i < text.count, text[i] == UInt8(ascii: "-") || text[i] == UInt8(ascii: "+") {
+                exponentNegative = text[i] == UInt8(ascii: "-")
+                i += 1
+            }
+            var exponent = 0
+            while i < text.count {
+                exponent = exponent * 10 + Int(text[i] &- UInt8(ascii: "0"))
+                guard exponent <= 1_000 else { return nil }
+                i += 1
+            }
+            power += exponentNegative ? -exponent : exponent
+        }
+        if count == 0 { return negative ? -0.0 : 0.0 }
+        guard (-22...22).contains(power) else { return nil }
+        let magnitude = power < 0 ? Double(digits) / Self.powersOfTen[-power] : Double(digits) * Self.powersOfTen[power]
+        return negative ? -magnitude : magnitude
+    }
+
+    /// 1e0 through 1e22: every one exact in a Double.
+    private static let powersOfTen: [Double] = (0...22).map { power in (0..<power).reduce(1.0) { value, _ in value * 10 } }
 
     // MARK: Any value
 
