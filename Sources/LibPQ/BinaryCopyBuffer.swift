@@ -54,7 +54,8 @@ public struct BinaryCopyBuffer {
         return base + written
     }
 
-    @usableFromInline mutating func moveToNewMemory(capacity: Int) {
+    /// Kept out of line, so that `room` and the appends built on it stay small enough to inline.
+    @inline(never) @usableFromInline mutating func moveToNewMemory(capacity: Int) {
         let moved = Owner(capacity: capacity)
         moved.base.initialize(from: base, count: written)
         owner = moved
@@ -202,13 +203,23 @@ public struct BinaryCopyBuffer {
         let lengthAt = self.count
         appendInt32(0)
         let start = self.count
-        appendInt32(1)
-        appendInt32(hasNull ? 1 : 0)
-        appendInt32(elementOID)
-        appendInt32(Int32(count))
-        appendInt32(1)
+        appendArrayHeader(elementOID: elementOID, count: Int32(count), hasNull: hasNull)
         elements(&self)
         patchInt32(Int32(self.count - start), at: lengthAt)
+    }
+
+    /// A one-dimensional array's header, after its length word: the dimensions (1), the has-null
+    /// flag, the element type, the dimension's size and its lower bound (1), with room made once.
+    /// Returns where the size is, for `patchInt32` when the elements are counted as they go.
+    @inlinable @discardableResult public mutating func appendArrayHeader(elementOID: Int32, count: Int32, hasNull: Bool = false) -> Int {
+        let at = UnsafeMutableRawPointer(room(20))
+        at.storeBytes(of: UInt32(1).bigEndian, toByteOffset: 0, as: UInt32.self)
+        at.storeBytes(of: UInt32(hasNull ? 1 : 0).bigEndian, toByteOffset: 4, as: UInt32.self)
+        at.storeBytes(of: UInt32(bitPattern: elementOID).bigEndian, toByteOffset: 8, as: UInt32.self)
+        at.storeBytes(of: UInt32(bitPattern: count).bigEndian, toByteOffset: 12, as: UInt32.self)
+        at.storeBytes(of: UInt32(1).bigEndian, toByteOffset: 16, as: UInt32.self)
+        written += 20
+        return written - 8
     }
 
     /// Empties the buffer, keeping its memory, and writes the stream's header again.

@@ -233,12 +233,7 @@ extension RowEncoder {
     ) throws -> Bool {
         guard json.peek() == UInt8(ascii: "[") else { return false }
         let lengthAt = beginField()
-        buffer.appendInt32(1)
-        buffer.appendInt32(0)
-        buffer.appendInt32(oid)
-        let countAt = buffer.count
-        buffer.appendInt32(0)
-        buffer.appendInt32(1)
+        let countAt = buffer.appendArrayHeader(elementOID: oid, count: 0)
         var count: Int32 = 0
         try json.beginArray()
         while try json.nextElement() {
