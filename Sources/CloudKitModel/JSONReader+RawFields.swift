@@ -49,9 +49,9 @@ extension JSONReader {
             var field = RawField(name: Int32(offset(of: name))..<Int32(offset(of: name) + name.count), objectStart: Int32(position))
             try beginObject()
             while try nextMember(closing: UInt8(ascii: "}"), "the object is not closed", "a comma or a closing brace") {
-                guard let key = try scanPlainKey() else { return false }
-                try expect(UInt8(ascii: ":"), "a colon after the key")
-                if Self.equal(key, "type") {
+                let member = try fieldMember()
+                if member == .unreadable { return false }
+                if member == .type {
                     switch peek() {
                     case UInt8(ascii: "n"):
                         field.tag = nil
@@ -66,7 +66,7 @@ extension JSONReader {
                     default:
                         return false
                     }
-                } else if Self.equal(key, "value") {
+                } else if member == .value {
                     field.value = Int32(valueStart())
                     // Whether an object's JSON would come out of the model as it came is noted
                     // here, where each of its keys and numbers passes anyway.
@@ -86,6 +86,42 @@ extension JSONReader {
             fields.append(field)
         }
         return true
+    }
+
+    /// What a member of a field's object is, by its key.
+    private enum FieldMember {
+        case type, value, other
+        /// A key that cannot be kept (see `scanPlainKey`).
+        case unreadable
+    }
+
+    /// The key of a field object's member, with its colon consumed. `"value":` and `"type":`,
+    /// as CloudKit writes them, are known by a word's compare; any other way of writing a key
+    /// is read by `scanPlainKey`. (The micro-benchmark, `Benchmarks/`, takes 2.5% fewer
+    /// instructions so.)
+    private mutating func fieldMember() throws -> FieldMember {
+        if position + 8 <= bytes.count, let base = bytes.baseAddress {
+            let word = UInt64(littleEndian: UnsafeRawPointer(base + position).loadUnaligned(as: UInt64.self))
+            if word == Self.valueKey {
+                position += 8
+                return .value
+            }
+            if word & 0x00FF_FFFF_FFFF_FFFF == Self.typeKey {
+                position += 7
+                return .type
+            }
+        }
+        guard let key = try scanPlainKey() else { return .unreadable }
+        try expect(UInt8(ascii: ":"), "a colon after the key")
+        return Self.equal(key, "type") ? .type : Self.equal(key, "value") ? .value : .other
+    }
+
+    /// `"value":` and `"type":` as little-endian words (the second in its low seven bytes).
+    private static let valueKey = word(#""value":"#)
+    private static let typeKey = word(#""type":"#)
+
+    private static func word(_ text: StaticString) -> UInt64 {
+        (0..<text.utf8CodeUnitCount).reduce(0) { word, i in word | UInt64(text.utf8Start[i]) << (8 * UInt64(i)) }
     }
 
     private func offset(of part: UnsafeBufferPointer<UInt8>) -> Int { bytes.baseAddress!.distance(to: part.baseAddress!) }
