@@ -136,6 +136,14 @@ public enum RecordEntry: Sendable, Hashable {
     case error(RecordError)
     case unreadable(UnreadableEntry)
 
+    /// A live record's type and name; nil for any other entry. Inlined, so that a caller reading
+    /// an entry of an array copies these two strings rather than the whole record, a retain and
+    /// a release of each of its references.
+    @inlinable public var liveRecordTypeAndName: (type: String, name: String)? {
+        guard case .record(let record) = self else { return nil }
+        return (record.recordType, record.recordName)
+    }
+
     public var recordName: String? {
         switch self {
         case .record(let r): return r.recordName
