@@ -116,13 +116,10 @@ extension JSONReader {
         return Self.equal(key, "type") ? .type : Self.equal(key, "value") ? .value : .other
     }
 
-    /// `"value":` and `"type":` as little-endian words (the second in its low seven bytes).
-    private static let valueKey = word(#""value":"#)
-    private static let typeKey = word(#""type":"#)
-
-    private static func word(_ text: StaticString) -> UInt64 {
-        (0..<text.utf8CodeUnitCount).reduce(0) { word, i in word | UInt64(text.utf8Start[i]) << (8 * UInt64(i)) }
-    }
+    /// `"value":` and `"type":` as little-endian words (the second in its low seven bytes), as
+    /// literals: a computed constant is reached through `swift_once` at every use.
+    static let valueKey: UInt64 = 0x3A22_6575_6C61_7622
+    static let typeKey: UInt64 = 0x003A_2265_7079_7422
 
     private func offset(of part: UnsafeBufferPointer<UInt8>) -> Int { bytes.baseAddress!.distance(to: part.baseAddress!) }
 
@@ -255,9 +252,24 @@ extension JSONReader {
         return position - start <= 64 && exponent <= 330
     }
 
-    /// Whether the bytes spell `word`.
+    /// Whether the bytes spell `word`. Words of 4 to 16 bytes, every key and type tag looked for,
+    /// are compared as two integers loaded from each end (overlapping when shorter than 8 or 16
+    /// bytes): a call of `memcmp` cost more than the bytes it compared, 2.9% of a run over HTTP
+    /// (perf).
     @inline(__always) public static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ word: StaticString) -> Bool {
-        bytes.count == word.utf8CodeUnitCount && (bytes.count == 0 || memcmp(bytes.baseAddress!, word.utf8Start, bytes.count) == 0)
+        let count = word.utf8CodeUnitCount
+        guard bytes.count == count else { return false }
+        guard count >= 4, count <= 16, let base = bytes.baseAddress else {
+            return count == 0 || memcmp(bytes.baseAddress!, word.utf8Start, count) == 0
+        }
+        let a = UnsafeRawPointer(base)
+        let b = UnsafeRawPointer(word.utf8Start)
+        if count >= 8 {
+            return a.loadUnaligned(as: UInt64.self) == b.loadUnaligned(as: UInt64.self)
+                && a.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self) == b.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self)
+        }
+        return a.loadUnaligned(as: UInt32.self) == b.loadUnaligned(as: UInt32.self)
+            && a.loadUnaligned(fromByteOffset: count - 4, as: UInt32.self) == b.loadUnaligned(fromByteOffset: count - 4, as: UInt32.self)
     }
 
     // MARK: Reading kept fields
