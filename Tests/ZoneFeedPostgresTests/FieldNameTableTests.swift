@@ -1,0 +1,35 @@
+import Testing
+
+@testable import ZoneFeedPostgres
+
+/// Field names are found by their bytes: a name is found exactly when every byte matches, at
+/// every length the word-at-a-time compare treats differently.
+struct FieldNameTableTests {
+    @Test func aNameIsTheSameOnlyWhenEveryByteIs() {
+        for count in 1...40 {
+            let name = (0..<count).map { UInt8(ascii: "a") + UInt8($0 % 26) }
+            var candidates = [name]
+            for i in name.indices {
+                var changed = name
+                changed[i] ^= 0x01
+                candidates.append(changed)
+            }
+            for candidate in candidates {
+                let same = name.withUnsafeBufferPointer { a in candidate.withUnsafeBufferPointer { FieldNameTable.same(a, $0.baseAddress!) } }
+                #expect(same == (candidate == name), "\(count) bytes, \(String(decoding: candidate, as: UTF8.self))")
+            }
+        }
+    }
+
+    @Test func namesAreFoundByTheirBytesAndOthersAreNot() {
+        var table = FieldNameTable()
+        let names = (0..<300).map { "field\($0)" } + ["a", "ab", "abc", "ENCRYPTED_BYTES_LIST", "x" + String(repeating: "y", count: 40)]
+        for (i, name) in names.enumerated() { table.insert(Array(name.utf8), value: i) }
+        for (i, name) in names.enumerated() {
+            #expect(Array(name.utf8).withUnsafeBufferPointer { table.value(for: $0) } == i, "\(name)")
+        }
+        for other in ["field300", "Field1", "field1 ", "b", "", "x" + String(repeating: "y", count: 39) + "z"] {
+            #expect(Array(other.utf8).withUnsafeBufferPointer { table.value(for: $0) } == nil, "\(other)")
+        }
+    }
+}
