@@ -469,11 +469,11 @@ public struct JSONReader {
 
     /// The Double nearest a number (checked JSON) of at most 15 digits from its first that is not
     /// 0, whose power of ten, once its point is taken away, is within ±22; nil for any other,
-    /// which `strtod` reads. The
-    /// digits as an integer and that power of ten are both exact in a Double, so one
-    /// multiplication or division rounds once, to the nearest Double, as `strtod` does (Clinger's
-    /// fast path, "How to Read Floating Point Numbers Accurately", 1990). `strtod` was 1.7% of the
-    /// micro-benchmark's instructions (`Benchmarks/`), for numbers such as 4.5.
+    /// which `strtod` reads. The digits as an integer and that power of ten are both exact in a
+    /// Double, so one multiplication or division rounds once, to the nearest Double, as `strtod`
+    /// does (Clinger's fast path, "How to Read Floating Point Numbers Accurately", 1990).
+    /// `strtod` was 1.7% of the micro-benchmark's instructions (`Benchmarks/`), for numbers such
+    /// as 4.5.
     static func exactDouble(_ text: UnsafeBufferPointer<UInt8>) -> Double? {
         var i = 0
         let negative = !text.isEmpty && text[0] == UInt8(ascii: "-")
