@@ -252,24 +252,30 @@ extension JSONReader {
         return position - start <= 64 && exponent <= 330
     }
 
-    /// Whether the bytes spell `word`. Words of 4 to 16 bytes, every key and type tag looked for,
-    /// are compared as two integers loaded from each end (overlapping when shorter than 8 or 16
-    /// bytes): a call of `memcmp` cost more than the bytes it compared, 2.9% of a run over HTTP
-    /// (perf).
+    /// Whether the bytes spell `word`: by `sameBytes` for the 4 to 16 bytes of every key and type
+    /// tag looked for, by `memcmp` otherwise.
     @inline(__always) public static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ word: StaticString) -> Bool {
         let count = word.utf8CodeUnitCount
-        guard bytes.count == count else { return false }
-        guard count >= 4, count <= 16, let base = bytes.baseAddress else {
-            return count == 0 || memcmp(bytes.baseAddress!, word.utf8Start, count) == 0
+        guard bytes.count == count, count > 0 else { return bytes.count == count }
+        return count >= 4 && count <= 16 ? sameBytes(bytes.baseAddress!, word.utf8Start, count: count) : memcmp(bytes.baseAddress!, word.utf8Start, count) == 0
+    }
+
+    /// Whether the `count` bytes at `a` and at `b` are the same: eight bytes at a time, the last
+    /// eight (or four) overlapping the ones before. Keys, type tags and field names are a few
+    /// bytes, and a call of `memcmp` cost more than the bytes it compared (2.9% of a run over
+    /// HTTP, perf).
+    @inlinable @inline(__always) public static func sameBytes(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, count: Int) -> Bool {
+        guard count >= 4 else { return (0..<count).allSatisfy { a.load(fromByteOffset: $0, as: UInt8.self) == b.load(fromByteOffset: $0, as: UInt8.self) } }
+        guard count >= 8 else {
+            return a.loadUnaligned(as: UInt32.self) == b.loadUnaligned(as: UInt32.self)
+                && a.loadUnaligned(fromByteOffset: count - 4, as: UInt32.self) == b.loadUnaligned(fromByteOffset: count - 4, as: UInt32.self)
         }
-        let a = UnsafeRawPointer(base)
-        let b = UnsafeRawPointer(word.utf8Start)
-        if count >= 8 {
-            return a.loadUnaligned(as: UInt64.self) == b.loadUnaligned(as: UInt64.self)
-                && a.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self) == b.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self)
+        var at = 0
+        while at + 8 < count {
+            guard a.loadUnaligned(fromByteOffset: at, as: UInt64.self) == b.loadUnaligned(fromByteOffset: at, as: UInt64.self) else { return false }
+            at += 8
         }
-        return a.loadUnaligned(as: UInt32.self) == b.loadUnaligned(as: UInt32.self)
-            && a.loadUnaligned(fromByteOffset: count - 4, as: UInt32.self) == b.loadUnaligned(fromByteOffset: count - 4, as: UInt32.self)
+        return a.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self) == b.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self)
     }
 
     // MARK: Reading kept fields

@@ -1,8 +1,4 @@
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+import CloudKitModel
 
 /// Field names looked up by their UTF-8 bytes as they stand in a page, so that a record's fields
 /// are sorted into columns without making a String of each name, or hashing it with SipHash.
@@ -40,7 +36,7 @@ struct FieldNameTable {
             if e < 0 { return nil }
             let entry = entries[Int(e)]
             if entry.hash == hash, entry.count == name.count,
-                name.count == 0 || names.withUnsafeBufferPointer({ Self.same(name, $0.baseAddress! + entry.start) })
+                name.count == 0 || names.withUnsafeBufferPointer({ JSONReader.sameBytes(name.baseAddress!, $0.baseAddress! + entry.start, count: name.count) })
             {
                 return entry.value
             }
@@ -68,26 +64,6 @@ struct FieldNameTable {
         var slot = Int(truncatingIfNeeded: entries[Int(index)].hash) & mask
         while slots[slot] >= 0 { slot = (slot + 1) & mask }
         slots[slot] = index
-    }
-
-    /// Whether the bytes at `other` are `name`'s: eight bytes at a time, the last eight (or four)
-    /// overlapping the ones before. A call of `memcmp` for a name of a few bytes cost more than
-    /// the bytes (0.6% of a run over HTTP, perf).
-    @inline(__always) static func same(_ name: UnsafeBufferPointer<UInt8>, _ other: UnsafePointer<UInt8>) -> Bool {
-        let a = UnsafeRawPointer(name.baseAddress!)
-        let b = UnsafeRawPointer(other)
-        let count = name.count
-        guard count >= 4 else { return (0..<count).allSatisfy { name[$0] == other[$0] } }
-        guard count >= 8 else {
-            return a.loadUnaligned(as: UInt32.self) == b.loadUnaligned(as: UInt32.self)
-                && a.loadUnaligned(fromByteOffset: count - 4, as: UInt32.self) == b.loadUnaligned(fromByteOffset: count - 4, as: UInt32.self)
-        }
-        var at = 0
-        while at + 8 < count {
-            guard a.loadUnaligned(fromByteOffset: at, as: UInt64.self) == b.loadUnaligned(fromByteOffset: at, as: UInt64.self) else { return false }
-            at += 8
-        }
-        return a.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self) == b.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self)
     }
 
     @inline(__always) static func hash(_ bytes: UnsafeBufferPointer<UInt8>) -> UInt64 {

@@ -1,3 +1,4 @@
+import CloudKitModel
 import Testing
 
 @testable import ZoneFeedPostgres
@@ -15,7 +16,9 @@ struct FieldNameTableTests {
                 candidates.append(changed)
             }
             for candidate in candidates {
-                let same = name.withUnsafeBufferPointer { a in candidate.withUnsafeBufferPointer { FieldNameTable.same(a, $0.baseAddress!) } }
+                let same = name.withUnsafeBufferPointer { a in
+                    candidate.withUnsafeBufferPointer { JSONReader.sameBytes(a.baseAddress!, $0.baseAddress!, count: count) }
+                }
                 #expect(same == (candidate == name), "\(count) bytes, \(String(decoding: candidate, as: UTF8.self))")
             }
         }
