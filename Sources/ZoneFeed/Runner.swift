@@ -356,7 +356,7 @@ public struct Runner: Sendable {
         var resyncedThisRun = false
         await events(.willFetchRecordZoneChanges(zone, resyncing: checkpoint.resyncing))
 
-        var pending: [RecordEntry] = []
+        var pending = PendingEntries()
         var listed: [ListedRecords] = []
         var listedCount = 0
         var pendingPages = 0
@@ -366,7 +366,7 @@ public struct Runner: Sendable {
 
         while true {
             try Task.checkCancellation()
-            let page: ZoneChangePage
+            var page: ZoneChangePage
             do {
                 // The feed ends after a page that says no more are coming, and the loop with it.
                 guard let next = try await pages.next() else { throw CancellationError() }
@@ -397,9 +397,8 @@ public struct Runner: Sendable {
             func commitPending(token batchToken: ChangeToken, isLast: Bool) async throws {
                 let batch = ChangeBatch(
                     zoneID: zone, runID: runID, generation: checkpoint.generation, pageCount: pendingPages,
-                    entries: pending, token: batchToken, isLast: isLast, finishesResync: checkpoint.resyncing && isLast)
+                    entries: pending.take(), token: batchToken, isLast: isLast, finishesResync: checkpoint.resyncing && isLast)
                 let outcome = try await apply(batch, listing: listed)
-                pending = []
                 listed = []
                 listedCount = 0
                 pendingPages = 0
@@ -420,11 +419,11 @@ public struct Runner: Sendable {
                 continue
             }
 
-            pending += page.entries
-            listed += page.listed
-            listedCount += page.listed.reduce(0) { $0 + $1.names.count }
             // An empty page (the feed is current) is fetched but applies nothing.
             if !page.entries.isEmpty || !page.listed.isEmpty { pendingPages += 1 }
+            pending.append(taking: &page.entries)
+            listed += page.listed
+            listedCount += page.listed.reduce(0) { $0 + $1.names.count }
             token = page.syncToken
 
             // Names are a small part of a record: a batch lists up to ten times its records.
