@@ -43,7 +43,7 @@ extension JSONReader {
         while try nextMember(closing: UInt8(ascii: "}"), "the object is not closed", "a comma or a closing brace") {
             // A field's name in ASCII: names are then the same compared as bytes and as Swift
             // Strings, which take a precomposed é and e with a combining accent for one name.
-            guard let name = try scanPlainKey(), Self.isASCII(name) else { return false }
+            guard let (name, isASCII) = try scanPlainKey(), isASCII else { return false }
             try expect(UInt8(ascii: ":"), "a colon after the key")
             guard peek() == UInt8(ascii: "{") else { return false }
             var field = RawField(name: Int32(offset(of: name))..<Int32(offset(of: name) + name.count), objectStart: Int32(position))
@@ -111,7 +111,7 @@ extension JSONReader {
                 return .type
             }
         }
-        guard let key = try scanPlainKey() else { return .unreadable }
+        guard let (key, _) = try scanPlainKey() else { return .unreadable }
         try expect(UInt8(ascii: ":"), "a colon after the key")
         return Self.equal(key, "type") ? .type : Self.equal(key, "value") ? .value : .other
     }
@@ -135,8 +135,8 @@ extension JSONReader {
         case UInt8(ascii: "{"):
             try beginObject()
             while try nextMember(closing: UInt8(ascii: "}"), "the object is not closed", "a comma or a closing brace") {
-                guard let key = try scanPlainKey() else { return false }
-                note.key(key)
+                guard let (_, isASCII) = try scanPlainKey() else { return false }
+                note.key(isASCII: isASCII)
                 try expect(UInt8(ascii: ":"), "a colon after the key")
                 guard try scanPlainValue(noting: &note) else { return false }
             }
@@ -165,8 +165,9 @@ extension JSONReader {
         }
     }
 
-    /// A key without escapes, in valid UTF-8: its bytes; nil for any other key.
-    private mutating func scanPlainKey() throws -> UnsafeBufferPointer<UInt8>? {
+    /// A key without escapes, in valid UTF-8: its bytes, and whether they are ASCII (known from
+    /// the scan, where looking at the name again cost each field a loop); nil for any other key.
+    private mutating func scanPlainKey() throws -> (UnsafeBufferPointer<UInt8>, isASCII: Bool)? {
         guard peek() == UInt8(ascii: "\"") else { throw failure("expected a string") }
         position += 1
         let start = position
@@ -175,7 +176,8 @@ extension JSONReader {
         guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { return nil }
         let key = UnsafeBufferPointer(rebasing: bytes[start..<position])
         position += 1
-        return seen & Self.highBits == 0 || UTF8Check.isValid(key) ? key : nil
+        if seen & Self.highBits == 0 { return (key, true) }
+        return UTF8Check.isValid(key) ? (key, false) : nil
     }
 
     static let highBits: UInt64 = 0x8080_8080_8080_8080
@@ -415,12 +417,12 @@ extension JSONReader {
 
 /// What the check of a value notes of the keys and numbers it passes.
 private protocol ValueNote {
-    mutating func key(_ key: UnsafeBufferPointer<UInt8>)
+    mutating func key(isASCII: Bool)
     mutating func number(_ number: UnsafeBufferPointer<UInt8>)
 }
 
 private struct NothingNoted: ValueNote {
-    @inline(__always) func key(_ key: UnsafeBufferPointer<UInt8>) {}
+    @inline(__always) func key(isASCII: Bool) {}
     @inline(__always) func number(_ number: UnsafeBufferPointer<UInt8>) {}
 }
 
@@ -431,8 +433,8 @@ private struct NothingNoted: ValueNote {
 private struct MeaningKept: ValueNote {
     var kept = true
 
-    mutating func key(_ key: UnsafeBufferPointer<UInt8>) {
-        if kept && !JSONReader.isASCII(key) { kept = false }
+    mutating func key(isASCII: Bool) {
+        if !isASCII { kept = false }
     }
 
     mutating func number(_ number: UnsafeBufferPointer<UInt8>) {
