@@ -58,10 +58,10 @@ extension JSONReader {
                         field.tagEscaped = false
                     case UInt8(ascii: "\""):
                         let tagStart = position + 1
-                        guard try scanPlainString() else { return false }
-                        let tag = UnsafeBufferPointer(rebasing: bytes[tagStart..<position - 1])
+                        var escaped = false
+                        guard try scanPlainString(escaped: &escaped) else { return false }
                         field.tag = Int32(tagStart)..<Int32(position - 1)
-                        field.tagEscaped = tag.contains(UInt8(ascii: "\\"))
+                        field.tagEscaped = escaped
                         continue
                     default:
                         return false
@@ -184,6 +184,13 @@ extension JSONReader {
 
     /// Past a string; whether it is valid text that needs no repair and holds no NUL.
     private mutating func scanPlainString() throws -> Bool {
+        var escaped = false
+        return try scanPlainString(escaped: &escaped)
+    }
+
+    /// `scanPlainString`, setting `escaped` when the string has an escape (so that its bytes are
+    /// not its text): a type tag's, where looking for a backslash again cost each field a loop.
+    @inline(__always) private mutating func scanPlainString(escaped: inout Bool) throws -> Bool {
         position += 1
         while true {
             let run = position
@@ -197,6 +204,7 @@ extension JSONReader {
             case UInt8(ascii: "\""):
                 return true
             case UInt8(ascii: "\\"):
+                escaped = true
                 guard position < bytes.count else { throw failure("the data ends inside an escape") }
                 let e = bytes[position]
                 position += 1

@@ -144,6 +144,8 @@ import ZoneFeedPostgres
             #"{"j":{"value":"text","type":"STRING"}}"#, #"{"j":{"value":-5,"type":"INT64"}}"#, #"{"j":{"value":2,"type":"DOUBLE"}}"#,
             #"{"j":{"value":[1,2.5],"type":"DOUBLE_LIST"}}"#, #"{"j":{"value":{"a":1},"type":"WHATEVER"}}"#,
             #"{"j":{"value":{"recordName":"x"},"type":"REFERENCE"}}"#, #"{"j":{"value":"12","type":"INT64"}}"#,
+            // A type written with an escape is the type it spells (the model undoes the escape).
+            #"{"s":{"value":"x","type":"STR\u0049NG"},"i":{"value":3,"type":"\u0049NT64"}}"#,
             // Lists: plain, empty, mixed, wrong elements, references, base64.
             #"{"sl":{"value":["a","b\u00e9"],"type":"STRING_LIST"},"il":{"value":[1,-9223372036854775808],"type":"INT64_LIST"}}"#,
             #"{"sl":{"value":[],"type":"STRING_LIST"},"il":{"value":[],"type":"INT64_LIST"},"dl":{"value":[],"type":"DOUBLE_LIST"}}"#,
