@@ -5,8 +5,19 @@
 /// The bytes are copied in once and never change; the memory lives as long as the last record
 /// that points into it.
 public final class JSONBytes: @unchecked Sendable {
-    // @unchecked: the buffer is written only in `init` and read-only afterwards.
+    // @unchecked: the buffer is written only in `init` and read-only afterwards; the index of
+    // kept fields only by the page's reader, each record's before the record exists, never moved.
     public let buffer: UnsafeBufferPointer<UInt8>
+
+    /// The fields of the page's records that are kept as JSON (`RawFields`), one record's after
+    /// another, in blocks that are never moved or freed before the page: one index for a page
+    /// rather than an array a record, which was an allocation, and a reference that every copy
+    /// of the record retained and released (`Benchmarks/`, docs/performance.md).
+    @exclusivity(unchecked) private var keptBlocks: [UnsafeMutableBufferPointer<RawField>] = []
+    /// How much of the last block is taken.
+    @exclusivity(unchecked) private var keptInLastBlock = 0
+    /// A block's fields: those of about fifty records of twenty fields.
+    static let keptBlockSize = 1024
 
     public init(copying bytes: UnsafeRawBufferPointer) {
         let storage = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(1, bytes.count))
@@ -25,7 +36,24 @@ public final class JSONBytes: @unchecked Sendable {
         buffer = UnsafeBufferPointer(start: storage.baseAddress, count: count)
     }
 
-    deinit { UnsafeMutableBufferPointer(mutating: buffer).deallocate() }
+    deinit {
+        UnsafeMutableBufferPointer(mutating: buffer).deallocate()
+        for block in keptBlocks { block.deallocate() }
+    }
+
+    /// A copy of a record's fields in the page's index, valid as long as the page. For the page's
+    /// reader alone, which calls it before it makes the record.
+    func keep(_ fields: UnsafeBufferPointer<RawField>) -> UnsafeBufferPointer<RawField> {
+        guard let source = fields.baseAddress, fields.count > 0 else { return UnsafeBufferPointer(start: nil, count: 0) }
+        if keptBlocks.isEmpty || keptInLastBlock + fields.count > keptBlocks[keptBlocks.count - 1].count {
+            keptBlocks.append(.allocate(capacity: max(Self.keptBlockSize, fields.count)))
+            keptInLastBlock = 0
+        }
+        let start = keptBlocks[keptBlocks.count - 1].baseAddress! + keptInLastBlock
+        start.initialize(from: source, count: fields.count)
+        keptInLastBlock += fields.count
+        return UnsafeBufferPointer(start: start, count: fields.count)
+    }
 
     /// A body gathered part by part, as it arrives, into the allocation that then becomes its
     /// `JSONBytes`: one copy of each byte rather than two (a page is a few hundred kilobytes,

@@ -21,7 +21,10 @@ extension JSONReader {
     /// What the check finds of each field (where its name, object, value and type are, and
     /// whether an object value would come out of the model as it came) comes back with it, so
     /// that a destination need not look for them again.
-    mutating func plainFieldsObject() -> (range: Range<Int>, fields: [RawField])? {
+    ///
+    /// The fields found are kept in the page's index (`JSONBytes.keep`): `page` must be the
+    /// reader's own, whose bytes it reads.
+    mutating func plainFieldsObject(keepingIn page: JSONBytes) -> (range: Range<Int>, fields: UnsafeBufferPointer<RawField>)? {
         let start = mark()
         // Offsets are kept as Int32: a response is at most 1 GiB (`maxResponseBytes`).
         guard bytes.count <= Int(Int32.max), peek() == UInt8(ascii: "{") else { return nil }
@@ -35,7 +38,7 @@ extension JSONReader {
             reset(to: start)
             return nil
         }
-        return (from..<position, Array(fields))
+        return (from..<position, fields.withUnsafeBufferPointer { page.keep($0) })
     }
 
     private mutating func scanPlainFields(into fields: inout [RawField]) throws -> Bool {

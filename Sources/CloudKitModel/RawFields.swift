@@ -4,14 +4,17 @@
 ///
 /// Only fields that `JSONReader.plainFieldsObject` checked are kept so: reading them cannot fail
 /// and repairs nothing.
-public struct RawFields: Sendable {
+public struct RawFields: @unchecked Sendable {
+    // @unchecked: `fields` points into the page's index, which `page` keeps alive and which is
+    // never written again once the record is made (`JSONBytes.keep`).
     public let page: JSONBytes
     /// The object, from its opening brace to past its closing one.
     public let range: Range<Int>
-    /// Each field as the check found it, in the order they came.
-    public let fields: [RawField]
+    /// Each field as the check found it, in the order they came, in the page's index: valid
+    /// while `page` is (read it within `withExtendedLifetime(page)`).
+    public let fields: UnsafeBufferPointer<RawField>
 
-    init(page: JSONBytes, range: Range<Int>, fields: [RawField]) {
+    init(page: JSONBytes, range: Range<Int>, fields: UnsafeBufferPointer<RawField>) {
         self.page = page
         self.range = range
         self.fields = fields

@@ -33,7 +33,7 @@ extension RecordEntry {
                 changeTag = try json.readString()
             } else if key.is("fields") {
                 // Kept as JSON when it can be, and when the reader's bytes may be pointed into.
-                if let page = json.owner, let kept = json.plainFieldsObject() {
+                if let page = json.owner, let kept = json.plainFieldsObject(keepingIn: page) {
                     fields = .json(RawFields(page: page, range: kept.range, fields: kept.fields))
                 } else {
                     fields = .values(try Self.readFields(&json, problems: &problems))

@@ -22,7 +22,7 @@ extension RecordFields {
         var json = page.reader()
         return try offsets.map { offset in
             json.position = offset
-            if let kept = json.plainFieldsObject() { return .json(RawFields(page: page, range: kept.range, fields: kept.fields)) }
+            if let kept = json.plainFieldsObject(keepingIn: page) { return .json(RawFields(page: page, range: kept.range, fields: kept.fields)) }
             var problems: [String] = []
             let values = try RecordEntry.readFields(&json, problems: &problems)
             if let problem = problems.first { throw json.failure(problem) }

@@ -17,8 +17,8 @@
 /// one lookup at a time. Names, hashes and
 /// strings are kept apart so that a lookup copies none of them but the string it returns.
 final class RecurringStrings {
-    /// Where the check of a record's fields gathers them before they are copied out at their
-    /// count: one allocation a record, where growing an array field by field took five.
+    /// Where the check of a record's fields gathers them before they are copied into the page's
+    /// index (`JSONBytes.keep`), once the check has kept them.
     @exclusivity(unchecked) var fieldsRead: [RawField] = []
     @exclusivity(unchecked) private var slots = [Int32](repeating: -1, count: 128)
     @exclusivity(unchecked) private var hashes: [UInt64] = []
