@@ -12,10 +12,16 @@ public final class JSONBytes: @unchecked Sendable {
     /// The fields of the page's records that are kept as JSON (`RawFields`), one record's after
     /// another, in blocks that are never moved or freed before the page: one index for a page
     /// rather than an array a record, which was an allocation, and a reference that every copy
-    /// of the record retained and released (`Benchmarks/`, docs/performance.md).
+    /// of the record retained and released (`Benchmarks/`, docs/performance.md). The check of a
+    /// record's fields writes each one here as it finds it (`keep`), and the record takes the
+    /// run it wrote (`endKeeping`).
     @exclusivity(unchecked) private var keptBlocks: [UnsafeMutableBufferPointer<RawField>] = []
-    /// How much of the last block is taken.
-    @exclusivity(unchecked) private var keptInLastBlock = 0
+    /// The last block, where fields are written, and how much of it is taken; where the fields
+    /// of the record being read begin in it.
+    @exclusivity(unchecked) private var block: UnsafeMutablePointer<RawField>?
+    @exclusivity(unchecked) private var blockCapacity = 0
+    @exclusivity(unchecked) private var blockCount = 0
+    @exclusivity(unchecked) private var recordStart = 0
     /// A block's fields: those of about fifty records of twenty fields.
     static let keptBlockSize = 1024
 
@@ -41,18 +47,36 @@ public final class JSONBytes: @unchecked Sendable {
         for block in keptBlocks { block.deallocate() }
     }
 
-    /// A copy of a record's fields in the page's index, valid as long as the page. For the page's
-    /// reader alone, which calls it before it makes the record.
-    func keep(_ fields: UnsafeBufferPointer<RawField>) -> UnsafeBufferPointer<RawField> {
-        guard let source = fields.baseAddress, fields.count > 0 else { return UnsafeBufferPointer(start: nil, count: 0) }
-        if keptBlocks.isEmpty || keptInLastBlock + fields.count > keptBlocks[keptBlocks.count - 1].count {
-            keptBlocks.append(.allocate(capacity: max(Self.keptBlockSize, fields.count)))
-            keptInLastBlock = 0
-        }
-        let start = keptBlocks[keptBlocks.count - 1].baseAddress! + keptInLastBlock
-        start.initialize(from: source, count: fields.count)
-        keptInLastBlock += fields.count
-        return UnsafeBufferPointer(start: start, count: fields.count)
+    // The page's index, for its reader alone, which writes a record's fields before it makes
+    // the record: `beginKeeping`, a `keep` for each field, then `endKeeping` (or
+    // `abandonKeeping` for fields that are not kept).
+
+    func beginKeeping() { recordStart = blockCount }
+
+    @inline(__always) func keep(_ field: RawField) {
+        if blockCount == blockCapacity { moveToNewBlock() }
+        (block! + blockCount).initialize(to: field)
+        blockCount += 1
+    }
+
+    /// The fields kept since `beginKeeping`, valid as long as the page.
+    func endKeeping() -> UnsafeBufferPointer<RawField> {
+        UnsafeBufferPointer(start: block.map { $0 + recordStart }, count: blockCount - recordStart)
+    }
+
+    func abandonKeeping() { blockCount = recordStart }
+
+    /// A new block, with the fields of the record being read moved to its start.
+    @inline(never) private func moveToNewBlock() {
+        let sofar = blockCount - recordStart
+        let capacity = max(Self.keptBlockSize, 2 * sofar)
+        let new = UnsafeMutablePointer<RawField>.allocate(capacity: capacity)
+        if let block, sofar > 0 { new.initialize(from: block + recordStart, count: sofar) }
+        keptBlocks.append(UnsafeMutableBufferPointer(start: new, count: capacity))
+        block = new
+        blockCapacity = capacity
+        blockCount = sofar
+        recordStart = 0
     }
 
     /// A body gathered part by part, as it arrives, into the allocation that then becomes its

@@ -29,19 +29,16 @@ extension JSONReader {
         // Offsets are kept as Int32: a response is at most 1 GiB (`maxResponseBytes`).
         guard bytes.count <= Int(Int32.max), peek() == UInt8(ascii: "{") else { return nil }
         let from = position
-        // Taken out of the page's state while it is filled, so that it is not shared (and copied).
-        var fields: [RawField] = []
-        if let recurring { swap(&fields, &recurring.fieldsRead) }
-        fields.removeAll(keepingCapacity: true)
-        defer { if let recurring { swap(&fields, &recurring.fieldsRead) } }
-        guard (try? scanPlainFields(into: &fields)) == true else {
+        page.beginKeeping()
+        guard (try? scanPlainFields(keepingIn: page)) == true else {
+            page.abandonKeeping()
             reset(to: start)
             return nil
         }
-        return (from..<position, fields.withUnsafeBufferPointer { page.keep($0) })
+        return (from..<position, page.endKeeping())
     }
 
-    private mutating func scanPlainFields(into fields: inout [RawField]) throws -> Bool {
+    private mutating func scanPlainFields(keepingIn page: JSONBytes) throws -> Bool {
         try beginObject()
         while try nextMember(closing: UInt8(ascii: "}"), "the object is not closed", "a comma or a closing brace") {
             // A field's name in ASCII: names are then the same compared as bytes and as Swift
@@ -86,7 +83,7 @@ extension JSONReader {
                 guard try scanPlainValue() else { return false }
             }
             field.objectEnd = Int32(position)
-            fields.append(field)
+            page.keep(field)
         }
         return true
     }

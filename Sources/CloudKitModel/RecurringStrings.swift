@@ -17,9 +17,6 @@
 /// one lookup at a time. Names, hashes and
 /// strings are kept apart so that a lookup copies none of them but the string it returns.
 final class RecurringStrings {
-    /// Where the check of a record's fields gathers them before they are copied into the page's
-    /// index (`JSONBytes.keep`), once the check has kept them.
-    @exclusivity(unchecked) var fieldsRead: [RawField] = []
     @exclusivity(unchecked) private var slots = [Int32](repeating: -1, count: 128)
     @exclusivity(unchecked) private var hashes: [UInt64] = []
     /// Each string's bytes, one after another, and where each one's start.
