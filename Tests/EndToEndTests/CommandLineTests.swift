@@ -120,9 +120,15 @@ import ZoneFeed
         let everywhere = try await FakeServerProcess(zonefeed, seed: 1, zones: 1, recordsPerZone: 10, options: ["--host", "0.0.0.0"])
         defer { everywhere.stop() }
         #expect(everywhere.url.hasPrefix("http://0.0.0.0:"), "\(everywhere.url)")
-        let answer = try await HTTPClient.shared.execute(
-            HTTPClientRequest(url: "http://127.0.0.2:\(try port(everywhere))/admin/state"), timeout: .seconds(10))
-        #expect(answer.status.code == 200)
+        // Every IPv4 address of the machine's interfaces that are up, and 127.0.0.2.
+        let addresses = Self.interfaceAddresses() + ["127.0.0.2"]
+        for address in addresses {
+            let answer = try await HTTPClient.shared.execute(
+                HTTPClientRequest(url: "http://\(address):\(try port(everywhere))/admin/state"), timeout: .seconds(10))
+            // An answer at all shows the server listens there; its admin endpoints answer
+            // loopback clients only, and refuse the others.
+            #expect(answer.status.code == (address.hasPrefix("127.") ? 200 : 403), "\(address)")
+        }
 
         let loopback = try await FakeServerProcess(zonefeed, seed: 1, zones: 1, recordsPerZone: 10)
         defer { loopback.stop() }
@@ -133,6 +139,27 @@ import ZoneFeed
         await #expect(throws: (any Error).self, "a server on loopback alone refuses 127.0.0.2") {
             _ = try await HTTPClient.shared.execute(HTTPClientRequest(url: "http://127.0.0.2:\(loopbackPort)/admin/state"), timeout: .seconds(10))
         }
+    }
+
+    /// The IPv4 addresses of the interfaces that are up (127.0.0.1 among them).
+    static func interfaceAddresses() -> [String] {
+        var first: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&first) == 0 else { return [] }
+        defer { freeifaddrs(first) }
+        var addresses: [String] = []
+        var next = first
+        while let entry = next {
+            defer { next = entry.pointee.ifa_next }
+            guard let address = entry.pointee.ifa_addr, address.pointee.sa_family == sa_family_t(AF_INET),
+                entry.pointee.ifa_flags & UInt32(IFF_UP) != 0
+            else { continue }
+            var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+            var inet = UnsafeRawPointer(address).load(as: sockaddr_in.self).sin_addr
+            if inet_ntop(AF_INET, &inet, &text, socklen_t(text.count)) != nil {
+                addresses.append(String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+            }
+        }
+        return addresses
     }
 
     @Test func versionNamesZonefeedItsCommitLibpqAndSwift() async throws {
