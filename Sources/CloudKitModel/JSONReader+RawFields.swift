@@ -55,13 +55,12 @@ extension JSONReader {
                     switch peek() {
                     case UInt8(ascii: "n"):
                         field.tag = nil
-                        field.tagEscaped = false
                     case UInt8(ascii: "\""):
                         let tagStart = position + 1
-                        var escaped = false
-                        guard try scanPlainString(escaped: &escaped) else { return false }
+                        guard try scanPlainString() else { return false }
+                        // Its bytes, escapes and all: a tag written with an escape holds a
+                        // backslash, which no type a destination knows by its bytes has.
                         field.tag = Int32(tagStart)..<Int32(position - 1)
-                        field.tagEscaped = escaped
                         continue
                     default:
                         return false
@@ -184,13 +183,6 @@ extension JSONReader {
 
     /// Past a string; whether it is valid text that needs no repair and holds no NUL.
     private mutating func scanPlainString() throws -> Bool {
-        var escaped = false
-        return try scanPlainString(escaped: &escaped)
-    }
-
-    /// `scanPlainString`, setting `escaped` when the string has an escape (so that its bytes are
-    /// not its text): a type tag's, where looking for a backslash again cost each field a loop.
-    @inline(__always) private mutating func scanPlainString(escaped: inout Bool) throws -> Bool {
         position += 1
         while true {
             let run = position
@@ -204,7 +196,6 @@ extension JSONReader {
             case UInt8(ascii: "\""):
                 return true
             case UInt8(ascii: "\\"):
-                escaped = true
                 guard position < bytes.count else { throw failure("the data ends inside an escape") }
                 let e = bytes[position]
                 position += 1

@@ -47,10 +47,9 @@ public struct RawField: Sendable {
     /// back as the same JSON but for the form of its numbers (1E2 as 100.0, the same number to
     /// jsonb), so that it can go into jsonb as it came; -1 otherwise.
     public var objectKeptUpTo: Int32 = -1
-    /// The last `type`'s text; nil when there is none, or it is null.
+    /// The last `type`'s bytes, between its quotes, escapes and all; nil when there is none, or
+    /// it is null.
     public var tag: Range<Int32>?
-    /// Whether that text has an escape (so its bytes are not its text).
-    public var tagEscaped = false
 
     init(name: Range<Int32>, objectStart: Int32) {
         self.name = name

@@ -22,7 +22,8 @@ enum FieldTag: String {
     case referenceList = "REFERENCE_LIST"
     /// No type, or a null one: the model's `UNKNOWN`.
     case unknown = "UNKNOWN"
-    /// Any other tag, or one written with escapes: left to the model.
+    /// Any other tag, or one written with escapes (its bytes then hold a backslash, which no tag
+    /// above has): left to the model, which reads the escapes.
     case other = ""
 
     init(_ bytes: UnsafeBufferPointer<UInt8>?) {

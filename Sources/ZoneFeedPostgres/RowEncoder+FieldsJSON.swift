@@ -31,7 +31,7 @@ extension RowEncoder {
                 // A name given twice: the last one counts.
                 fieldSlots[use] = FieldSlot(
                     start: Int(field.objectStart), valueAt: Int(field.value), objectKeptUpTo: Int(field.objectKeptUpTo),
-                    tag: field.tagEscaped ? .other : FieldTag(field.tag.map { UnsafeBufferPointer(rebasing: page[Int($0.lowerBound)..<Int($0.upperBound)]) }))
+                    tag: FieldTag(field.tag.map { UnsafeBufferPointer(rebasing: page[Int($0.lowerBound)..<Int($0.upperBound)]) }))
                 continue
             }
             if use == Self.unmappedColumnCandidate {
