@@ -8,6 +8,9 @@ public final class JSONBytes: @unchecked Sendable {
     // @unchecked: the buffer is written only in `init` and read-only afterwards; the index of
     // kept fields only by the page's reader, each record's before the record exists, never moved.
     public let buffer: UnsafeBufferPointer<UInt8>
+    /// The whole allocation `buffer` begins, handed back to `memory` with the page.
+    private let storage: UnsafeMutableBufferPointer<UInt8>
+    private let memory: PageMemory
 
     /// The fields of the page's records that are kept as JSON (`RawFields`), one record's after
     /// another, in blocks that are never moved or freed before the page: one index for a page
@@ -25,11 +28,13 @@ public final class JSONBytes: @unchecked Sendable {
     /// A block's fields: those of about fifty records of twenty fields.
     static let keptBlockSize = 1024
 
-    public init(copying bytes: UnsafeRawBufferPointer) {
-        let storage = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(1, bytes.count))
+    public init(copying bytes: UnsafeRawBufferPointer, memory: PageMemory = .shared) {
+        let storage = memory.take(atLeast: bytes.count)
         if let base = bytes.baseAddress, bytes.count > 0 {
             storage.baseAddress!.initialize(from: base.assumingMemoryBound(to: UInt8.self), count: bytes.count)
         }
+        self.storage = storage
+        self.memory = memory
         buffer = UnsafeBufferPointer(start: storage.baseAddress, count: bytes.count)
     }
 
@@ -38,12 +43,14 @@ public final class JSONBytes: @unchecked Sendable {
     }
 
     /// Takes over `storage`, of which the first `count` bytes are the body.
-    private init(adopting storage: UnsafeMutableBufferPointer<UInt8>, count: Int) {
+    private init(adopting storage: UnsafeMutableBufferPointer<UInt8>, count: Int, from memory: PageMemory) {
+        self.storage = storage
+        self.memory = memory
         buffer = UnsafeBufferPointer(start: storage.baseAddress, count: count)
     }
 
     deinit {
-        UnsafeMutableBufferPointer(mutating: buffer).deallocate()
+        memory.giveBack(storage)
         for block in keptBlocks { block.deallocate() }
     }
 
@@ -92,16 +99,21 @@ public final class JSONBytes: @unchecked Sendable {
         @exclusivity(unchecked) private var storage: UnsafeMutableBufferPointer<UInt8>?
         @exclusivity(unchecked) public private(set) var count = 0
 
-        public init() {}
+        /// Where the body's memory comes from and goes back to.
+        let memory: PageMemory
+
+        public init(memory: PageMemory = .shared) {
+            self.memory = memory
+        }
 
         /// Makes room for `capacity` bytes in all, so that a body of an announced length is
         /// gathered without growing.
         public func reserveCapacity(_ capacity: Int) {
             guard capacity > (storage?.count ?? 0) else { return }
-            let grown = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: capacity)
+            let grown = memory.take(atLeast: capacity)
             if let storage {
                 if count > 0 { grown.baseAddress!.initialize(from: storage.baseAddress!, count: count) }
-                storage.deallocate()
+                memory.giveBack(storage)
             }
             storage = grown
         }
@@ -119,11 +131,11 @@ public final class JSONBytes: @unchecked Sendable {
                 storage = nil
                 count = 0
             }
-            guard let storage else { return JSONBytes(copying: UnsafeRawBufferPointer(start: nil, count: 0)) }
-            return JSONBytes(adopting: storage, count: count)
+            guard let storage else { return JSONBytes(copying: UnsafeRawBufferPointer(start: nil, count: 0), memory: memory) }
+            return JSONBytes(adopting: storage, count: count, from: memory)
         }
 
-        deinit { storage?.deallocate() }
+        deinit { storage.map(memory.giveBack) }
     }
 
     /// A reader over the bytes that makes the records it reads point into them.
