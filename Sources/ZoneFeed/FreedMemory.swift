@@ -8,7 +8,8 @@ import Synchronization
 /// core), and a batch's records are made on one thread and freed on another; so a long backfill's
 /// resident memory would creep up batch after batch although what is alive stays the same.
 /// Releasing what is free when resident memory has grown keeps it flat, whatever the size of the
-/// backfill.
+/// backfill. Pages' bytes, the largest allocations, are not freed to glibc but kept for the next
+/// pages (`PageMemory`, bounded), so that they are not released here and faulted in again.
 public enum FreedMemory {
     /// How far resident memory may grow past where the last release left it before free memory
     /// is released again. Releasing after every batch kept resident memory lowest, but memory
