@@ -6,7 +6,8 @@ import Synchronization
 /// A page is a few hundred kilobytes. Freed to glibc, its memory goes back to the system when
 /// `FreedMemory` trims the heaps (it must, or resident memory creeps up batch after batch), and
 /// the next page is written into fresh pages of memory: a page fault and a page cleared for every
-/// 4 KiB of every page read. Memory kept here is never trimmed, and is bounded.
+/// 4 KiB of every page read. Memory kept here is bounded, and is not trimmed while pages come
+/// (`releaseKept` frees it when none are coming for a while).
 public final class PageMemory: Sendable {
     /// What every page's bytes use.
     public static let shared = PageMemory(mostKept: 16 << 20)
@@ -28,6 +29,10 @@ public final class PageMemory: Sendable {
 
     public init(mostKept: Int) {
         self.mostKept = mostKept
+    }
+
+    deinit {
+        releaseKept()
     }
 
     /// A buffer of at least `count` bytes (their contents undefined): a kept one when one of
@@ -66,6 +71,19 @@ public final class PageMemory: Sendable {
             return true
         }
         if !isKept { buffer.deallocate() }
+    }
+
+    /// Frees every buffer kept, for when no page is coming for a while (a `watch` waiting for
+    /// its next cycle): kept memory stays resident, which a long wait does not pay back. The
+    /// next page after is written into fresh memory, once. Returns how many bytes were freed.
+    @discardableResult
+    public func releaseKept() -> Int {
+        let buffers = kept.withLock { kept in
+            defer { kept = Pool() }
+            return kept.buffers
+        }
+        for buffer in buffers { buffer.deallocate() }
+        return buffers.reduce(0) { $0 + $1.count }
     }
 
     /// How many bytes are kept now, for tests.

@@ -43,17 +43,23 @@ public struct Watcher: Sendable {
     /// manual clock, so that the watcher's timing can be tested without waiting for it. The
     /// health reads a clock of its own: give it the same.
     public let clock: any Clock<Duration>
+    /// Where the cycles' pages keep their memory for the next page: emptied when a cycle ends, as
+    /// the next may be minutes away (`pollInterval`), and memory kept that long is memory held
+    /// for nothing. A test gives a pool of its own.
+    public let pageMemory: PageMemory
     let followed = FollowedZones()
 
     public init(
         configuration: Configuration, notifier: (any ChangeNotifying)?, health: WatchHealth = WatchHealth(), logger: Logger,
-        clock: any Clock<Duration> = ContinuousClock(), cycle: @escaping @Sendable (Trigger) async throws -> RunSummary
+        clock: any Clock<Duration> = ContinuousClock(), pageMemory: PageMemory = .shared,
+        cycle: @escaping @Sendable (Trigger) async throws -> RunSummary
     ) {
         self.configuration = configuration
         self.notifier = notifier
         self.health = health
         self.logger = logger
         self.clock = clock
+        self.pageMemory = pageMemory
         self.cycle = cycle
     }
 
@@ -96,6 +102,7 @@ public struct Watcher: Sendable {
         guard !Task.isCancelled else { return }
         do {
             let summary = try await cycle(trigger)
+            releaseMemory()
             await health.cycleEnded(succeeded: summary.status == .succeeded, error: summary.error)
             if trigger == .poll, summary.totals.records > 0, await health.push == .on {
                 // What the safety net is for: say it caught something, as it hints at lost pushes.
@@ -114,9 +121,18 @@ public struct Watcher: Sendable {
                 }
             }
         } catch {
+            releaseMemory()
             await health.cycleEnded(succeeded: false, error: "\(error)")
             if !Task.isCancelled { logger.error("watch cycle failed", metadata: ["trigger": "\(trigger.rawValue)", "error": "\(error)"]) }
         }
+    }
+
+    /// Between cycles the watcher waits, often for minutes: the memory the cycle's pages kept
+    /// for a next page, and what the cycle freed, go back to the system rather than staying
+    /// resident all that time. The next cycle's first page meets fresh memory, once.
+    func releaseMemory() {
+        pageMemory.releaseKept()
+        FreedMemory.release()
     }
 
     /// Subscribes, then turns every hint into a trigger; when push fails, says so once and tries

@@ -55,6 +55,24 @@ struct PageMemoryTests {
         #expect(memory.keptBytes == kept, "freed, not kept")
     }
 
+    /// When no page is coming for a while, what is kept is freed, and the pool serves pages
+    /// again afterwards.
+    @Test func releasingFreesWhatIsKeptAndThePoolGoesOn() {
+        let memory = PageMemory(mostKept: 4 << 20)
+        let buffers = (0..<3).map { _ in memory.take(atLeast: Self.page) }
+        let inUse = memory.take(atLeast: Self.page)
+        for buffer in buffers { memory.giveBack(buffer) }
+        #expect(memory.releaseKept() == 3 * buffers[0].count)
+        #expect(memory.keptBytes == 0)
+        #expect(memory.releaseKept() == 0, "nothing is kept twice")
+        // A buffer in use when the pool was emptied comes back, and is kept as any.
+        memory.giveBack(inUse)
+        #expect(memory.keptBytes == inUse.count)
+        let again = memory.take(atLeast: Self.page)
+        #expect(again.baseAddress == inUse.baseAddress)
+        memory.giveBack(again)
+    }
+
     /// A body gathered part by part, then freed: its memory goes back to the pool, and the next
     /// body of its size is gathered into it; a page copied in takes it too.
     @Test func aGatheredPageGivesItsMemoryToTheNext() {

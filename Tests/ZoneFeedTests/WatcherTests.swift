@@ -1,3 +1,4 @@
+import CloudKitModel
 import Logging
 import TestSupport
 import Testing
@@ -82,7 +83,8 @@ import ZoneFeed
     /// (0: the catch-up), with a status or an error (the run could not start). All succeed unless
     /// told otherwise.
     static func watcher(
-        _ notifier: ScriptedNotifier?, outcome: @escaping @Sendable (Int) async throws -> RunStatus = { _ in .succeeded }
+        _ notifier: ScriptedNotifier?, pageMemory: PageMemory = PageMemory(mostKept: 16 << 20),
+        outcome: @escaping @Sendable (Int) async throws -> RunStatus = { _ in .succeeded }
     ) -> Watching {
         let clock = ManualClock()
         let cycles = Observed<[Cycle]>([])
@@ -90,7 +92,7 @@ import ZoneFeed
         let health = WatchHealth(clock: clock)
         let watcher = Watcher(
             configuration: configuration, notifier: notifier, health: health, logger: Logger(label: "watcher") { _ in LogLines(lines: logs) },
-            clock: clock
+            clock: clock, pageMemory: pageMemory
         ) { trigger in
             let number = cycles.update { cycles in
                 cycles.append(Cycle(trigger, at: clock.now.offset))
@@ -103,12 +105,13 @@ import ZoneFeed
         return Watching(watcher: watcher, clock: clock, health: health, cycles: cycles, logs: logs)
     }
 
-    /// Runs a watcher for as long as `body` takes, then cancels it and waits for its end.
+    /// Runs a watcher for as long as `body` takes, then cancels it and waits for its end. Its
+    /// pages' memory is a pool of its own unless the test gives one (`pageMemory`).
     func watching(
-        _ notifier: ScriptedNotifier?, outcome: @escaping @Sendable (Int) async throws -> RunStatus = { _ in .succeeded },
-        _ body: (Watching) async throws -> Void
+        _ notifier: ScriptedNotifier?, pageMemory: PageMemory = PageMemory(mostKept: 16 << 20),
+        outcome: @escaping @Sendable (Int) async throws -> RunStatus = { _ in .succeeded }, _ body: (Watching) async throws -> Void
     ) async throws {
-        let watching = Self.watcher(notifier, outcome: outcome)
+        let watching = Self.watcher(notifier, pageMemory: pageMemory, outcome: outcome)
         try await withTaskExecutorPreference(Self.executor) {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { await watching.watcher.run() }
@@ -279,6 +282,39 @@ import ZoneFeed
             #expect(w.logged("change notifications are back").count == 1)
             #expect(w.clock.deadlines == [Self.poll * 2], "no more retries")
         }
+    }
+
+    /// A cycle's pages keep their memory for the next page (`PageMemory`); after the cycle the
+    /// watcher waits, often for minutes, so what they kept is freed as the cycle ends, whether it
+    /// succeeded or could not start.
+    @Test func whatACyclesPagesKeptIsFreedWhenTheCycleEnds() async throws {
+        let memory = PageMemory(mostKept: 4 << 20)
+        let keptAtTheEndOfACycle = Observed<[Int]>([])
+        let couldNotStart = ScriptedFailure(description: "the database is down (scripted)")
+        try await watching(
+            nil, pageMemory: memory,
+            outcome: { number in
+                // Two pages of about the same size: the second is written into the first's memory,
+                // which is kept again when it is freed.
+                let first = memory.take(atLeast: 330_000)
+                memory.giveBack(first)
+                let second = memory.take(atLeast: 320_000)
+                #expect(second.baseAddress == first.baseAddress)
+                memory.giveBack(second)
+                keptAtTheEndOfACycle.update { $0.append(memory.keptBytes) }
+                if number == 1 { throw couldNotStart }
+                return .succeeded
+            }
+        ) { w in
+            try await w.healthTook(1)
+            #expect(memory.keptBytes == 0, "the catch-up's pages' memory is freed")
+            try await w.clock.sleepers(wakingAt: Self.poll)
+            w.clock.advance(by: Self.poll)
+            try await w.healthTook(2)
+            #expect(await w.health.lastError == "\(couldNotStart)")
+            #expect(memory.keptBytes == 0, "and that of a cycle that could not start")
+        }
+        #expect(keptAtTheEndOfACycle.current == [393_216, 393_216], "kept until each cycle ended: 330,000 bytes rounded up to 64 KiB")
     }
 
     @Test func healthTurnsUnhealthyAfterFailingForUnhealthyAfterAndHealthyAgainOnASuccess() async throws {
