@@ -24,7 +24,8 @@ let package = Package(
             ]
         ),
         // For callgrind: `page-to-rows PATH RECORDS` does the work for that many records and exits.
-        .executableTarget(name: "page-to-rows", dependencies: ["PageToRowsWorkload"]),
+        .executableTarget(
+            name: "page-to-rows", dependencies: ["PageToRowsWorkload", .product(name: "FakeCloudKit", package: "zonefeed")]),
         .executableTarget(
             name: "PageToRows",
             dependencies: ["PageToRowsWorkload", .product(name: "Benchmark", package: "benchmark")],

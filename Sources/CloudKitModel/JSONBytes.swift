@@ -125,6 +125,25 @@ public final class JSONBytes: @unchecked Sendable {
             count += part.count
         }
 
+        /// Room for at least `count` more bytes after those gathered, for a writer of many small
+        /// pieces (the fake source writes a record's fields a few hundred at a time): it writes
+        /// into the room itself and says how much it wrote (`commit`), where a call of `append`
+        /// for each piece, in another module, cost a call and a copy of unknown length per piece
+        /// (7.6% of an in-process run, perf). Its contents are undefined until written.
+        public func room(atLeast count: Int) -> UnsafeMutableRawBufferPointer {
+            if self.count + count > (storage?.count ?? 0) {
+                reserveCapacity(max(self.count + count, 2 * (storage?.count ?? 0), 16 * 1024))
+            }
+            let storage = storage!
+            return UnsafeMutableRawBufferPointer(start: storage.baseAddress! + self.count, count: storage.count - self.count)
+        }
+
+        /// Takes the first `count` bytes of the room `room` gave as gathered.
+        public func commit(_ count: Int) {
+            precondition(count >= 0 && self.count + count <= (storage?.count ?? 0), "more committed than the room held")
+            self.count += count
+        }
+
         /// The bytes gathered, handed over; the gatherer is empty again.
         public func finish() -> JSONBytes {
             defer {

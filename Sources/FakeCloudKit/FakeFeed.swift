@@ -158,7 +158,7 @@ public struct FakeFeed: Sendable {
             if case .record = made { records.append(out.count) }
             out.append(made)
         }
-        let page = fields.page.finish()
+        let page = fields.finish()
         for (index, read) in zip(records, try RecordFields.read(from: page, at: fields.starts)) {
             guard case .record(var record) = out[index] else { continue }
             record.storedFields = read

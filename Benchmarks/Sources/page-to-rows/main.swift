@@ -1,9 +1,22 @@
+import FakeCloudKit
 import Foundation
 import PageToRowsWorkload
 
 // `page-to-rows straight|model RECORDS`: the work of that many records, for callgrind to count
 // (`./run` subtracts a run of 0 records, which leaves the set-up out).
+// `page-to-rows fake-source RECORDS`: the in-process fake source's work for that many records,
+// pages of 200 written as CloudKit's JSON and checked as a response's are: what a run on the
+// fake source spends before the destination's work, which the in-process bench counts too.
 let arguments = CommandLine.arguments
+if arguments.count == 3, arguments[1] == "fake-source", let count = Int(arguments[2]), count >= 0 {
+    let feed = FakeFeed(settings: FakeSettings(seed: 42, zones: 1, recordsPerZone: max(1, count), churn: false))
+    var made = 0
+    for start in stride(from: 0, to: count, by: PageToRows.recordsPerPage) {
+        made += try feed.entriesWithJSONFields(zone: 0, range: start..<min(count, start + PageToRows.recordsPerPage)).count
+    }
+    print("\(made) entries from the fake source")
+    exit(0)
+}
 guard arguments.count == 3, let path = PageToRows.Path(rawValue: arguments[1]), let count = Int(arguments[2]), count >= 0 else {
     print("usage: page-to-rows straight|model RECORDS")
     exit(2)
