@@ -2,7 +2,8 @@ import CloudKitModel
 
 /// Field names looked up by their UTF-8 bytes as they stand in a page, so that a record's fields
 /// are sorted into columns without making a String of each name, or hashing it with SipHash.
-/// Open addressing with linear probing over FNV-1a hashes; names are short and few.
+/// Open addressing with linear probing over a seeded hash of the name's words; names are short
+/// and few.
 ///
 /// Hand-written because a `[String: Int]` lookup needs the String first: making and dropping it
 /// was a malloc, a free, a retain and a release per field.
@@ -28,14 +29,14 @@ struct FieldNameTable {
     var count: Int { entries.count }
 
     func value(for name: UnsafeBufferPointer<UInt8>) -> Int? {
-        let hash = Self.hash(name)
+        let code = hash(name)
         let mask = slots.count - 1
-        var slot = Int(truncatingIfNeeded: hash) & mask
+        var slot = Int(truncatingIfNeeded: code) & mask
         while true {
             let e = slots[slot]
             if e < 0 { return nil }
             let entry = entries[Int(e)]
-            if entry.hash == hash, entry.count == name.count,
+            if entry.hash == code, entry.count == name.count,
                 name.count == 0 || names.withUnsafeBufferPointer({ JSONReader.sameBytes(name.baseAddress!, $0.baseAddress! + entry.start, count: name.count) })
             {
                 return entry.value
@@ -49,8 +50,8 @@ struct FieldNameTable {
         guard entries.count < Self.capacity else { return }
         let start = names.count
         names.append(contentsOf: name)
-        let hash = names.withUnsafeBufferPointer { Self.hash(UnsafeBufferPointer(rebasing: $0[start...])) }
-        entries.append(Entry(hash: hash, start: start, count: names.count - start, value: value))
+        let code = names.withUnsafeBufferPointer { hash(UnsafeBufferPointer(rebasing: $0[start...])) }
+        entries.append(Entry(hash: code, start: start, count: names.count - start, value: value))
         if entries.count * 2 > slots.count {
             slots = Array(repeating: -1, count: slots.count * 2)
             for i in entries.indices { place(Int32(i)) }
@@ -66,9 +67,41 @@ struct FieldNameTable {
         slots[slot] = index
     }
 
-    @inline(__always) static func hash(_ bytes: UnsafeBufferPointer<UInt8>) -> UInt64 {
-        var h: UInt64 = 0xcbf2_9ce4_8422_2325
-        for b in bytes { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
+    /// Drawn once per table: which names share a slot is not the same from one process to the
+    /// next, so a server cannot choose field names that all land in one.
+    private let seed = UInt64.random(in: .min ... .max)
+
+    /// The name's bytes read eight at a time, the last word overlapping the one before rather
+    /// than reading past the name (four and four for 4 to 7 bytes, three bytes for fewer), each
+    /// word folded in with one wide multiply. FNV-1a's byte-at-a-time loop, a multiply per byte
+    /// in one chain, was two thirds of this lookup (perf annotate), and the lookup 2.8% of a run
+    /// over HTTP.
+    @inline(__always) func hash(_ bytes: UnsafeBufferPointer<UInt8>) -> UInt64 {
+        let n = bytes.count
+        var h = seed ^ UInt64(truncatingIfNeeded: n)
+        guard let p = bytes.baseAddress, n > 0 else { return Self.mix(h) }
+        let raw = UnsafeRawPointer(p)
+        if n >= 8 {
+            var i = 0
+            while i + 8 < n {
+                h = Self.mix(h ^ raw.loadUnaligned(fromByteOffset: i, as: UInt64.self))
+                i += 8
+            }
+            h = Self.mix(h ^ raw.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self))
+        } else if n >= 4 {
+            let first = UInt64(raw.loadUnaligned(as: UInt32.self))
+            let last = UInt64(raw.loadUnaligned(fromByteOffset: n - 4, as: UInt32.self))
+            h = Self.mix(h ^ (first << 32 | last))
+        } else {
+            h = Self.mix(h ^ (UInt64(p[0]) << 16 | UInt64(p[n / 2]) << 8 | UInt64(p[n - 1])))
+        }
         return h
+    }
+
+    /// The wide product's high half folded into its low one, so that the slot (the low bits)
+    /// depends on every bit of the word.
+    @inline(__always) static func mix(_ x: UInt64) -> UInt64 {
+        let product = (x ^ 0xA076_1D64_78BD_642F).multipliedFullWidth(by: 0xE703_7ED1_A0B4_28DB)
+        return product.high ^ product.low
     }
 }
