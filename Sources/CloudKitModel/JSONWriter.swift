@@ -168,6 +168,20 @@ public struct JSONWriter {
             writeString(value < 0 ? "-Infinity" : "Infinity")
             return
         }
+        // A whole number below 2^53, the most common double (a location's accuracies, altitude
+        // and course, a rating of 4.0), is written as its integer and ".0": what `description`
+        // gives it (JSONWriterTests holds the two together), at a small part of the cost, which
+        // was 6% of the in-process source's instructions a record (Benchmarks/run).
+        if value.rounded(.towardZero) == value, value.magnitude < 9_007_199_254_740_992 {
+            if value == 0, value.sign == .minus {
+                bytes.append(contentsOf: [UInt8(ascii: "-"), UInt8(ascii: "0"), UInt8(ascii: "."), UInt8(ascii: "0")])
+            } else {
+                writeInteger(Int64(value))
+                bytes.append(UInt8(ascii: "."))
+                bytes.append(UInt8(ascii: "0"))
+            }
+            return
+        }
         var text = value.description
         text.withUTF8 { append($0.baseAddress!, count: $0.count) }
     }

@@ -22,6 +22,36 @@ import Testing
         }
     }
 
+    /// Whole numbers below 2^53 are written without `description`, and must read as it writes
+    /// them: jsonb keeps a number's form (987.0 is not 987 in the `fields` column), so a record
+    /// read in process and one read over HTTP would give different rows otherwise.
+    @Test func doublesAreWrittenAsDescriptionWritesThem() {
+        var values: [Double] = [0, -0.0, 1, -1, 0.5, 4.0, 987.0, -35.600877, 1e15, 1e16, 1e300, -1e-300, .leastNonzeroMagnitude, .greatestFiniteMagnitude]
+        for e in 0...60 {
+            let power = (0..<e).reduce(1.0) { x, _ in x * 2 }
+            values += [power - 1, power, power + 1, -power, power / 3, (power + 0.5).nextUp]
+        }
+        for e in 0...17 {
+            let power = (0..<e).reduce(1.0) { x, _ in x * 10 }
+            values += [power, power * 9 + 7, -power * 3, power + 0.25]
+        }
+        var random = SystemRandomNumberGenerator()
+        for _ in 0..<100_000 {
+            let bits = random.next() as UInt64
+            values.append(Double(Int64(bitPattern: bits) >> Int64(bits % 60 + 4)))
+            values.append(Double(bitPattern: random.next()))
+        }
+        for value in values where value.isFinite {
+            var writer = JSONWriter()
+            writer.writeDouble(value)
+            let written = String(decoding: writer.bytes, as: UTF8.self)
+            if written != value.description {
+                Issue.record("\(value.description) was written \(written)")
+                return
+            }
+        }
+    }
+
     @Test func aNULIsSpelledOutForJSONBWhenAsked() {
         var writer = JSONWriter()
         writer.spellsOutNUL = true
