@@ -131,7 +131,8 @@ public final class JSONBytes: @unchecked Sendable {
         /// for each piece, in another module, cost a call and a copy of unknown length per piece
         /// (7.6% of an in-process run, perf). Its contents are undefined until written.
         public func room(atLeast count: Int) -> UnsafeMutableRawBufferPointer {
-            if self.count + count > (storage?.count ?? 0) {
+            precondition(count >= 0, "a room of \(count) bytes")
+            if storage == nil || self.count + count > storage!.count {
                 reserveCapacity(max(self.count + count, 2 * (storage?.count ?? 0), 16 * 1024))
             }
             let storage = storage!

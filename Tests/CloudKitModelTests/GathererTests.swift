@@ -28,6 +28,13 @@ struct GathererTests {
         #expect(Array(page.buffer) == expected)
     }
 
+    @Test func aNewGathererGivesARoomEvenOfNoBytes() {
+        let gatherer = JSONBytes.Gatherer(memory: PageMemory(mostKept: 0))
+        #expect(gatherer.room(atLeast: 0).count > 0)
+        gatherer.commit(0)
+        #expect(gatherer.finish().buffer.isEmpty)
+    }
+
     @Test func aRoomLargerThanWhatIsLeftGrowsTheMemoryAndKeepsWhatWasGathered() {
         let gatherer = JSONBytes.Gatherer(memory: PageMemory(mostKept: 0))
         gatherer.reserveCapacity(100)
