@@ -120,8 +120,7 @@ public final class JSONBytes: @unchecked Sendable {
 
         public func append(_ part: UnsafeRawBufferPointer) {
             guard let source = part.baseAddress, part.count > 0 else { return }
-            if count + part.count > (storage?.count ?? 0) { reserveCapacity(max(count + part.count, 2 * (storage?.count ?? 0), 16 * 1024)) }
-            (storage!.baseAddress! + count).initialize(from: source.assumingMemoryBound(to: UInt8.self), count: part.count)
+            room(atLeast: part.count).baseAddress!.copyMemory(from: source, byteCount: part.count)
             count += part.count
         }
 

@@ -173,13 +173,10 @@ public struct JSONWriter {
         // gives it (JSONWriterTests holds the two together), at a small part of the cost, which
         // was 6% of the in-process source's instructions a record (Benchmarks/run).
         if value.rounded(.towardZero) == value, value.magnitude < 9_007_199_254_740_992 {
-            if value == 0, value.sign == .minus {
-                bytes.append(contentsOf: [UInt8(ascii: "-"), UInt8(ascii: "0"), UInt8(ascii: "."), UInt8(ascii: "0")])
-            } else {
-                writeInteger(Int64(value))
-                bytes.append(UInt8(ascii: "."))
-                bytes.append(UInt8(ascii: "0"))
-            }
+            if value == 0, value.sign == .minus { bytes.append(UInt8(ascii: "-")) }  // -0.0
+            writeInteger(Int64(value))
+            bytes.append(UInt8(ascii: "."))
+            bytes.append(UInt8(ascii: "0"))
             return
         }
         var text = value.description

@@ -25,6 +25,8 @@ struct JSONFields: FakeFieldSink {
         // About 1.2 KB a record of the bench's shape, for at most a page's records (the source
         // asks for one page at a time); a page that writes more grows it.
         page.reserveCapacity(min(records, FakeSettings.pageSizeRange.upperBound) * 1_536)
+        // Taken now, so that `put` always has memory to write into, even for no bytes.
+        room = page.room(atLeast: 0)
         starts.reserveCapacity(records)
     }
 
