@@ -18,7 +18,7 @@ import Foundation
 /// | `zones/expire-tokens` | `{zone}` | every token issued so far for the zone is answered 400 `BAD_REQUEST` |
 /// | `auth/revoke` | `{initial: true}` or `{all: true}` | revokes the configured web auth tokens, or every token |
 /// | `auth/grant` | `{webAuthToken}` | accepts one more web auth token |
-/// | `auth/sign-in` | `{callback?, refuse?}` | where the sign-in page sends the browser (the API token's sign-in callback), and whether it refuses every sign-in (`error=refused` on the callback); answers the counts of sign-ins, cancels, refusals and requests refused because their session had ended |
+/// | `auth/sign-in` | `{callback?, refuse?, elapseSeconds?}` | where the sign-in page sends the browser (the API token's sign-in callback), whether it refuses every sign-in (`error=refused` on the callback), and seconds that pass at once for every session's lifetime; answers the counts of sign-ins, cancels, refusals and requests refused because their session had ended |
 /// | `user` | `{userRecordName}` | what `users/caller` answers from now on |
 /// | `faults/fail` | `{status: 503, count: 1, pathSuffix?, serverErrorCode?, reason?, retryAfter?, body?, headers?}` | the next `count` CloudKit requests (ending in `pathSuffix`, if set) get that status (200...599) and a CloudKit error body (or `body` as given: a 200 with a body of the wrong shape, say) |
 /// | `faults/throttle` | `{count: 1, retryAfter: 1, retryAfterHeader: false, pathSuffix?}` | 429 `THROTTLED` with `retryAfter`, and a `Retry-After` header (whole seconds, rounded up) when asked |
@@ -50,6 +50,7 @@ extension FakeCloudKitStore {
         var userRecordName: String?
         var callback: String?
         var refuse: Bool?
+        var elapseSeconds: Int?
         // faults
         var count: Int?
         var pathSuffix: String?
@@ -170,7 +171,7 @@ extension FakeCloudKitStore {
             return .admin(.object(["ok": .bool(true)]))
 
         case "auth/sign-in":
-            return configureSignIn(callback: body.callback, refuse: body.refuse)
+            return configureSignIn(callback: body.callback, refuse: body.refuse, elapseSeconds: body.elapseSeconds)
 
         case "user":
             guard let name = body.userRecordName, !name.isEmpty else { return .adminError("user needs a userRecordName") }

@@ -43,6 +43,9 @@ struct SignInState: Sendable {
     /// Set by `auth/sign-in`.
     var callbackOverride: String?
     var refuses = false
+    /// Added to every session's age by `auth/sign-in {elapseSeconds}`: a test ends a session
+    /// without waiting out its lifetime, whatever the load on the machine.
+    var elapsed = Duration.zero
     var signIns = 0
     var cancelled = 0
     var refused = 0
@@ -62,7 +65,7 @@ extension FakeCloudKitStore {
         let session =
             id == 0 ? SignInState.Session(started: signIn.serverStarted, lifetime: configuration.signIn.sessionLifetime) : signIn.sessions[id]
         guard let session, let lifetime = session.lifetime else { return false }
-        return ContinuousClock.now - session.started >= lifetime
+        return ContinuousClock.now - session.started + signIn.elapsed >= lifetime
     }
 
     /// A token issued in answer to `used` belongs to `used`'s session.
@@ -110,9 +113,9 @@ extension FakeCloudKitStore {
         return Self.seeOther(callback + separator + "ckWebAuthToken=" + Self.formEncode(token))
     }
 
-    /// `auth/sign-in {callback?, refuse?}`: where the page sends the browser, and whether it
-    /// refuses every sign-in.
-    func configureSignIn(callback: String?, refuse: Bool?) -> Reply {
+    /// `auth/sign-in {callback?, refuse?, elapseSeconds?}`: where the page sends the browser,
+    /// whether it refuses every sign-in, and time that passes for every session at once.
+    func configureSignIn(callback: String?, refuse: Bool?, elapseSeconds: Int?) -> Reply {
         if let callback {
             guard callback.hasPrefix("http://") || callback.hasPrefix("https://") else {
                 return .adminError("auth/sign-in: callback must be an http:// or https:// URL")
@@ -120,11 +123,18 @@ extension FakeCloudKitStore {
             signIn.callbackOverride = callback
         }
         if let refuse { signIn.refuses = refuse }
+        if let elapseSeconds {
+            guard (0...31_536_000).contains(elapseSeconds) else {
+                return .adminError("auth/sign-in: elapseSeconds must be from 0 to 31536000 (a year), not \(elapseSeconds)")
+            }
+            signIn.elapsed += .seconds(elapseSeconds)
+        }
         return .admin(
             .object([
                 "ok": .bool(true), "callback": .string(signIn.callbackOverride ?? configuration.signIn.callbackURL),
                 "refuse": .bool(signIn.refuses), "signIns": .int(Int64(signIn.signIns)), "cancelled": .int(Int64(signIn.cancelled)),
                 "refused": .int(Int64(signIn.refused)), "endedSessionRefusals": .int(Int64(signIn.endedSessionRefusals)),
+                "elapsedSeconds": .int(signIn.elapsed.components.seconds),
             ]))
     }
 
