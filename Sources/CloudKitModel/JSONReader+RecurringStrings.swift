@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 extension JSONReader {
     /// `readString` for text that recurs from record to record: plain ASCII text is shared
     /// through the page's `RecurringStrings`; anything else is read as `readString` reads it.
@@ -15,5 +21,26 @@ extension JSONReader {
         let text = UnsafeBufferPointer(rebasing: bytes[start..<position])
         position += 1
         return recurring.string(for: text)
+    }
+
+    /// The zone of the `zoneID` object that starts here, with the reader past it, when its bytes
+    /// are those of the last one read whole (`rememberZone`); nil, with the reader at the value,
+    /// otherwise. The same bytes are the same object: the remembered ones are one whole object,
+    /// from its brace to the brace that closes it, read without a repair.
+    mutating func recurringZone() -> ZoneID? {
+        guard let memo = recurring?.zone, let base = bytes.baseAddress else { return nil }
+        let start = valueStart()
+        let count = memo.json.count
+        guard bytes.count - start >= count,
+            memo.json.withUnsafeBufferPointer({ memcmp($0.baseAddress!, base + start, count) == 0 })
+        else { return nil }
+        position = start + count
+        return memo.zone
+    }
+
+    /// Remembers `zone` as the object between `start` and here, when it is short enough.
+    mutating func rememberZone(_ zone: ZoneID, from start: Int) {
+        guard let recurring, position - start <= RecurringStrings.longestZone, position > start else { return }
+        recurring.zone = (Array(bytes[start..<position]), zone)
     }
 }

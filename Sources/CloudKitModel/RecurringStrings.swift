@@ -24,6 +24,12 @@ final class RecurringStrings {
     @exclusivity(unchecked) private var starts: [Int] = [0]
     @exclusivity(unchecked) private var strings: [String] = []
     static let capacity = 48
+    /// The last `zoneID` object read whole, by its bytes, and the zone it is: every record of a
+    /// page names its zone, mostly in the same bytes (`JSONReader.recurringZone`).
+    @exclusivity(unchecked) var zone: (json: [UInt8], zone: ZoneID)?
+    /// The longest `zoneID` object remembered: a zone's names are short, and a page of long,
+    /// all-different ones should not copy each one once more.
+    static let longestZone = 256
 
     /// The string these bytes spell, made the first time.
     func string(for text: UnsafeBufferPointer<UInt8>) -> String {

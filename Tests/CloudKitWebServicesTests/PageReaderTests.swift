@@ -141,6 +141,53 @@ import ZoneFeed
         #expect(page.records.last == .deleted(recordName: "ok"), "the rest of the page is read")
     }
 
+    /// A page read from its own bytes (as zonefeed reads a response) remembers the last zone it
+    /// read by its bytes; each record still gets the zone its own bytes name.
+    @Test func recordsNamingZonesInTheSameOrOtherBytesEachGetTheirOwnZone() throws {
+        let zones = [
+            #"{"zoneName":"A","ownerRecordName":"_o","zoneType":"REGULAR_CUSTOM_ZONE"}"#,
+            #"{"zoneName":"A","ownerRecordName":"_o","zoneType":"REGULAR_CUSTOM_ZONE"}"#,
+            #"{ "zoneName":"A","ownerRecordName":"_o","zoneType":"REGULAR_CUSTOM_ZONE"}"#,
+            #"{"zoneName":"A"}"#,
+            #"{"zoneName":"A","ownerRecordName":"_other"}"#,
+            #"{"zoneName":"A"}"#,
+            #"{"zoneName":"B","ownerRecordName":"_o","zoneType":"REGULAR_CUSTOM_ZONE"}"#,
+            #"{"zoneName":"A\u00e9"}"#,
+            #"{"zoneName":"A\u00e9"}"#,
+            #"{"zoneName":"A\ud800"}"#,
+            #"{"zoneName":"A\ud800"}"#,
+            "{\"zoneName\":\"" + String(repeating: "z", count: 300) + "\"}",
+            "{\"zoneName\":\"" + String(repeating: "z", count: 300) + "\"}",
+        ]
+        let records = zones.enumerated().map { #"{"recordName":"r\#($0.offset)","recordType":"Note","zoneID":\#($0.element)}"# }
+        let text = #"{"records":["# + records.joined(separator: ",") + #"],"syncToken":"t"}"#
+        var reader = JSONBytes.copying(Array(text.utf8)).reader()
+        let page = try RecordZoneChangesResponse(reading: &reader)
+        #expect(page.records.count == zones.count)
+        // Each zone as a page of its own reads it.
+        let expected: [ZoneID?] = zones.map { zone in
+            let read = try? Self.read(#"{"records":[{"recordName":"r","recordType":"Note","zoneID":"# + zone + #"}],"syncToken":"t"}"#)
+            guard case .record(let record)? = read?.records.first else { return nil }
+            return record.zoneID
+        }
+        for (i, entry) in page.records.enumerated() {
+            switch entry {
+            case .record(let record):
+                #expect(record.zoneID == expected[i], "record \(i), \(zones[i])")
+            case .unreadable(let bad):
+                // Repaired text is never remembered: each record that has it says so.
+                #expect(expected[i] == nil)
+                #expect(bad.problem == "zoneID is not valid UTF-8 text", "record \(i)")
+            default:
+                Issue.record("record \(i): \(entry)")
+            }
+        }
+        #expect(expected[4]?.ownerRecordName == "_other")
+        #expect(expected[5]?.ownerRecordName == ZoneID.defaultOwner)
+        #expect(expected[6]?.zoneName == "B")
+        #expect(page.records.filter { if case .unreadable = $0 { true } else { false } }.count == 2)
+    }
+
     @Test func invalidUTF8BytesInAStringAreUnreadableNotRepairedSilently() throws {
         var bytes = Array(#"{"records":[{"recordName":"a","recordType":"Note","fields":{"title":{"value":"x"#.utf8)
         bytes += [0xFF, 0xFE, 0xC0, 0x80, 0xED, 0xA0, 0x80]  // not UTF-8; an overlong NUL; an encoded surrogate
