@@ -230,13 +230,13 @@ extension JSONReader {
         let start = position
         if position < bytes.count, bytes[position] == UInt8(ascii: "-") { position += 1 }
         let digits = position
-        while position < bytes.count, bytes[position] &- UInt8(ascii: "0") < 10 { position += 1 }
+        skipDigits()
         guard position > digits else { throw failure("expected a value") }
         if position - digits > 1 && bytes[digits] == UInt8(ascii: "0") { throw failure("a number with a leading zero") }
         if position < bytes.count, bytes[position] == UInt8(ascii: ".") {
             position += 1
             let fraction = position
-            while position < bytes.count, bytes[position] &- UInt8(ascii: "0") < 10 { position += 1 }
+            skipDigits()
             guard position > fraction else { throw failure("a number without digits after its point") }
         }
         var exponent = 0

@@ -72,4 +72,66 @@ struct JSONNumberTests {
         #expect(shortWay > total / 4, "the short way was taken \(shortWay) times in \(total)")
         #expect(shortWay < total, "strtod was left numbers too")
     }
+
+    /// SplitMix64, for tests that want many inputs and the same ones each run.
+    struct Numbers {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        mutating func next(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
+    }
+
+    /// Eight bytes at a time find the same digits, and the same number, as one byte at a time:
+    /// words of digits mixed with what follows a number and with bytes near 0xFF, whose carry
+    /// the test of a word must not let turn a byte after them into a digit.
+    @Test func aWordsLeadingDigitsAreTheOnesByteByByteFinds() {
+        var random = Numbers(state: 0x5EED_2026_1128)
+        let others: [UInt8] = [0x2E, 0x65, 0x45, 0x2C, 0x7D, 0x5D, 0x20, 0x2F, 0x3A, 0x00, 0x29, 0x2F, 0x3F, 0xFA, 0xFF, 0xF9, 0x06, 0xC0, 0x39 &+ 0x40]
+        for _ in 0..<300_000 {
+            let bytes = (0..<8).map { _ in random.next(3) > 0 ? UInt8(ascii: "0") + UInt8(random.next(10)) : others[random.next(others.count)] }
+            let word = bytes.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+            let count = bytes.prefix { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }.count
+            let value = bytes.prefix(count).reduce(UInt64(0)) { $0 * 10 + UInt64($1 - UInt8(ascii: "0")) }
+            let found = JSONReader.leadingDigits(UInt64(littleEndian: word))
+            #expect(found.count == count && found.value == value, "\(bytes)")
+        }
+    }
+
+    /// Integers of every length up to 25 digits, at the end of the data or followed by what may
+    /// follow them and more, read as their text says: an Int64 when one holds them, else the Double.
+    @Test func integersOfEveryLengthReadAsTheirDigitsSay() throws {
+        var random = Numbers(state: 0x1_2345_6789)
+        for length in 1...25 {
+            for _ in 0..<400 {
+                var digits = (0..<length).map { _ in Character(String(random.next(10))) }
+                if length > 1, digits[0] == "0" { digits[0] = Character(String(1 + random.next(9))) }
+                let text = (random.next(2) == 0 ? "-" : "") + String(digits)
+                let after = ["", ",", "}", "]", " ", ".5", "e3", "E-2"][random.next(8)]
+                let whole = text + after
+                // Bytes after the number, so that its last digits are read in a word of their own
+                // as often as at the end of the data.
+                let padding = String(repeating: "}", count: random.next(9))
+                let number = try Array((whole + padding).utf8).withUnsafeBufferPointer { buffer in
+                    var reader = JSONReader(buffer)
+                    return try reader.readNumber()
+                }
+                switch number {
+                case .int(let i):
+                    #expect(after.isEmpty || ",}] ".contains(after), "\(whole)")
+                    #expect(Int64(text) == i, "\(whole)")
+                case .negativeZero:
+                    #expect(Int64(text) == 0 && text.hasPrefix("-"), "\(whole)")
+                case .double(let d):
+                    #expect(Int64(text) == nil || !(after.isEmpty || ",}] ".contains(after)), "\(whole)")
+                    let read = after.first.map { ".eE".contains($0) } == true ? whole : text
+                    #expect(d.bitPattern == Self.strtodValue(read).bitPattern, "\(whole)")
+                }
+            }
+        }
+    }
 }
