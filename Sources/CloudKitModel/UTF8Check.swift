@@ -19,37 +19,38 @@ enum UTF8Check {
                 }
                 i += high.trailingZeroBitCount &>> 3
             }
-            let b0 = bytes[i]
+            let b0 = base[i]
             if b0 < 0x80 {
                 i += 1
                 continue
             }
-            let length: Int
-            var low: UInt8 = 0x80
-            var high: UInt8 = 0xBF
-            switch b0 {
-            case 0xC2...0xDF: length = 2
-            case 0xE0:
-                length = 3
-                low = 0xA0
-            case 0xE1...0xEC, 0xEE...0xEF: length = 3
-            case 0xED:
-                length = 3
-                high = 0x9F
-            case 0xF0:
-                length = 4
-                low = 0x90
-            case 0xF1...0xF3: length = 4
-            case 0xF4:
-                length = 4
-                high = 0x8F
-            default: return false
+            // Each length by its own test, the commonest first (two bytes: accents, Greek, Hebrew;
+            // three: CJK, Hangul), with its continuation bytes checked at once: a switch over the
+            // lead byte and a loop over the rest took 30% more instructions (callgrind: 2,477 a
+            // bench record against 1,906).
+            if b0 &- 0xC2 < 0x1E {  // C2 to DF
+                guard i + 1 < n, base[i + 1] & 0xC0 == 0x80 else { return false }
+                i += 2
+                continue
             }
-            guard i + length <= n else { return false }
-            let b1 = bytes[i + 1]
-            guard b1 >= low, b1 <= high else { return false }
-            for k in 2..<max(2, length) where bytes[i + k] & 0xC0 != 0x80 { return false }
-            i += length
+            if b0 & 0xF0 == 0xE0 {
+                guard i + 2 < n else { return false }
+                // After E0, A0 to BF (no overlong form); after ED, 80 to 9F (no surrogate).
+                let b1 = base[i + 1]
+                let low: UInt8 = b0 == 0xE0 ? 0xA0 : 0x80
+                let high: UInt8 = b0 == 0xED ? 0x9F : 0xBF
+                guard b1 >= low, b1 <= high, base[i + 2] & 0xC0 == 0x80 else { return false }
+                i += 3
+                continue
+            }
+            // F0 to F4; after F0, 90 to BF (no overlong form); after F4, 80 to 8F (to U+10FFFF).
+            // Any other lead byte (80 to C1, F5 to FF) starts no character.
+            guard b0 &- 0xF0 < 5, i + 3 < n else { return false }
+            let b1 = base[i + 1]
+            let low: UInt8 = b0 == 0xF0 ? 0x90 : 0x80
+            let high: UInt8 = b0 == 0xF4 ? 0x8F : 0xBF
+            guard b1 >= low, b1 <= high, base[i + 2] & 0xC0 == 0x80, base[i + 3] & 0xC0 == 0x80 else { return false }
+            i += 4
         }
         return true
     }
