@@ -255,7 +255,7 @@ extension JSONReader {
 
     /// Whether the bytes spell `word`: by `sameBytes` for the 4 to 16 bytes of every key and type
     /// tag looked for, by `memcmp` otherwise.
-    @inline(__always) public static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ word: StaticString) -> Bool {
+    @inlinable @inline(__always) public static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ word: StaticString) -> Bool {
         let count = word.utf8CodeUnitCount
         guard bytes.count == count, count > 0 else { return bytes.count == count }
         return count >= 4 && count <= 16 ? sameBytes(bytes.baseAddress!, word.utf8Start, count: count) : memcmp(bytes.baseAddress!, word.utf8Start, count) == 0
@@ -326,7 +326,7 @@ extension JSONReader {
     /// A string's text, escapes undone, handed to `sink` as UTF-8, a run at a time (no String
     /// made): the whole text at once when it has no escape. Text that `plainFieldsObject` let
     /// through needs no repair.
-    public mutating func readString(_ sink: (UnsafeBufferPointer<UInt8>) -> Void) throws {
+    @inlinable public mutating func readString(_ sink: (UnsafeBufferPointer<UInt8>) -> Void) throws {
         guard peek() == UInt8(ascii: "\"") else { throw failure("expected a string") }
         position += 1
         while true {
@@ -402,13 +402,16 @@ extension JSONReader {
     }
 
     /// A fresh reader over the same bytes, at `position` (a value's start this one found).
-    public func reader(at position: Int) -> JSONReader { JSONReader(bytes, at: position) }
+    @inlinable public func reader(at position: Int) -> JSONReader { JSONReader(bytes, at: position) }
 
     /// Bytes this reader read.
-    public func bytes(in range: Range<Int>) -> UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(rebasing: bytes[range]) }
+    @inlinable public func bytes(in range: Range<Int>) -> UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(rebasing: bytes[range]) }
+
+    /// The bytes read since `start`.
+    @inlinable public func bytes(since start: Int) -> UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(rebasing: bytes[start..<position]) }
 
     /// Where the next value starts, after whitespace.
-    public mutating func valueStart() -> Int {
+    @inlinable public mutating func valueStart() -> Int {
         _ = peek()
         return position
     }

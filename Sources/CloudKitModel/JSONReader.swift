@@ -12,8 +12,11 @@
 /// Objects and arrays are walked with `beginObject`/`nextKey` and `beginArray`/`nextElement`;
 /// the caller reads or skips each value.
 public struct JSONReader {
-    let bytes: UnsafeBufferPointer<UInt8>
-    public internal(set) var position = 0
+    // Usable from inlinable code, so that a destination's reads of kept fields (`readString`,
+    // `peek`) are compiled into its own loops rather than called across modules with a closure
+    // for each run of text (`Benchmarks/`: see docs/performance.md).
+    @usableFromInline let bytes: UnsafeBufferPointer<UInt8>
+    @usableFromInline var position = 0
     /// The body the bytes belong to, when records read from them may point into it (`RawFields`).
     public let owner: JSONBytes?
     /// The strings read so far that recur from record to record of a page (types, users,
@@ -74,7 +77,7 @@ public struct JSONReader {
 
     // MARK: Structure
 
-    @inline(__always) mutating func skipWhitespace() {
+    @inlinable @inline(__always) mutating func skipWhitespace() {
         while position < bytes.count {
             switch bytes[position] {
             case 0x20, 0x0A, 0x0D, 0x09: position += 1
@@ -84,7 +87,7 @@ public struct JSONReader {
     }
 
     /// The next significant byte, not consumed; nil at the end.
-    @inline(__always) public mutating func peek() -> UInt8? {
+    @inlinable @inline(__always) public mutating func peek() -> UInt8? {
         skipWhitespace()
         return position < bytes.count ? bytes[position] : nil
     }
@@ -312,7 +315,7 @@ public struct JSONReader {
 
     /// The character an escape stands for, the reader past it (and past the low half of a
     /// surrogate pair); a lone half is replaced by U+FFFD, as Foundation does, and counted.
-    mutating func readEscapedScalar() throws -> Unicode.Scalar {
+    @usableFromInline mutating func readEscapedScalar() throws -> Unicode.Scalar {
         guard position < bytes.count else { throw failure("the data ends inside an escape") }
         let e = bytes[position]
         position += 1
@@ -356,7 +359,7 @@ public struct JSONReader {
 
     /// A character's UTF-8, in the first `count` bytes of `bytes` as they lie in memory (no
     /// array made).
-    static func utf8(of scalar: Unicode.Scalar) -> (bytes: UInt32, count: Int) {
+    @usableFromInline static func utf8(of scalar: Unicode.Scalar) -> (bytes: UInt32, count: Int) {
         var bytes: UInt32 = 0
         var count = 0
         for unit in UTF8.encode(scalar)! {
@@ -683,7 +686,7 @@ public struct JSONReader {
     /// Moves past the bytes of a string that need no attention, up to its closing quote, a
     /// backslash, a control character or the end of the data. Eight bytes are tested at a time,
     /// as one word, then the last few one by one.
-    @inline(__always) mutating func skipPlainStringBytes() {
+    @inlinable @inline(__always) mutating func skipPlainStringBytes() {
         guard let base = bytes.baseAddress else { return }
         while position + 8 <= bytes.count {
             let word = UInt64(littleEndian: UnsafeRawPointer(base + position).loadUnaligned(as: UInt64.self))
@@ -734,7 +737,7 @@ public struct JSONReader {
     /// runs only upwards, from a byte that matched, so only bytes above the first match can be
     /// marked wrongly. Taking the first mark's place at once, instead of looking again byte by
     /// byte, saved a tenth of the instructions of reading a page (callgrind).
-    @inline(__always) static func specialBytes(_ word: UInt64) -> UInt64 {
+    @inlinable @inline(__always) static func specialBytes(_ word: UInt64) -> UInt64 {
         let ones: UInt64 = 0x0101_0101_0101_0101
         let highs: UInt64 = 0x8080_8080_8080_8080
         let quote = word ^ (ones &* 0x22)

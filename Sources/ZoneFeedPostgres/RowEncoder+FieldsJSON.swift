@@ -148,7 +148,7 @@ extension RowEncoder {
         case (.jsonb, .int64), (.jsonb, .timestamp):
             let start = json.valueStart()
             guard case .int? = try Self.number(&json) else { return false }
-            appendJSONB(json.bytes(in: start..<json.position))
+            appendJSONB(json.bytes(since: start))
         case (.textArray, .stringList):
             return try appendArray(&json, oid: BinaryCopyBuffer.OID.text) { encoder, json in try encoder.appendText(&json) }
         case (.textArray, .referenceList):
