@@ -1,13 +1,7 @@
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
-
 /// The strings of a page that recur from record to record (the record type, the users and
 /// devices of the stamps, the zone), each made once and then shared: a page of 200 records names
 /// a handful of them 1,600 times, and each one of 16 bytes or more would otherwise be an
-/// allocation, a copy and a release per record. Looked up by their bytes (FNV-1a, open
+/// allocation, a copy and a release per record. Looked up by their bytes (`SeededByteHash`, open
 /// addressing); only plain ASCII text is kept, and no more than `capacity` strings, so that a
 /// page of all-different strings costs a lookup each and no memory.
 ///
@@ -32,14 +26,16 @@ final class RecurringStrings {
     static let longestZone = 256
 
     /// The string these bytes spell, made the first time.
+    private let hash = SeededByteHash()
+
     func string(for text: UnsafeBufferPointer<UInt8>) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in text { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        let hash = self.hash(text)
         let mask = slots.count - 1
         var slot = Int(truncatingIfNeeded: hash) & mask
         while case let entry = Int(slots[slot]), entry >= 0 {
             if hashes[entry] == hash, starts[entry + 1] - starts[entry] == text.count,
-                text.isEmpty || bytes.withUnsafeBufferPointer({ memcmp($0.baseAddress! + starts[entry], text.baseAddress!, text.count) == 0 })
+                text.isEmpty
+                    || bytes.withUnsafeBufferPointer({ JSONReader.sameBytes($0.baseAddress! + starts[entry], text.baseAddress!, count: text.count) })
             {
                 return strings[entry]
             }
