@@ -25,9 +25,9 @@ final class RecurringStrings {
     /// all-different ones should not copy each one once more.
     static let longestZone = 256
 
-    /// The string these bytes spell, made the first time.
     private let hash = SeededByteHash()
 
+    /// The string these bytes spell, made the first time.
     func string(for text: UnsafeBufferPointer<UInt8>) -> String {
         let hash = self.hash(text)
         let mask = slots.count - 1

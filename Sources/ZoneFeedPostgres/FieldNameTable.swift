@@ -18,6 +18,8 @@ struct FieldNameTable {
     private var slots: [Int32]
     private var entries: [Entry] = []
     private var names: [UInt8] = []
+    /// Drawn once per table (`SeededByteHash`).
+    let hash = SeededByteHash()
     /// Past this many names, nothing more is learned: a server that sends a new name in every
     /// record cannot grow the table for ever.
     static let capacity = 4_096
@@ -66,7 +68,4 @@ struct FieldNameTable {
         while slots[slot] >= 0 { slot = (slot + 1) & mask }
         slots[slot] = index
     }
-
-    /// Drawn once per table (`SeededByteHash`).
-    let hash = SeededByteHash()
 }
