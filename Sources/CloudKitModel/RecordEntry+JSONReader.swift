@@ -319,7 +319,7 @@ extension RecordStamp {
 
 extension ZoneID {
     public init(reading json: inout JSONReader) throws {
-        // A page's records name their zone in the same bytes, record after record: 4% of the
+        // A page's records name their zone in the same bytes, record after record: 3.5% of the
         // instructions of reading and writing one (`Benchmarks/`) went to reading it again.
         if let zone = json.recurringZone() {
             self = zone
