@@ -69,6 +69,16 @@ extension JSONReader {
                     field.value = Int32(valueStart())
                     // Whether an object's JSON would come out of the model as it came is noted
                     // here, where each of its keys and numbers passes anyway.
+                    if peek() == UInt8(ascii: "\"") {
+                        // A string's end is noted when it has no escape: a destination then
+                        // copies its bytes without looking at them again.
+                        field.objectKeptUpTo = -1
+                        var escaped = false
+                        guard try scanPlainString(escaped: &escaped) else { return false }
+                        field.plainStringEnd = escaped ? -1 : Int32(position - 1)
+                        continue
+                    }
+                    field.plainStringEnd = -1
                     guard peek() == UInt8(ascii: "{") else {
                         field.objectKeptUpTo = -1
                         guard try scanPlainValue() else { return false }
@@ -183,6 +193,12 @@ extension JSONReader {
 
     /// Past a string; whether it is valid text that needs no repair and holds no NUL.
     private mutating func scanPlainString() throws -> Bool {
+        var escaped = false
+        return try scanPlainString(escaped: &escaped)
+    }
+
+    /// `scanPlainString`, saying whether the string has an escape.
+    @inline(__always) private mutating func scanPlainString(escaped: inout Bool) throws -> Bool {
         position += 1
         while true {
             let run = position
@@ -197,6 +213,7 @@ extension JSONReader {
                 return true
             case UInt8(ascii: "\\"):
                 guard position < bytes.count else { throw failure("the data ends inside an escape") }
+                escaped = true
                 let e = bytes[position]
                 position += 1
                 switch e {

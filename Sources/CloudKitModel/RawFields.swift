@@ -47,6 +47,10 @@ public struct RawField: Sendable {
     /// back as the same JSON but for the form of its numbers (1E2 as 100.0, the same number to
     /// jsonb), so that it can go into jsonb as it came; -1 otherwise.
     public var objectKeptUpTo: Int32 = -1
+    /// Where the last `value`'s closing quote is when it is a string without an escape, whose
+    /// text is then its bytes from the opening quote on (checked: valid UTF-8, no NUL); -1
+    /// otherwise.
+    public var plainStringEnd: Int32 = -1
     /// The last `type`'s bytes, between its quotes, escapes and all; nil when there is none, or
     /// it is null.
     public var tag: Range<Int32>?

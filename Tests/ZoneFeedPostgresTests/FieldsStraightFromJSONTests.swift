@@ -142,6 +142,11 @@ import ZoneFeedPostgres
             #"{"j":{"value":{"x":1e309},"value":{"x":1.5},"type":"LOCATION"}}"#, #"{"j":{"value":{"x":1.5},"value":{"x":1e309},"type":"LOCATION"}}"#,
             #"{"j":{"value":{"x":1.5},"value":7,"type":"LOCATION"}}"#, #"{"j":{"type":"LOCATION","value":{"latitude":1.5,"n":null,"b":true}}}"#,
             #"{"j":{"value":"text","type":"STRING"}}"#, #"{"j":{"value":-5,"type":"INT64"}}"#, #"{"j":{"value":2,"type":"DOUBLE"}}"#,
+            // A string without escapes is copied as its bytes: only when the last value is one.
+            #"{"s":{"value":"plain","value":3,"type":"STRING"},"b":{"value":"YQ==","value":"YW\/i","type":"BYTES"}}"#,
+            #"{"s":{"value":3,"value":"plain","type":"STRING"},"j":{"value":"a\"b","value":"plain","type":"STRING"}}"#,
+            #"{"s":{"value":"plain","value":"pla\u0069n","type":"STRING"},"j":{"value":"plain","value":{"x":1},"type":"STRING"}}"#,
+            #"{"s":{"value":"","type":"STRING"},"b":{"value":"","type":"BYTES"},"j":{"value":"","type":"STRING"}}"#,
             #"{"j":{"value":[1,2.5],"type":"DOUBLE_LIST"}}"#, #"{"j":{"value":{"a":1},"type":"WHATEVER"}}"#,
             #"{"j":{"value":{"recordName":"x"},"type":"REFERENCE"}}"#, #"{"j":{"value":"12","type":"INT64"}}"#,
             // A type written with an escape is the type it spells (the model undoes the escape).
