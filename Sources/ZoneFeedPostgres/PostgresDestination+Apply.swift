@@ -312,24 +312,26 @@ extension PostgresDestination {
         let owner = batch.zoneID.ownerRecordName
         let zoneName = batch.zoneID.zoneName
         let run = String(batch.runID)
-        // A record's upserts count only if they were applied (not rejected).
-        var lastIsDelete: [String: Bool] = [:]
-        var upsertedType: [String: String] = [:]
-        for (i, entry) in batch.entries.enumerated() {
-            switch entry {
-            case .record(let record) where applied[i]:
-                lastIsDelete[record.recordName] = false
-                upsertedType[record.recordName] = record.recordType
-            case .deleted(let name):
-                lastIsDelete[name] = true
-            default:
-                break
+        // Of each name deleted in the batch: whether its last entry is a deletion, and the type
+        // of its last upsert that was applied (not rejected). Only those names are kept: a
+        // dictionary of every record of the batch, grown a record at a time, was 3.5% of the CPU
+        // of a run with churn (perf), for the few names deleted.
+        var deleted: [String: (lastIsDelete: Bool, upsertedType: String?)] = [:]
+        deleted.reserveCapacity(deletions.count)
+        for deletion in deletions { deleted[deletion.recordName] = (true, nil) }
+        let entries = batch.entries
+        for i in entries.indices {
+            if let (recordType, recordName) = entries[i].liveRecordTypeAndName {
+                if applied[i], let at = deleted.index(forKey: recordName) { deleted.values[at] = (false, recordType) }
+            } else if case .deleted(let name) = entries[i] {
+                deleted[name]?.lastIsDelete = true
             }
         }
         var seen = Set<String>()
         for i in deletions.indices.reversed() {
-            deletions[i].recordType = upsertedType[deletions[i].recordName]
-            if lastIsDelete[deletions[i].recordName] == true, seen.insert(deletions[i].recordName).inserted {
+            let name = deletions[i].recordName
+            deletions[i].recordType = deleted[name]?.upsertedType
+            if deleted[name]?.lastIsDelete == true, seen.insert(name).inserted {
                 deletions[i].final = true
             }
         }

@@ -1,0 +1,60 @@
+import CloudKitModel
+import FakeCloudKit
+import LibPQ
+import Logging
+import TestSupport
+import Testing
+import ZoneFeed
+import ZoneFeedPostgres
+
+/// A batch's deletions, each against the entries around it in the same batch: the last entry of
+/// a name decides whether its row is deleted, and its tombstone names the type of its last
+/// upsert that was applied, or else of its row.
+@Suite struct BatchDeletionTests {
+    let zone = ZoneID(zoneName: "Zone01", ownerRecordName: "_fakeOwner")
+
+    func tag(_ name: String, _ changeTag: String) -> RecordEntry {
+        .record(Record(recordName: name, recordType: "Tag", recordChangeTag: changeTag, fields: ["label": .string(name)]))
+    }
+
+    @Test func eachDeletionIsDecidedByItsNamesLastEntryAndTypedByItsLastAppliedUpsert() async throws {
+        let p = try await FakePipeline(prefix: "batchdel", fake: FakeSettings(zones: 1))
+        let destination = try PostgresDestination(pipeline: p.pipeline(), conninfo: p.url, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        try await destination.prepare()
+        let run = try await destination.startRun()
+        let checkpoint = try await destination.zoneCheckpoint(zone)
+        func batch(_ entries: [RecordEntry], token: String, isLast: Bool) -> ChangeBatch {
+            ChangeBatch(
+                zoneID: zone, runID: run, generation: checkpoint.generation, pageCount: 1, entries: entries,
+                token: ChangeToken(token), isLast: isLast, finishesResync: false)
+        }
+        _ = try await destination.apply(batch([tag("OLD", "t1"), tag("KEPT", "t1")], token: "fk1-x-0-1", isLast: false))
+
+        // A Note whose wordCount is text: rejected, so its type must not name the tombstone.
+        let rejected = Record(recordName: "BAD", recordType: "Note", recordChangeTag: "t1", fields: ["wordCount": .string("many")])
+        _ = try await destination.apply(
+            batch(
+                [
+                    .deleted(recordName: "OLD"),  // a row from before: typed by the row
+                    tag("FLIP", "t1"), .deleted(recordName: "FLIP"),  // made, then deleted
+                    .deleted(recordName: "BACK"), tag("BACK", "t2"),  // deleted, then made again
+                    .deleted(recordName: "NEVER"),  // no row, no upsert
+                    .record(rejected), .deleted(recordName: "BAD"),
+                    tag("TWICE", "t1"), .deleted(recordName: "TWICE"), tag("TWICE", "t2"), .deleted(recordName: "TWICE"),
+                ], token: "fk1-x-0-2", isLast: true))
+
+        let snapshot = try await DestinationSnapshot.read(p)
+        let live = snapshot.rows.filter { !$0.value.deleted }.map(\.key.recordName).sorted()
+        let deleted = snapshot.rows.filter { $0.value.deleted }.map(\.key.recordName).sorted()
+        #expect(live == ["BACK", "KEPT"])
+        #expect(deleted == ["FLIP", "OLD", "TWICE"])
+        let tombstones = try await Connection.withConnectionOffPool(p.url) { c in
+            try c.query("SELECT record_name, record_type FROM \(quoteIdentifier(p.schema)).zonefeed_tombstones ORDER BY id").rows
+                .map { "\($0[0]!) \($0[1] ?? "-")" }
+        }
+        // Every deletion is logged, in the batch's order.
+        #expect(tombstones == ["OLD Tag", "FLIP Tag", "BACK Tag", "NEVER -", "BAD -", "TWICE Tag", "TWICE Tag"])
+        #expect(snapshot.rejects.map(\.recordName) == ["BAD"])
+        await destination.close()
+    }
+}
