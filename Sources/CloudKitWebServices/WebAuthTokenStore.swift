@@ -272,8 +272,12 @@ final class WebAuthTokenStore: Sendable {
                 // Another process sharing the vault may have saved tokens since this one read
                 // it: they are kept, beside this one's, or a token it relies on would be lost.
                 let saved = text.flatMap(WebAuthTokenFile.contents(of:))?.tokens ?? []
+                // This process's own tokens first: most saved ones are, near the same place in
+                // `contents`. Looking through the 64 pushed out first, for each one, made the
+                // compares of a save 0.8% of the CPU of a run over HTTP, which saves once an
+                // answer; now 0.3% (perf).
                 let others = state.withLock { state in
-                    saved.filter { !state.refused.contains($0) && !state.pushedOut.contains($0) && !contents.tokens.contains($0) }
+                    saved.filter { !contents.tokens.contains($0) && !state.refused.contains($0) && !state.pushedOut.contains($0) }
                 }
                 var merged = contents
                 merged.tokens = Self.interleaving(contents.tokens, others)
