@@ -38,6 +38,44 @@ extension JSONReader {
         return memo.zone
     }
 
+    /// The stamp whose object starts here, with the reader past it, when its bytes are those of
+    /// one remembered (`rememberStamp`) but for the timestamp's digits; nil, with the reader
+    /// where it was, otherwise. The same bytes around an integer are the same members: the
+    /// remembered ones held one timestamp, that integer, and no member but a user and a device.
+    mutating func recurringStamp() -> RecordStamp? {
+        guard let recurring, !recurring.stamps.shapes.isEmpty else { return nil }
+        let start = valueStart()
+        // The number after the bytes before it, read once for the shapes whose bytes before it
+        // have one length.
+        var numberAt = -1
+        var number: (timestamp: Int64, end: Int)?
+        for shape in recurring.stamps.shapes where bytes.count - start > shape.before {
+            if numberAt != start + shape.before {
+                numberAt = start + shape.before
+                position = numberAt
+                if case .int(let timestamp)? = try? readNumber() { number = (timestamp, position) } else { number = nil }
+            }
+            guard let number, bytes.count - number.end >= shape.after else { continue }
+            let before = UnsafeBufferPointer(rebasing: bytes[start..<numberAt])
+            let after = UnsafeBufferPointer(rebasing: bytes[number.end..<number.end + shape.after])
+            if let stamp = recurring.stamps.find(before: before, after: after) {
+                position = number.end + shape.after
+                return RecordStamp(timestamp: number.timestamp, userRecordName: stamp.user, deviceID: stamp.device)
+            }
+        }
+        position = start
+        return nil
+    }
+
+    /// Remembers the stamp read from `start` to here, whose timestamp's number lies in
+    /// `number`, as naming `user` and `device`.
+    mutating func rememberStamp(from start: Int, number: Range<Int>, user: String?, device: String?) {
+        guard let recurring, start <= number.lowerBound, number.upperBound <= position else { return }
+        recurring.stamps.remember(
+            before: UnsafeBufferPointer(rebasing: bytes[start..<number.lowerBound]),
+            after: UnsafeBufferPointer(rebasing: bytes[number.upperBound..<position]), user: user, device: device)
+    }
+
     /// Remembers `zone` as the object between `start` and here, when it is short enough.
     mutating func rememberZone(_ zone: ZoneID, from start: Int) {
         guard let recurring, position - start <= RecurringStrings.longestZone, position > start else { return }

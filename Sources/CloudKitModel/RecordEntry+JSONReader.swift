@@ -285,15 +285,34 @@ extension RecordStamp {
     /// The stamp, or, when its timestamp is out of range, what it was: a record is then
     /// rejected, not the page it came in.
     static func read(_ json: inout JSONReader) throws -> Result<RecordStamp, OutOfRange> {
+        // A page's stamps differ in their timestamps and name a few users and devices, in the
+        // same bytes: a stamp is compared with those read before but for its timestamp's digits.
+        if let stamp = json.recurringStamp() { return .success(stamp) }
+        let start = json.valueStart()
+        let repairs = json.repairedStrings
+        // Where the timestamp's number is, while the stamp can be remembered: one timestamp, an
+        // integer, and no member but a user and a device.
+        var digits: Range<Int>?
+        var rememberable = true
         var timestamp: Int64?
         var outOfRange: OutOfRange?
         var user: String?
         var device: String?
         try json.beginObject()
         while let key = try json.nextKeyName() {
-            if try json.readNullIfPresent() { continue }
+            if try json.readNullIfPresent() {
+                if !key.is("userRecordName") && !key.is("deviceID") { rememberable = false }
+                continue
+            }
             if key.is("timestamp") {
-                switch try json.readNumber() {
+                let numberStart = json.valueStart()
+                let number = try json.readNumber()
+                if case .int = number, timestamp == nil, outOfRange == nil {
+                    digits = numberStart..<json.position
+                } else {
+                    rememberable = false
+                }
+                switch number {
                 case .int(let i): timestamp = i
                 case .negativeZero: timestamp = 0
                 case .double(let d):
@@ -308,11 +327,15 @@ extension RecordStamp {
             } else if key.is("deviceID") {
                 device = try json.readRecurringString()
             } else {
+                rememberable = false
                 try json.skipValue()
             }
         }
         if let outOfRange { return .failure(outOfRange) }
         guard let timestamp else { throw json.failure("a created or modified stamp without a timestamp") }
+        // Text that was repaired is read again each time, so that each record with it is
+        // unreadable, as the first was.
+        if rememberable, let digits, json.repairedStrings == repairs { json.rememberStamp(from: start, number: digits, user: user, device: device) }
         return .success(RecordStamp(timestamp: timestamp, userRecordName: user, deviceID: device))
     }
 }

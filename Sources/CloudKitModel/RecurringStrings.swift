@@ -24,6 +24,8 @@ final class RecurringStrings {
     /// The longest `zoneID` object remembered: a zone's names are short, and a page of long,
     /// all-different ones should not copy each one once more.
     static let longestZone = 256
+    /// The stamps of the page's records, by their bytes but for the timestamp's digits.
+    @exclusivity(unchecked) var stamps = RecurringStamps()
 
     private let hash = SeededByteHash()
 

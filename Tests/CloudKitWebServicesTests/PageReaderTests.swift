@@ -188,6 +188,75 @@ import ZoneFeed
         #expect(page.records.filter { if case .unreadable = $0 { true } else { false } }.count == 2)
     }
 
+    /// A page read from its own bytes remembers its stamps by their bytes around the timestamp's
+    /// number (the user and the device); each record still gets the stamps its bytes spell.
+    @Test func stampsWithTheSameOrOtherTailsEachGetTheirOwnUserAndDevice() throws {
+        let long = String(repeating: "u", count: 200)
+        var stamps = [
+            #"{"timestamp":1,"userRecordName":"_u","deviceID":"D"}"#,
+            #"{"timestamp":2,"userRecordName":"_u","deviceID":"D"}"#,
+            #"{"timestamp":3.5,"userRecordName":"_u","deviceID":"D"}"#,
+            #"{"timestamp":-0,"userRecordName":"_u","deviceID":"D"}"#,
+            #"{"timestamp":4,"userRecordName":"_u","deviceID":"D","timestamp":5}"#,
+            #"{"timestamp":6,"userRecordName":"_u","deviceID":"D","timestamp":5}"#,
+            #"{"timestamp":7,"userRecordName":"_u","deviceID":"DD"}"#,
+            #"{"timestamp":8,"deviceID":"D","userRecordName":"_u"}"#,
+            #"{"timestamp":9,"deviceID":"D","userRecordName":"_u"}"#,
+            #"{"timestamp":10,"userRecordName":null,"deviceID":"D"}"#,
+            #"{"timestamp":11,"userRecordName":null,"deviceID":"D"}"#,
+            #"{"timestamp":12,"userRecordName":"_u\u00e9","deviceID":"D"}"#,
+            #"{"timestamp":13,"userRecordName":"_u\u00e9","deviceID":"D"}"#,
+            #"{"timestamp":14,"userRecordName":"_u\ud800","deviceID":"D"}"#,
+            #"{"timestamp":15,"userRecordName":"_u\ud800","deviceID":"D"}"#,
+            #"{ "timestamp":16,"userRecordName":"_u","deviceID":"D"}"#,
+            #"{"timestamp":17,"userRecordName":"_u","deviceID":"D","extra":[1]}"#,
+            #"{"timestamp":18,"userRecordName":"_u","deviceID":"D","extra":[1]}"#,
+            #"{"timestamp":19}"#, #"{"timestamp":20}"#, #"{"timestamp":21 }"#,
+            #"{"timestamp":1e300,"userRecordName":"_u","deviceID":"D"}"#,
+            #"{"timestamp":null,"userRecordName":"_u","deviceID":"D","timestamp":22}"#,
+            #"{"timestamp":23,"userRecordName":""# + long + #"","deviceID":"D"}"#,
+            #"{"timestamp":24,"userRecordName":""# + long + #"","deviceID":"D"}"#,
+            // Members in another order (sorted, as JSONWriter writes them; the timestamp last).
+            #"{"deviceID":"D","timestamp":30,"userRecordName":"_u"}"#, #"{"deviceID":"D","timestamp":31,"userRecordName":"_u"}"#,
+            #"{"deviceID":"D","timestamp":32,"userRecordName":"_u","timestamp":33}"#,
+            #"{"deviceID":"D","timestamp":34,"userRecordName":"_u","timestamp":33}"#,
+            #"{"deviceID":"D","timestamp":35.5,"userRecordName":"_u"}"#, #"{"deviceID":"D","timestamp":-36,"userRecordName":"_u"}"#,
+            #"{"deviceID":"D","deviceID":"E","timestamp":37,"userRecordName":"_u"}"#,
+            #"{"deviceID":"D","deviceID":"E","timestamp":38,"userRecordName":"_u"}"#,
+            #"{"userRecordName":"_u","deviceID":"D","timestamp":39}"#, #"{"userRecordName":"_u","deviceID":"D","timestamp":40}"#,
+            #"{"deviceID":"DD","timestamp":41,"userRecordName":"_u"}"#, #"{"deviceID":"D","timestamp":42,"userRecordName":"_uu"}"#,
+        ]
+        // More stamps than a page remembers (32), each twice.
+        stamps += (0..<40).flatMap { i in (0..<2).map { #"{"timestamp":\#(100 + $0),"userRecordName":"_u\#(i)","deviceID":"D"}"# } }
+        stamps.append(#"{"timestamp":25,"userRecordName":"_u","deviceID":"D"}"#)
+        let records = stamps.enumerated().map { i, stamp in
+            #"{"recordName":"r\#(i)","recordType":"Note","created":\#(stamp),"modified":\#(stamps[stamps.count - 1 - i])}"#
+        }
+        let text = #"{"records":["# + records.joined(separator: ",") + #"],"syncToken":"t"}"#
+        var reader = JSONBytes.copying(Array(text.utf8)).reader()
+        let page = try RecordZoneChangesResponse(reading: &reader)
+        #expect(page.records.count == stamps.count)
+        for (i, entry) in page.records.enumerated() {
+            // The record as a page of its own reads it, with nothing remembered.
+            let alone = try Self.read(#"{"records":["# + records[i] + #"],"syncToken":"t"}"#).records.first
+            switch (entry, alone) {
+            case (.record(let record), .record(let expected)?):
+                #expect(record.created == expected.created && record.modified == expected.modified, "record \(i): \(stamps[i])")
+            case (.unreadable(let bad), .unreadable(let expected)?):
+                #expect(bad.problem == expected.problem, "record \(i)")
+            default:
+                Issue.record("record \(i): \(entry) against \(String(describing: alone))")
+            }
+        }
+        guard case .record(let second) = page.records[1], case .record(let last) = page.records[stamps.count - 1] else {
+            Issue.record("records 1 and \(stamps.count - 1) are readable")
+            return
+        }
+        #expect(second.created == RecordStamp(timestamp: 2, userRecordName: "_u", deviceID: "D"))
+        #expect(last.created == RecordStamp(timestamp: 25, userRecordName: "_u", deviceID: "D"))
+        #expect(page.records.filter { if case .unreadable = $0 { true } else { false } }.count >= 4)
+    }
+
     @Test func invalidUTF8BytesInAStringAreUnreadableNotRepairedSilently() throws {
         var bytes = Array(#"{"records":[{"recordName":"a","recordType":"Note","fields":{"title":{"value":"x"#.utf8)
         bytes += [0xFF, 0xFE, 0xC0, 0x80, 0xED, 0xA0, 0x80]  // not UTF-8; an overlong NUL; an encoded surrogate
