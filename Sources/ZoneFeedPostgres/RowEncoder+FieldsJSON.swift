@@ -151,7 +151,7 @@ extension RowEncoder {
             guard slot.objectKeptUpTo >= 0 else { return false }
             appendJSONB(json.bytes(in: slot.valueAt..<slot.objectKeptUpTo))
         case (.jsonb, .string):
-            guard slot.plainStringEnd < 0 else {
+            if slot.plainStringEnd >= 0 {
                 appendJSONB(json.bytes(in: slot.valueAt..<slot.plainStringEnd + 1))
                 break
             }
