@@ -26,6 +26,8 @@ public enum SecretFile {
         public var problem: String
         /// Writing: the file was there already.
         public var exists = false
+        /// Writing: the folder it goes in is not there.
+        public var missingFolder = false
         var verb = "read"
         public var description: String { "the \(what) \(path) was not \(verb): \(problem)" }
     }
@@ -40,8 +42,10 @@ public enum SecretFile {
         }
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
-            let exists = errno == EEXIST
-            throw refuse(exists ? "it already exists" : String(cString: strerror(errno)), exists: exists)
+            let failure = errno
+            var refusal = refuse(failure == EEXIST ? "it already exists" : String(cString: strerror(failure)), exists: failure == EEXIST)
+            refusal.missingFolder = failure == ENOENT
+            throw refusal
         }
         var written = false
         defer {

@@ -44,6 +44,25 @@ import Testing
         }
     }
 
+    /// A pipeline's `.zonefeed/` folder is not there before its first run: the first save makes
+    /// it, for its owner alone, and later saves find it.
+    @Test func theFirstSaveMakesTheFoldersTheFileGoesIn() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let file = folder + "/.zonefeed/tokens/notes.web-auth-token"
+        let store = WebAuthTokenStore(configured: "configured", file: file, logger: logger)
+        #expect(try await store.tokenForRequest(logger: logger) == "configured")
+        store.received("rotated", logger: logger)
+        #expect(try await store.tokenForRequest(logger: logger) == "rotated")
+        try await store.flush(logger: logger)
+        #expect(try lines(file).first == "rotated")
+        #expect(store.fileWrites == 2)
+        for (path, mode) in [(folder + "/.zonefeed/tokens", 0o700), (file, 0o600)] {
+            #expect(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int == mode, "\(path)")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder + "/.zonefeed/tokens") == ["notes.web-auth-token"])
+    }
+
     /// Tokens arrive while requests are handed theirs: each request's token (or a newer one) is
     /// in the file when the request gets it, and the test counts the requests during which a
     /// token arrived, so that it proves the overlap it is about.
