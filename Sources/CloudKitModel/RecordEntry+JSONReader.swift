@@ -92,8 +92,8 @@ extension RecordEntry {
             }
             // Made here, at the parts' last use. Made before the check of `problems`, whose
             // branch uses them too, the parts were retained into the record, the record was
-            // copied into the entry, and the parts and the record were then released: 830
-            // instructions a record (`Benchmarks/run callgrind`).
+            // copied into the entry, and the parts and the record were then released: about
+            // 1,000 instructions a record (`Benchmarks/run callgrind`, four runs of each build).
             self = .record(
                 Record(
                     recordName: recordName, recordType: recordType, recordChangeTag: changeTag, storedFields: fields,
