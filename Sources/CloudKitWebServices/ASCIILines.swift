@@ -12,8 +12,11 @@ struct ASCIILines {
         self.bytes = bytes
         // The ASCII Characters that are newlines: LF, VT, FF, CR; CR LF is one Character, and
         // the empty piece between its two bytes is left out like any empty one.
-        lines = bytes.split(whereSeparator: { (0x0A...0x0D).contains($0) })
+        lines = bytes.split(whereSeparator: Self.isNewline)
     }
+
+    /// The ASCII bytes that are newlines, and between which the lines are: LF, VT, FF, CR.
+    static func isNewline(_ byte: UInt8) -> Bool { (0x0A...0x0D).contains(byte) }
 
     /// `CharacterSet.whitespacesAndNewlines` within ASCII: tab, LF, VT, FF, CR and space.
     static func isWhitespaceOrNewline(_ byte: UInt8) -> Bool { (0x09...0x0D).contains(byte) || byte == 0x20 }
