@@ -47,13 +47,19 @@ public struct RawField: Sendable {
     /// back as the same JSON but for the form of its numbers (1E2 as 100.0, the same number to
     /// jsonb), so that it can go into jsonb as it came; -1 otherwise.
     public var objectKeptUpTo: Int32 = -1
-    /// Where the last `value`'s closing quote is when it is a string without an escape, whose
-    /// text is then its bytes from the opening quote on (checked: valid UTF-8, no NUL); -1
-    /// otherwise.
-    public var plainStringEnd: Int32 = -1
+    /// Where the last `value`'s closing quote is when it is a string (checked: valid UTF-8, no
+    /// NUL, no half of a surrogate pair, escaped or not); -1 otherwise.
+    public var stringEnd: Int32 = -1
+    /// Whether that string has an escape. Without one, its text is its bytes from the opening
+    /// quote on.
+    public var stringEscaped = false
     /// The last `type`'s bytes, between its quotes, escapes and all; nil when there is none, or
     /// it is null.
     public var tag: Range<Int32>?
+
+    /// Where the last `value`'s closing quote is when it is a string without an escape; -1
+    /// otherwise.
+    public var plainStringEnd: Int32 { stringEscaped ? -1 : stringEnd }
 
     init(name: Range<Int32>, objectStart: Int32) {
         self.name = name

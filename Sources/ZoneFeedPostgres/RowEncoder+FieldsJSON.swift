@@ -31,7 +31,7 @@ extension RowEncoder {
                 // A name given twice: the last one counts.
                 fieldSlots[use] = FieldSlot(
                     start: Int(field.objectStart), valueAt: Int(field.value), objectKeptUpTo: Int(field.objectKeptUpTo),
-                    plainStringEnd: Int(field.plainStringEnd),
+                    stringEnd: Int(field.stringEnd), stringEscaped: field.stringEscaped,
                     tag: FieldTag(field.tag.map { UnsafeBufferPointer(rebasing: page[Int($0.lowerBound)..<Int($0.upperBound)]) }))
                 continue
             }
@@ -88,7 +88,10 @@ extension RowEncoder {
         var start = -1
         var valueAt = -1
         var objectKeptUpTo = -1
-        var plainStringEnd = -1
+        var stringEnd = -1
+        var stringEscaped = false
+        /// Where the value's closing quote is when it is a string without an escape; -1 otherwise.
+        var plainStringEnd: Int { stringEscaped ? -1 : stringEnd }
         var tag = FieldTag.unknown
     }
 
@@ -115,12 +118,19 @@ extension RowEncoder {
     private mutating func appendPlain(_ json: inout JSONReader, _ slot: FieldSlot, as column: ColumnType) throws -> Bool {
         switch (column, slot.tag) {
         case (.text, .string):
-            guard slot.plainStringEnd >= 0 else { return try appendText(&json) }
-            // A string without escapes is its bytes, copied without scanning them again (500
-            // fewer instructions a record of the bench's, `Benchmarks/run callgrind`).
-            let text = json.bytes(in: slot.valueAt + 1..<slot.plainStringEnd)
-            buffer.appendInt32(Int32(text.count))
-            buffer.append(text)
+            guard slot.stringEnd >= 0 else { return try appendText(&json) }
+            let text = json.bytes(in: slot.valueAt + 1..<slot.stringEnd)
+            guard slot.stringEscaped else {
+                // A string without escapes is its bytes, copied without scanning them again (500
+                // fewer instructions a record of the bench's, `Benchmarks/run callgrind`).
+                buffer.appendInt32(Int32(text.count))
+                buffer.append(text)
+                break
+            }
+            // One with escapes is undone into the row's room in one pass, its end known.
+            let lengthAt = beginField()
+            _ = buffer.append(atMost: text.count) { JSONReader.unescapeChecked(text, into: $0.baseAddress!) }
+            endField(lengthAt)
         case (.text, .reference):
             guard let name = try Self.referenceName(&json) else { return false }
             var text = json.reader(at: name)
@@ -151,8 +161,9 @@ extension RowEncoder {
             guard slot.objectKeptUpTo >= 0 else { return false }
             appendJSONB(json.bytes(in: slot.valueAt..<slot.objectKeptUpTo))
         case (.jsonb, .string):
-            if slot.plainStringEnd >= 0 {
-                appendJSONB(json.bytes(in: slot.valueAt..<slot.plainStringEnd + 1))
+            if slot.stringEnd >= 0 {
+                // The string as it came, escapes and all: jsonb reads them.
+                appendJSONB(json.bytes(in: slot.valueAt..<slot.stringEnd + 1))
                 break
             }
             guard json.peek() == UInt8(ascii: "\"") else { return false }
