@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "ZoneFeed", targets: ["ZoneFeed"]),
         .library(name: "ZoneFeedPostgres", targets: ["ZoneFeedPostgres"]),
         .library(name: "FakeCloudKit", targets: ["FakeCloudKit"]),
+        .library(name: "FakeCloudKitServer", targets: ["FakeCloudKitServer"]),
         .library(name: "LibPQ", targets: ["LibPQ"]),
         .library(name: "CloudKitWebServices", targets: ["CloudKitWebServices"]),
         // For FuzzTesting/, which reads a page with CloudKitModel's JSONReader, a schema file

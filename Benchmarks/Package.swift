@@ -20,6 +20,7 @@ let package = Package(
                 .product(name: "CloudKitModel", package: "zonefeed"),
                 .product(name: "CloudKitWebServices", package: "zonefeed"),
                 .product(name: "FakeCloudKit", package: "zonefeed"),
+                .product(name: "FakeCloudKitServer", package: "zonefeed"),
                 .product(name: "ZoneFeedPostgres", package: "zonefeed"),
             ]
         ),

@@ -79,8 +79,9 @@ extension JSONWriter {
     }
 
     /// One entry of `records[]`: a record, a tombstone (`recordName`, `deleted`, `zoneID`, and no
-    /// `recordType`, as observed) or a per-record error.
-    mutating func write(entry: RecordEntry, zoneID: ZoneID, desiredKeys: Set<String>?) {
+    /// `recordType`, as observed) or a per-record error. (Public for the micro-benchmark,
+    /// `Benchmarks/`, whose pages are written as the server writes its pages.)
+    public mutating func write(entry: RecordEntry, zoneID: ZoneID, desiredKeys: Set<String>?) {
         switch entry {
         case .record(let record):
             write(record: record, zoneID: zoneID, desiredKeys: desiredKeys)
