@@ -119,22 +119,13 @@ extension RowEncoder {
         switch (column, slot.tag) {
         case (.text, .string):
             guard slot.stringEnd >= 0 else { return try appendText(&json) }
-            let text = json.bytes(in: slot.valueAt + 1..<slot.stringEnd)
-            guard slot.stringEscaped else {
-                // A string without escapes is its bytes, copied without scanning them again (500
-                // fewer instructions a record of the bench's, `Benchmarks/run callgrind`).
-                buffer.appendInt32(Int32(text.count))
-                buffer.append(text)
-                break
-            }
-            // One with escapes is undone into the row's room in one pass, its end known.
-            let lengthAt = beginField()
-            _ = buffer.append(atMost: text.count) { JSONReader.unescapeChecked(text, into: $0.baseAddress!) }
-            endField(lengthAt)
+            // Its end known from the check: a string without escapes is copied without scanning
+            // it again (500 fewer instructions a record of the bench's, `Benchmarks/run
+            // callgrind`), and one with escapes undone in one pass.
+            appendText((json.bytes(in: slot.valueAt + 1..<slot.stringEnd), slot.stringEscaped))
         case (.text, .reference):
             guard let name = try Self.referenceName(&json) else { return false }
-            var text = json.reader(at: name)
-            return try appendText(&text)
+            appendText(name)
         case (.bigint, .int64):
             guard case .int(let i)? = try Self.number(&json) else { return false }
             buffer.append(bigint: i)
@@ -177,8 +168,8 @@ extension RowEncoder {
         case (.textArray, .referenceList):
             return try appendArray(&json, oid: BinaryCopyBuffer.OID.text) { encoder, json in
                 guard let name = try Self.referenceName(&json) else { return false }
-                var text = json.reader(at: name)
-                return try encoder.appendText(&text)
+                encoder.appendText(name)
+                return true
             }
         case (.bigintArray, .int64List):
             return try appendArray(&json, oid: BinaryCopyBuffer.OID.int8) { encoder, json in
@@ -241,6 +232,19 @@ extension RowEncoder {
         return appendBase64(text)
     }
 
+    /// A checked string's bytes between its quotes into a text field: as they are, or with their
+    /// escapes undone into the row's room.
+    private mutating func appendText(_ string: (bytes: UnsafeBufferPointer<UInt8>, escaped: Bool)) {
+        guard string.escaped else {
+            buffer.appendInt32(Int32(string.bytes.count))
+            buffer.append(string.bytes)
+            return
+        }
+        let lengthAt = beginField()
+        _ = buffer.append(atMost: string.bytes.count) { JSONReader.unescapeChecked(string.bytes, into: $0.baseAddress!) }
+        endField(lengthAt)
+    }
+
     /// Base64 text without escapes into a bytea field; false when it is not base64.
     private mutating func appendBase64(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
         let lengthAt = beginField()
@@ -293,19 +297,19 @@ extension RowEncoder {
         buffer.patchInt32(Int32(buffer.count - lengthAt - 4), at: lengthAt)
     }
 
-    /// Where a REFERENCE's `recordName` string starts, when the model would read the value as a
-    /// reference (`FieldValue.readReference`): an object with a string `recordName`, a string
-    /// `action` if any, and a `zoneID` object if any with a string `zoneName` and strings for its
-    /// other names. Nil otherwise.
-    private static func referenceName(_ json: inout JSONReader) throws -> Int? {
+    /// A REFERENCE's `recordName` string (its bytes between its quotes, and whether it has an
+    /// escape), when the model would read the value as a reference (`FieldValue.readReference`):
+    /// an object with a string `recordName`, a string `action` if any, and a `zoneID` object if
+    /// any with a string `zoneName` and strings for its other names. Nil otherwise.
+    private static func referenceName(_ json: inout JSONReader) throws -> (bytes: UnsafeBufferPointer<UInt8>, escaped: Bool)? {
         guard json.peek() == UInt8(ascii: "{") else { return nil }
-        var name: Int?
+        if let name = try json.cloudKitsReferenceName() { return name }
+        var name: (bytes: UnsafeBufferPointer<UInt8>, escaped: Bool)?
         try json.beginObject()
         while let key = try json.nextKeyBytes() {
             if JSONReader.equal(key, "recordName") || JSONReader.equal(key, "action") {
                 guard try json.peekIsString() else { return nil }
-                if JSONReader.equal(key, "recordName") { name = json.valueStart() }
-                try json.skipString()
+                if JSONReader.equal(key, "recordName") { name = try json.readStringToken() } else { try json.skipString() }
             } else if JSONReader.equal(key, "zoneID") {
                 guard json.peek() == UInt8(ascii: "{") else { return nil }
                 var zoneName = false

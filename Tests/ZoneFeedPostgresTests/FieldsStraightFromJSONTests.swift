@@ -129,6 +129,21 @@ import ZoneFeedPostgres
             #"{"r":{"value":{"recordName":5},"type":"REFERENCE"}}"#, #"{"r":{"value":{"action":"NONE"},"type":"REFERENCE"}}"#,
             #"{"r":{"value":{"recordName":"a","recordName":"b","extra":[1,{"x":null}]},"type":"REFERENCE"}}"#,
             #"{"r":{"value":"just a name","type":"REFERENCE"},"s":{"value":{"recordName":"x"},"type":"REFERENCE"}}"#,
+            // References in CloudKit's order (read by a compare a member) and each way of leaving
+            // it: a name with escapes, no owner, a member of the wrong type, one more member, a
+            // second name, spaces.
+            #"{"r":{"value":{"recordName":"a\"b\u00e9","zoneID":{"zoneName":"Z","ownerRecordName":"_o","zoneType":"T"},"action":"NONE"},"type":"REFERENCE"}}"#,
+            #"{"r":{"value":{"recordName":"n","zoneID":{"zoneName":"Z","zoneType":"T"}},"type":"REFERENCE"}}"#,
+            #"{"r":{"value":{"recordName":"n","zoneID":{"zoneName":5}},"type":"REFERENCE"}}"#,
+            #"{"r":{"value":{"recordName":"n","zoneID":{"zoneName":"Z","ownerRecordName":null}},"type":"REFERENCE"}}"#,
+            #"{"r":{"value":{"recordName":"n","zoneID":{"zoneName":"Z","zoneType":7},"action":"NONE"},"type":"REFERENCE"}}"#,
+            #"{"r":{"value":{"recordName":"n","action":5},"type":"REFERENCE"}}"#,
+            #"{"r":{"value":{"recordName":"n","zoneID":{"zoneName":"Z","extra":[1]},"action":"NONE"},"type":"REFERENCE"}}"#,
+            #"{"r":{"value":{"recordName":"n","action":"NONE","recordName":"m"},"type":"REFERENCE"}}"#,
+            #"{"r":{"value":{"recordName":"n","action":"NONE","zoneID":{"ownerRecordName":"_o"}},"type":"REFERENCE"}}"#,
+            #"{"r":{"value":{ "recordName":"n", "action":"NONE"},"type":"REFERENCE"}}"#,
+            #"{"rl":{"value":[{"recordName":"a","action":"NONE"},{"recordName":"b","zoneID":{"zoneName":"Z","ownerRecordName":"_o"}},{"recordName":"c\n"}],"type":"REFERENCE_LIST"}}"#,
+            #"{"rl":{"value":[{"recordName":"a","action":"NONE"},{"recordName":"b","action":5}],"type":"REFERENCE_LIST"}}"#,
             // jsonb: assets and locations as they came, strings, integers, and the rest by the model.
             #"{"j":{"value":{"fileChecksum":"abc","size":1.50,"n":1E2,"big":123456789012345678901234567890},"type":"ASSETID"}}"#,
             #"{"j":{"value":{"latitude":37.33,"longitude":-122.03,"altitude":-0.0},"type":"LOCATION"}}"#,
