@@ -50,12 +50,12 @@ public struct RawField: Sendable {
     /// Where the last `value`'s closing quote is when it is a string (checked: valid UTF-8, no
     /// NUL, no half of a surrogate pair, escaped or not); -1 otherwise.
     public var stringEnd: Int32 = -1
-    /// Whether that string has an escape. Without one, its text is its bytes from the opening
-    /// quote on.
-    public var stringEscaped = false
     /// The last `type`'s bytes, between its quotes, escapes and all; nil when there is none, or
     /// it is null.
     public var tag: Range<Int32>?
+    /// Whether the string at `stringEnd` has an escape. Without one, its text is its bytes from
+    /// the opening quote on. (Last, in the byte after `tag`'s: before it, the entry took 44 bytes.)
+    public var stringEscaped = false
 
     /// Where the last `value`'s closing quote is when it is a string without an escape; -1
     /// otherwise.

@@ -12,6 +12,12 @@ struct KeptFieldsIndexTests {
         "{" + (0..<count).map { "\"\(prefix)\($0)\":{\"value\":\($0),\"type\":\"INT64\"}" }.joined(separator: ",") + "}"
     }
 
+    /// A page's index holds one entry a field of every record on it (200 records of about 20
+    /// fields): an entry is 40 bytes, as `RawField` says.
+    @Test func aFieldsEntryTakesFortyBytes() {
+        #expect(MemoryLayout<RawField>.stride == 40)
+    }
+
     @Test func everyRecordKeepsItsOwnFieldsAcrossBlocks() throws {
         // Counts that fill the first block part way, cross into the next, need a block of their
         // own (1,500), come after a record that is not kept, and have no field at all.
