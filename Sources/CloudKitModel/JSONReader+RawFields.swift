@@ -413,8 +413,8 @@ extension JSONReader {
     /// escape whole, none a NUL and every half of a surrogate pair beside the other, so nothing
     /// here fails or needs repair (other bytes give other text, never a write past the room).
     /// One pass, the runs between escapes copied eight bytes at a time, where `readString(_:)`
-    /// handed each run and each escape to a closure: 3.4% fewer instructions a record of the
-    /// bench's (`Benchmarks/run`, straight path, 47,030 → 45,420 by three runs or more of each).
+    /// handed each run and each escape to a closure: 3.3% fewer instructions a record of the
+    /// bench's (`Benchmarks/run`, straight path, 47,876-47,920 → 46,297-46,300, three runs each).
     public static func unescapeChecked(_ raw: UnsafeBufferPointer<UInt8>, into out: UnsafeMutablePointer<UInt8>) -> Int {
         guard let from = raw.baseAddress else { return 0 }
         let n = raw.count

@@ -57,10 +57,6 @@ public struct RawField: Sendable {
     /// the opening quote on. (Last, in the byte after `tag`'s: before it, the entry took 44 bytes.)
     public var stringEscaped = false
 
-    /// Where the last `value`'s closing quote is when it is a string without an escape; -1
-    /// otherwise.
-    public var plainStringEnd: Int32 { stringEscaped ? -1 : stringEnd }
-
     init(name: Range<Int32>, objectStart: Int32) {
         self.name = name
         self.objectStart = objectStart
