@@ -340,7 +340,7 @@ extension JSONReader {
     /// members are known by a compare each, where reading it member by member looks at every key
     /// several times. Nil, with the reader where it was, for any other form, which may still be
     /// a reference. For JSON that `plainFieldsObject` checked.
-    public mutating func cloudKitsReferenceName() throws -> (bytes: UnsafeBufferPointer<UInt8>, escaped: Bool)? {
+    public mutating func cloudKitsReferenceName() throws -> StringToken? {
         let start = position
         func string(after key: StaticString) throws -> Bool {
             guard skip(ifNext: key) else { return true }
@@ -365,8 +365,11 @@ extension JSONReader {
     }
 
     /// A string's bytes between its quotes, as written (escapes not undone), and whether it has
-    /// any escape.
-    public mutating func readStringToken() throws -> (bytes: UnsafeBufferPointer<UInt8>, escaped: Bool) {
+    /// any escape: its text is its bytes without one, `unescapeChecked`'s with one.
+    public typealias StringToken = (bytes: UnsafeBufferPointer<UInt8>, escaped: Bool)
+
+    /// The string that starts here, as a `StringToken`.
+    public mutating func readStringToken() throws -> StringToken {
         guard peek() == UInt8(ascii: "\"") else { throw failure("expected a string") }
         let start = position + 1
         var escaped = false
@@ -384,35 +387,12 @@ extension JSONReader {
         return (UnsafeBufferPointer(rebasing: bytes[start..<(position - 1)]), escaped)
     }
 
-    /// A string's text, escapes undone, handed to `sink` as UTF-8, a run at a time (no String
-    /// made): the whole text at once when it has no escape. Text that `plainFieldsObject` let
-    /// through needs no repair.
-    @inlinable public mutating func readString(_ sink: (UnsafeBufferPointer<UInt8>) -> Void) throws {
-        guard peek() == UInt8(ascii: "\"") else { throw failure("expected a string") }
-        position += 1
-        while true {
-            let run = position
-            skipPlainStringBytes()
-            if position > run { sink(UnsafeBufferPointer(rebasing: bytes[run..<position])) }
-            guard position < bytes.count else { throw failure("the string is not closed") }
-            let b = bytes[position]
-            position += 1
-            switch b {
-            case UInt8(ascii: "\""): return
-            case UInt8(ascii: "\\"):
-                var utf8 = Self.utf8(of: try readEscapedScalar())
-                withUnsafeBytes(of: &utf8.bytes) { sink(UnsafeBufferPointer(rebasing: $0.bindMemory(to: UInt8.self)[..<utf8.count])) }
-            default: throw failure("a control character inside a string")
-            }
-        }
-    }
-
     /// The text of a string that `plainFieldsObject` checked, given as its bytes between its
     /// quotes, with its escapes undone, written to `out`, which has room for `raw.count` bytes
     /// (no escape stands for more bytes than its own); the count written. The check found every
     /// escape whole, none a NUL and every half of a surrogate pair beside the other, so nothing
     /// here fails or needs repair (other bytes give other text, never a write past the room).
-    /// One pass, the runs between escapes copied eight bytes at a time, where `readString(_:)`
+    /// One pass, the runs between escapes copied eight bytes at a time, where a reader before it
     /// handed each run and each escape to a closure: 3.3% fewer instructions a record of the
     /// bench's (`Benchmarks/run`, straight path, 47,876-47,920 → 46,297-46,300, three runs each).
     public static func unescapeChecked(_ raw: UnsafeBufferPointer<UInt8>, into out: UnsafeMutablePointer<UInt8>) -> Int {

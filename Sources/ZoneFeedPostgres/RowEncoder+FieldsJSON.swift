@@ -118,7 +118,7 @@ extension RowEncoder {
     private mutating func appendPlain(_ json: inout JSONReader, _ slot: FieldSlot, as column: ColumnType) throws -> Bool {
         switch (column, slot.tag) {
         case (.text, .string):
-            guard slot.stringEnd >= 0 else { return try appendText(&json) }
+            guard slot.stringEnd >= 0 else { return false }
             // Its end known from the check: a string without escapes is copied without scanning
             // it again (500 fewer instructions a record of the bench's, `Benchmarks/run
             // callgrind`), and one with escapes undone in one pass.
@@ -214,12 +214,10 @@ extension RowEncoder {
         }
     }
 
-    /// A string into a text field.
+    /// A string into a text field; false when the value is not a string.
     private mutating func appendText(_ json: inout JSONReader) throws -> Bool {
         guard json.peek() == UInt8(ascii: "\"") else { return false }
-        let lengthAt = beginField()
-        try json.readString { buffer.append($0) }
-        endField(lengthAt)
+        appendText(try json.readStringToken())
         return true
     }
 
@@ -234,7 +232,7 @@ extension RowEncoder {
 
     /// A checked string's bytes between its quotes into a text field: as they are, or with their
     /// escapes undone into the row's room.
-    private mutating func appendText(_ string: (bytes: UnsafeBufferPointer<UInt8>, escaped: Bool)) {
+    private mutating func appendText(_ string: JSONReader.StringToken) {
         guard string.escaped else {
             buffer.appendInt32(Int32(string.bytes.count))
             buffer.append(string.bytes)
@@ -301,10 +299,10 @@ extension RowEncoder {
     /// escape), when the model would read the value as a reference (`FieldValue.readReference`):
     /// an object with a string `recordName`, a string `action` if any, and a `zoneID` object if
     /// any with a string `zoneName` and strings for its other names. Nil otherwise.
-    private static func referenceName(_ json: inout JSONReader) throws -> (bytes: UnsafeBufferPointer<UInt8>, escaped: Bool)? {
+    private static func referenceName(_ json: inout JSONReader) throws -> JSONReader.StringToken? {
         guard json.peek() == UInt8(ascii: "{") else { return nil }
         if let name = try json.cloudKitsReferenceName() { return name }
-        var name: (bytes: UnsafeBufferPointer<UInt8>, escaped: Bool)?
+        var name: JSONReader.StringToken?
         try json.beginObject()
         while let key = try json.nextKeyBytes() {
             if JSONReader.equal(key, "recordName") || JSONReader.equal(key, "action") {
