@@ -24,7 +24,7 @@ public struct PageToRows {
     let pages: [[UInt8]]
     var encoders: [RowEncoder]
     var tables: [String: Int] = [:]
-    var records: [Record] = []
+    var entries: [RecordEntry] = []
     public private(set) var rowsWritten = 0
 
     public init(path: Path, pages count: Int = 5) {
@@ -70,17 +70,16 @@ public struct PageToRows {
                     return try? RecordZoneChangesResponse(reading: &reader)
                 }
             }
-            records =
-                page?.records.compactMap { entry in
-                    if case .record(let record) = entry { return record }
-                    return nil
-                } ?? []
+            entries = page?.records ?? []
             // A batch's rows are sent and forgotten; the buffers are kept (beginning the rows
             // again empties them, as sending them does).
             for t in encoders.indices { encoders[t].beginDirectRows(zone: ZoneID(zoneName: "Zone01"), runID: 1, generation: 1) }
         }
-        guard inPage < records.count, let t = tables[records[inPage].recordType] else { return }
-        if encoders[t].append(records[inPage], seq: 0) == nil { rowsWritten += 1 }
+        // As zonefeed's destination takes a batch's entries: sorted into tables by their type,
+        // then each record bound out of its entry and appended to its table's rows.
+        guard inPage < entries.count, let (recordType, _) = entries[inPage].liveRecordTypeAndName, let t = tables[recordType] else { return }
+        guard case .record(let record) = entries[inPage] else { return }
+        if encoders[t].append(record, seq: Int32(inPage)) == nil { rowsWritten += 1 }
     }
 
     /// The bench's tables (`zonefeed bench`, pipelines/demo.yml).
