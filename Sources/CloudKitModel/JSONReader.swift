@@ -144,6 +144,11 @@ public struct JSONReader {
     /// cost about a twentieth of reading a page, callgrind).
     public mutating func nextKeyName() throws -> KeyName? {
         guard try nextMember(closing: UInt8(ascii: "}"), "the object is not closed", "a comma or a closing brace") else { return nil }
+        return try keyName()
+    }
+
+    /// The key that starts here, with its colon consumed.
+    @inline(__always) mutating func keyName() throws -> KeyName {
         guard peek() == UInt8(ascii: "\"") else { throw failure("expected a string") }
         let quote = position
         position += 1

@@ -22,45 +22,38 @@ extension RecordEntry {
         var problems: [String] = []
         var badStamps: [String: JSONValue] = [:]
         try json.beginObject()
-        while let key = try json.nextKeyName() {
+        var index = 0
+        while let member = try json.nextRecordMember(at: index) {
+            index += 1
             if try json.readNullIfPresent() { continue }
             let repairs = json.repairedStrings
-            if key.is("recordName") {
-                recordName = try json.readString()
-            } else if key.is("recordType") {
-                recordType = try json.readRecurringString()
-            } else if key.is("recordChangeTag") {
-                changeTag = try json.readString()
-            } else if key.is("fields") {
+            switch member {
+            case .recordName: recordName = try json.readString()
+            case .recordType: recordType = try json.readRecurringString()
+            case .recordChangeTag: changeTag = try json.readString()
+            case .fields:
                 // Kept as JSON when it can be, and when the reader's bytes may be pointed into.
                 if let page = json.owner, let kept = json.plainFieldsObject(keepingIn: page) {
                     fields = .json(RawFields(page: page, range: kept.range, fields: kept.fields))
                 } else {
                     fields = .values(try Self.readFields(&json, problems: &problems))
                 }
-            } else if key.is("created") || key.is("modified") {
+            case .created, .modified:
                 switch try RecordStamp.read(&json) {
-                case .success(let stamp): if key.is("created") { created = stamp } else { modified = stamp }
+                case .success(let stamp): if member == .created { created = stamp } else { modified = stamp }
                 case .failure(let bad):
-                    problems.append("\(key.text).timestamp is \(bad.what), which no timestamp holds")
-                    badStamps[key.text] = bad.json
+                    problems.append("\(member.name).timestamp is \(bad.what), which no timestamp holds")
+                    badStamps[member.name] = bad.json
                 }
-            } else if key.is("zoneID") {
-                zoneID = try ZoneID(reading: &json)
-            } else if key.is("deleted") {
-                deleted = try json.readBool()
-            } else if key.is("serverErrorCode") {
-                serverErrorCode = try json.readString()
-            } else if key.is("reason") {
-                reason = try json.readString()
-            } else if key.is("retryAfter") {
-                retryAfter = try json.readDouble()
-            } else if key.is("uuid") {
-                uuid = try json.readString()
-            } else {
-                try json.skipValue()
+            case .zoneID: zoneID = try ZoneID(reading: &json)
+            case .deleted: deleted = try json.readBool()
+            case .serverErrorCode: serverErrorCode = try json.readString()
+            case .reason: reason = try json.readString()
+            case .retryAfter: retryAfter = try json.readDouble()
+            case .uuid: uuid = try json.readString()
+            case .pluginFields, .other: try json.skipValue()
             }
-            if json.repairedStrings != repairs, !key.is("fields") { problems.append("\(key.text) is not valid UTF-8 text") }
+            if json.repairedStrings != repairs, member != .fields { problems.append("\(member.name) is not valid UTF-8 text") }
         }
         if let serverErrorCode {
             // The server's own complaint about the record: a reject whatever its text.

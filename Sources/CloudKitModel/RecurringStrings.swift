@@ -26,6 +26,11 @@ final class RecurringStrings {
     static let longestZone = 256
     /// The stamps of the page's records, by their bytes but for the timestamp's digits.
     @exclusivity(unchecked) var stamps = RecurringStamps()
+    /// The members of the page's last record read, in its order (`JSONReader.nextRecordMember`):
+    /// the records of a page are written by one server, their members in one order.
+    @exclusivity(unchecked) var recordMembers: [RecordMember] = []
+    /// The most members remembered: a record has about ten.
+    static let recordMembersKept = 32
 
     private let hash = SeededByteHash()
 

@@ -257,6 +257,60 @@ import ZoneFeed
         #expect(page.records.filter { if case .unreadable = $0 { true } else { false } }.count >= 4)
     }
 
+    /// A page read from its own bytes knows each record's member by the key at its place in the
+    /// record before it; records whose members come in other orders, fewer or more of them, with
+    /// spaces, escaped or repeated keys, members it does not know, deletions and errors among
+    /// them, each read as the record alone reads it, with nothing remembered.
+    @Test func recordsWithTheirMembersInAnyOrderEachReadAsTheyDoAlone() throws {
+        let members = [
+            #""recordType":"Note""#, #""recordChangeTag":"t1""#, #""fields":{"a":{"value":1,"type":"INT64"}}"#, #""pluginFields":{}"#,
+            #""created":{"timestamp":1,"userRecordName":"_u","deviceID":"D"}"#,
+            #""modified":{"timestamp":2,"userRecordName":"_u","deviceID":"D"}"#, #""deleted":false"#, #""zoneID":{"zoneName":"Z"}"#,
+        ]
+        let others = [
+            #""record\u0054ype":"Folder""#, #" "recordType" : "Tag" "#, #""recordType":"Note","recordType":"Note""#, #""recordChangeTag" :"t2""#,
+            #""fields":{}"#, #""unknown":[1,{"recordType":"x"}]"#, #""recordType":null"#, #""deleted":true"#,
+            #""serverErrorCode":"NOT_FOUND","reason":"gone""#, #""retryAfter":3"#, #""uuid":"u""#, #""recordTypes":"Note""#,
+        ]
+        var seed: UInt64 = 26
+        func next(_ bound: Int) -> Int {
+            seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int((seed >> 33) % UInt64(bound))
+        }
+        var order = members
+        var records: [String] = []
+        for i in 0..<400 {
+            // Mostly the order of the record before; now and then another, or another member.
+            switch next(6) {
+            case 0:
+                for j in order.indices.reversed() { order.swapAt(j, next(j + 1)) }
+            case 1: order[next(order.count)] = others[next(others.count)]
+            case 2: order.remove(at: next(order.count))
+            case 3 where next(4) == 0: order += (0..<40).map { #""x\#($0)":\#($0)"# }
+            case 4: order = members
+            default: break
+            }
+            if order.isEmpty { order = members }
+            var parts = order
+            parts.insert(#""recordName":"r\#(i)""#, at: next(parts.count + 1))
+            let record = "{" + parts.joined(separator: next(8) == 0 ? " , " : ",") + "}"
+            // Not one that fails its whole page (a live record without a type).
+            if (try? Self.read(#"{"records":["# + record + #"],"syncToken":"t"}"#)) != nil { records.append(record) }
+        }
+        let text = #"{"records":["# + records.joined(separator: ",") + #"],"syncToken":"t"}"#
+        var reader = JSONBytes.copying(Array(text.utf8)).reader()
+        let page = try RecordZoneChangesResponse(reading: &reader)
+        #expect(page.records.count == records.count && records.count > 300)
+        var kinds: Set<String> = []
+        for (i, entry) in page.records.enumerated() {
+            let alone = try Self.read(#"{"records":["# + records[i] + #"],"syncToken":"t"}"#).records.first
+            #expect(entry == alone, "record \(i): \(records[i])")
+            kinds.insert(String(describing: entry).prefix(while: { $0 != "(" }).description)
+        }
+        // Live records, deletions and errors were all among them.
+        #expect(kinds.isSuperset(of: ["record", "deleted", "error"]), "\(kinds)")
+    }
+
     @Test func invalidUTF8BytesInAStringAreUnreadableNotRepairedSilently() throws {
         var bytes = Array(#"{"records":[{"recordName":"a","recordType":"Note","fields":{"title":{"value":"x"#.utf8)
         bytes += [0xFF, 0xFE, 0xC0, 0x80, 0xED, 0xA0, 0x80]  // not UTF-8; an overlong NUL; an encoded surrogate
