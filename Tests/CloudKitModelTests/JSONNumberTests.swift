@@ -135,3 +135,86 @@ struct JSONNumberTests {
         }
     }
 }
+
+/// A number kept in jsonb as it came (`JSONReader.numberKeepsItsMeaningThroughADouble`) is one the
+/// model would have written as the same decimal number: read as an integer, or as a Double and
+/// written back by `JSONWriter`.
+struct NumbersKeptAsTheyCameTests {
+    static func writtenByTheModel(_ text: String) throws -> String {
+        let bytes = Array(text.utf8)
+        let number = try bytes.withUnsafeBufferPointer { buffer in
+            var reader = JSONReader(buffer)
+            return try reader.readNumber()
+        }
+        var writer = JSONWriter()
+        switch number {
+        case .int(let i): writer.writeInteger(i)
+        case .double(let d): writer.writeDouble(d)
+        case .negativeZero: writer.writeDouble(-0.0)
+        }
+        return String(decoding: writer.bytes, as: UTF8.self)
+    }
+
+    static func kept(_ text: String) -> Bool {
+        Array(text.utf8).withUnsafeBufferPointer { JSONReader.numberKeepsItsMeaningThroughADouble($0) }
+    }
+
+    /// The same decimal number, to the last digit: the same sign, significant digits and
+    /// exponent (zero whatever its sign).
+    static func same(_ a: String, _ b: String) -> Bool {
+        func normalized(_ text: String) -> (negative: Bool, digits: [Character], exponent: Int) {
+            let negative = text.hasPrefix("-")
+            let parts = text.drop(while: { $0 == "-" }).split(maxSplits: 1, whereSeparator: { $0 == "e" || $0 == "E" })
+            let mantissa = parts[0].split(separator: ".", omittingEmptySubsequences: false)
+            let fraction = mantissa.count > 1 ? Array(mantissa[1]) : []
+            var digits = Array(mantissa[0]) + fraction
+            var exponent = (parts.count > 1 ? Int(parts[1])! : 0) - fraction.count
+            while digits.first == "0" { digits.removeFirst() }
+            while digits.last == "0" {
+                digits.removeLast()
+                exponent += 1
+            }
+            return digits.isEmpty ? (false, [], 0) : (negative, digits, exponent)
+        }
+        return normalized(a) == normalized(b)
+    }
+
+    @Test(arguments: [
+        ("1234567890.12345", true), ("-123456789.1234", true), ("1234567890123456", true), ("-0.0000000000001", true),
+        ("123456789012345678", true), ("0.5", true), ("-0", true),
+        // Sixteen significant digits, in seventeen bytes or more: a Double need not give them back.
+        ("9007199254740.993", false), ("9.999999999999999", false), ("1234567890123456.7", false), ("1234567890123456789", false),
+        ("1e5", true), ("1.5E-300", true), ("1e-301", false), ("1e309", false),
+    ])
+    func numbersNearTheEdgesAreKeptOrNot(_ text: String, _ expected: Bool) throws {
+        #expect(Self.kept(text) == expected, "\(text)")
+        if expected { #expect(Self.same(text, try Self.writtenByTheModel(text)), "\(text)") }
+    }
+
+    @Test func everyNumberKeptComesBackFromTheModelAsTheSameNumber() throws {
+        var seed: UInt64 = 16
+        func next(_ bound: Int) -> Int {
+            seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int((seed >> 33) % UInt64(bound))
+        }
+        var kept = 0
+        for _ in 0..<50_000 {
+            // Up to 19 digits, a point anywhere or none, a sign, now and then an exponent.
+            let count = 1 + next(19)
+            var digits = String((0..<count).map { _ in Character(String(next(10))) })
+            while digits.count > 1, digits.first == "0", next(4) > 0 { digits.removeFirst() }
+            if digits.count > 1, digits.first == "0" { digits = "0." + digits.dropFirst() }
+            var text = (next(3) == 0 ? "-" : "") + digits
+            if !text.contains("."), next(2) == 0, digits.count > 1 {
+                let at = text.index(text.endIndex, offsetBy: -(1 + next(digits.count - 1)))
+                text.insert(".", at: at)
+            }
+            if next(6) == 0 { text += "e" + (next(2) == 0 ? "-" : "") + String(next(320)) }
+            guard Self.kept(text) else { continue }
+            kept += 1
+            let written = try Self.writtenByTheModel(text)
+            #expect(Self.same(text, written), "\(text) came back as \(written)")
+        }
+        #expect(kept > 10_000)
+    }
+}
