@@ -130,6 +130,16 @@ public struct JSONReader {
             }
         }
 
+        /// Whether this is the key between the quotes of `written`, a key as a server writes
+        /// it with its colon (`"name":`).
+        func isBetweenQuotes(_ written: StaticString) -> Bool {
+            let name = UnsafeBufferPointer(start: written.utf8Start + 1, count: written.utf8CodeUnitCount - 3)
+            switch self {
+            case .ascii(let bytes): return bytes.elementsEqual(name)
+            case .text(let text): return text.utf8.elementsEqual(name)
+            }
+        }
+
         /// The key's text, for messages.
         public var text: String {
             switch self {
