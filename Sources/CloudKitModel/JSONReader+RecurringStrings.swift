@@ -26,9 +26,10 @@ extension JSONReader {
     /// The next member of a record's object, or nil at its closing brace; `index` counts the
     /// members read before it. A key written exactly as the member at `index` of the page's
     /// record before this one (`"recordType":`, right after the comma, no space before its
-    /// colon) is known by one compare of its bytes. Any other key is read and compared with each member's name, then
-    /// remembered at `index` for the record after this one. Reading each key and comparing it
-    /// with the names took a third of reading a record's members but its fields (callgrind).
+    /// colon) is known by one compare of its bytes. Any other key is read and compared with each
+    /// member's name, then remembered at `index` for the record after this one. Reading each key
+    /// and comparing it with the names took a third of reading a record's members but its fields
+    /// (callgrind).
     mutating func nextRecordMember(at index: Int) throws -> RecordMember? {
         guard try nextMember(closing: UInt8(ascii: "}"), "the object is not closed", "a comma or a closing brace") else { return nil }
         guard let recurring else { return RecordMember(try keyName()) }
