@@ -133,10 +133,19 @@ public struct JSONReader {
         /// Whether this is the key between the quotes of `written`, a key as a server writes
         /// it with its colon (`"name":`).
         func isBetweenQuotes(_ written: StaticString) -> Bool {
-            let name = UnsafeBufferPointer(start: written.utf8Start + 1, count: written.utf8CodeUnitCount - 3)
+            let name = written.utf8Start + 1
+            let count = written.utf8CodeUnitCount - 3
             switch self {
-            case .ascii(let bytes): return bytes.elementsEqual(name)
-            case .text(let text): return text.utf8.elementsEqual(name)
+            case .ascii(let bytes): return bytes.count == count && (count == 0 || JSONReader.sameBytes(bytes.baseAddress!, name, count: count))
+            case .text(let text): return text.utf8.elementsEqual(UnsafeBufferPointer(start: name, count: count))
+            }
+        }
+
+        /// How many bytes of UTF-8 the key's text takes.
+        var byteCount: Int {
+            switch self {
+            case .ascii(let bytes): return bytes.count
+            case .text(let text): return text.utf8.count
             }
         }
 

@@ -5,11 +5,24 @@ enum RecordMember: Equatable, CaseIterable {
     /// Any other key: passed over.
     case other
 
-    /// The member a key names: the first whose key it is (read as it was written, escapes
-    /// undone); `other` for none.
+    /// The member a key names: the one whose key it is (read as it was written, escapes undone);
+    /// `other` for none. Only the keys of its length are compared: one or two.
     init(_ key: JSONReader.KeyName) {
-        self = Self.allCases.first { $0.key.map(key.isBetweenQuotes) ?? false } ?? .other
+        let count = key.byteCount
+        guard count < Self.byLength.count else {
+            self = .other
+            return
+        }
+        self = Self.byLength[count].first { key.isBetweenQuotes($0.key) }?.member ?? .other
     }
+
+    /// Every member but `other` with its key, by the length of its name.
+    private static let byLength: [[(member: RecordMember, key: StaticString)]] = {
+        let named = allCases.compactMap { member in member.key.map { (member: member, key: $0) } }
+        var table = Array(repeating: [(member: RecordMember, key: StaticString)](), count: (named.map { $0.key.utf8CodeUnitCount - 3 }.max() ?? 0) + 1)
+        for entry in named { table[entry.key.utf8CodeUnitCount - 3].append(entry) }
+        return table
+    }()
 
     /// The member's key as a server writes it, quotes and colon, without spaces; nil for `other`.
     @inline(__always) var key: StaticString? {
