@@ -77,6 +77,10 @@ public final class CloudKitClient: Sendable {
         // cause, and the retry policy decides: AsyncHTTPClient would otherwise retry it until
         // each request's deadline, and a certificate that does not verify never will.
         http.connectionPool.retryConnectionEstablishment = false
+        // No spans: zonefeed installs no tracer, and AsyncHTTPClient otherwise starts and ends a
+        // span of the global one, a no-op, for every request, its name and attributes made as
+        // text all the same: 1.3% of a run over loopback HTTP (perf).
+        http.tracing.tracer = nil
         return http
     }
 
