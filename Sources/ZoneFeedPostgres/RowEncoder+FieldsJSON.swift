@@ -24,9 +24,10 @@ extension RowEncoder {
         var candidates: [String: Int] = [:]
         // The check that kept the fields found each one's name, object, value and type: one
         // pass over what it found sorts them into columns, without reading the JSON again.
+        var cursor = FieldNameTable.Cursor()
         for field in raw.fields {
             let name = UnsafeBufferPointer(rebasing: page[Int(field.name.lowerBound)..<Int(field.name.upperBound)])
-            let use = names.value(for: name) ?? learn(name)
+            let use = names.value(for: name, after: &cursor) ?? learn(name)
             if use >= 0 {
                 // A name given twice: the last one counts.
                 fieldSlots[use] = FieldSlot(

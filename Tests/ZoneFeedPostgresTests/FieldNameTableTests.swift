@@ -58,6 +58,41 @@ struct FieldNameTableTests {
         }
     }
 
+    /// A record's names are looked for first where the record before had them: whatever the
+    /// order, and however it changes from one record to the next, each name comes out as it
+    /// does by its hash alone.
+    @Test func namesInAnyOrderAreFoundAsByTheirHashAlone() {
+        var table = FieldNameTable()
+        let known = (0..<40).map { "field\($0)" } + ["", "a", "ab", "title", "titles", "tItle", "x" + String(repeating: "y", count: 30)]
+        for (i, name) in known.enumerated() { table.insert(Array(name.utf8), value: i) }
+        // Names the table lacks, among them some of the same length as known ones.
+        let others = ["field40", "fielD1", "Title", "b", "x" + String(repeating: "y", count: 29) + "z", "unknown"]
+        var generator = SystemRandomNumberGenerator()
+        var record = known.shuffled(using: &generator)
+        var looked = 0
+        for round in 0..<400 {
+            switch round % 5 {
+            case 0: record.shuffle(using: &generator)
+            case 1: if record.count > 1 { record.swapAt(0, Int.random(in: 1..<record.count, using: &generator)) }
+            case 2: record.insert(others.randomElement(using: &generator)!, at: Int.random(in: 0...record.count, using: &generator))
+            case 3: if !record.isEmpty { record.remove(at: Int.random(in: 0..<record.count, using: &generator)) }
+            default: record.append(known.randomElement(using: &generator)!)  // a name given twice
+            }
+            // Now and then more fields than the table remembers places for.
+            let names = round % 50 == 49 ? record + (0..<300).map { "field\($0 % 45)" } : record
+            var cursor = FieldNameTable.Cursor()
+            for (place, name) in names.enumerated() {
+                let bytes = Array(name.utf8)
+                let predicted = bytes.withUnsafeBufferPointer { table.value(for: $0, after: &cursor) }
+                let hashed = bytes.withUnsafeBufferPointer { table.value(for: $0) }
+                #expect(predicted == hashed, "\(name) at \(place) in round \(round)")
+                #expect(hashed == known.firstIndex(of: name), "\(name)")
+                looked += 1
+            }
+        }
+        #expect(looked > 400 * known.count / 2)
+    }
+
     /// Which names share a slot depends on a seed each table draws: the same names hash apart in
     /// another table, so a server cannot pick names that all fall into one run of slots.
     @Test func eachTableHashesWithASeedOfItsOwn() {
