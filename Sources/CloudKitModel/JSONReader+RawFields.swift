@@ -48,55 +48,90 @@ extension JSONReader {
             guard peek() == UInt8(ascii: "{") else { return false }
             var field = RawField(name: Int32(offset(of: name))..<Int32(offset(of: name) + name.count), objectStart: Int32(position))
             try beginObject()
-            while try nextMember(closing: UInt8(ascii: "}"), "the object is not closed", "a comma or a closing brace") {
-                let member = try fieldMember()
-                if member == .unreadable { return false }
-                if member == .type {
-                    switch peek() {
-                    case UInt8(ascii: "n"):
-                        field.tag = nil
-                    case UInt8(ascii: "\""):
-                        let tagStart = position + 1
-                        guard try scanPlainString() else { return false }
-                        // Its bytes, escapes and all: a tag written with an escape holds a
-                        // backslash, which no type a destination knows by its bytes has.
-                        field.tag = Int32(tagStart)..<Int32(position - 1)
-                        continue
-                    default:
-                        return false
-                    }
-                } else if member == .value {
-                    field.value = Int32(valueStart())
-                    // Whether an object's JSON would come out of the model as it came is noted
-                    // here, where each of its keys and numbers passes anyway.
-                    if peek() == UInt8(ascii: "\"") {
-                        // A string's end is noted, and whether it has an escape: a destination
-                        // then copies its bytes, or undoes its escapes, without looking for its
-                        // end again.
-                        field.objectKeptUpTo = -1
-                        var escaped = false
-                        guard try scanPlainString(escaped: &escaped) else { return false }
-                        field.stringEnd = Int32(position - 1)
-                        field.stringEscaped = escaped
-                        continue
-                    }
-                    field.stringEnd = -1
-                    guard peek() == UInt8(ascii: "{") else {
-                        field.objectKeptUpTo = -1
-                        guard try scanPlainValue() else { return false }
-                        continue
-                    }
-                    var meaning = MeaningKept()
-                    guard try scanPlainValue(noting: &meaning) else { return false }
-                    field.objectKeptUpTo = meaning.kept ? Int32(position) : -1
-                    continue
+            // `"type":"…","value":…` as CloudKit writes a field's object (or the other way round,
+            // as Apple's reference shows it) is read with a compare of a word for each key;
+            // whatever follows, and any other shape, member by member. (The micro-benchmark:
+            // 42,231 → 41,362 instructions a record.)
+            if startsWithWord(Self.typeKeyAndQuote) {
+                position += 7
+                pendingFirst = false
+                guard try scanFieldType(into: &field) else { return false }
+                if startsWithWord(Self.commaValueKey), position + 8 < bytes.count, bytes[position + 8] == UInt8(ascii: ":") {
+                    position += 9
+                    guard try scanFieldValue(into: &field) else { return false }
                 }
-                guard try scanPlainValue() else { return false }
+            } else if startsWithWord(Self.valueKey) {
+                position += 8
+                pendingFirst = false
+                guard try scanFieldValue(into: &field) else { return false }
+                if startsWithWord(Self.commaTypeKey) {
+                    position += 8
+                    guard try scanFieldType(into: &field) else { return false }
+                }
+            }
+            while try nextMember(closing: UInt8(ascii: "}"), "the object is not closed", "a comma or a closing brace") {
+                switch try fieldMember() {
+                case .unreadable: return false
+                case .type: guard try scanFieldType(into: &field) else { return false }
+                case .value: guard try scanFieldValue(into: &field) else { return false }
+                case .other: guard try scanPlainValue() else { return false }
+                }
             }
             field.objectEnd = Int32(position)
             page.keep(field)
         }
         return true
+    }
+
+    /// A field's `type`, after its key: a string or null; whether it can be kept.
+    @inline(__always) private mutating func scanFieldType(into field: inout RawField) throws -> Bool {
+        switch peek() {
+        case UInt8(ascii: "n"):
+            try literal("null")
+            field.tag = nil
+            return true
+        case UInt8(ascii: "\""):
+            let tagStart = position + 1
+            guard try scanPlainString() else { return false }
+            // Its bytes, escapes and all: a tag written with an escape holds a backslash, which
+            // no type a destination knows by its bytes has.
+            field.tag = Int32(tagStart)..<Int32(position - 1)
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// A field's `value`, after its key; whether it can be kept.
+    private mutating func scanFieldValue(into field: inout RawField) throws -> Bool {
+        field.value = Int32(valueStart())
+        // Whether an object's JSON would come out of the model as it came is noted here, where
+        // each of its keys and numbers passes anyway.
+        if peek() == UInt8(ascii: "\"") {
+            // A string's end is noted, and whether it has an escape: a destination then copies
+            // its bytes, or undoes its escapes, without looking for its end again.
+            field.objectKeptUpTo = -1
+            var escaped = false
+            guard try scanPlainString(escaped: &escaped) else { return false }
+            field.stringEnd = Int32(position - 1)
+            field.stringEscaped = escaped
+            return true
+        }
+        field.stringEnd = -1
+        guard peek() == UInt8(ascii: "{") else {
+            field.objectKeptUpTo = -1
+            return try scanPlainValue()
+        }
+        var meaning = MeaningKept()
+        guard try scanPlainValue(noting: &meaning) else { return false }
+        field.objectKeptUpTo = meaning.kept ? Int32(position) : -1
+        return true
+    }
+
+    /// Whether the next eight bytes are `word`'s (little-endian).
+    @inline(__always) private func startsWithWord(_ word: UInt64) -> Bool {
+        guard position + 8 <= bytes.count, let base = bytes.baseAddress else { return false }
+        return UInt64(littleEndian: UnsafeRawPointer(base + position).loadUnaligned(as: UInt64.self)) == word
     }
 
     /// What a member of a field's object is, by its key.
@@ -131,6 +166,10 @@ extension JSONReader {
     /// literals: a computed constant is reached through `swift_once` at every use.
     static let valueKey: UInt64 = 0x3A22_6575_6C61_7622
     static let typeKey: UInt64 = 0x003A_2265_7079_7422
+    /// `"type":"`, `,"type":` and `,"value"` as little-endian words.
+    static let typeKeyAndQuote: UInt64 = 0x223A_2265_7079_7422
+    static let commaTypeKey: UInt64 = 0x3A22_6570_7974_222C
+    static let commaValueKey: UInt64 = 0x2265_756C_6176_222C
 
     private func offset(of part: UnsafeBufferPointer<UInt8>) -> Int { bytes.baseAddress!.distance(to: part.baseAddress!) }
 

@@ -33,5 +33,8 @@ struct JSONKeyCompareTests {
         }
         #expect(JSONReader.valueKey == word(#""value":"#))
         #expect(JSONReader.typeKey == word(#""type":"#))
+        #expect(JSONReader.typeKeyAndQuote == word(#""type":""#))
+        #expect(JSONReader.commaTypeKey == word(#","type":"#))
+        #expect(JSONReader.commaValueKey == word(#","value""#))
     }
 }
