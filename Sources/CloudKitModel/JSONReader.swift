@@ -102,7 +102,7 @@ public struct JSONReader {
         if peek() != nil { throw failure("unexpected data after the JSON value") }
     }
 
-    public mutating func beginObject() throws {
+    @inline(__always) public mutating func beginObject() throws {
         try expect(UInt8(ascii: "{"), "an object")
         try enter()
         skipWhitespace()
@@ -204,14 +204,14 @@ public struct JSONReader {
         return true
     }
 
-    public mutating func beginArray() throws {
+    @inline(__always) public mutating func beginArray() throws {
         try expect(UInt8(ascii: "["), "an array")
         try enter()
         pendingFirst = true
     }
 
     /// Whether another element follows in the array begun last (its comma consumed).
-    public mutating func nextElement() throws -> Bool {
+    @inline(__always) public mutating func nextElement() throws -> Bool {
         try nextMember(closing: UInt8(ascii: "]"), "the array is not closed", "a comma or a closing bracket")
     }
 
