@@ -217,7 +217,7 @@ extension JSONReader {
 
     /// A key without escapes, in valid UTF-8: its bytes, and whether they are ASCII (known from
     /// the scan, where looking at the name again cost each field a loop); nil for any other key.
-    private mutating func scanPlainKey() throws -> (UnsafeBufferPointer<UInt8>, isASCII: Bool)? {
+    @inline(__always) private mutating func scanPlainKey() throws -> (UnsafeBufferPointer<UInt8>, isASCII: Bool)? {
         guard peek() == UInt8(ascii: "\"") else { throw failure("expected a string") }
         position += 1
         let start = position
