@@ -36,7 +36,8 @@ struct FieldNameTable {
 
     var count: Int { entries.count }
 
-    /// Where a record's names are: the entry of the last name looked up in it.
+    /// Where a record's names are: at its start (-1), after the entry of the name looked up
+    /// last, or lost (-2) after a name the table does not have, where nothing is predicted.
     struct Cursor {
         fileprivate var entry: Int32 = -1
     }
@@ -48,7 +49,7 @@ struct FieldNameTable {
     /// (The micro-benchmark, `Benchmarks/`: 42,491 → 42,231 instructions a record; looking up by
     /// the name's place in the record instead missed after each field left out, 42,795.)
     mutating func value(for name: UnsafeBufferPointer<UInt8>, after cursor: inout Cursor) -> Int? {
-        let predicted = cursor.entry < 0 ? first : entries[Int(cursor.entry)].next
+        let predicted = cursor.entry == -1 ? first : cursor.entry >= 0 ? entries[Int(cursor.entry)].next : -1
         if predicted >= 0 {
             if isName(name, of: predicted) {
                 cursor.entry = predicted
@@ -61,10 +62,14 @@ struct FieldNameTable {
             }
         }
         guard let found = index(of: name) else {
-            cursor.entry = -1
+            cursor.entry = -2
             return nil
         }
-        if cursor.entry < 0 { first = found } else { entries[Int(cursor.entry)].next = found }
+        if cursor.entry == -1 {
+            first = found
+        } else if cursor.entry >= 0 {
+            entries[Int(cursor.entry)].next = found
+        }
         cursor.entry = found
         return Int(entries[Int(found)].value)
     }
