@@ -11,8 +11,8 @@ struct FieldNameTable {
     private struct Entry {
         var hash: UInt64
         var start: Int
-        var count: Int32
-        var value: Int32
+        var count: Int
+        var value: Int
         /// The entry of the name that followed this one in the last record where it was not
         /// the last or followed by a name missing from the record before; -1: none yet.
         var next: Int32 = -1
@@ -53,12 +53,12 @@ struct FieldNameTable {
         if predicted >= 0 {
             if isName(name, of: predicted) {
                 cursor.entry = predicted
-                return Int(entries[Int(predicted)].value)
+                return entries[Int(predicted)].value
             }
             let further = entries[Int(predicted)].next
             if further >= 0, isName(name, of: further) {
                 cursor.entry = further
-                return Int(entries[Int(further)].value)
+                return entries[Int(further)].value
             }
         }
         guard let found = index(of: name) else {
@@ -71,18 +71,18 @@ struct FieldNameTable {
             entries[Int(cursor.entry)].next = found
         }
         cursor.entry = found
-        return Int(entries[Int(found)].value)
+        return entries[Int(found)].value
     }
 
     @inline(__always) private func isName(_ name: UnsafeBufferPointer<UInt8>, of index: Int32) -> Bool {
         let entry = entries[Int(index)]
-        return Int(entry.count) == name.count
+        return entry.count == name.count
             && (name.count == 0 || names.withUnsafeBufferPointer { JSONReader.sameBytes(name.baseAddress!, $0.baseAddress! + entry.start, count: name.count) })
     }
 
     /// The value of a name, by its hash alone.
     func value(for name: UnsafeBufferPointer<UInt8>) -> Int? {
-        index(of: name).map { Int(entries[Int($0)].value) }
+        index(of: name).map { entries[Int($0)].value }
     }
 
     /// The entry of a name, by its hash; nil when the table does not have it.
@@ -104,7 +104,7 @@ struct FieldNameTable {
         let start = names.count
         names.append(contentsOf: name)
         let code = names.withUnsafeBufferPointer { hash(UnsafeBufferPointer(rebasing: $0[start...])) }
-        entries.append(Entry(hash: code, start: start, count: Int32(names.count - start), value: Int32(value)))
+        entries.append(Entry(hash: code, start: start, count: names.count - start, value: value))
         if entries.count * 2 > slots.count {
             slots = Array(repeating: -1, count: slots.count * 2)
             for i in entries.indices { place(Int32(i)) }
