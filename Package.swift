@@ -47,9 +47,7 @@ let package = Package(
             providers: [.apt(["libpq-dev"]), .brew(["libpq"])]
         ),
         .target(name: "LibPQ", dependencies: ["CLibPQ"]),
-        // A processor's prefetch, which Swift cannot ask for: a header of inline C functions.
-        .target(name: "CMemoryHints"),
-        .target(name: "CloudKitModel", dependencies: ["CMemoryHints"]),
+        .target(name: "CloudKitModel"),
         // The CloudKit Schema Language (`.ckdb`, what `cktool export-schema` writes): read alone.
         .target(name: "CloudKitSchema"),
         // The REST client, usable on its own: it knows CloudKit's endpoints, not the engine.

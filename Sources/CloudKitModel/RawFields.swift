@@ -1,5 +1,3 @@
-import CMemoryHints
-
 /// A record's `fields` object as it came in a page: the page's bytes and where in them. A
 /// destination reads the fields it maps straight from here (see `JSONReader.nextKeyBytes`);
 /// `values` reads them into the model, for everything off that path.
@@ -32,29 +30,6 @@ public struct RawFields: @unchecked Sendable {
         // Cannot fail: the object was checked when it was kept.
         return (try? RecordEntry.readFields(&json, problems: &problems)) ?? [:]
     }
-
-    /// Asks the processor to bring in, without waiting, the page's bytes after this object, as
-    /// many again as it has and a little more: where the page's next record most likely keeps
-    /// its fields. Call it within `withExtendedLifetime(page)`.
-    ///
-    /// A destination reads a page's records long after the page was checked, a batch later and
-    /// on another core, where the bytes are no longer in the cache; each field's first read
-    /// then waited on memory. Asked for one record ahead, they are there: in a run over HTTP
-    /// (perf), the share of `FieldNameTable.value`, the first to read each field again, went
-    /// from 3.1% to 1.4%, for 0.4% spent asking, and the run's CPU by 2-5% (five pairs).
-    public func prefetchWhatFollows() {
-        guard let base = page.buffer.baseAddress else { return }
-        let end = min(page.buffer.count, range.upperBound + range.count + Self.prefetchSlack)
-        var at = range.upperBound
-        while at < end {
-            zonefeed_prefetch(base + at)
-            at += Self.cacheLine
-        }
-    }
-
-    /// Past a record's fields and before the next's: its change tag, its stamps.
-    static let prefetchSlack = 512
-    static let cacheLine = 64
 }
 
 /// One field of a kept `fields` object: where, in the page, its name is (between its quotes),

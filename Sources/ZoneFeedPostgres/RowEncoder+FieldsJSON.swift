@@ -25,8 +25,6 @@ extension RowEncoder {
         // The check that kept the fields found each one's name, object, value and type: one
         // pass over what it found sorts them into columns, without reading the JSON again.
         var cursor = FieldNameTable.Cursor()
-        // The next record's bytes, while this one's are read: they are no longer in the cache.
-        raw.prefetchWhatFollows()
         for field in raw.fields {
             let name = UnsafeBufferPointer(rebasing: page[Int(field.name.lowerBound)..<Int(field.name.upperBound)])
             let use = names.value(for: name, after: &cursor) ?? learn(name)
