@@ -132,6 +132,20 @@ public struct BinaryCopyBuffer {
         written += 12
     }
 
+    /// A field of `bytes` after its length word, and `prefix` before them when there is one
+    /// (jsonb's version byte), with room made once: a row is mostly such fields, and each room
+    /// made is a check of the memory's owner (`Benchmarks/`: 39,393 → 39,212-39,232 instructions a
+    /// record).
+    @inlinable public mutating func appendField(prefix: UInt8? = nil, _ bytes: UnsafeBufferPointer<UInt8>) {
+        let head = prefix == nil ? 4 : 5
+        let length = head + bytes.count
+        let at = room(length)
+        UnsafeMutableRawPointer(at).storeBytes(of: UInt32(bitPattern: Int32(length - 4)).bigEndian, toByteOffset: 0, as: UInt32.self)
+        if let prefix { at[4] = prefix }
+        if let source = bytes.baseAddress, bytes.count > 0 { (at + head).initialize(from: source, count: bytes.count) }
+        written += length
+    }
+
     /// Owns the memory, which it frees when the last buffer using it is gone.
     @usableFromInline final class Owner {
         @usableFromInline let base: UnsafeMutablePointer<UInt8>
@@ -151,10 +165,7 @@ public struct BinaryCopyBuffer {
 
     public mutating func append(text: String) {
         var text = text
-        text.withUTF8 { utf8 in
-            appendInt32(Int32(utf8.count))
-            append(utf8)
-        }
+        text.withUTF8 { appendField($0) }
     }
 
     public mutating func append(text: String?) {
@@ -185,15 +196,12 @@ public struct BinaryCopyBuffer {
     }
 
     public mutating func append(bytea: [UInt8]) {
-        appendInt32(Int32(bytea.count))
-        append(contentsOf: bytea)
+        bytea.withUnsafeBufferPointer { appendField($0) }
     }
 
     /// `jsonb` binary format: a version byte (1) and the JSON text.
     public mutating func append(jsonb json: [UInt8]) {
-        appendInt32(Int32(json.count + 1))
-        append(1)
-        append(contentsOf: json)
+        json.withUnsafeBufferPointer { appendField(prefix: 1, $0) }
     }
 
     /// A one-dimensional array: the length word is patched once the elements are written.

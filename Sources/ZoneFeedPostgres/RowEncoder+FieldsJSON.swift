@@ -235,8 +235,7 @@ extension RowEncoder {
     /// escapes undone into the row's room.
     private mutating func appendText(_ string: JSONReader.StringToken) {
         guard string.escaped else {
-            buffer.appendInt32(Int32(string.bytes.count))
-            buffer.append(string.bytes)
+            buffer.appendField(string.bytes)
             return
         }
         let lengthAt = beginField()
@@ -252,10 +251,9 @@ extension RowEncoder {
         return true
     }
 
+    /// jsonb's binary form: a version byte (1) and the text.
     private mutating func appendJSONB(_ text: UnsafeBufferPointer<UInt8>) {
-        buffer.appendInt32(Int32(text.count + 1))
-        buffer.append(1)
-        buffer.append(text)
+        buffer.appendField(prefix: 1, text)
     }
 
     /// A one-dimensional array of the elements `element` writes; false when one does not fit.

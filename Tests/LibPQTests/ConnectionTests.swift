@@ -71,9 +71,11 @@ import Testing
         do {
             let c = try Connection(try await TestDatabase.connectionString())
             let table = TestDatabase.uniqueName("copy")
-            try c.execute("CREATE TEMP TABLE \(table) (t text, b bigint, d double precision, ts timestamptz, j jsonb, a bigint[], e text[], n text)")
+            try c.execute(
+                "CREATE TEMP TABLE \(table) (t text, b bigint, d double precision, ts timestamptz, j jsonb, a bigint[], e text[], n text, "
+                    + "y bytea, z text, w bytea)")
             var buffer = BinaryCopyBuffer()
-            buffer.beginTuple(fieldCount: 8)
+            buffer.beginTuple(fieldCount: 11)
             buffer.append(text: "zoë \"quoted\" \\ tab\t")
             buffer.append(bigint: Int64.min)
             buffer.append(double: -0.5)
@@ -88,15 +90,20 @@ import Testing
             buffer.appendInt32(0)
             buffer.appendInt32(BinaryCopyBuffer.OID.text)
             buffer.appendNull()
+            buffer.append(bytea: [0, 255, 7])
+            buffer.append(text: "")
+            buffer.append(bytea: [])
             buffer.finish()
             let bytes = buffer.bytes
             let rows = try c.copyIn("COPY \(table) FROM STDIN (FORMAT binary)") { try $0.write(bytes) }
             #expect(rows == 1)
-            let r = try c.query("SELECT t, b::text, d::text, ts AT TIME ZONE 'UTC', j::text, a::text, e::text, n FROM \(table)").rows[0]
+            let r = try c.query(
+                "SELECT t, b::text, d::text, ts AT TIME ZONE 'UTC', j::text, a::text, e::text, n, encode(y, 'hex'), z, encode(w, 'hex') FROM \(table)"
+            ).rows[0]
             #expect(
                 Array(r) == [
                     "zoë \"quoted\" \\ tab\t", "-9223372036854775808", "-0.5", "2000-01-01 00:00:00", #"{"k": [1, 2]}"#,
-                    "{9223372036854775807,1}", "{}", nil,
+                    "{9223372036854775807,1}", "{}", nil, "00ff07", "", "",
                 ])
         }
     }
