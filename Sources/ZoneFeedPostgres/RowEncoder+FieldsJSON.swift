@@ -61,14 +61,13 @@ extension RowEncoder {
         // jsonb's binary form: a version byte and the text. The members were checked when they
         // were kept: no NUL, valid UTF-8, numbers jsonb takes. Measured first and written into
         // room made once: piece by piece, each piece's room was a check of the buffer's memory
-        // (`Benchmarks/`: 39,212-39,232 → 39,115-39,129 instructions a record).
-        let text = unmappedMembers.reduce(2 + max(0, unmappedMembers.count - 1)) { $0 + $1.count }
-        _ = buffer.append(atMost: 5 + text) { room in
+        // (`Benchmarks/`: about 100 instructions a record).
+        let length = unmappedMembers.reduce(3 + max(0, unmappedMembers.count - 1)) { $0 + $1.count }
+        _ = buffer.appendField(atMost: length) { room in
             let at = room.baseAddress!
-            UnsafeMutableRawPointer(at).storeBytes(of: UInt32(bitPattern: Int32(1 + text)).bigEndian, as: UInt32.self)
-            at[4] = 1
-            at[5] = UInt8(ascii: "{")
-            var written = 6
+            at[0] = 1
+            at[1] = UInt8(ascii: "{")
+            var written = 2
             for (i, member) in unmappedMembers.enumerated() {
                 if i > 0 {
                     at[written] = UInt8(ascii: ",")
@@ -249,17 +248,12 @@ extension RowEncoder {
             buffer.appendField(string.bytes)
             return
         }
-        let lengthAt = beginField()
-        _ = buffer.append(atMost: string.bytes.count) { JSONReader.unescapeChecked(string.bytes, into: $0.baseAddress!) }
-        endField(lengthAt)
+        _ = buffer.appendField(atMost: string.bytes.count) { JSONReader.unescapeChecked(string.bytes, into: $0.baseAddress!) }
     }
 
     /// Base64 text without escapes into a bytea field; false when it is not base64.
     private mutating func appendBase64(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
-        let lengthAt = beginField()
-        guard buffer.append(atMost: Base64.maxDecodedCount(text.count), { Base64.decode(text, into: $0) }) else { return false }
-        endField(lengthAt)
-        return true
+        buffer.appendField(atMost: Base64.maxDecodedCount(text.count)) { Base64.decode(text, into: $0) }
     }
 
     /// jsonb's binary form: a version byte (1) and the text.
@@ -272,8 +266,7 @@ extension RowEncoder {
         _ json: inout JSONReader, oid: Int32, _ element: (inout RowEncoder, inout JSONReader) throws -> Bool
     ) throws -> Bool {
         guard json.peek() == UInt8(ascii: "[") else { return false }
-        let lengthAt = beginField()
-        let countAt = buffer.appendArrayHeader(elementOID: oid, count: 0)
+        let start = buffer.beginArrayField(elementOID: oid)
         var count: Int32 = 0
         try json.beginArray()
         while try json.nextElement() {
@@ -281,28 +274,12 @@ extension RowEncoder {
             count += 1
         }
         if count == 0 {
-            // An empty array has no dimensions: ndim 0, no null flag, the element type.
-            buffer.truncate(to: lengthAt)
-            buffer.appendInt32(12)
-            buffer.appendInt32(0)
-            buffer.appendInt32(0)
-            buffer.appendInt32(oid)
-            return true
+            buffer.truncate(to: start)
+            buffer.appendEmptyArrayField(elementOID: oid)
+        } else {
+            buffer.endArrayField(at: start, count: count)
         }
-        buffer.patchInt32(count, at: countAt)
-        endField(lengthAt)
         return true
-    }
-
-    /// A field's length word, to be set by `endField` once its data is written.
-    private mutating func beginField() -> Int {
-        let at = buffer.count
-        buffer.appendInt32(0)
-        return at
-    }
-
-    private mutating func endField(_ lengthAt: Int) {
-        buffer.patchInt32(Int32(buffer.count - lengthAt - 4), at: lengthAt)
     }
 
     /// A REFERENCE's `recordName` string (its bytes between its quotes, and whether it has an

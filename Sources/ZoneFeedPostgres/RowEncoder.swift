@@ -353,11 +353,7 @@ public struct RowEncoder {
         _ items: [FieldValue], oid: Int32, _ element: (inout BinaryCopyBuffer, FieldValue) -> Bool
     ) -> String? {
         if items.isEmpty {
-            // An empty array has no dimensions: ndim 0, no null flag, the element type.
-            buffer.appendInt32(12)
-            buffer.appendInt32(0)
-            buffer.appendInt32(0)
-            buffer.appendInt32(oid)
+            buffer.appendEmptyArrayField(elementOID: oid)
             return nil
         }
         var ok = true

@@ -73,9 +73,9 @@ import Testing
             let table = TestDatabase.uniqueName("copy")
             try c.execute(
                 "CREATE TEMP TABLE \(table) (t text, b bigint, d double precision, ts timestamptz, j jsonb, a bigint[], e text[], n text, "
-                    + "y bytea, z text, w bytea)")
+                    + "y bytea, z text, w bytea, ta text[], ea bigint[], f bytea)")
             var buffer = BinaryCopyBuffer()
-            buffer.beginTuple(fieldCount: 11)
+            buffer.beginTuple(fieldCount: 14)
             buffer.append(text: "zoë \"quoted\" \\ tab\t")
             buffer.append(bigint: Int64.min)
             buffer.append(double: -0.5)
@@ -93,17 +93,31 @@ import Testing
             buffer.append(bytea: [0, 255, 7])
             buffer.append(text: "")
             buffer.append(bytea: [])
+            // Elements counted as they are written; an empty array; bytes a closure writes.
+            let start = buffer.beginArrayField(elementOID: BinaryCopyBuffer.OID.text)
+            buffer.append(text: "a")
+            buffer.append(text: "bé")
+            buffer.endArrayField(at: start, count: 2)
+            buffer.appendEmptyArrayField(elementOID: BinaryCopyBuffer.OID.int8)
+            #expect(!buffer.appendField(atMost: 8) { _ in nil })
+            #expect(
+                buffer.appendField(atMost: 8) { room in
+                    room[0] = 0xAB
+                    room[1] = 0xCD
+                    return 2
+                })
             buffer.finish()
             let bytes = buffer.bytes
             let rows = try c.copyIn("COPY \(table) FROM STDIN (FORMAT binary)") { try $0.write(bytes) }
             #expect(rows == 1)
             let r = try c.query(
-                "SELECT t, b::text, d::text, ts AT TIME ZONE 'UTC', j::text, a::text, e::text, n, encode(y, 'hex'), z, encode(w, 'hex') FROM \(table)"
+                "SELECT t, b::text, d::text, ts AT TIME ZONE 'UTC', j::text, a::text, e::text, n, encode(y, 'hex'), z, encode(w, 'hex'), "
+                    + "ta::text, ea::text, encode(f, 'hex') FROM \(table)"
             ).rows[0]
             #expect(
                 Array(r) == [
                     "zoë \"quoted\" \\ tab\t", "-9223372036854775808", "-0.5", "2000-01-01 00:00:00", #"{"k": [1, 2]}"#,
-                    "{9223372036854775807,1}", "{}", nil, "00ff07", "", "",
+                    "{9223372036854775807,1}", "{}", nil, "00ff07", "", "", "{a,bé}", "{}", "abcd",
                 ])
         }
     }
