@@ -10,6 +10,21 @@ import Testing
         #expect(try c.query("SELECT $1::text IS NULL", [nil]).scalar == "t")
     }
 
+    /// A connection over a Unix-domain socket (the tests' server, a local PostgreSQL) asks for
+    /// a send buffer of 4 MiB, as a TCP socket's grows to by itself: with the default, a COPY's
+    /// server waited for rows whenever the client was not scheduled within about 4 ms. The
+    /// kernel grants at most net.core.wmem_max, and Linux reports twice what it grants.
+    @Test func aConnectionOverAUnixSocketAsksForAWideSendBuffer() async throws {
+        let c = try Connection(try await TestDatabase.connectionString())
+        #expect(try c.query("SELECT inet_client_addr() IS NULL").scalar == "t", "the tests' server is reached over a Unix socket")
+        #if os(Linux)
+            let most = try #require(Int(try String(contentsOfFile: "/proc/sys/net/core/wmem_max", encoding: .utf8).filter(\.isNumber)))
+            let standard = try #require(Int(try String(contentsOfFile: "/proc/sys/net/core/wmem_default", encoding: .utf8).filter(\.isNumber)))
+            #expect(c.sendBufferBytes == 2 * min(Int(Connection.unixSocketSendBufferBytes), most))
+            if most > standard { #expect(c.sendBufferBytes! > standard, "wider than a socket's default") }
+        #endif
+    }
+
     @Test func errorsCarryTheirSQLState() async throws {
         let c = try Connection(try await TestDatabase.connectionString())
         do {
