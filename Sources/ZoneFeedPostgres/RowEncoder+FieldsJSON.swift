@@ -112,8 +112,14 @@ extension RowEncoder {
         // A column made by evolution takes only its type; the model says why another does not fit.
         if slot.valueAt >= 0, slot.tag != .other, columnsMadeFor[i].map({ $0 == slot.tag }) ?? true {
             var value = JSONReader(page, at: slot.valueAt)
-            if try appendPlain(&value, slot, as: columnTypes[i]) {
-                return nil
+            do {
+                if try appendPlain(&value, slot, as: columnTypes[i]) {
+                    return nil
+                }
+            } catch is RowTooLarge {
+                // Said as the model says it, without reading the list into the model.
+                let field = mapping.fields[i]
+                return "field \(field.field): \(rowTooLarge) (column \(field.column), \(field.type.rawValue))"
             }
             buffer.truncate(to: fieldStart)
         }
@@ -272,6 +278,7 @@ extension RowEncoder {
         while try json.nextElement() {
             guard try element(&self, &json) else { return false }
             count += 1
+            if buffer.count - rowStart > maxRowBytes { throw RowTooLarge() }
         }
         if count == 0 {
             buffer.truncate(to: start)

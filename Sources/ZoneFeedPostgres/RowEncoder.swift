@@ -42,6 +42,16 @@ public struct RowEncoder {
     var json = JSONWriter(capacity: 1024)
     /// The direct shape's leading fields, already encoded; nil for the staging shape.
     private var directPrefix: [UInt8]?
+    /// The most bytes a row may take in PostgreSQL's binary form: the server forms a row in one
+    /// allocation of at most 1 GB - 1 (`MaxAllocSize`), which bounds each value too. A list of
+    /// numbers grows about sixfold from its JSON (`1,` to a length word and eight bytes), so a
+    /// response allowed past about 180 MB (`maxResponseBytes`) can hold a record past it, and
+    /// past 2 GB a list's length would not fit its 32 bits at all. Such a record is a reject,
+    /// stopped as soon as it passes the mark, rather than a COPY the server refuses batch after
+    /// batch. Lowered by tests.
+    var maxRowBytes = (1 << 30) - 1
+    /// Where the row being encoded starts in the buffer.
+    var rowStart = 0
     private var fieldCount: Int
 
     public init(mapping: PostgresRecordTypeMapping, keepUnmapped: Bool, evolving: Bool = false) {
@@ -115,14 +125,24 @@ public struct RowEncoder {
 
     /// Appends a row; returns why it cannot be applied instead, leaving the buffer as it was.
     public mutating func append(_ record: Record, seq: Int32) -> String? {
-        let rowStart = buffer.count
-        if let problem = encode(record, seq: seq) {
+        rowStart = buffer.count
+        var problem = encode(record, seq: seq)
+        if problem == nil, buffer.count - rowStart > maxRowBytes { problem = rowTooLarge }
+        if let problem {
             buffer.truncate(to: rowStart)
             return problem
         }
         rowCount += 1
         return nil
     }
+
+    /// Why a record past `maxRowBytes` is refused.
+    var rowTooLarge: String {
+        "the record takes more than \(maxRowBytes.grouped) bytes as a row, more than PostgreSQL takes in one"
+    }
+
+    /// A list stopped part way: it took the row past `maxRowBytes`.
+    struct RowTooLarge: Error {}
 
     private mutating func encode(_ record: Record, seq: Int32) -> String? {
         if record.recordName.containsNUL { return "the record name contains a NUL byte, which PostgreSQL text cannot hold" }
@@ -357,11 +377,15 @@ public struct RowEncoder {
             return nil
         }
         var ok = true
+        var tooLarge = false
+        let end = rowStart + maxRowBytes
         buffer.appendArray(elementOID: oid, count: items.count) { buffer in
             for item in items where ok {
                 ok = element(&buffer, item)
+                if buffer.count > end { (ok, tooLarge) = (false, true) }
             }
         }
+        if tooLarge { return rowTooLarge }
         return ok ? nil : "a list element does not fit the column's element type"
     }
 }
