@@ -46,14 +46,17 @@ public final class Connection: @unchecked Sendable {
     private func widenSendBuffer() {
         guard let handle else { return }
         let fd = PQsocket(handle)
+        guard fd >= 0 else { return }
         var address = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let named = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
         }
-        guard fd >= 0, named == 0, Int32(address.ss_family) == AF_UNIX else { return }
+        guard named == 0, Int32(address.ss_family) == AF_UNIX else { return }
         var size = Self.unixSocketSendBufferBytes
-        // A refusal leaves the default, which works, only slower.
+        // > socket(7), SO_SNDBUF: "The kernel doubles this value (to allow space for bookkeeping
+        // > overhead) when it is set using setsockopt(2), and this doubled value is returned by
+        // > getsockopt(2)." A refusal leaves the default, which works, only slower.
         _ = setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
     }
 

@@ -63,6 +63,7 @@ extension RowEncoder {
         // room made once: piece by piece, each piece's room was a check of the buffer's memory
         // (`Benchmarks/`: about 100 instructions a record).
         let length = unmappedMembers.reduce(3 + max(0, unmappedMembers.count - 1)) { $0 + $1.count }
+        if length - 1 > maxJSONBBytes { return "the fields without a column: \(jsonbTooLarge) (the fields column)" }
         _ = buffer.appendField(atMost: length) { room in
             let at = room.baseAddress!
             at[0] = 1
@@ -116,10 +117,10 @@ extension RowEncoder {
                 if try appendPlain(&value, slot, as: columnTypes[i]) {
                     return nil
                 }
-            } catch is RowTooLarge {
-                // Said as the model says it, without reading the list into the model.
+            } catch let tooLarge as TooLarge {
+                // Said as the model says it, without reading the value into the model.
                 let field = mapping.fields[i]
-                return "field \(field.field): \(rowTooLarge) (column \(field.column), \(field.type.rawValue))"
+                return "field \(field.field): \(tooLarge.problem) (column \(field.column), \(field.type.rawValue))"
             }
             buffer.truncate(to: fieldStart)
         }
@@ -167,19 +168,19 @@ extension RowEncoder {
             // otherwise the model's. (Walking the object again here was 6.7% of the
             // micro-benchmark's instructions.)
             guard slot.objectKeptUpTo >= 0 else { return false }
-            appendJSONB(json.bytes(in: slot.valueAt..<slot.objectKeptUpTo))
+            try appendJSONB(json.bytes(in: slot.valueAt..<slot.objectKeptUpTo))
         case (.jsonb, .string):
             if slot.stringEnd >= 0 {
                 // The string as it came, escapes and all: jsonb reads them.
-                appendJSONB(json.bytes(in: slot.valueAt..<slot.stringEnd + 1))
+                try appendJSONB(json.bytes(in: slot.valueAt..<slot.stringEnd + 1))
                 break
             }
             guard json.peek() == UInt8(ascii: "\"") else { return false }
-            appendJSONB(try json.readValueBytes())
+            try appendJSONB(try json.readValueBytes())
         case (.jsonb, .int64), (.jsonb, .timestamp):
             let start = json.valueStart()
             guard case .int? = try Self.number(&json) else { return false }
-            appendJSONB(json.bytes(since: start))
+            try appendJSONB(json.bytes(since: start))
         case (.textArray, .stringList):
             return try appendArray(&json, oid: BinaryCopyBuffer.OID.text) { encoder, json in try encoder.appendText(&json) }
         case (.textArray, .referenceList):
@@ -263,7 +264,8 @@ extension RowEncoder {
     }
 
     /// jsonb's binary form: a version byte (1) and the text.
-    private mutating func appendJSONB(_ text: UnsafeBufferPointer<UInt8>) {
+    private mutating func appendJSONB(_ text: UnsafeBufferPointer<UInt8>) throws {
+        if text.count > maxJSONBBytes { throw TooLarge(problem: jsonbTooLarge) }
         buffer.appendField(prefix: 1, text)
     }
 
@@ -274,11 +276,17 @@ extension RowEncoder {
         guard json.peek() == UInt8(ascii: "[") else { return false }
         let start = buffer.beginArrayField(elementOID: oid)
         var count: Int32 = 0
+        var memory = 0
         try json.beginArray()
         while try json.nextElement() {
+            let before = buffer.count
             guard try element(&self, &json) else { return false }
             count += 1
-            if buffer.count - rowStart > maxRowBytes { throw RowTooLarge() }
+            // Stopped as soon as it passes a limit: a list of numbers grows sixfold here.
+            if buffer.count - rowStart > maxRowBytes { throw TooLarge(problem: rowTooLarge) }
+            if !Self.arrayFits(count: Int(count), memory: &memory, elementBytes: buffer.count - before, maxElements: maxArrayElements, maxBytes: maxRowBytes) {
+                throw TooLarge(problem: arrayTooLarge)
+            }
         }
         if count == 0 {
             buffer.truncate(to: start)

@@ -50,8 +50,16 @@ public struct RowEncoder {
     /// stopped as soon as it passes the mark, rather than a COPY the server refuses batch after
     /// batch. Lowered by tests.
     var maxRowBytes = (1 << 30) - 1
+    /// The most elements a PostgreSQL array holds (`MaxArraySize`); the server also refuses an
+    /// array whose elements take more than `maxRowBytes` in its memory, where a text or bytea
+    /// element takes its bytes and a 4-byte header, rounded up to 4 (`ReadArrayBinary`): a
+    /// list of empty strings is 3 bytes an element in JSON and 8 there. Lowered by tests.
+    var maxArrayElements = 134_217_727
+    /// The most bytes of JSON a jsonb value is taken with: jsonb holds at most 268,435,455
+    /// bytes (`JENTRY_OFFLENMASK`), a string in it too. Lowered by tests.
+    var maxJSONBBytes = 268_435_455
     /// Where the row being encoded starts in the buffer.
-    var rowStart = 0
+    private(set) var rowStart = 0
     private var fieldCount: Int
 
     public init(mapping: PostgresRecordTypeMapping, keepUnmapped: Bool, evolving: Bool = false) {
@@ -141,8 +149,27 @@ public struct RowEncoder {
         "the record takes more than \(maxRowBytes.grouped) bytes as a row, more than PostgreSQL takes in one"
     }
 
-    /// A list stopped part way: it took the row past `maxRowBytes`.
-    struct RowTooLarge: Error {}
+    /// Why a list past `maxArrayElements`, or past `maxRowBytes` in the server's memory, is
+    /// refused.
+    var arrayTooLarge: String {
+        "the list is larger than a PostgreSQL array can be (\(maxArrayElements.grouped) elements, \(maxRowBytes.grouped) bytes)"
+    }
+
+    /// Why a value or the fields column past `maxJSONBBytes` is refused.
+    var jsonbTooLarge: String { "the JSON takes more than \(maxJSONBBytes.grouped) bytes, more than PostgreSQL's jsonb holds" }
+
+    /// A list or a jsonb value stopped part way: why, in `problem` (one of the sentences above).
+    struct TooLarge: Error {
+        var problem: String
+    }
+
+    /// Adds to `memory`, an array's size in the server's memory, one more element of
+    /// `elementBytes` in COPY's form (its length word and its bytes); whether the array of
+    /// `count` elements is still within PostgreSQL's limits. The row's own is checked beside it.
+    @inline(__always) static func arrayFits(count: Int, memory: inout Int, elementBytes: Int, maxElements: Int, maxBytes: Int) -> Bool {
+        memory += (elementBytes + 3) & ~3
+        return count <= maxElements && memory <= maxBytes
+    }
 
     private mutating func encode(_ record: Record, seq: Int32) -> String? {
         if record.recordName.containsNUL { return "the record name contains a NUL byte, which PostgreSQL text cannot hold" }
@@ -268,6 +295,7 @@ public struct RowEncoder {
             json.write(field: value)
         }
         json.bytes.append(UInt8(ascii: "}"))
+        if json.bytes.count > maxJSONBBytes { return "the fields without a column: \(jsonbTooLarge) (the fields column)" }
         buffer.append(jsonb: json.bytes)
         return nil
     }
@@ -309,6 +337,7 @@ public struct RowEncoder {
             if value.containsNUL { return "the value contains a NUL byte, which PostgreSQL jsonb cannot hold" }
             json.bytes.removeAll(keepingCapacity: true)
             json.writeValue(of: value)
+            if json.bytes.count > maxJSONBBytes { return jsonbTooLarge }
             buffer.append(jsonb: json.bytes)
         case (.textArray, .list(_, let items)):
             return appendArray(items, oid: BinaryCopyBuffer.OID.text) { buffer, item in
@@ -377,15 +406,25 @@ public struct RowEncoder {
             return nil
         }
         var ok = true
-        var tooLarge = false
-        let end = rowStart + maxRowBytes
+        // Past the row's limit, or past an array's; the limits are copied, not `self`, whose
+        // buffer the closure writes.
+        var (pastRow, pastArray) = (false, false)
+        let (end, maxElements, maxBytes) = (rowStart + maxRowBytes, maxArrayElements, maxRowBytes)
+        var (count, memory) = (0, 0)
         buffer.appendArray(elementOID: oid, count: items.count) { buffer in
             for item in items where ok {
+                let before = buffer.count
                 ok = element(&buffer, item)
-                if buffer.count > end { (ok, tooLarge) = (false, true) }
+                count += 1
+                if buffer.count > end {
+                    (ok, pastRow) = (false, true)
+                } else if !Self.arrayFits(count: count, memory: &memory, elementBytes: buffer.count - before, maxElements: maxElements, maxBytes: maxBytes) {
+                    (ok, pastArray) = (false, true)
+                }
             }
         }
-        if tooLarge { return rowTooLarge }
+        if pastRow { return rowTooLarge }
+        if pastArray { return arrayTooLarge }
         return ok ? nil : "a list element does not fit the column's element type"
     }
 }
