@@ -53,7 +53,8 @@ public struct RowEncoder {
     /// The most elements a PostgreSQL array holds (`MaxArraySize`); the server also refuses an
     /// array whose elements take more than `maxRowBytes` in its memory, where a text or bytea
     /// element takes its bytes and a 4-byte header, rounded up to 4 (`ReadArrayBinary`): a
-    /// list of empty strings is 3 bytes an element in JSON and 8 there. Lowered by tests.
+    /// list of one-letter strings is 4 bytes an element in JSON (`"a",`) and 8 there. Lowered
+    /// by tests.
     var maxArrayElements = 134_217_727
     /// The most bytes of JSON a jsonb value is taken with: jsonb holds at most 268,435,455
     /// bytes (`JENTRY_OFFLENMASK`), a string in it too. Lowered by tests.
