@@ -63,7 +63,7 @@ extension RowEncoder {
         // room made once: piece by piece, each piece's room was a check of the buffer's memory
         // (`Benchmarks/`: about 100 instructions a record).
         let length = unmappedMembers.reduce(3 + max(0, unmappedMembers.count - 1)) { $0 + $1.count }
-        if length - 1 > maxJSONBBytes { return "the fields without a column: \(jsonbTooLarge) (the fields column)" }
+        if length - 1 > maxJSONBBytes { return fieldsColumnTooLarge }
         _ = buffer.appendField(atMost: length) { room in
             let at = room.baseAddress!
             at[0] = 1
@@ -119,8 +119,7 @@ extension RowEncoder {
                 }
             } catch let tooLarge as TooLarge {
                 // Said as the model says it, without reading the value into the model.
-                let field = mapping.fields[i]
-                return "field \(field.field): \(tooLarge.problem) (column \(field.column), \(field.type.rawValue))"
+                return fieldProblem(tooLarge.problem, column: i)
             }
             buffer.truncate(to: fieldStart)
         }

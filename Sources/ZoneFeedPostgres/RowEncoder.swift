@@ -159,6 +159,9 @@ public struct RowEncoder {
     /// Why a value or the fields column past `maxJSONBBytes` is refused.
     var jsonbTooLarge: String { "the JSON takes more than \(maxJSONBBytes.grouped) bytes, more than PostgreSQL's jsonb holds" }
 
+    /// Why the fields without a column are refused when they pass `maxJSONBBytes` together.
+    var fieldsColumnTooLarge: String { "the fields without a column: \(jsonbTooLarge) (the fields column)" }
+
     /// A list or a jsonb value stopped part way: why, in `problem` (one of the sentences above).
     struct TooLarge: Error {
         var problem: String
@@ -253,11 +256,14 @@ public struct RowEncoder {
             return
                 "field \(field.field): \(Self.aValue(of: value.typeTag)) cannot go into this column (column \(field.column), \(field.type.rawValue), made for \(made) values)"
         }
-        if let problem = append(value, as: columnTypes[i]) {
-            let field = mapping.fields[i]
-            return "field \(field.field): \(problem) (column \(field.column), \(field.type.rawValue))"
-        }
+        if let problem = append(value, as: columnTypes[i]) { return fieldProblem(problem, column: i) }
         return nil
+    }
+
+    /// Why a value does not fit, said of its field and column (the mapping's `i`th).
+    func fieldProblem(_ problem: String, column i: Int) -> String {
+        let field = mapping.fields[i]
+        return "field \(field.field): \(problem) (column \(field.column), \(field.type.rawValue))"
     }
 
     private mutating func appendMetaText(_ text: String?, _ what: String) -> String? {
@@ -296,7 +302,7 @@ public struct RowEncoder {
             json.write(field: value)
         }
         json.bytes.append(UInt8(ascii: "}"))
-        if json.bytes.count > maxJSONBBytes { return "the fields without a column: \(jsonbTooLarge) (the fields column)" }
+        if json.bytes.count > maxJSONBBytes { return fieldsColumnTooLarge }
         buffer.append(jsonb: json.bytes)
         return nil
     }
