@@ -4,6 +4,14 @@ import CloudKitModel
 public protocol BatchSink: Sendable {
     /// Applies a batch and its token in one transaction.
     func apply(_ batch: ChangeBatch) async throws -> BatchOutcome
+    /// A connection on which a zone's next batch can be applied while its last one still is on
+    /// `inUse` (the zone's own connection when nil): one that no other zone holds and that
+    /// applies nothing now. Reserved for one `apply(_:on:)` when `reserving`; nil when there is
+    /// none.
+    func spareConnection(for zone: ZoneID, besides inUse: SpareConnection?, reserving: Bool) -> SpareConnection?
+    /// Applies a batch that `follows` another, on a spare connection, while that one may still be
+    /// in flight: it commits after it, or not at all. Ends the reservation.
+    func apply(_ batch: ChangeBatch, on spare: SpareConnection) async throws -> BatchOutcome
     /// Applies the page's zone deletions (deleted, purged: rows; encrypted-data reset: resync),
     /// marks changed zones as pending and stores the database token, in one transaction. Returns
     /// nil, applying nothing, when the stored token is no longer `previous` (another run moved
@@ -11,4 +19,20 @@ public protocol BatchSink: Sendable {
     func applyDatabaseChanges(_ page: DatabaseChangePage, after previous: ChangeToken?, runID: Int64) async throws -> BatchOutcome?
     /// Applies a zone's deletion (reason `deleted` or `purged`) and drops its checkpoint.
     func deleteZone(_ deletion: ZoneDeletion, runID: Int64) async throws -> BatchOutcome
+}
+
+/// A destination's connection reserved for one batch (`BatchSink.spareConnection(for:besides:reserving:)`).
+public struct SpareConnection: Sendable, Hashable {
+    public var index: Int
+
+    public init(index: Int) { self.index = index }
+}
+
+extension BatchSink {
+    /// A destination that applies one batch of a zone at a time has none to spare.
+    public func spareConnection(for zone: ZoneID, besides inUse: SpareConnection?, reserving: Bool) -> SpareConnection? { nil }
+
+    public func apply(_ batch: ChangeBatch, on spare: SpareConnection) async throws -> BatchOutcome {
+        try await apply(batch)
+    }
 }

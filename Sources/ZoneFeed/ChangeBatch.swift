@@ -18,6 +18,12 @@ public struct ChangeBatch: Sendable {
     /// Records a deletion sweep found still there: their rows join the batch's generation
     /// without being written again.
     public var listed: [ListedRecords] = []
+    /// Its place among the zone's batches in this run, from 0: what a batch applied alongside it
+    /// waits for (`BatchPosition`).
+    public var sequence = 0
+    /// The zone's batch before it, when that one may still be in flight: this batch commits only
+    /// after it, and only if it committed (its token must be the zone's).
+    public var follows: BatchPosition?
 
     public init(
         zoneID: ZoneID, runID: Int64, generation: Int, pageCount: Int, entries: [RecordEntry],
@@ -31,5 +37,16 @@ public struct ChangeBatch: Sendable {
         self.token = token
         self.isLast = isLast
         self.finishesResync = finishesResync
+    }
+}
+
+/// Where a batch stands among its zone's: its number in the run and the token it moves the zone to.
+public struct BatchPosition: Sendable, Hashable {
+    public var sequence: Int
+    public var token: ChangeToken
+
+    public init(sequence: Int, token: ChangeToken) {
+        self.sequence = sequence
+        self.token = token
     }
 }

@@ -9,7 +9,44 @@ extension PostgresDestination {
     /// the run's counters, and, when the schema evolves, the tables and columns the batch needs.
     /// Either all of it commits or none of it.
     public func apply(_ batch: ChangeBatch) async throws -> BatchOutcome {
-        try await onConnection(of: batch.zoneID) { c, session in
+        let index = state.withLock { state -> Int in
+            let index = state.sessionOfZone[batch.zoneID] ?? 0
+            state.batchesOnSession[index] += 1
+            return index
+        }
+        return try await apply(batch, onSession: index, alongside: false)
+    }
+
+    /// A session that holds no other zone and has no batch to apply, other than the one the
+    /// zone's last batch is on (`inUse`, its own when nil): a zone alone on the destination (a
+    /// backfill of one zone, the last zone of a run) writes its next batch there while its last
+    /// one is written. The session in use is named, not looked up: a batch just started may not
+    /// have been counted on its session yet.
+    public func spareConnection(for zone: ZoneID, besides inUse: SpareConnection?, reserving: Bool) -> SpareConnection? {
+        state.withLock { state in
+            guard let own = state.sessionOfZone[zone] else { return nil }
+            let busy = inUse?.index ?? own
+            let held = Set(state.sessionOfZone.compactMap { $0.key == zone ? nil : $0.value })
+            guard let index = state.batchesOnSession.indices.first(where: { $0 != busy && state.batchesOnSession[$0] == 0 && !held.contains($0) })
+            else { return nil }
+            if reserving { state.batchesOnSession[index] += 1 }
+            return SpareConnection(index: index)
+        }
+    }
+
+    /// Applies a batch that follows another on a spare session (connected first if new). It waits
+    /// for the batch before it only at its end, to move the checkpoint: until then the two
+    /// sessions write at once.
+    public func apply(_ batch: ChangeBatch, on spare: SpareConnection) async throws -> BatchOutcome {
+        try await apply(batch, onSession: spare.index, alongside: true)
+    }
+
+    /// `alongside`: the batch before it may still be in flight. Such a batch changes no table
+    /// and is not applied again here after a deadlock: it fails, and the runner applies it again
+    /// once the batch before it has committed.
+    private func apply(_ batch: ChangeBatch, onSession index: Int, alongside: Bool) async throws -> BatchOutcome {
+        defer { state.withLock { $0.batchesOnSession[index] -= 1 } }
+        return try await on(sessions[index], opening: alongside) { c, session in
             var growth: SchemaGrowth?
             var deadlocks = 0
             var lockWaits = 0
@@ -28,6 +65,10 @@ extension PostgresDestination {
                     // merging into that table, and so is every later batch of the zone.
                     // Each retry turns one table over, so this ends.
                     self.updateState(of: batch.zoneID) { $0.copiesDirectly[conflict.table] = false }
+                } catch let more as SchemaGrowth where alongside {
+                    throw SyncError(
+                        .failed,
+                        message: "a batch of zone \(batch.zoneID.zoneName) brought \(more.summary), and is applied again after the batch before it")
                 } catch let more as SchemaGrowth {
                     // The batch brought record types or fields the tables lack: it is applied
                     // again, whole, after the changes, in the same transaction. Each retry
@@ -42,7 +83,7 @@ extension PostgresDestination {
                                 + "in the fields column, and report this)")
                     }
                     growth = all
-                } catch let error as PostgresError where error.sqlState == "40P01" && deadlocks < 3 {
+                } catch let error as PostgresError where error.sqlState == "40P01" && deadlocks < 3 && !alongside {
                     // > deadlock_detected: 40P01. A batch that alters a table while another
                     // writes to it can meet it the other way round; one of the two is rolled
                     // back, and applied again.
@@ -64,6 +105,12 @@ extension PostgresDestination {
                 }
             }
         }
+    }
+
+    /// The key of the transaction-scoped advisory lock a batch holds from its start: a batch
+    /// that follows it waits for it there before it moves the checkpoint.
+    func lockKey(of zone: ZoneID, runID: Int64, sequence: Int) -> String {
+        "\(key)/\(zone.ownerRecordName)/\(zone.zoneName)#\(runID).\(sequence)"
     }
 
     /// A copy straight into a table met a row that is already there (or the batch holds a
@@ -135,6 +182,7 @@ extension PostgresDestination {
     ) throws -> (BatchOutcome, PostgresSchema, [SchemaChange]) {
         var schema = self.schema
         var changes: [SchemaChange] = []
+        try c.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [lockKey(of: batch.zoneID, runID: batch.runID, sequence: batch.sequence)])
         if let growth {
             (schema, changes) = try evolve(by: growth, runID: batch.runID, on: c)
         } else {
@@ -156,6 +204,12 @@ extension PostgresDestination {
         if !batch.listed.isEmpty { try keepListed(batch, schema: schema, on: c) }
         if batch.finishesResync {
             outcome.swept = try sweep(batch.zoneID, schema: schema, generation: batch.generation, runID: batch.runID, on: c)
+        }
+        if let follows = batch.follows {
+            // The batch before it holds its lock until it commits or rolls back: a wait the
+            // server sees, so that a deadlock between the two is found and broken.
+            try c.query(
+                "SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 0))", [lockKey(of: batch.zoneID, runID: batch.runID, sequence: follows.sequence)])
         }
         try moveCheckpoint(past: batch, on: c)
         try addToRun(outcome, on: c)
@@ -407,6 +461,12 @@ extension PostgresDestination {
     /// against a resync begun elsewhere meanwhile (an encrypted-data reset, a reset), whose
     /// generation its rows and token would not belong to.
     private func moveCheckpoint(past batch: ChangeBatch, on c: Connection) throws {
+        var values = [
+            pipelineName, batch.zoneID.ownerRecordName, batch.zoneID.zoneName, batch.token.value, String(batch.entries.count),
+            batch.isLast ? "true" : "false", batch.finishesResync ? "true" : "false",
+            state(of: batch.zoneID).seenPendingSeq ?? "0", String(batch.generation),
+        ]
+        if let follows = batch.follows { values.append(follows.token.value) }
         let updated = try c.query(
             """
             UPDATE \(schema.checkpoints)
@@ -414,12 +474,14 @@ extension PostgresDestination {
                 pending = pending AND NOT ($6::boolean AND pending_seq = $8::bigint),
                 resyncing = resyncing AND NOT $7::boolean, last_error = NULL
             WHERE pipeline = $1 AND scope = 'zone' AND zone_owner = $2 AND zone_name = $3 AND generation = $9::integer
-            """,
-            [
-                pipelineName, batch.zoneID.ownerRecordName, batch.zoneID.zoneName, batch.token.value, String(batch.entries.count),
-                batch.isLast ? "true" : "false", batch.finishesResync ? "true" : "false",
-                state(of: batch.zoneID).seenPendingSeq ?? "0", String(batch.generation),
-            ])
+            \(batch.follows == nil ? "" : "AND token = $10")
+            """, values)
+        if batch.follows != nil, updated.affectedRows == 0 {
+            throw SyncError(
+                .failed,
+                message: "the checkpoint of zone \(batch.zoneID.zoneName) was not at the token of the batch before this one when this one came to "
+                    + "commit (that batch had not committed, or the checkpoint was moved meanwhile); nothing of the batch was applied")
+        }
         guard updated.affectedRows == 1 else {
             throw SyncError(
                 .failed,

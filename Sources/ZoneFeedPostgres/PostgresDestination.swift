@@ -50,6 +50,8 @@ public final class PostgresDestination: RunDestination, Sendable {
     struct State {
         /// The session each claimed zone is applied on.
         var sessionOfZone: [ZoneID: Int] = [:]
+        /// How many batches each session is applying or has been given to apply.
+        var batchesOnSession: [Int]
         var zones: [ZoneID: ZoneState] = [:]
         var runID: Int64 = 0
         var schema: PostgresSchema
@@ -76,7 +78,7 @@ public final class PostgresDestination: RunDestination, Sendable {
         self.pipelineName = pipelineName
         self.settings = settings
         mappedSchema = PostgresSchema(pipelineName: pipelineName, settings: settings)
-        state = Mutex(State(schema: mappedSchema))
+        state = Mutex(State(batchesOnSession: Array(repeating: 0, count: max(1, settings.parallelZones)), schema: mappedSchema))
         self.conninfo = conninfo
         self.logger = logger
         sessions = (0..<max(1, settings.parallelZones)).map(Session.init)
