@@ -349,99 +349,118 @@ public struct Runner: Sendable {
     /// committed, also when the zone fails part way.
     ///
     /// The zone's pages come as an async sequence with a bounded read-ahead, so the next pages
-    /// are fetched while a batch is written; batches are applied one after another in feed order,
-    /// so a token is never committed before the rows of the pages it follows.
+    /// are fetched while a batch is written; batches commit one after another in feed order, so a
+    /// token is never committed before the rows of the pages it follows. When the destination has
+    /// a connection to spare, the next batch is written alongside the last (`BatchesInFlight`).
     private func fetchClaimedZone(_ zone: ZoneID, runID: Int64, total: inout BatchOutcome, logger: Logger) async throws {
         var checkpoint = try await destination.zoneCheckpoint(zone)
-        var resyncedThisRun = false
-        await events(.willFetchRecordZoneChanges(zone, resyncing: checkpoint.resyncing))
-
-        var pending = PendingEntries()
-        var listed: [ListedRecords] = []
-        var listedCount = 0
-        var pendingPages = 0
-        var token = checkpoint.token
-        var progress = FeedProgress(limits: configuration.stall)
-        var pages = source.zonePages(in: zone, since: token, readingAhead: pagesReadAhead(in: zone)).makeAsyncIterator()
-
-        while true {
-            try Task.checkCancellation()
-            var page: ZoneChangePage
-            do {
-                // The feed ends after a page that says no more are coming, and the loop with it.
-                guard let next = try await pages.next() else { throw CancellationError() }
-                page = next
-            } catch let error as SyncError where error.code == .changeTokenExpired {
-                guard checkpoint.token != nil || token != nil, !resyncedThisRun else {
-                    throw SyncError(
-                        .failed, message: "the server rejected the zone's token again after a resync: \(error.message)", underlying: error)
-                }
-                // Nothing uncommitted is kept: the resync starts over from a nil token.
-                resyncedThisRun = true
-                logger.warning("the zone's change token is no longer accepted; resyncing the zone", metadata: ["error": "\(error.message)"])
-                checkpoint = try await destination.beginResync(zone, reason: "change token expired")
-                await events(.resyncStarted(zone, reason: "change token expired"))
-                pending.removeAll()
-                listed.removeAll()
-                listedCount = 0
-                pendingPages = 0
-                token = nil
-                progress = FeedProgress(limits: configuration.stall)
-                pages = source.zonePages(in: zone, since: nil, readingAhead: pagesReadAhead(in: zone)).makeAsyncIterator()
-                continue
-            }
-
-            if let stuck = progress.note(page, fetchedFrom: token) { throw SyncError(.failed, zoneID: zone, message: stuck) }
-
-            /// Applies what is pending as one batch with the token after it.
-            func commitPending(token batchToken: ChangeToken, isLast: Bool) async throws {
-                let batch = ChangeBatch(
-                    zoneID: zone, runID: runID, generation: checkpoint.generation, pageCount: pendingPages,
-                    entries: pending.take(), token: batchToken, isLast: isLast, finishesResync: checkpoint.resyncing && isLast)
-                let outcome = try await apply(batch, listing: listed)
-                listed = []
-                listedCount = 0
-                pendingPages = 0
+        var inFlight = BatchesInFlight(destination: destination)
+        /// What a batch that ended applied: counted, and its token told.
+        func ended(_ batches: [(ChangeBatch, BatchOutcome)]) async {
+            for (batch, outcome) in batches {
+                // The batch's records are gone: what they held goes back to the system, so that a
+                // long backfill's resident memory stays flat (see FreedMemory).
+                FreedMemory.releaseInBackground()
                 total += outcome
                 checkpoint.token = batch.token
                 if batch.finishesResync { checkpoint.resyncing = false }
                 await events(.stateUpdate(zone, batch.token))
                 await events(.fetchedRecordZoneChanges(zone, batch: outcome, total: total))
             }
-
-            if page.beginsSweep {
-                // What came before the sweep is committed under the generation it was fetched
-                // in; the sweep's own rows, and every row written after, get the next one.
-                if !pending.isEmpty || !listed.isEmpty { try await commitPending(token: token ?? page.syncToken, isLast: false) }
-                checkpoint = try await destination.beginSweep(zone, token: page.syncToken)
-                token = page.syncToken
-                await events(.resyncStarted(zone, reason: "deletion sweep"))
-                continue
-            }
-
-            // An empty page (the feed is current) is fetched but applies nothing.
-            if !page.entries.isEmpty || !page.listed.isEmpty { pendingPages += 1 }
-            pending.append(taking: &page.entries)
-            listed += page.listed
-            listedCount += page.listed.reduce(0) { $0 + $1.names.count }
-            token = page.syncToken
-
-            // Names are a small part of a record: a batch lists up to ten times its records.
-            if pending.count + listedCount / 10 >= batchRecords || !page.moreComing {
-                try await commitPending(token: page.syncToken, isLast: !page.moreComing)
-            }
-            if !page.moreComing { return }
         }
-    }
+        do {
+            var resyncedThisRun = false
+            await events(.willFetchRecordZoneChanges(zone, resyncing: checkpoint.resyncing))
 
-    /// Applies a batch with the names a sweep listed.
-    private func apply(_ batch: ChangeBatch, listing listed: [ListedRecords]) async throws -> BatchOutcome {
-        var batch = batch
-        batch.listed = listed
-        let outcome = try await destination.apply(batch)
-        // The batch's records are gone: what they held goes back to the system, so that a
-        // long backfill's resident memory stays flat (see FreedMemory).
-        FreedMemory.releaseInBackground()
-        return outcome
+            var pending = PendingEntries()
+            var listed: [ListedRecords] = []
+            var listedCount = 0
+            var pendingPages = 0
+            var sequence = 0
+            var token = checkpoint.token
+            /// The token the last batch started moves the zone to.
+            var startedToken = checkpoint.token
+            var progress = FeedProgress(limits: configuration.stall)
+            var pages = source.zonePages(in: zone, since: token, readingAhead: pagesReadAhead(in: zone)).makeAsyncIterator()
+
+            while true {
+                try Task.checkCancellation()
+                var page: ZoneChangePage
+                do {
+                    // The feed ends after a page that says no more are coming, and the loop with it.
+                    guard let next = try await pages.next() else { throw CancellationError() }
+                    page = next
+                } catch let error as SyncError where error.code == .changeTokenExpired {
+                    guard checkpoint.token != nil || token != nil, !resyncedThisRun else {
+                        throw SyncError(
+                            .failed, message: "the server rejected the zone's token again after a resync: \(error.message)", underlying: error)
+                    }
+                    // Nothing uncommitted is kept: the resync starts over from a nil token.
+                    resyncedThisRun = true
+                    logger.warning("the zone's change token is no longer accepted; resyncing the zone", metadata: ["error": "\(error.message)"])
+                    await ended(try await inFlight.endAll())
+                    checkpoint = try await destination.beginResync(zone, reason: "change token expired")
+                    await events(.resyncStarted(zone, reason: "change token expired"))
+                    pending.removeAll()
+                    listed.removeAll()
+                    listedCount = 0
+                    pendingPages = 0
+                    token = nil
+                    startedToken = nil
+                    progress = FeedProgress(limits: configuration.stall)
+                    pages = source.zonePages(in: zone, since: nil, readingAhead: pagesReadAhead(in: zone)).makeAsyncIterator()
+                    continue
+                }
+
+                if let stuck = progress.note(page, fetchedFrom: token) { throw SyncError(.failed, zoneID: zone, message: stuck) }
+
+                /// Starts applying what is pending as one batch with the token after it.
+                func commitPending(token batchToken: ChangeToken, isLast: Bool) async throws {
+                    var batch = ChangeBatch(
+                        zoneID: zone, runID: runID, generation: checkpoint.generation, pageCount: pendingPages,
+                        entries: pending.take(), token: batchToken, isLast: isLast, finishesResync: checkpoint.resyncing && isLast)
+                    batch.listed = listed
+                    batch.sequence = sequence
+                    sequence += 1
+                    listed = []
+                    listedCount = 0
+                    pendingPages = 0
+                    await ended(try await inFlight.start(batch, after: startedToken))
+                    startedToken = batchToken
+                }
+
+                if page.beginsSweep {
+                    // What came before the sweep is committed under the generation it was fetched
+                    // in; the sweep's own rows, and every row written after, get the next one.
+                    if !pending.isEmpty || !listed.isEmpty { try await commitPending(token: token ?? page.syncToken, isLast: false) }
+                    await ended(try await inFlight.endAll())
+                    checkpoint = try await destination.beginSweep(zone, token: page.syncToken)
+                    token = page.syncToken
+                    startedToken = page.syncToken
+                    await events(.resyncStarted(zone, reason: "deletion sweep"))
+                    continue
+                }
+
+                // An empty page (the feed is current) is fetched but applies nothing.
+                if !page.entries.isEmpty || !page.listed.isEmpty { pendingPages += 1 }
+                pending.append(taking: &page.entries)
+                listed += page.listed
+                listedCount += page.listed.reduce(0) { $0 + $1.names.count }
+                token = page.syncToken
+
+                // Names are a small part of a record: a batch lists up to ten times its records.
+                if pending.count + listedCount / 10 >= batchRecords || !page.moreComing {
+                    try await commitPending(token: page.syncToken, isLast: !page.moreComing)
+                }
+                if !page.moreComing {
+                    await ended(try await inFlight.endAll())
+                    return
+                }
+            }
+        } catch {
+            // What was in flight commits or not; what did is counted before the zone fails.
+            await ended(await inFlight.abandon())
+            throw error
+        }
     }
 }

@@ -9,3 +9,10 @@ extension Connection {
         try await NIOThreadPool.singleton.runIfActive { try Connection.withConnection(conninfo, body) }
     }
 }
+
+extension Connection {
+    /// `body` with this connection, on NIO's pool for blocking work.
+    public func offPool<T: Sendable>(_ body: @escaping @Sendable (Connection) throws -> T) async throws -> T {
+        try await NIOThreadPool.singleton.runIfActive { try body(self) }
+    }
+}

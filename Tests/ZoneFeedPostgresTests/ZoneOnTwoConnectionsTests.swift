@@ -1,0 +1,136 @@
+import FakeCloudKit
+import LibPQ
+import Synchronization
+import TestSupport
+import Testing
+import ZoneFeed
+
+/// A zone alone on the destination writes its next batch on the spare session while its last one
+/// is written, and the two commit in the feed's order, or the later one not at all.
+@Suite struct ZoneOnTwoConnectionsTests {
+    /// The test holds the zone's checkpoint row, so that the zone's first batch cannot commit.
+    /// Its second batch (a backfill's: no record in both) is written meanwhile on the other
+    /// session, and waits for the first at its end (both waits seen in pg_locks). Released, both
+    /// commit, and so does every later batch.
+    @Test func aZoneAloneWritesItsNextBatchWhileTheLastIsWritten() async throws {
+        var fake = FakeSettings(seed: 71, zones: 1, recordsPerZone: 6_000)
+        fake.churn = false
+        var p = try await FakePipeline(prefix: "alongside", fake: fake)
+        p.commitEvery = 1_000
+        let hold = try CheckpointHold(p)
+        defer { hold.close() }
+        async let summary = hold.run(p)
+        let waits = try await hold.waitForTwoSessions()
+        try await hold.release()
+        let run = try await summary
+
+        #expect(waits.count == 2, "two sessions of the pipeline wait at once: \(waits)")
+        #expect(waits.contains("advisory"), "one of them, the second batch's, waits for the first batch to end: \(waits)")
+        let expected = p.expected()
+        let snapshot = try await DestinationSnapshot.read(p)
+        #expect(snapshot.differences(from: expected) == [])
+        #expect(snapshot.runPages == expected.pages, "no page applied twice or lost")
+        #expect(run.totals.pages == expected.pages)
+        #expect(try await p.run().totals.pages == 0, "the checkpoint is the feed's last token")
+    }
+
+    /// As above, but the first batch's session is ended by the server while the second waits for
+    /// it. The second batch's wait ends, but it finds the zone's token not the first's and
+    /// commits nothing. The next run applies the whole zone, every page once.
+    @Test func aBatchWrittenAlongsideOneThatFailsIsNotCommitted() async throws {
+        var fake = FakeSettings(seed: 73, zones: 1, recordsPerZone: 6_000)
+        fake.churn = false
+        var p = try await FakePipeline(prefix: "alongfail", fake: fake)
+        p.commitEvery = 1_000
+        let hold = try CheckpointHold(p)
+        defer { hold.close() }
+        async let failed: Void = { await #expect(throws: RunError.self) { try await hold.run(p) } }()
+        let waits = try await hold.waitForTwoSessions()
+        #expect(waits.count == 2 && waits.contains("advisory"), "\(waits)")
+        try await hold.endTheFirstBatchsSession()
+        try await hold.release()
+        await failed
+
+        #expect(try await p.recordsApplied() == 0, "neither batch committed")
+        #expect(try await DestinationSnapshot.read(p).rows.isEmpty)
+        try await p.run()
+        let expected = p.expected()
+        let snapshot = try await DestinationSnapshot.read(p)
+        #expect(snapshot.differences(from: expected) == [])
+        #expect(snapshot.runPages == expected.pages, "no page applied twice or lost")
+    }
+}
+
+/// A transaction of the test's own that holds the zones' checkpoint rows (`FOR UPDATE`), so that
+/// a batch that comes to move its zone's token waits.
+final class CheckpointHold: Sendable {
+    let door: Connection
+    let url: String
+    let schema: String
+    let application: String
+
+    init(_ p: FakePipeline) throws {
+        door = try Connection(p.url)
+        url = p.url
+        schema = quoteIdentifier(p.schema)
+        application = "zonefeed/\(p.name)"
+    }
+
+    /// Whether the run has ended.
+    let ended = Atomic(false)
+
+    /// A run of the pipeline in this process, which the hold stops before its first batch
+    /// commits.
+    func run(_ p: FakePipeline) async throws -> RunSummary {
+        defer { ended.store(true, ordering: .sequentiallyConsistent) }
+        return try await p.run { event in
+            if case .willFetchRecordZoneChanges = event { await self.take() }
+        }
+    }
+
+    /// Called once the run has read the zone's checkpoint, before its first batch.
+    private func take() async {
+        _ = try? await door.offPool { [schema] c in
+            try c.execute("BEGIN")
+            try c.query("SELECT 1 FROM \(schema).zonefeed_checkpoints WHERE scope = 'zone' FOR UPDATE")
+        }
+    }
+
+    /// The kinds of lock the pipeline's sessions wait on, once two of them wait and one of them
+    /// for a batch, or once the run has ended (five minutes at most: in the full suite, the run's
+    /// tasks may wait long for a thread).
+    func waitForTwoSessions() async throws -> [String] {
+        let deadline = ContinuousClock.now + .seconds(300)
+        var waits: [String] = []
+        while ContinuousClock.now < deadline && !ended.load(ordering: .sequentiallyConsistent) {
+            waits = try await Connection.withConnectionOffPool(url) { [application] c in
+                try c.query(
+                    """
+                    SELECT l.locktype FROM pg_locks AS l JOIN pg_stat_activity AS a ON a.pid = l.pid
+                    WHERE NOT l.granted AND a.application_name = $1 ORDER BY 1
+                    """, [application]
+                ).rows.map { $0[0] ?? "" }
+            }
+            if waits.count >= 2 && waits.contains("advisory") { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return waits
+    }
+
+    /// Ends, from the server, the session that waits on the held rows: the first batch's.
+    func endTheFirstBatchsSession() async throws {
+        let ended = try await door.offPool { [application] c in
+            try c.query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND pg_backend_pid() = ANY (pg_blocking_pids(pid))",
+                [application]
+            ).rows.count
+        }
+        #expect(ended == 1, "one session waited on the test's transaction")
+    }
+
+    func release() async throws {
+        try await door.offPool { c in try c.execute("ROLLBACK") }
+    }
+
+    func close() { door.close() }
+}
