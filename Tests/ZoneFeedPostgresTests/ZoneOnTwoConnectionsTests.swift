@@ -8,16 +8,22 @@ import ZoneFeed
 /// A zone alone on the destination writes its next batch on the spare session while its last one
 /// is written, and the two commit in the feed's order, or the later one not at all.
 @Suite struct ZoneOnTwoConnectionsTests {
+    /// One zone of 6,000 records, each once (a backfill's feed), in batches of 1,000, on the
+    /// default two sessions; and the test's hold on its checkpoint.
+    static func backfillOfOneZone(_ prefix: String, seed: UInt64) async throws -> (FakePipeline, CheckpointHold) {
+        var fake = FakeSettings(seed: seed, zones: 1, recordsPerZone: 6_000)
+        fake.churn = false
+        var p = try await FakePipeline(prefix: prefix, fake: fake)
+        p.commitEvery = 1_000
+        return (p, try CheckpointHold(p))
+    }
+
     /// The test holds the zone's checkpoint row, so that the zone's first batch cannot commit.
-    /// Its second batch (a backfill's: no record in both) is written meanwhile on the other
+    /// Its second batch (no record is in both) is written meanwhile on the other
     /// session, and waits for the first at its end (both waits seen in pg_locks). Released, both
     /// commit, and so does every later batch.
     @Test func aZoneAloneWritesItsNextBatchWhileTheLastIsWritten() async throws {
-        var fake = FakeSettings(seed: 71, zones: 1, recordsPerZone: 6_000)
-        fake.churn = false
-        var p = try await FakePipeline(prefix: "alongside", fake: fake)
-        p.commitEvery = 1_000
-        let hold = try CheckpointHold(p)
+        let (p, hold) = try await Self.backfillOfOneZone("alongside", seed: 71)
         defer { hold.close() }
         async let summary = hold.run(p)
         let waits = try await hold.waitForTwoSessions()
@@ -38,11 +44,7 @@ import ZoneFeed
     /// it. The second batch's wait ends, but it finds the zone's token not the first's and
     /// commits nothing. The next run applies the whole zone, every page once.
     @Test func aBatchWrittenAlongsideOneThatFailsIsNotCommitted() async throws {
-        var fake = FakeSettings(seed: 73, zones: 1, recordsPerZone: 6_000)
-        fake.churn = false
-        var p = try await FakePipeline(prefix: "alongfail", fake: fake)
-        p.commitEvery = 1_000
-        let hold = try CheckpointHold(p)
+        let (p, hold) = try await Self.backfillOfOneZone("alongfail", seed: 73)
         defer { hold.close() }
         async let failed: Void = { await #expect(throws: RunError.self) { try await hold.run(p) } }()
         let waits = try await hold.waitForTwoSessions()
