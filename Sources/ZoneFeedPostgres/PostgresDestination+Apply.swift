@@ -107,10 +107,12 @@ extension PostgresDestination {
         }
     }
 
-    /// The key of the transaction-scoped advisory lock a batch holds from its start: a batch
-    /// that follows it waits for it there before it moves the checkpoint.
-    func lockKey(of zone: ZoneID, runID: Int64, sequence: Int) -> String {
-        "\(key)/\(zone.ownerRecordName)/\(zone.zoneName)#\(runID).\(sequence)"
+    /// The transaction-scoped advisory lock of the zone's batch `sequence` in `batch`'s run: each
+    /// batch holds its own from its start, and a batch that follows it waits for it there
+    /// (`shared`) before it reads rows or moves the checkpoint.
+    private func lockBatch(_ sequence: Int, of batch: ChangeBatch, shared: Bool, on c: Connection) throws {
+        let key = "\(key)/\(batch.zoneID.ownerRecordName)/\(batch.zoneID.zoneName)#\(batch.runID).\(sequence)"
+        try c.query("SELECT pg_advisory_xact_lock\(shared ? "_shared" : "")(hashtextextended($1, 0))", [key])
     }
 
     /// A copy straight into a table met a row that is already there (or the batch holds a
@@ -182,7 +184,18 @@ extension PostgresDestination {
     ) throws -> (BatchOutcome, PostgresSchema, [SchemaChange]) {
         var schema = self.schema
         var changes: [SchemaChange] = []
-        try c.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [lockKey(of: batch.zoneID, runID: batch.runID, sequence: batch.sequence)])
+        try lockBatch(batch.sequence, of: batch, shared: false, on: c)
+        // A batch that follows another waits for it to end before it reads rows: at READ
+        // COMMITTED a statement neither sees nor waits for rows the other inserted and has not
+        // committed, so a deletion would miss them. Its COPY and merge, which do wait for such
+        // rows, go on meanwhile. The wait is a lock the server sees, so that a deadlock between
+        // the two is found and broken.
+        var waitedForTheBatchBefore = batch.follows == nil
+        func waitForTheBatchBefore() throws {
+            guard !waitedForTheBatchBefore, let follows = batch.follows else { return }
+            try lockBatch(follows.sequence, of: batch, shared: true, on: c)
+            waitedForTheBatchBefore = true
+        }
         if let growth {
             (schema, changes) = try evolve(by: growth, runID: batch.runID, on: c)
         } else {
@@ -196,20 +209,16 @@ extension PostgresDestination {
         outcome.skipped = sorted.skipped
         outcome.tombstones = sorted.deletions.count
         let applied = try copyUpserts(
-            of: batch, sorted: &sorted, schema: schema, direct: direct, session: session, outcome: &outcome, on: c)
+            of: batch, sorted: &sorted, schema: schema, direct: direct, session: session, outcome: &outcome,
+            beforeReadingRows: waitForTheBatchBefore, on: c)
         sorted.rejects.sort { $0.seq < $1.seq }
         outcome.rejects = sorted.rejects.count
+        try waitForTheBatchBefore()
         if !sorted.deletions.isEmpty { try applyDeletions(&sorted.deletions, of: batch, schema: schema, applied: applied, on: c) }
         try record(sorted.rejects, of: batch, on: c)
         if !batch.listed.isEmpty { try keepListed(batch, schema: schema, on: c) }
         if batch.finishesResync {
             outcome.swept = try sweep(batch.zoneID, schema: schema, generation: batch.generation, runID: batch.runID, on: c)
-        }
-        if let follows = batch.follows {
-            // The batch before it holds its lock until it commits or rolls back: a wait the
-            // server sees, so that a deadlock between the two is found and broken.
-            try c.query(
-                "SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 0))", [lockKey(of: batch.zoneID, runID: batch.runID, sequence: follows.sequence)])
         }
         try moveCheckpoint(past: batch, on: c)
         try addToRun(outcome, on: c)
@@ -298,7 +307,7 @@ extension PostgresDestination {
     /// reject, or fails the batch with `onBadRecord: fail`.
     private func copyUpserts(
         of batch: ChangeBatch, sorted: inout SortedBatch, schema: PostgresSchema, direct: [Bool], session: Session,
-        outcome: inout BatchOutcome, on c: Connection
+        outcome: inout BatchOutcome, beforeReadingRows: () throws -> Void, on c: Connection
     ) throws -> [Bool] {
         let zone = batch.zoneID
         let entries = batch.entries
@@ -354,6 +363,7 @@ extension PostgresDestination {
                     // Without repeats, those are the rows the merge leaves alone.
                     var unchanged = 0
                     if rows.repeatsARecord {
+                        try beforeReadingRows()
                         unchanged = try c.query(table.countUnchanged, [zone.ownerRecordName, zone.zoneName, String(batch.generation)])
                             .scalar(as: Int.self)
                     }

@@ -1,9 +1,12 @@
+import CloudKitModel
 import FakeCloudKit
 import LibPQ
+import Logging
 import Synchronization
 import TestSupport
 import Testing
 import ZoneFeed
+import ZoneFeedPostgres
 
 /// A zone alone on the destination writes its next batch on the spare session while its last one
 /// is written, and the two commit in the feed's order, or the later one not at all.
@@ -61,6 +64,45 @@ import ZoneFeed
         #expect(snapshot.differences(from: expected) == [])
         #expect(snapshot.runPages == expected.pages, "no page applied twice or lost")
     }
+
+    /// The earlier batch makes a record's row, the later one deletes the record. The earlier
+    /// cannot commit (the test holds the checkpoint row); the later, written alongside, must
+    /// wait for it before it deletes: at READ COMMITTED its deletion would neither see nor wait
+    /// for the uncommitted row, and the record would stay live after both committed.
+    @Test func aDeletionWrittenAlongsideFindsTheRowTheBatchBeforeItMade() async throws {
+        let (p, hold) = try await Self.backfillOfOneZone("alongdel", seed: 79)
+        defer { hold.close() }
+        let zone = ZoneID(zoneName: "Zone01", ownerRecordName: "_fakeOwner")
+        let destination = try PostgresDestination(pipeline: p.pipeline(), conninfo: p.url, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        try await destination.prepare()
+        let runID = try await destination.startRun()
+        #expect(try await destination.claimZone(zone))
+        let checkpoint = try await destination.zoneCheckpoint(zone)
+        func batch(_ sequence: Int, _ entry: RecordEntry, token: String) -> ChangeBatch {
+            var batch = ChangeBatch(
+                zoneID: zone, runID: runID, generation: checkpoint.generation, pageCount: 1, entries: [entry], token: ChangeToken(token),
+                isLast: false, finishesResync: false)
+            batch.sequence = sequence
+            return batch
+        }
+        let made = batch(0, .record(Record(recordName: "GONE", recordType: "Tag", recordChangeTag: "t1", fields: ["label": .string("x")])), token: "t-1")
+        var deleted = batch(1, .deleted(recordName: "GONE"), token: "t-2")
+        deleted.follows = BatchPosition(sequence: 0, token: made.token)
+
+        try await hold.take()
+        let first = Task { try await destination.apply(made) }
+        #expect(try await hold.waitUntil { $0 == ["transactionid"] } == ["transactionid"], "the first batch waits on the held row")
+        let spare = try #require(destination.spareConnection(for: zone, besides: nil, reserving: true))
+        let second = Task { try await destination.apply(deleted, on: spare) }
+        #expect(try await hold.waitUntil { $0.contains("advisory") }.contains("advisory"), "the second waits for the first")
+        try await hold.release()
+        _ = try await first.value
+        _ = try await second.value
+        await destination.close()
+
+        let row = try await DestinationSnapshot.read(p).rows[ExpectedState.Key(zoneName: "Zone01", recordName: "GONE")]
+        #expect(row?.deleted == true, "the record the later batch deleted is deleted: \(String(describing: row))")
+    }
 }
 
 /// A transaction of the test's own that holds the zones' checkpoint rows (`FOR UPDATE`), so that
@@ -86,22 +128,28 @@ final class CheckpointHold: Sendable {
     func run(_ p: FakePipeline) async throws -> RunSummary {
         defer { ended.store(true, ordering: .sequentiallyConsistent) }
         return try await p.run { event in
-            if case .willFetchRecordZoneChanges = event { await self.take() }
+            if case .willFetchRecordZoneChanges = event { try? await self.take() }
         }
     }
 
     /// Called once the run has read the zone's checkpoint, before its first batch.
-    private func take() async {
-        _ = try? await door.offPool { [schema] c in
+    func take() async throws {
+        try await door.offPool { [schema] c in
             try c.execute("BEGIN")
             try c.query("SELECT 1 FROM \(schema).zonefeed_checkpoints WHERE scope = 'zone' FOR UPDATE")
         }
     }
 
     /// The kinds of lock the pipeline's sessions wait on, once two of them wait and one of them
-    /// for a batch, or once the run has ended (five minutes at most: in the full suite, the run's
-    /// tasks may wait long for a thread).
+    /// for a batch, or once the run has ended.
     func waitForTwoSessions() async throws -> [String] {
+        try await waitUntil { $0.count >= 2 && $0.contains("advisory") }
+    }
+
+    /// The kinds of lock the pipeline's sessions wait on, once `done` says so, or once the run
+    /// has ended (five minutes at most: in the full suite, the run's tasks may wait long for a
+    /// thread).
+    func waitUntil(_ done: @escaping ([String]) -> Bool) async throws -> [String] {
         let deadline = ContinuousClock.now + .seconds(300)
         var waits: [String] = []
         while ContinuousClock.now < deadline && !ended.load(ordering: .sequentiallyConsistent) {
@@ -113,7 +161,7 @@ final class CheckpointHold: Sendable {
                     """, [application]
                 ).rows.map { $0[0] ?? "" }
             }
-            if waits.count >= 2 && waits.contains("advisory") { break }
+            if done(waits) { break }
             try await Task.sleep(for: .milliseconds(20))
         }
         return waits
