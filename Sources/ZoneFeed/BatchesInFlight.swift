@@ -1,4 +1,5 @@
 import CloudKitModel
+import Logging
 
 /// A zone's batches on their way into the destination, oldest first: the one being applied and,
 /// when the destination has a connection to spare, the next one applied alongside it. A zone's
@@ -10,42 +11,50 @@ import CloudKitModel
 /// that one committed, and only if the zone's token is then that one's, so the order of commits
 /// is the feed's whatever the connections do, and a crash can leave only a prefix of the feed
 /// applied. When it cannot commit (the batch before it had not begun, or failed, or the two met
-/// in a deadlock), it is applied again on its own once the batch before it has committed.
+/// in a deadlock), it is applied again on its own once the batch before it has committed; after
+/// `failuresBeforeGivingUp` such batches (a spare connection that cannot connect, say), the zone
+/// writes one batch at a time again.
+///
+/// A zone then holds up to two batches being written, one being read and what is read ahead.
 struct BatchesInFlight {
     private struct Applying {
         var batch: ChangeBatch
         /// The zone's token before the batch.
-        var after: ChangeToken?
+        var from: ChangeToken?
         /// The spare connection it is applied on; nil for the zone's own.
         var spare: SpareConnection?
         var task: Task<BatchOutcome, any Error>
     }
 
     let destination: any BatchSink
+    let logger: Logger
     private var applying: [Applying] = []
+    /// Batches written alongside that did not commit.
+    private var failures = 0
+    static let failuresBeforeGivingUp = 3
     /// Batches that ended and were not yet handed back: kept when a later one fails, so that
     /// what committed is still counted.
     private var ended: [(ChangeBatch, BatchOutcome)] = []
 
-    init(destination: any BatchSink) {
+    init(destination: any BatchSink, logger: Logger) {
         self.destination = destination
+        self.logger = logger
     }
 
-    var isEmpty: Bool { applying.isEmpty }
-
-    /// Starts applying `batch`, which moves the zone's token from `after`; returns the batches
+    /// Starts applying `batch`, which moves the zone's token from `from`; returns the batches
     /// that had to end first, oldest first, with what they applied. A batch that cannot be
     /// followed (one that sweeps or ends a resync) is applied here, after every batch before it.
-    mutating func start(_ batch: ChangeBatch, after: ChangeToken?) async throws -> [(ChangeBatch, BatchOutcome)] {
+    /// Once the run is cancelled, no batch is started.
+    mutating func start(_ batch: ChangeBatch, from: ChangeToken?) async throws -> [(ChangeBatch, BatchOutcome)] {
+        try Task.checkCancellation()
         if applying.count == 2 { try await endOldest() }
-        let alone = !batch.listed.isEmpty || batch.finishesResync
+        let alone = !batch.listed.isEmpty || batch.finishesResync || failures >= Self.failuresBeforeGivingUp
         if !alone, let last = applying.last, Self.mayBeFollowed(last),
             let spare = destination.spareConnection(for: batch.zoneID, besides: last.spare, reserving: true)
         {
             var following = batch
             following.follows = BatchPosition(sequence: last.batch.sequence, token: last.batch.token)
-            let destination = self.destination
-            applying.append(Applying(batch: following, after: after, spare: spare, task: Task { try await destination.apply(following, on: spare) }))
+            launch(following, from: from, on: spare)
             return takeEnded()
         }
         while !applying.isEmpty { try await endOldest() }
@@ -54,10 +63,19 @@ struct BatchesInFlight {
             // always was, so that a zone holds one batch at a time.
             ended.append((batch, try await destination.apply(batch)))
         } else {
-            let destination = self.destination
-            applying.append(Applying(batch: batch, after: after, spare: nil, task: Task { try await destination.apply(batch) }))
+            launch(batch, from: from, on: nil)
         }
         return takeEnded()
+    }
+
+    /// Starts applying `batch` on `spare`, or on the zone's own connection.
+    private mutating func launch(_ batch: ChangeBatch, from: ChangeToken?, on spare: SpareConnection?) {
+        let destination = self.destination
+        let task = Task {
+            if let spare { return try await destination.apply(batch, on: spare) }
+            return try await destination.apply(batch)
+        }
+        applying.append(Applying(batch: batch, from: from, spare: spare, task: task))
     }
 
     /// Waits for every batch in flight, oldest first.
@@ -90,7 +108,7 @@ struct BatchesInFlight {
     /// A batch may be followed only if it moves the token: a batch that follows commits when the
     /// zone's token is the one before it, which would also be true if that one had not committed.
     private static func mayBeFollowed(_ entry: Applying) -> Bool {
-        entry.after != entry.batch.token
+        entry.from != entry.batch.token
     }
 
     private mutating func endOldest() async throws {
@@ -102,6 +120,15 @@ struct BatchesInFlight {
                 // The batch before it committed (it ended first), but this one did not commit
                 // alongside it: it is applied again, still fenced by that batch's token, so
                 // that were it to have committed after all, it is not applied twice.
+                failures += 1
+                logger.debug(
+                    "a batch written alongside the one before it did not commit; applying it again",
+                    metadata: ["zone": "\(oldest.batch.zoneID.zoneName)", "error": "\(error)"])
+                if failures == Self.failuresBeforeGivingUp {
+                    logger.notice(
+                        "batches written alongside the ones before them did not commit \(failures) times; the zone's batches are written one at a time",
+                        metadata: ["zone": "\(oldest.batch.zoneID.zoneName)", "error": "\(error)"])
+                }
                 ended.append((oldest.batch, try await destination.apply(oldest.batch)))
             }
         } catch {

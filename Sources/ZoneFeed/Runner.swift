@@ -45,7 +45,8 @@ public struct Runner: Sendable {
     /// Whether a zone's next batch is fetched while its last one is written; otherwise a single
     /// page is. Zones fetched in parallel do without when there are no more of them than
     /// connections: the other zones keep the source and the destination busy meanwhile, and each
-    /// zone then holds one batch in memory instead of two.
+    /// zone then holds one batch in memory instead of two (until a zone is left alone on the
+    /// destination and writes two batches at once, `BatchesInFlight`).
     var fetchesAhead = true
     /// Records per batch of one zone: `commitEvery`, or less when more zones are fetched at once
     /// than the destination writes, so that the batches held in memory add up to about
@@ -354,7 +355,7 @@ public struct Runner: Sendable {
     /// a connection to spare, the next batch is written alongside the last (`BatchesInFlight`).
     private func fetchClaimedZone(_ zone: ZoneID, runID: Int64, total: inout BatchOutcome, logger: Logger) async throws {
         var checkpoint = try await destination.zoneCheckpoint(zone)
-        var inFlight = BatchesInFlight(destination: destination)
+        var inFlight = BatchesInFlight(destination: destination, logger: logger)
         /// What a batch that ended applied: counted, and its token told.
         func ended(_ batches: [(ChangeBatch, BatchOutcome)]) async {
             for (batch, outcome) in batches {
@@ -425,7 +426,7 @@ public struct Runner: Sendable {
                     listed = []
                     listedCount = 0
                     pendingPages = 0
-                    await ended(try await inFlight.start(batch, after: startedToken))
+                    await ended(try await inFlight.start(batch, from: startedToken))
                     startedToken = batchToken
                 }
 

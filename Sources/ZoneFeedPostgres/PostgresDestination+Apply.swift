@@ -136,7 +136,9 @@ extension PostgresDestination {
             known[table.mapping.table] = !(try any.scalar(as: Bool.self))
             asked = true
         }
-        if asked { updateState(of: zone) { [known] in $0.copiesDirectly = known } }
+        // Only what was asked is added: a batch of the zone written alongside may have turned a
+        // table over to merging meanwhile.
+        if asked { updateState(of: zone) { [known] in $0.copiesDirectly.merge(known) { current, _ in current } } }
         return schema.tables.map { known[$0.mapping.table]! }
     }
 

@@ -8,7 +8,7 @@ import ZoneFeed
 /// Zones: claimed under a session's advisory lock, their checkpoints, resyncs, errors and
 /// deletions.
 extension PostgresDestination {
-    /// Claims the zone on the session that holds the fewest zones (the first of those), opening
+    /// Claims the zone on the session that holds the fewest zones (the first idle one of those), opening
     /// its connection if it is new; the zone's work then goes to that session until it is
     /// released. A session applies its zones' batches one after another: zones fetched from far
     /// away outnumber the connections, which are needed only for writing.
@@ -18,7 +18,8 @@ extension PostgresDestination {
         let index = state.withLock { state -> Int in
             var load = [Int](repeating: 0, count: sessionCount)
             for session in state.sessionOfZone.values { load[session] += 1 }
-            let least = load.indices.min { load[$0] < load[$1] } ?? 0
+            // Of those, one that no zone's batch is being written on (one lent to a zone alone).
+            let least = load.indices.min { (load[$0], state.batchesOnSession[$0]) < (load[$1], state.batchesOnSession[$1]) } ?? 0
             state.sessionOfZone[zone] = least
             return least
         }
