@@ -1,4 +1,5 @@
 import CloudKitModel
+import Synchronization
 import ZoneFeed
 
 /// A destination in memory, for testing the engine without PostgreSQL: the same contract as
@@ -37,7 +38,25 @@ public actor MemoryDestination: RunDestination {
     /// Called after each batch is applied, with how many have been: a test stops a run here.
     private var afterBatch: (@Sendable (Int) async -> Void)?
 
+    /// Whether it offers a spare connection for a zone's next batch, and how many batches
+    /// written on one fail before they commit; how many were written on one.
+    private struct Spares {
+        var offered = false
+        var failing = 0
+        var written = 0
+    }
+    private nonisolated let spares = Mutex(Spares())
+
     public init() {}
+
+    /// From now on a zone's next batch may be written alongside its last; the first `failing`
+    /// such batches fail without committing, as one that met a deadlock would.
+    public nonisolated func offerSpareConnections(failingFirst failing: Int = 0) {
+        spares.withLock { $0 = Spares(offered: true, failing: failing) }
+    }
+
+    /// How many batches were written alongside the one before them.
+    public nonisolated var batchesWrittenAlongside: Int { spares.withLock { $0.written } }
 
     public func onEachBatch(_ body: @escaping @Sendable (Int) async -> Void) { afterBatch = body }
 
@@ -107,7 +126,28 @@ public actor MemoryDestination: RunDestination {
         return checkpoint
     }
 
+    public nonisolated func spareConnection(for zone: ZoneID, besides inUse: SpareConnection?, reserving: Bool) -> SpareConnection? {
+        spares.withLock { $0.offered } ? SpareConnection(index: 1) : nil
+    }
+
+    /// Waits (a thousand turns at most) for the batch before it to commit, as the PostgreSQL
+    /// destination's lock does, then applies it fenced by that batch's token.
+    public func apply(_ batch: ChangeBatch, on spare: SpareConnection) async throws -> BatchOutcome {
+        let fails = spares.withLock { spares -> Bool in
+            spares.written += 1
+            guard spares.failing > 0 else { return false }
+            spares.failing -= 1
+            return true
+        }
+        if fails { throw MemoryDestinationError(message: "a batch written alongside did not commit") }
+        for _ in 0..<1_000 where checkpoints[batch.zoneID]?.token != batch.follows?.token { await Task.yield() }
+        return try await apply(batch)
+    }
+
     public func apply(_ batch: ChangeBatch) async throws -> BatchOutcome {
+        if let follows = batch.follows, checkpoints[batch.zoneID]?.token != follows.token {
+            throw MemoryDestinationError(message: "the zone's token is not the one of the batch before this one")
+        }
         guard let checkpoint = checkpoints[batch.zoneID], checkpoint.generation == batch.generation else {
             throw MemoryDestinationError(message: "a batch of generation \(batch.generation) for a zone at another generation")
         }

@@ -30,6 +30,38 @@ import ZoneFeed
         #expect(source.fetches.map(\.token) == [nil, "A@3", "A@6", "A@9"], "each page from the token the one before ended with")
     }
 
+    /// With a connection to spare, a zone's next batch is written alongside its last; one that
+    /// does not commit is applied again after the one before it: every batch once, in order.
+    @Test func aBatchThatDidNotCommitAlongsideIsAppliedAgainAfterTheOneBeforeIt() async throws {
+        let source = ScriptedSource(feeds: ["A": Self.names("A", 12)], pageSize: 3)
+        let destination = MemoryDestination()
+        destination.offerSpareConnections(failingFirst: 1)
+        let summary = try await runner(source, destination).run()
+
+        #expect(summary.status == .succeeded)
+        #expect(destination.batchesWrittenAlongside >= 2, "the first failed, a later one was written alongside")
+        let applied = await destination.applied
+        #expect(applied.map(\.token.value) == ["A@3", "A@6", "A@9", "A@12"], "each batch committed once, in feed order")
+        #expect(applied.flatMap(\.recordNames) == Self.names("A", 12))
+        #expect(summary.totals.upserts == 12)
+    }
+
+    /// When every batch written alongside fails (a spare connection that cannot connect), the
+    /// zone gives up after three and writes one batch at a time.
+    @Test func aZoneWhoseBatchesNeverCommitAlongsideWritesThemOneAtATime() async throws {
+        let source = ScriptedSource(feeds: ["A": Self.names("A", 30)], pageSize: 3)
+        let destination = MemoryDestination()
+        destination.offerSpareConnections(failingFirst: .max)
+        let summary = try await runner(source, destination).run()
+
+        #expect(summary.status == .succeeded)
+        // Three that failed, and at most one started before the third was seen to.
+        #expect((3...4).contains(destination.batchesWrittenAlongside), "\(destination.batchesWrittenAlongside) of 9")
+        let applied = await destination.applied
+        #expect(applied.map(\.token.value) == (1...10).map { "A@\($0 * 3)" })
+        #expect(applied.flatMap(\.recordNames) == Self.names("A", 30))
+    }
+
     @Test func aNextRunStartsFromTheCheckpointAndAppliesOnlyWhatIsNew() async throws {
         let source = ScriptedSource(feeds: ["A": Self.names("A", 4)], pageSize: 3)
         let destination = MemoryDestination()
