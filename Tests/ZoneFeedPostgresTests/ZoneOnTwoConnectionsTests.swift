@@ -179,7 +179,7 @@ final class CheckpointHold: Sendable {
     }
 
     func release() async throws {
-        try await door.offPool { c in try c.execute("ROLLBACK") }
+        _ = try await door.offPool { c in try c.execute("ROLLBACK") }
     }
 
     func close() { door.close() }
