@@ -51,18 +51,25 @@ extension CloudKitClient {
         let collector = ResponseCollector(limit: limit)
         let lease = connections.lease()
         defer { connections.giveBack(lease) }
-        // AsyncHTTPClient gets no logger: its trace lines could show the request, tokens and all.
-        let task = lease.client.execute(request: request, delegate: collector, deadline: .now() + configuration.timeout.timeAmount)
-        let answer: Result<JSONBytes, any Error>
-        do {
-            answer = .success(
-                try await withTaskCancellationHandler {
-                    try await task.futureResult.get()
-                } onCancel: {
-                    task.cancel()
-                })
-        } catch {
-            answer = .failure(error)
+        let deadline = NIODeadline.now() + configuration.timeout.timeAmount
+        // The request is handed to AsyncHTTPClient on an event loop of its own: called from
+        // elsewhere, each of its steps (the deadline's timer, the pool's lease of a connection,
+        // the connection's idle timer, the request itself) is a task sent to the loop, and each
+        // woke the loop's thread. Called there, and with the client on one loop (`CloudKitClient`),
+        // they run at once, and the answer comes back on the connection's loop without a hop.
+        let loop = lease.client.eventLoopGroup.any()
+        let started = StartedRequest()
+        let answer = await withTaskCancellationHandler {
+            await withCheckedContinuation { (done: CheckedContinuation<Result<JSONBytes, any Error>, Never>) in
+                loop.execute {
+                    // AsyncHTTPClient gets no logger: its trace lines could show the request, tokens and all.
+                    let task = lease.client.execute(request: request, delegate: collector, deadline: deadline)
+                    started.start(task)
+                    task.futureResult.whenComplete { done.resume(returning: $0) }
+                }
+            }
+        } onCancel: {
+            started.cancel()
         }
 
         // Every response rotates the token, error responses included, and one whose body then

@@ -244,6 +244,27 @@ import Testing
         }
     }
 
+    /// A run stopped (SIGTERM, a watch's end) while an answer is on its way does not wait for
+    /// it: the request ends with the task, long before its deadline, and is not retried.
+    @Test func aRequestWhoseTaskIsCancelledEndsWithoutItsAnswer() async throws {
+        try await withServer(configure: {
+            $0.timeout = .seconds(300)
+            $0.idleTimeout = .seconds(300)
+        }) { server, client in
+            server.always(.trickle(body: Array(emptyPage.utf8), interval: .seconds(120)))
+            let zone = zone
+            let request = Task { try await client.fetchRecordZoneChanges(zoneID: zone, syncToken: nil) }
+            let deadline = ContinuousClock.now + .seconds(60)
+            while server.requests.isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            try #require(server.requests.count == 1, "the request reached the server")
+            let cancelled = ContinuousClock.now
+            request.cancel()
+            await #expect(throws: CancellationError.self) { _ = try await request.value }
+            #expect(ContinuousClock.now - cancelled < .seconds(60), "long before the next byte (120 s) and the deadline (300 s)")
+            #expect(server.requests.count == 1, "a cancelled request is not sent again")
+        }
+    }
+
     @Test func backoffGrowsExponentiallyUpToTheCapAndNeverUndercutsRetryAfter() {
         let policy = RetryPolicy(baseDelay: .milliseconds(500), maxDelay: .seconds(30), jitter: false)
         #expect(policy.delay(afterAttempt: 1, retryAfter: nil) == .milliseconds(500))
