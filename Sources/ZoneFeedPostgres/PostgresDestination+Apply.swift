@@ -492,7 +492,8 @@ extension PostgresDestination {
             throw SyncError(
                 .failed,
                 message: "the checkpoint of zone \(batch.zoneID.zoneName) was not at the token of the batch before this one when this one came to "
-                    + "commit (that batch had not committed, or the checkpoint was moved meanwhile); nothing of the batch was applied")
+                    + "commit (that batch had not committed, or the checkpoint was moved meanwhile); nothing of the batch was applied, and the "
+                    + "next run resumes from the checkpoint: nothing needs doing")
         }
         guard updated.affectedRows == 1 else {
             throw SyncError(

@@ -138,7 +138,8 @@ extension PostgresSettings {
             .integer(
                 "destination.commitEvery", commitEveryRange, default: defaultCommitEvery, "Records per transaction, whole pages only."),
             .integer(
-                "destination.parallelZones", parallelZonesRange, default: defaultParallelZones, "Zones written at once, each on its own connection."),
+                "destination.parallelZones", parallelZonesRange, default: defaultParallelZones,
+                "Connections writing at once: a zone on each, and a zone alone also on an idle one, its next batch beside the last."),
             PipelineKey(
                 "recordTypes", takes: "auto, a mapping of record type names to tables, or { schemaFile: ... }", default: "none mapped",
                 "How records become rows (docs/pipeline-file.md)."),

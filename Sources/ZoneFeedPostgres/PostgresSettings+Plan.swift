@@ -26,7 +26,7 @@ extension PostgresSettings {
         row("commitEvery", "\(commitEvery) records per transaction (whole pages only)")
         row(
             "parallelZones",
-            parallelZones == 1 ? "1 zone at a time" : "up to \(parallelZones) zones at once, each on its own connection")
+            parallelZones == 1 ? "1 zone at a time" : "up to \(parallelZones) zones at once, each on its own connection; a zone alone also on an idle one")
 
         out.append("")
         if autoRecordTypes {
