@@ -35,6 +35,9 @@ extension RecordZoneChangesResponse: JSONReadable {
 }
 
 extension JSONReader {
+    /// The most items CloudKit puts in a page.
+    static let fullPage = 200
+
     /// A page of a change feed: `{"<items>": [...], "syncToken": "...", "moreComing": bool}`
     /// in any order, other members passed over, `null` as absent; nothing may follow it.
     mutating func readChangesPage<Item>(
@@ -49,6 +52,10 @@ extension JSONReader {
             switch member {
             case key:
                 try beginArray()
+                // Room for a full page (CloudKit's largest resultsLimit) made once: grown from
+                // nothing, the array was copied eight times a page, 0.6% of the micro-benchmark's
+                // instructions (callgrind).
+                items.reserveCapacity(Self.fullPage)
                 while try nextElement() { items.append(try item(&self)) }
             case "syncToken": syncToken = try readString()
             case "moreComing": moreComing = try readBool()
