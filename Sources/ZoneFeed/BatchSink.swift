@@ -4,11 +4,13 @@ import CloudKitModel
 public protocol BatchSink: Sendable {
     /// Applies a batch and its token in one transaction.
     func apply(_ batch: ChangeBatch) async throws -> BatchOutcome
-    /// A connection on which a zone's next batch can be applied while its last one still is on
-    /// `inUse` (the zone's own connection when nil): one that no other zone holds and that
-    /// applies nothing now. Reserved for one `apply(_:on:)` when `reserving`; nil when there is
-    /// none.
-    func spareConnection(for zone: ZoneID, besides inUse: SpareConnection?, reserving: Bool) -> SpareConnection?
+    /// Whether a zone's next batch could be applied on another connection while its last one is
+    /// on the zone's own: one that no other zone holds and that applies nothing now.
+    func hasSpareConnection(for zone: ZoneID) -> Bool
+    /// Reserves for one `apply(_:on:)` a connection on which a zone's next batch can be applied
+    /// while its last one still is on `inUse` (the zone's own connection when nil): one that no
+    /// other zone holds and that applies nothing now; nil when there is none.
+    func reserveSpareConnection(for zone: ZoneID, besides inUse: SpareConnection?) -> SpareConnection?
     /// Applies a batch that `follows` another, on a spare connection, while that one may still be
     /// in flight: it commits after it, or not at all. Ends the reservation.
     func apply(_ batch: ChangeBatch, on spare: SpareConnection) async throws -> BatchOutcome
@@ -21,16 +23,19 @@ public protocol BatchSink: Sendable {
     func deleteZone(_ deletion: ZoneDeletion, runID: Int64) async throws -> BatchOutcome
 }
 
-/// A destination's connection reserved for one batch (`BatchSink.spareConnection(for:besides:reserving:)`).
+/// A destination's connection reserved for one batch (`BatchSink.reserveSpareConnection`): the
+/// destination's own name for it, which the engine only hands back.
 public struct SpareConnection: Sendable, Hashable {
-    public var index: Int
+    public let id: Int
 
-    public init(index: Int) { self.index = index }
+    public init(id: Int) { self.id = id }
 }
 
 extension BatchSink {
     /// A destination that applies one batch of a zone at a time has none to spare.
-    public func spareConnection(for zone: ZoneID, besides inUse: SpareConnection?, reserving: Bool) -> SpareConnection? { nil }
+    public func hasSpareConnection(for zone: ZoneID) -> Bool { false }
+
+    public func reserveSpareConnection(for zone: ZoneID, besides inUse: SpareConnection?) -> SpareConnection? { nil }
 
     public func apply(_ batch: ChangeBatch, on spare: SpareConnection) async throws -> BatchOutcome {
         try await apply(batch)

@@ -50,7 +50,7 @@ struct BatchesInFlight {
         if applying.count == 2 { try await endOldest() }
         let alone = !batch.listed.isEmpty || batch.finishesResync || failures >= Self.failuresBeforeGivingUp
         if !alone, let last = applying.last, Self.mayBeFollowed(last),
-            let spare = destination.spareConnection(for: batch.zoneID, besides: last.spare, reserving: true)
+            let spare = destination.reserveSpareConnection(for: batch.zoneID, besides: last.spare)
         {
             var following = batch
             following.follows = BatchPosition(sequence: last.batch.sequence, token: last.batch.token)
@@ -58,7 +58,7 @@ struct BatchesInFlight {
             return takeEnded()
         }
         while !applying.isEmpty { try await endOldest() }
-        if alone || destination.spareConnection(for: batch.zoneID, besides: nil, reserving: false) == nil {
+        if alone || !destination.hasSpareConnection(for: batch.zoneID) {
             // Nothing could go alongside it: applied before the next batch is read, as it
             // always was, so that a zone holds one batch at a time.
             ended.append((batch, try await destination.apply(batch)))

@@ -22,23 +22,32 @@ extension PostgresDestination {
     /// backfill of one zone, the last zone of a run) writes its next batch there while its last
     /// one is written. The session in use is named, not looked up: a batch just started may not
     /// have been counted on its session yet.
-    public func spareConnection(for zone: ZoneID, besides inUse: SpareConnection?, reserving: Bool) -> SpareConnection? {
+    public func reserveSpareConnection(for zone: ZoneID, besides inUse: SpareConnection?) -> SpareConnection? {
         state.withLock { state in
-            guard let own = state.sessionOfZone[zone] else { return nil }
-            let busy = inUse?.index ?? own
-            let held = Set(state.sessionOfZone.compactMap { $0.key == zone ? nil : $0.value })
-            guard let index = state.batchesOnSession.indices.first(where: { $0 != busy && state.batchesOnSession[$0] == 0 && !held.contains($0) })
-            else { return nil }
-            if reserving { state.batchesOnSession[index] += 1 }
-            return SpareConnection(index: index)
+            guard let index = Self.spareSession(for: zone, besides: inUse?.id, in: state) else { return nil }
+            state.batchesOnSession[index] += 1
+            return SpareConnection(id: index)
         }
+    }
+
+    public func hasSpareConnection(for zone: ZoneID) -> Bool {
+        state.withLock { Self.spareSession(for: zone, besides: nil, in: $0) != nil }
+    }
+
+    /// The index of a session that holds no zone but `zone` and applies nothing, other than
+    /// `busy` (the zone's own session when nil).
+    private static func spareSession(for zone: ZoneID, besides busy: Int?, in state: State) -> Int? {
+        guard let own = state.sessionOfZone[zone] else { return nil }
+        let busy = busy ?? own
+        let held = Set(state.sessionOfZone.compactMap { $0.key == zone ? nil : $0.value })
+        return state.batchesOnSession.indices.first { $0 != busy && state.batchesOnSession[$0] == 0 && !held.contains($0) }
     }
 
     /// Applies a batch that follows another on a spare session (connected first if new). It waits
     /// for the batch before it only at its end, to move the checkpoint: until then the two
     /// sessions write at once.
     public func apply(_ batch: ChangeBatch, on spare: SpareConnection) async throws -> BatchOutcome {
-        try await apply(batch, onSession: spare.index, alongside: true)
+        try await apply(batch, onSession: spare.id, alongside: true)
     }
 
     /// `alongside`: the batch before it may still be in flight. Such a batch changes no table

@@ -126,8 +126,12 @@ public actor MemoryDestination: RunDestination {
         return checkpoint
     }
 
-    public nonisolated func spareConnection(for zone: ZoneID, besides inUse: SpareConnection?, reserving: Bool) -> SpareConnection? {
-        spares.withLock { $0.offered } ? SpareConnection(index: 1) : nil
+    public nonisolated func hasSpareConnection(for zone: ZoneID) -> Bool {
+        spares.withLock { $0.offered }
+    }
+
+    public nonisolated func reserveSpareConnection(for zone: ZoneID, besides inUse: SpareConnection?) -> SpareConnection? {
+        hasSpareConnection(for: zone) ? SpareConnection(id: 1) : nil
     }
 
     /// Waits (a thousand turns at most) for the batch before it to commit, as the PostgreSQL

@@ -92,7 +92,7 @@ import ZoneFeedPostgres
         try await hold.take()
         let first = Task { try await destination.apply(made) }
         #expect(try await hold.waitUntil { $0 == ["transactionid"] } == ["transactionid"], "the first batch waits on the held row")
-        let spare = try #require(destination.spareConnection(for: zone, besides: nil, reserving: true))
+        let spare = try #require(destination.reserveSpareConnection(for: zone, besides: nil))
         let second = Task { try await destination.apply(deleted, on: spare) }
         #expect(try await hold.waitUntil { $0.contains("advisory") }.contains("advisory"), "the second waits for the first")
         try await hold.release()
