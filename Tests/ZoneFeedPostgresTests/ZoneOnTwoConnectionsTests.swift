@@ -103,6 +103,86 @@ import ZoneFeedPostgres
         let row = try await DestinationSnapshot.read(p).rows[ExpectedState.Key(zoneName: "Zone01", recordName: "GONE")]
         #expect(row?.deleted == true, "the record the later batch deleted is deleted: \(String(describing: row))")
     }
+
+    /// The two batches meet in a deadlock that PostgreSQL breaks by rolling back the *earlier*
+    /// one: the later batch wrote a record's row first (the test holds the folders table, which
+    /// the earlier one writes before its tags) and waits for the earlier; the earlier then waits
+    /// for that row. The later one's own deadlock check has passed by then (the test waits three
+    /// of the server's `deadlock_timeout`), so the earlier one's finds the cycle and is rolled
+    /// back. It is applied again and commits; the later one, its wait ended by that rollback,
+    /// finds the zone's token not the earlier's and commits nothing; applied again after it, the
+    /// record ends at its later version and the zone's token at the later batch's.
+    @Test func aDeadlockThatRollsBackTheEarlierBatchCommitsNeitherOutOfOrder() async throws {
+        let (p, hold) = try await Self.backfillOfOneZone("alonglock", seed: 83)
+        defer { hold.close() }
+        let zone = ZoneID(zoneName: "Zone01", ownerRecordName: "_fakeOwner")
+        let destination = try PostgresDestination(pipeline: p.pipeline(), conninfo: p.url, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        try await destination.prepare()
+        let runID = try await destination.startRun()
+        #expect(try await destination.claimZone(zone))
+        let checkpoint = try await destination.zoneCheckpoint(zone)
+        func batch(_ sequence: Int, _ entries: [RecordEntry], token: String) -> ChangeBatch {
+            var batch = ChangeBatch(
+                zoneID: zone, runID: runID, generation: checkpoint.generation, pageCount: 1, entries: entries, token: ChangeToken(token),
+                isLast: false, finishesResync: false)
+            batch.sequence = sequence
+            return batch
+        }
+        func tag(_ changeTag: String) -> RecordEntry {
+            .record(Record(recordName: "BOTH", recordType: "Tag", recordChangeTag: changeTag, fields: ["label": .string(changeTag)]))
+        }
+        let folder = RecordEntry.record(Record(recordName: "FOLDER", recordType: "Folder", recordChangeTag: "f1", fields: ["name": .string("f")]))
+        let earlier = batch(0, [folder, tag("t1")], token: "t-1")
+        var later = batch(1, [tag("t2")], token: "t-2")
+        later.follows = BatchPosition(sequence: 0, token: earlier.token)
+
+        let schema = quoteIdentifier(p.schema)
+        let (deadlockTimeout, deadlocksBefore) = try await hold.door.offPool { c in
+            try c.execute("BEGIN")
+            try c.execute("LOCK TABLE \(schema).folders IN EXCLUSIVE MODE")
+            let timeout = try c.query("SELECT current_setting('deadlock_timeout')::interval * 3").scalar ?? "?"
+            return (timeout, try c.query("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()").scalar(as: Int.self))
+        }
+        let first = Task { try await destination.apply(earlier) }
+        #expect(try await hold.waitUntil { $0 == ["relation"] } == ["relation"], "the earlier batch waits for the folders table")
+        let spare = try #require(destination.reserveSpareConnection(for: zone, besides: nil))
+        let second = Task { try await destination.apply(later, on: spare) }
+        #expect(try await hold.waitUntil { $0.contains("advisory") }.contains("advisory"), "the later batch wrote its row and waits")
+        // The later batch's deadlock check runs once, deadlock_timeout after its wait began, and
+        // finds nothing yet; then the earlier batch may go on.
+        _ = try await hold.door.offPool { c in try c.query("SELECT pg_sleep(extract(epoch FROM $1::interval))", [deadlockTimeout]) }
+        try await hold.release()
+
+        _ = try await first.value
+        let refusal = await #expect(throws: SyncError.self) { try await second.value }
+        #expect(
+            refusal?.message.contains("was not at the token of the batch before this one") == true,
+            "the later batch, not the deadlock's victim, was fenced out: \(String(describing: refusal))")
+        let deadlocks = try await Connection.withConnectionOffPool(p.url) { c in
+            var seen = 0
+            // The victim's backend reports it with its other statistics, within seconds.
+            for _ in 0..<600 where seen <= deadlocksBefore {
+                _ = try c.query("SELECT pg_stat_clear_snapshot()")
+                seen = try c.query("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()").scalar(as: Int.self)
+                if seen <= deadlocksBefore { _ = try c.query("SELECT pg_sleep(0.1)") }
+            }
+            return seen - deadlocksBefore
+        }
+        #expect(deadlocks >= 1, "PostgreSQL broke a deadlock")
+        #expect(try await p.recordsApplied() == 2, "the earlier batch alone committed, once")
+
+        // The runner applies the later batch again once the earlier committed, still fenced.
+        _ = try await destination.apply(later)
+        await destination.close()
+        let rows = try await DestinationSnapshot.read(p).rows
+        #expect(rows[ExpectedState.Key(zoneName: "Zone01", recordName: "BOTH")]?.changeTag == "t2", "the later version is the row's")
+        #expect(rows[ExpectedState.Key(zoneName: "Zone01", recordName: "FOLDER")]?.deleted == false)
+        #expect(try await p.recordsApplied() == 3, "each batch committed once")
+        let token = try await Connection.withConnectionOffPool(p.url) { c in
+            try c.query("SELECT token FROM \(schema).zonefeed_checkpoints WHERE scope = 'zone'").scalar
+        }
+        #expect(token == "t-2", "the zone's token is the later batch's")
+    }
 }
 
 /// A transaction of the test's own that holds the zones' checkpoint rows (`FOR UPDATE`), so that
