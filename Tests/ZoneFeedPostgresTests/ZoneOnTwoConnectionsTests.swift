@@ -21,6 +21,30 @@ import ZoneFeedPostgres
         return (p, try CheckpointHold(p))
     }
 
+    /// The pipeline's destination, with a run started and the zone claimed, and the zone's
+    /// batches as the runner makes them: the `sequence`th of the run, of one page of `entries`,
+    /// moving the zone's token to `token`.
+    static func destinationOfTheZone(
+        _ p: FakePipeline
+    ) async throws -> (PostgresDestination, ZoneID, (_ sequence: Int, _ entries: [RecordEntry], _ token: String) -> ChangeBatch) {
+        let zone = ZoneID(zoneName: "Zone01", ownerRecordName: "_fakeOwner")
+        let destination = try PostgresDestination(pipeline: p.pipeline(), conninfo: p.url, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        try await destination.prepare()
+        let runID = try await destination.startRun()
+        #expect(try await destination.claimZone(zone))
+        let checkpoint = try await destination.zoneCheckpoint(zone)
+        return (
+            destination, zone,
+            { sequence, entries, token in
+                var batch = ChangeBatch(
+                    zoneID: zone, runID: runID, generation: checkpoint.generation, pageCount: 1, entries: entries, token: ChangeToken(token),
+                    isLast: false, finishesResync: false)
+                batch.sequence = sequence
+                return batch
+            }
+        )
+    }
+
     /// The test holds the zone's checkpoint row, so that the zone's first batch cannot commit.
     /// Its second batch (no record is in both) is written meanwhile on the other
     /// session, and waits for the first at its end (both waits seen in pg_locks). Released, both
@@ -72,21 +96,9 @@ import ZoneFeedPostgres
     @Test func aDeletionWrittenAlongsideFindsTheRowTheBatchBeforeItMade() async throws {
         let (p, hold) = try await Self.backfillOfOneZone("alongdel", seed: 79)
         defer { hold.close() }
-        let zone = ZoneID(zoneName: "Zone01", ownerRecordName: "_fakeOwner")
-        let destination = try PostgresDestination(pipeline: p.pipeline(), conninfo: p.url, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
-        try await destination.prepare()
-        let runID = try await destination.startRun()
-        #expect(try await destination.claimZone(zone))
-        let checkpoint = try await destination.zoneCheckpoint(zone)
-        func batch(_ sequence: Int, _ entry: RecordEntry, token: String) -> ChangeBatch {
-            var batch = ChangeBatch(
-                zoneID: zone, runID: runID, generation: checkpoint.generation, pageCount: 1, entries: [entry], token: ChangeToken(token),
-                isLast: false, finishesResync: false)
-            batch.sequence = sequence
-            return batch
-        }
-        let made = batch(0, .record(Record(recordName: "GONE", recordType: "Tag", recordChangeTag: "t1", fields: ["label": .string("x")])), token: "t-1")
-        var deleted = batch(1, .deleted(recordName: "GONE"), token: "t-2")
+        let (destination, zone, batch) = try await Self.destinationOfTheZone(p)
+        let made = batch(0, [.record(Record(recordName: "GONE", recordType: "Tag", recordChangeTag: "t1", fields: ["label": .string("x")]))], "t-1")
+        var deleted = batch(1, [.deleted(recordName: "GONE")], "t-2")
         deleted.follows = BatchPosition(sequence: 0, token: made.token)
 
         try await hold.take()
@@ -115,25 +127,13 @@ import ZoneFeedPostgres
     @Test func aDeadlockThatRollsBackTheEarlierBatchCommitsNeitherOutOfOrder() async throws {
         let (p, hold) = try await Self.backfillOfOneZone("alonglock", seed: 83)
         defer { hold.close() }
-        let zone = ZoneID(zoneName: "Zone01", ownerRecordName: "_fakeOwner")
-        let destination = try PostgresDestination(pipeline: p.pipeline(), conninfo: p.url, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
-        try await destination.prepare()
-        let runID = try await destination.startRun()
-        #expect(try await destination.claimZone(zone))
-        let checkpoint = try await destination.zoneCheckpoint(zone)
-        func batch(_ sequence: Int, _ entries: [RecordEntry], token: String) -> ChangeBatch {
-            var batch = ChangeBatch(
-                zoneID: zone, runID: runID, generation: checkpoint.generation, pageCount: 1, entries: entries, token: ChangeToken(token),
-                isLast: false, finishesResync: false)
-            batch.sequence = sequence
-            return batch
-        }
+        let (destination, zone, batch) = try await Self.destinationOfTheZone(p)
         func tag(_ changeTag: String) -> RecordEntry {
             .record(Record(recordName: "BOTH", recordType: "Tag", recordChangeTag: changeTag, fields: ["label": .string(changeTag)]))
         }
         let folder = RecordEntry.record(Record(recordName: "FOLDER", recordType: "Folder", recordChangeTag: "f1", fields: ["name": .string("f")]))
-        let earlier = batch(0, [folder, tag("t1")], token: "t-1")
-        var later = batch(1, [tag("t2")], token: "t-2")
+        let earlier = batch(0, [folder, tag("t1")], "t-1")
+        var later = batch(1, [tag("t2")], "t-2")
         later.follows = BatchPosition(sequence: 0, token: earlier.token)
 
         let schema = quoteIdentifier(p.schema)
