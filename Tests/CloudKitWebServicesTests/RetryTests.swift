@@ -254,8 +254,7 @@ import Testing
             server.always(.trickle(body: Array(emptyPage.utf8), interval: .seconds(120)))
             let zone = zone
             let request = Task { try await client.fetchRecordZoneChanges(zoneID: zone, syncToken: nil) }
-            let deadline = ContinuousClock.now + .seconds(60)
-            while server.requests.isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            try await waitUntil { !server.requests.isEmpty }
             try #require(server.requests.count == 1, "the request reached the server")
             let cancelled = ContinuousClock.now
             request.cancel()

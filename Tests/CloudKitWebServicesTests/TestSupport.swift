@@ -91,6 +91,18 @@ func withServer<T: Sendable>(
     }
 }
 
+/// Polls `condition` for up to a minute; records an issue if it never holds.
+func waitUntil(_ condition: () -> Bool) async throws {
+    let deadline = ContinuousClock.now + .seconds(60)
+    while !condition() {
+        guard ContinuousClock.now < deadline else {
+            Issue.record("the condition did not hold within a minute")
+            return
+        }
+        try await Task.sleep(for: .milliseconds(10))
+    }
+}
+
 /// A sparse file of `bytes` at `path`, mode 0600: a file far too large to read, costing no disk.
 func makeSparseFile(_ path: String, bytes: Int) {
     let fd = open(path, O_CREAT | O_WRONLY, 0o600)

@@ -476,16 +476,4 @@ import Testing
     func lines(_ file: String) throws -> [String] {
         try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").map(String.init)
     }
-
-    /// Polls `condition` for up to a minute.
-    func waitUntil(_ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(60)
-        while !condition() {
-            guard ContinuousClock.now < deadline else {
-                Issue.record("the condition did not hold within a minute")
-                return
-            }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-    }
 }

@@ -45,6 +45,23 @@ import ZoneFeedPostgres
         )
     }
 
+    /// Deadlocks PostgreSQL has broken in the test database.
+    static let deadlocks = "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"
+
+    /// The number `query` gives, asked every 20 ms until `done` holds it (five minutes at most: in
+    /// the full suite, the server may wait long for a core).
+    static func poll(_ url: String, _ query: String, _ values: [String] = [], until done: @escaping (Int) -> Bool) async throws -> Int {
+        let deadline = ContinuousClock.now + .seconds(300)
+        while true {
+            let value = try await Connection.withConnectionOffPool(url) { c in
+                _ = try c.query("SELECT pg_stat_clear_snapshot()")
+                return try c.query(query, values).scalar(as: Int.self)
+            }
+            if done(value) || ContinuousClock.now >= deadline { return value }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
     /// The test holds the zone's checkpoint row, so that the zone's first batch cannot commit.
     /// Its second batch (no record is in both) is written meanwhile on the other
     /// session, and waits for the first at its end (both waits seen in pg_locks). Released, both
@@ -137,20 +154,25 @@ import ZoneFeedPostgres
         later.follows = BatchPosition(sequence: 0, token: earlier.token)
 
         let schema = quoteIdentifier(p.schema)
-        let (deadlockTimeout, deadlocksBefore) = try await hold.door.offPool { c in
+        let deadlocksBefore = try await hold.door.offPool { c in
             try c.execute("BEGIN")
             try c.execute("LOCK TABLE \(schema).folders IN EXCLUSIVE MODE")
-            let timeout = try c.query("SELECT current_setting('deadlock_timeout')::interval * 3").scalar ?? "?"
-            return (timeout, try c.query("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()").scalar(as: Int.self))
+            return try c.query(Self.deadlocks).scalar(as: Int.self)
         }
         let first = Task { try await destination.apply(earlier) }
         #expect(try await hold.waitUntil { $0 == ["relation"] } == ["relation"], "the earlier batch waits for the folders table")
         let spare = try #require(destination.reserveSpareConnection(for: zone, besides: nil))
         let second = Task { try await destination.apply(later, on: spare) }
         #expect(try await hold.waitUntil { $0.contains("advisory") }.contains("advisory"), "the later batch wrote its row and waits")
-        // The later batch's deadlock check runs once, deadlock_timeout after its wait began, and
-        // finds nothing yet; then the earlier batch may go on.
-        _ = try await hold.door.offPool { c in try c.query("SELECT pg_sleep(extract(epoch FROM $1::interval))", [deadlockTimeout]) }
+        // The later batch's deadlock check runs once, deadlock_timeout after its wait began (as
+        // pg_locks dates it), and finds nothing yet; then the earlier batch may go on. The check
+        // itself shows nowhere, so the test waits until the wait is three times that old.
+        let waitedLong = """
+            SELECT count(*) FROM pg_locks AS l JOIN pg_stat_activity AS a ON a.pid = l.pid
+            WHERE NOT l.granted AND l.locktype = 'advisory' AND a.application_name = $1
+              AND clock_timestamp() - l.waitstart > 3 * current_setting('deadlock_timeout')::interval
+            """
+        #expect(try await Self.poll(p.url, waitedLong, [hold.application]) { $0 == 1 } == 1, "the later batch has waited out its check")
         try await hold.release()
 
         _ = try await first.value
@@ -158,16 +180,8 @@ import ZoneFeedPostgres
         #expect(
             refusal?.message.contains("was not at the token of the batch before this one") == true,
             "the later batch, not the deadlock's victim, was fenced out: \(String(describing: refusal))")
-        let deadlocks = try await Connection.withConnectionOffPool(p.url) { c in
-            var seen = 0
-            // The victim's backend reports it with its other statistics, within seconds.
-            for _ in 0..<600 where seen <= deadlocksBefore {
-                _ = try c.query("SELECT pg_stat_clear_snapshot()")
-                seen = try c.query("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()").scalar(as: Int.self)
-                if seen <= deadlocksBefore { _ = try c.query("SELECT pg_sleep(0.1)") }
-            }
-            return seen - deadlocksBefore
-        }
+        // The victim's backend reports it with its other statistics, within seconds.
+        let deadlocks = try await Self.poll(p.url, Self.deadlocks) { $0 > deadlocksBefore } - deadlocksBefore
         #expect(deadlocks >= 1, "PostgreSQL broke a deadlock")
         #expect(try await p.recordsApplied() == 2, "the earlier batch alone committed, once")
 
