@@ -243,6 +243,7 @@ extension PostgresDestination {
         let entries = batch.entries
         var sorted = SortedBatch(tables: Array(repeating: SortedBatch.TableRows(), count: schema.tables.count))
         var growth = SchemaGrowth(zoneName: batch.zoneID.zoneName)
+        let nameRoom = Self.nameRoom(in: batch.zoneID)
         let nameHash = SeededByteHash()
         // The tables of the types met so far, looked through before the schema's dictionary: a
         // batch has a few types, each a short String that compares at once, where hashing
@@ -259,7 +260,9 @@ extension PostgresDestination {
         for i in entries.indices {
             // A record of a mapped type, the common case: its type and name are all it takes
             // (the whole record copied out of the array was 1% of a run over HTTP, perf).
-            if let (recordType, recordName) = entries[i].liveRecordTypeAndName, let t = table(forRecordType: recordType) {
+            if let (recordType, recordName) = entries[i].liveRecordTypeAndName, recordName.utf8.count <= nameRoom,
+                let t = table(forRecordType: recordType)
+            {
                 if sorted.tables[t].positions.isEmpty {
                     sorted.tables[t].positions.reserveCapacity(entries.count)
                     sorted.tables[t].names = RecordNameRepeats(capacity: entries.count, hash: nameHash)
@@ -269,6 +272,16 @@ extension PostgresDestination {
                 continue
             }
             switch entries[i] {
+            case .record(let record) where table(forRecordType: record.recordType) != nil:
+                // Of a mapped type, with a name longer than a row's can be.
+                let problem = Self.nameTooLong(record.recordName, in: batch.zoneID, what: "the record's name")
+                if settings.policies.onBadRecord == .fail {
+                    throw SyncError(
+                        .failed,
+                        message: "record \(InertText.quoted(record.recordName)) in zone \(batch.zoneID.zoneName) cannot be applied: \(problem); "
+                            + "nothing of its batch was applied (set onBadRecord: reject to send such records to zonefeed_rejects instead)")
+                }
+                sorted.rejects.append(Reject(seq: i, entry: entries[i], recordType: record.recordType, error: problem))
             case .record(let record):
                 // Of a type without a table.
                 if settings.skippedRecordTypes.contains(record.recordType) {
@@ -290,6 +303,10 @@ extension PostgresDestination {
                     Reject(
                         seq: i, entry: entries[i], recordType: nil,
                         error: "the deleted record's name contains a NUL byte, which PostgreSQL text cannot hold; no row has it"))
+            case .deleted(let name) where name.utf8.count > nameRoom:
+                // No row can have it either.
+                let problem = Self.nameTooLong(name, in: batch.zoneID, what: "the deleted record's name")
+                sorted.rejects.append(Reject(seq: i, entry: entries[i], recordType: nil, error: problem + "; no row has it"))
             case .deleted(let name):
                 sorted.deletions.append(Deletion(seq: Int32(i), recordName: name))
             case .unreadable(let unreadable):
@@ -310,6 +327,24 @@ extension PostgresDestination {
         }
         if !growth.isEmpty { throw growth }
         return sorted
+    }
+
+    /// The most bytes a row's key takes together (`zone_owner`, `zone_name`, `record_name`): an
+    /// entry of a b-tree index holds at most 2,704 bytes (`BTMaxItemSize`, with 8 kB pages), and
+    /// the tables' primary keys and the tombstones' index are b-trees on those columns. A longer
+    /// key is refused by the server whatever else the row holds, and would fail every try of its
+    /// batch; the margin is the entry's header and the texts' length words and alignment.
+    static let maxKeyBytes = 2_600
+
+    /// How many bytes a record's name may take in `zone`.
+    static func nameRoom(in zone: ZoneID) -> Int {
+        maxKeyBytes - zone.ownerRecordName.utf8.count - zone.zoneName.utf8.count
+    }
+
+    /// Why a record (or deletion) named `name` cannot be applied in `zone`.
+    static func nameTooLong(_ name: String, in zone: ZoneID, what: String) -> String {
+        "\(what) is \(name.utf8.count.grouped) bytes long: with the zone's owner and name that is more than "
+            + "the \(maxKeyBytes.grouped) bytes an entry of PostgreSQL's index of the rows can hold (\(nameRoom(in: zone).grouped) are left for the name)"
     }
 
     /// Upserts, table by table: encoded (which validates them) while the rows before them are

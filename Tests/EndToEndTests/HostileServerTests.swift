@@ -288,6 +288,48 @@ import Testing
         #expect(try await differences(s, in: Self.all) == [])
     }
 
+    /// A record whose name is too long for an entry of the tables' key index (a b-tree refuses
+    /// entries over 2,704 bytes) would fail its batch at every run. It is a reject, and so is a
+    /// deletion of such a name; a name just inside the limit is stored, and the run completes.
+    @Test func aNameTooLongForTheIndexOfTheRowsIsARejectAndTheZoneCompletes() async throws {
+        let s = try await Setup("longnames", fake: Self.fake)
+        defer { s.stop() }
+        // Random text, which PostgreSQL cannot compress into an entry: 3,240 bytes.
+        let tooLong = (0..<90).map { _ in UUID().uuidString }.joined()
+        // Exactly the room a name has in Zone01: 2,600 bytes less the owner's and the zone's.
+        let fits = "F" + String(tooLong.prefix(2_600 - Self.fake.owner.utf8.count - "Zone01".utf8.count - 1))
+        try await s.server.admin(
+            "records/add",
+            [
+                "zone": "Zone01",
+                "records": try FakeServerProcess.wire([Record(recordName: tooLong, recordType: "Tag"), Record(recordName: fits, recordType: "Tag")]),
+            ])
+        let first = try await run(s).output
+        #expect(first.status == 0, "\(first.stderr.suffix(2_000))")
+        // A deletion comes in an incremental fetch (a nil-token fetch lists live records only).
+        try await s.server.admin("records/delete", ["zone": "Zone01", "recordNames": [tooLong]])
+        let second = try await run(s).output
+        #expect(second.status == 0, "\(second.stderr.suffix(2_000))")
+        let schema = quoteIdentifier(s.p.schema)
+        let rejects = try query(s, "SELECT length(record_name), error FROM \(schema).zonefeed_rejects ORDER BY id")
+        #expect(
+            rejects == [
+                [
+                    "3240",
+                    "the record's name is 3,240 bytes long: with the zone's owner and name that is more than the 2,600 bytes an entry of "
+                        + "PostgreSQL's index of the rows can hold (2,584 are left for the name)",
+                ],
+                [
+                    "3240",
+                    "the deleted record's name is 3,240 bytes long: with the zone's owner and name that is more than the 2,600 bytes an "
+                        + "entry of PostgreSQL's index of the rows can hold (2,584 are left for the name); no row has it",
+                ],
+            ])
+        let stored = try query(s, "SELECT length(record_name) FROM \(schema).tags WHERE record_name LIKE 'F%' AND length(record_name) > 100")
+        #expect(stored == [["\(fits.utf8.count)"]], "the name just inside the limit is stored")
+        #expect(try await differences(s, in: Self.all, besides: [fits]) == [])
+    }
+
     // MARK: Answers of the wrong shape
 
     @Test func anAnswerOfTheWrongShapeFailsItsZoneAfterItsRetries() async throws {
