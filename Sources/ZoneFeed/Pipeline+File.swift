@@ -104,6 +104,14 @@ extension PipelineFileReader {
             )
             return nil
         }
+        guard value.text.utf8.count <= Pipeline.maxNameBytes else {
+            report(
+                "pipeline name \(InertText.quoted(value.text)) is \(value.text.utf8.count.grouped) bytes long; a pipeline name is at most "
+                    + "\(Pipeline.maxNameBytes) (with a zone's names it keys the zone's checkpoint, in an index whose entries hold 2,704 bytes)",
+                at: value.position
+            )
+            return nil
+        }
         return value.text
     }
 

@@ -4,6 +4,8 @@
 public struct Pipeline: Sendable {
     /// The pipeline's name: the key of its checkpoints and runs.
     public var name: String
+    /// The most bytes a pipeline's name takes (`Pipeline.load` refuses a longer one).
+    public static let maxNameBytes = 200
     public var source: any SourceConfiguration
     public var destination: any DestinationConfiguration
     /// The path the file was read from, as given ("<memory>" when parsed from a string).

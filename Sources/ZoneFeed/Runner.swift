@@ -92,7 +92,7 @@ public struct Runner: Sendable {
             }
             summary.status = summary.zonesFailed.isEmpty ? .succeeded : .failed
             if !summary.zonesFailed.isEmpty {
-                summary.error = summary.zonesFailed.map { "zone \($0.0.zoneName): \($0.1)" }.joined(separator: "; ")
+                summary.error = summary.zonesFailed.map { "zone \(Self.shown($0.0)): \($0.1)" }.joined(separator: "; ")
             }
         } catch {
             summary.status = Self.isCancellation(error) ? .interrupted : .failed
@@ -146,6 +146,12 @@ public struct Runner: Sendable {
     }
 
     // MARK: Zones
+
+    /// A zone's name as the run's error and its log name it: quoted and cut when it is longer
+    /// than a name to recognise (a server's zone name too long to keep could be megabytes).
+    static func shown(_ zone: ZoneID) -> String {
+        zone.zoneName.unicodeScalars.count > InertText.quotedLength ? InertText.quoted(zone.zoneName) : zone.zoneName
+    }
 
     private func zonesToFetch(runID: Int64, summary: inout RunSummary, logger: Logger) async throws -> [ZoneID] {
         var zones: [ZoneID]
@@ -212,7 +218,7 @@ public struct Runner: Sendable {
         // A zone no table can hold is reported by the share it belongs to, not by every one.
         if let shard = configuration.shard { refused = refused.filter { shard.holds($0.zoneID) } }
         for zone in refused {
-            logger.error("zone not exported", metadata: ["zone": "\(zone.zoneID.zoneName)", "error": "\(zone.reason)"])
+            logger.error("zone not exported", metadata: ["zone": "\(Self.shown(zone.zoneID))", "error": "\(zone.reason)"])
             summary.zonesFailed.append((zone.zoneID, zone.reason))
         }
         if !configuration.zoneFilter.isEmpty {

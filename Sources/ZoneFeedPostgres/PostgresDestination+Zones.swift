@@ -112,12 +112,24 @@ extension PostgresDestination {
     }
 
     /// PostgreSQL text holds no NUL: a zone named with one is not followed (stored cut at the
-    /// NUL, `a\u{0}one` and `a\u{0}two` would both be `a`).
+    /// NUL, `a\u{0}one` and `a\u{0}two` would both be `a`). Nor is a zone whose names are too
+    /// long for the b-tree entries that key its checkpoint and rows (see `maxKeyBytes`).
     public func refusal(of zone: ZoneID) -> String? {
-        guard zone.zoneName.containsNUL || zone.ownerRecordName.containsNUL else { return nil }
-        return "the zone's name holds a NUL character, which PostgreSQL text cannot hold; the zone is not exported "
-            + "(stored cut at the NUL, it would share its rows and checkpoint with another zone)"
+        if zone.zoneName.containsNUL || zone.ownerRecordName.containsNUL {
+            return "the zone's name holds a NUL character, which PostgreSQL text cannot hold; the zone is not exported "
+                + "(stored cut at the NUL, it would share its rows and checkpoint with another zone)"
+        }
+        let length = zone.ownerRecordName.utf8.count + zone.zoneName.utf8.count
+        guard length > Self.maxZoneKeyBytes else { return nil }
+        return "the zone's owner and name take \(length.grouped) bytes, more than the \(Self.maxZoneKeyBytes.grouped) a zone is kept under; "
+            + "the zone is not exported (PostgreSQL's index of the checkpoints and rows holds an entry of at most 2,704 bytes, "
+            + "and its records' names need room beside the zone's)"
     }
+
+    /// The most bytes a zone's owner and name take together: with a pipeline name (at most
+    /// `Pipeline.maxNameBytes`) they key its checkpoint, and with a record's name its rows,
+    /// whose key takes at most `maxKeyBytes`; CloudKit's own names are at most 255 characters.
+    static let maxZoneKeyBytes = 2_048
 
     public func recordZoneError(_ zone: ZoneID, message: String?) async throws {
         let schema = self.schema

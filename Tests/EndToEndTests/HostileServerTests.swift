@@ -330,6 +330,31 @@ import Testing
         #expect(try await differences(s, in: Self.all, besides: [fits]) == [])
     }
 
+    /// A zone whose names are too long to key its checkpoint and rows is not exported: the run
+    /// that meets it fails with a sentence that quotes the name cut short, the next one
+    /// completes, and the other zones are whole.
+    @Test func aZoneNameTooLongToKeyItsCheckpointIsNotExportedAndTheOthersComplete() async throws {
+        let s = try await Setup("longzone", fake: Self.fake)
+        defer { s.stop() }
+        // Random text, which PostgreSQL cannot compress into an index entry: 2,999 bytes with
+        // the owner's, a checkpoint key it would refuse at every run.
+        let zone = "L" + (0..<83).map { _ in UUID().uuidString }.joined()
+        try await s.server.admin("records/add", ["zone": zone, "records": try FakeServerProcess.wire([Record(recordName: "R", recordType: "Tag")])])
+        let output = try await run(s).output
+        #expect(output.status == 1, "\(output.stderr.suffix(2_000))")
+        #expect(
+            output.stderr.contains(
+                "zone '\(zone.prefix(80))…' (2,989 characters): the zone's owner and name take 2,999 bytes, more than the 2,048 "
+                    + "a zone is kept under; the zone is not exported"), "\(output.stderr.suffix(3_000))")
+        #expect(!output.stderr.contains(zone.prefix(81)), "the name is cut short")
+        let again = try await run(s).output
+        #expect(again.status == 0, "the database feed has moved past the zone: \(again.stderr.suffix(2_000))")
+        let schema = quoteIdentifier(s.p.schema)
+        let kept = try query(s, "SELECT count(*) FROM \(schema).zonefeed_checkpoints WHERE zone_name LIKE 'L%'")
+        #expect(kept == [["0"]])
+        #expect(try await differences(s, in: Self.all) == [])
+    }
+
     // MARK: Answers of the wrong shape
 
     @Test func anAnswerOfTheWrongShapeFailsItsZoneAfterItsRetries() async throws {

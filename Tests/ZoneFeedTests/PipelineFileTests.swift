@@ -372,6 +372,20 @@ private let cloudKitWithToken = """
     )
 }
 
+@Test func aPipelineNameTooLongToKeyItsCheckpointsIsRefusedWithItsPlace() {
+    // A schema of its own: the one a pipeline names by default takes at most 63 bytes.
+    let header = fakeHeader.replacingOccurrences(of: "url: embedded", with: "url: embedded\n  schema: notes")
+    let yaml = header.replacingOccurrences(of: "pipeline: notes", with: "pipeline: " + String(repeating: "n", count: 201))
+    #expect(
+        problems(yaml) == [
+            "notes.yml:1:11: pipeline name '\(String(repeating: "n", count: 80))…' (201 characters) is 201 bytes long; a pipeline name is at most 200 "
+                + "(with a zone's names it keys the zone's checkpoint, in an index whose entries hold 2,704 bytes)"
+        ]
+    )
+    let longest = header.replacingOccurrences(of: "pipeline: notes", with: "pipeline: " + String(repeating: "n", count: 200))
+    #expect(problems(longest) == [])
+}
+
 // MARK: - YAML itself
 
 @Test func yamlSyntaxErrorCarriesItsPosition() {
