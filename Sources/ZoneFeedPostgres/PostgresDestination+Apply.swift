@@ -494,12 +494,19 @@ extension PostgresDestination {
             """, [owner, zoneName, run, pipelineName])
     }
 
-    /// Each reject, with the entry as the server sent it, to `zonefeed_rejects`.
+    /// Each reject, with the entry as the server sent it, to `zonefeed_rejects`: without it
+    /// (`raw` null, and the error says why) when jsonb would not take it, rather than a batch
+    /// the server refuses at every try.
     private func record(_ rejects: [Reject], of batch: ChangeBatch, on c: Connection) throws {
         for reject in rejects {
             var json = JSONWriter()
             json.spellsOutNUL = true
             json.write(reject.entry.json)
+            var error = reject.error
+            if let problem = json.bytes.withUnsafeBufferPointer({ rejectsJSONB.problem(with: $0) }) {
+                error += "; the entry is not kept in raw: \(problem)"
+                json.bytes = []
+            }
             try c.query(
                 """
                 INSERT INTO \(schema.rejects) (pipeline, zone_owner, zone_name, record_name, record_type, raw, error, run_id)
@@ -507,7 +514,8 @@ extension PostgresDestination {
                 """,
                 [
                     pipelineName, batch.zoneID.ownerRecordName, batch.zoneID.zoneName, reject.entry.recordName.map(Self.withoutNUL),
-                    reject.recordType.map(Self.withoutNUL), String(decoding: json.bytes, as: UTF8.self), Self.withoutNUL(reject.error),
+                    reject.recordType.map(Self.withoutNUL), json.bytes.isEmpty ? nil : String(decoding: json.bytes, as: UTF8.self),
+                    Self.withoutNUL(error),
                     String(batch.runID),
                 ])
         }

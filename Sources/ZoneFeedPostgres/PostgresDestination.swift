@@ -18,6 +18,8 @@ public final class PostgresDestination: RunDestination, Sendable {
     /// The pipeline's own mapping, before any change.
     let mappedSchema: PostgresSchema
     let pipelineName: String
+    /// What PostgreSQL's jsonb takes of a reject's entry (`zonefeed_rejects.raw`).
+    let rejectsJSONB: JSONBLimits
     let settings: PostgresSettings
     /// The libpq connection string: it may hold a password; never print it.
     public let conninfo: String
@@ -74,7 +76,13 @@ public final class PostgresDestination: RunDestination, Sendable {
         self.init(pipelineName: pipeline.name, settings: try pipeline.postgresSettings(), conninfo: conninfo, logger: logger)
     }
 
-    public init(pipelineName: String, settings: PostgresSettings, conninfo: String, logger: Logger) {
+    public convenience init(pipelineName: String, settings: PostgresSettings, conninfo: String, logger: Logger) {
+        self.init(pipelineName: pipelineName, settings: settings, conninfo: conninfo, logger: logger, rejectsJSONB: JSONBLimits())
+    }
+
+    /// `rejectsJSONB`: what a reject's entry may be as jsonb (lowered by tests).
+    init(pipelineName: String, settings: PostgresSettings, conninfo: String, logger: Logger, rejectsJSONB: JSONBLimits) {
+        self.rejectsJSONB = rejectsJSONB
         self.pipelineName = pipelineName
         self.settings = settings
         mappedSchema = PostgresSchema(pipelineName: pipelineName, settings: settings)

@@ -63,8 +63,10 @@ extension RowEncoder {
         // room made once: piece by piece, each piece's room was a check of the buffer's memory
         // (`Benchmarks/`: about 100 instructions a record).
         let length = unmappedMembers.reduce(3 + max(0, unmappedMembers.count - 1)) { $0 + $1.count }
-        if length - 1 > maxJSONBBytes { return fieldsColumnTooLarge }
-        _ = buffer.appendField(atMost: length) { room in
+        let limits = jsonb
+        if length - 1 > limits.maxBytes { return fieldsColumn(limits.tooLong) }
+        var problem: String?
+        let written = buffer.appendField(atMost: length) { room in
             let at = room.baseAddress!
             at[0] = 1
             at[1] = UInt8(ascii: "{")
@@ -78,9 +80,15 @@ extension RowEncoder {
                 written += member.count
             }
             at[written] = UInt8(ascii: "}")
+            // Text longer than any that always fits is looked through for what jsonb would
+            // refuse; the row is then refused.
+            if written > limits.alwaysFits {
+                problem = limits.problem(with: UnsafeBufferPointer(rebasing: room[1...written]))
+                if problem != nil { return nil }
+            }
             return written + 1
         }
-        return nil
+        return written ? nil : fieldsColumn(problem ?? "")
     }
 
     /// An unmapped name that evolution would give a column.
@@ -264,7 +272,7 @@ extension RowEncoder {
 
     /// jsonb's binary form: a version byte (1) and the text.
     private mutating func appendJSONB(_ text: UnsafeBufferPointer<UInt8>) throws {
-        if text.count > maxJSONBBytes { throw TooLarge(problem: jsonbTooLarge) }
+        if let problem = jsonb.problem(with: text) { throw TooLarge(problem: problem) }
         buffer.appendField(prefix: 1, text)
     }
 

@@ -56,9 +56,8 @@ public struct RowEncoder {
     /// list of one-letter strings is 4 bytes an element in JSON (`"a",`) and 8 there. Lowered
     /// by tests.
     var maxArrayElements = 134_217_727
-    /// The most bytes of JSON a jsonb value is taken with: jsonb holds at most 268,435,455
-    /// bytes (`JENTRY_OFFLENMASK`), a string in it too. Lowered by tests.
-    var maxJSONBBytes = 268_435_455
+    /// What a jsonb value or the fields column may hold. Lowered by tests.
+    var jsonb = JSONBLimits()
     /// Where the row being encoded starts in the buffer.
     private(set) var rowStart = 0
     private var fieldCount: Int
@@ -156,11 +155,8 @@ public struct RowEncoder {
         "the list is larger than a PostgreSQL array can be (\(maxArrayElements.grouped) elements, \(maxRowBytes.grouped) bytes)"
     }
 
-    /// Why a value or the fields column past `maxJSONBBytes` is refused.
-    var jsonbTooLarge: String { "the JSON takes more than \(maxJSONBBytes.grouped) bytes, more than PostgreSQL's jsonb holds" }
-
-    /// Why the fields without a column are refused when they pass `maxJSONBBytes` together.
-    var fieldsColumnTooLarge: String { "the fields without a column: \(jsonbTooLarge) (the fields column)" }
+    /// Why the fields without a column are refused when jsonb would not take them together.
+    func fieldsColumn(_ problem: String) -> String { "the fields without a column: \(problem) (the fields column)" }
 
     /// A list or a jsonb value stopped part way: why, in `problem` (one of the sentences above).
     struct TooLarge: Error {
@@ -302,7 +298,7 @@ public struct RowEncoder {
             json.write(field: value)
         }
         json.bytes.append(UInt8(ascii: "}"))
-        if json.bytes.count > maxJSONBBytes { return fieldsColumnTooLarge }
+        if let problem = json.bytes.withUnsafeBufferPointer({ jsonb.problem(with: $0) }) { return fieldsColumn(problem) }
         buffer.append(jsonb: json.bytes)
         return nil
     }
@@ -344,7 +340,7 @@ public struct RowEncoder {
             if value.containsNUL { return "the value contains a NUL byte, which PostgreSQL jsonb cannot hold" }
             json.bytes.removeAll(keepingCapacity: true)
             json.writeValue(of: value)
-            if json.bytes.count > maxJSONBBytes { return jsonbTooLarge }
+            if let problem = json.bytes.withUnsafeBufferPointer({ jsonb.problem(with: $0) }) { return problem }
             buffer.append(jsonb: json.bytes)
         case (.textArray, .list(_, let items)):
             return appendArray(items, oid: BinaryCopyBuffer.OID.text) { buffer, item in

@@ -37,7 +37,7 @@ import Testing
         ]
         for inTheModel in [false, true] {
             var encoder = RowEncoder(mapping: FieldsStraightFromJSONTests.mapping, keepUnmapped: true)
-            (encoder.maxRowBytes, encoder.maxArrayElements, encoder.maxJSONBBytes) = (8_192, 1_500, 1_000)
+            (encoder.maxRowBytes, encoder.maxArrayElements, encoder.jsonb.maxBytes) = (8_192, 1_500, 1_000)
             var problems: [String?] = []
             for var record in records {
                 #expect(FieldsStraightFromJSONTests.keptAsJSON(record))
@@ -52,6 +52,38 @@ import Testing
             }
             #expect(encoder.rowCount == 2)
             #expect(encoder.valuesFromTheModel == 0, "a value past a limit is not read into the model to be refused")
+        }
+    }
+
+    /// jsonb's binary form and the server's parse have limits of their own: a list of small
+    /// numbers far shorter than `maxBytes` can still hold more elements than the server parses.
+    /// Such a value, or fields column, is a reject too; the limits are lowered here.
+    @Test func jsonWithMoreElementsThanJSONBTakesIsARejectThoughItsTextIsShort() throws {
+        func zeros(_ count: Int) -> String { Array(repeating: "0", count: count).joined(separator: ",") }
+        let records = try FieldsStraightFromJSONTests.records([
+            #"{"extra":{"type":"INT64_LIST","value":[\#(zeros(25))]}}"#,
+            #"{"extra":{"type":"INT64_LIST","value":[\#(zeros(20))]}}"#,
+            #"{"j":{"value":{"latitude":1.5,"longitude":2.5,"altitude":3.0,"speed":0.0,"course":0.0,"timestamp":1},"type":"LOCATION"}}"#,
+            #"{"j":{"value":{"latitude":1.5,"longitude":2.5,"altitude":3.0},"type":"LOCATION"}}"#,
+        ])
+        let expected: [String?] = [
+            "the fields without a column: the JSON holds a list of more than 20 elements, more than PostgreSQL's jsonb takes (the fields column)",
+            nil,
+            "field j: the JSON holds an object of more than 5 members, more than PostgreSQL's jsonb takes (column j, jsonb)",
+            nil,
+        ]
+        for inTheModel in [false, true] {
+            var encoder = RowEncoder(mapping: FieldsStraightFromJSONTests.mapping, keepUnmapped: true)
+            encoder.jsonb = JSONBLimits(maxBytes: 100_000, maxListElements: 20, maxObjectMembers: 5)
+            var problems: [String?] = []
+            for var record in records {
+                if inTheModel { record.fields = record.fields }
+                let before = encoder.pendingByteCount
+                problems.append(encoder.append(record, seq: 0))
+                if problems.last! != nil { #expect(encoder.pendingByteCount == before, "a refused row leaves nothing behind") }
+            }
+            #expect(problems == expected, "\(inTheModel ? "from the model" : "straight from JSON")")
+            #expect(encoder.rowCount == 2)
         }
     }
 }
