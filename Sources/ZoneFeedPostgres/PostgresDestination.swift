@@ -18,8 +18,21 @@ public final class PostgresDestination: RunDestination, Sendable {
     /// The pipeline's own mapping, before any change.
     let mappedSchema: PostgresSchema
     let pipelineName: String
-    /// What PostgreSQL's jsonb takes of a reject's entry (`zonefeed_rejects.raw`).
-    let rejectsJSONB: JSONBLimits
+    let limits: Limits
+
+    /// What the destination keeps within, so that PostgreSQL never refuses a batch at every try.
+    struct Limits: Sendable {
+        /// What PostgreSQL's jsonb takes of a reject's entry (`zonefeed_rejects.raw`).
+        var rejectsJSONB = JSONBLimits()
+        /// The most tables a pipeline has for evolution to make one more: each table a batch
+        /// makes holds about four of PostgreSQL's locks until it commits (the table, its TOAST
+        /// table and index, its key), and the server's lock table has room for 6,400 by default
+        /// (`max_locks_per_transaction` 64 × `max_connections` 100), shared by every session:
+        /// one transaction making 1,607 tables ran out of it ("out of shared memory"). A server
+        /// sending records of ever new types would otherwise fail its batch at every try, or
+        /// fill the database with tables.
+        var tables = 500
+    }
     let settings: PostgresSettings
     /// The libpq connection string: it may hold a password; never print it.
     public let conninfo: String
@@ -77,12 +90,12 @@ public final class PostgresDestination: RunDestination, Sendable {
     }
 
     public convenience init(pipelineName: String, settings: PostgresSettings, conninfo: String, logger: Logger) {
-        self.init(pipelineName: pipelineName, settings: settings, conninfo: conninfo, logger: logger, rejectsJSONB: JSONBLimits())
+        self.init(pipelineName: pipelineName, settings: settings, conninfo: conninfo, logger: logger, limits: Limits())
     }
 
-    /// `rejectsJSONB`: what a reject's entry may be as jsonb (lowered by tests).
-    init(pipelineName: String, settings: PostgresSettings, conninfo: String, logger: Logger, rejectsJSONB: JSONBLimits) {
-        self.rejectsJSONB = rejectsJSONB
+    /// `limits`: lowered by tests.
+    init(pipelineName: String, settings: PostgresSettings, conninfo: String, logger: Logger, limits: Limits) {
+        self.limits = limits
         self.pipelineName = pipelineName
         self.settings = settings
         mappedSchema = PostgresSchema(pipelineName: pipelineName, settings: settings)

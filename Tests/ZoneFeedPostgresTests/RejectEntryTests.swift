@@ -16,7 +16,7 @@ import ZoneFeed
         let destination = PostgresDestination(
             pipelineName: p.name, settings: try p.pipeline().postgresSettings(), conninfo: p.url,
             logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() },
-            rejectsJSONB: JSONBLimits(maxBytes: 100_000, maxListElements: 50, maxObjectMembers: 50))
+            limits: .init(rejectsJSONB: JSONBLimits(maxBytes: 100_000, maxListElements: 50, maxObjectMembers: 50)))
         try await destination.prepare()
         let run = try await destination.startRun()
         let zone = ZoneID(zoneName: "Zone01", ownerRecordName: "_fakeOwner")
