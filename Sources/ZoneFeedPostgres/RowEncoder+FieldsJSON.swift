@@ -63,10 +63,9 @@ extension RowEncoder {
         // room made once: piece by piece, each piece's room was a check of the buffer's memory
         // (`Benchmarks/`: about 100 instructions a record).
         let length = unmappedMembers.reduce(3 + max(0, unmappedMembers.count - 1)) { $0 + $1.count }
-        let limits = jsonb
-        if length - 1 > limits.maxBytes { return fieldsColumn(limits.tooLong) }
-        var problem: String?
-        let written = buffer.appendField(atMost: length) { room in
+        if length - 1 > jsonb.maxBytes { return fieldsColumn(jsonb.tooLong) }
+        let start = buffer.count
+        _ = buffer.appendField(atMost: length) { room in
             let at = room.baseAddress!
             at[0] = 1
             at[1] = UInt8(ascii: "{")
@@ -80,15 +79,17 @@ extension RowEncoder {
                 written += member.count
             }
             at[written] = UInt8(ascii: "}")
-            // Text longer than any that always fits is looked through for what jsonb would
-            // refuse; the row is then refused.
-            if written > limits.alwaysFits {
-                problem = limits.problem(with: UnsafeBufferPointer(rebasing: room[1...written]))
-                if problem != nil { return nil }
-            }
             return written + 1
         }
-        return written ? nil : fieldsColumn(problem ?? "")
+        // Text longer than any that always fits is looked through, as written (after the
+        // field's length word and the version byte), for what jsonb would refuse.
+        if length - 1 > jsonb.alwaysFits,
+            let problem = buffer.withUnsafeBytes({ jsonb.problem(with: UnsafeBufferPointer(rebasing: $0[(start + 5)...])) })
+        {
+            buffer.truncate(to: start)
+            return fieldsColumn(problem)
+        }
+        return nil
     }
 
     /// An unmapped name that evolution would give a column.

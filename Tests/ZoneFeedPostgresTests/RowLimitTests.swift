@@ -37,7 +37,7 @@ import Testing
         ]
         for inTheModel in [false, true] {
             var encoder = RowEncoder(mapping: FieldsStraightFromJSONTests.mapping, keepUnmapped: true)
-            (encoder.maxRowBytes, encoder.maxArrayElements, encoder.jsonb.maxBytes) = (8_192, 1_500, 1_000)
+            (encoder.maxRowBytes, encoder.maxArrayElements, encoder.jsonb) = (8_192, 1_500, JSONBLimits(maxBytes: 1_000))
             var problems: [String?] = []
             for var record in records {
                 #expect(FieldsStraightFromJSONTests.keptAsJSON(record))
