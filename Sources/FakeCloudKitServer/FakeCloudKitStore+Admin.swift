@@ -28,7 +28,7 @@ import Foundation
 /// | `faults/hold` | `{count: 1, pathSuffix?, milliseconds}` | keeps the real response, and the request in flight, for `milliseconds` (up to ten minutes) before it leaves: a request the client is surely waiting on |
 /// | `faults/rewrite` | `{count: 1, pathSuffix?, replacements: [{find, replace?, replaceBase64?}]}` | the real response with every `find` in its body replaced by `replace`, or by the raw bytes of `replaceBase64` (text that is not UTF-8, a `\ud800` escape, control characters) |
 /// | `faults/pad` | `{count: 1, pathSuffix?, bytes}` | the real response, its JSON followed by spaces up to `bytes` |
-/// | `faults/stall` | `{zone, mode}` | the zone's `records/changes` never advances, always saying more is coming: `sameToken` (the token it was asked from), `emptyPages` (no records, a new token each time), `repeatPage` (the same records, a new token each time); until `faults/clear` |
+/// | `faults/stall` | `{zone, mode}` or `{feed: "database", mode}` | the zone's `records/changes` (or the database's `changes/database`) never advances, always saying more is coming: `sameToken` (the token it was asked from), `emptyPages` (no records or zones, a new token each time), `repeatPage` (the same records or zones, a new token each time); until `faults/clear` |
 /// | `faults/garbage` | `{count: 1, status: 200, pathSuffix?}` | answers with an HTML page instead of JSON |
 /// | | | every `faults/…` but `stall` also takes `zone`: only that zone's `records/changes` meets the fault |
 /// | `faults/misdirect` | `{count: 1}` | the next CloudKit request marks the connection it came on as misdirected: that request and the next `count - 1` on the same connection are answered 421 Misdirected Request with an HTML page, not CloudKit's JSON body (Apple's edge, for a connection made for another host); other connections are answered as usual, and the fault ends when the connection closes |
@@ -40,6 +40,8 @@ extension FakeCloudKitStore {
     struct AdminBody: Decodable {
         var database: String?
         var zone: String?
+        /// `faults/stall`: `database` for the database's change feed instead of a zone's.
+        var feed: String?
         var ownerRecordName: String?
         var records: [RecordEntry]?
         var recordNames: [String]?
@@ -179,10 +181,12 @@ extension FakeCloudKitStore {
             return .admin(.object(["ok": .bool(true)]))
 
         case "faults/stall":
-            guard let zone = body.zone, let mode = body.mode.flatMap(Stall.init(rawValue:)) else {
-                return .adminError("faults/stall needs a zone and a mode (\(Stall.allCases.map(\.rawValue).joined(separator: ", ")))")
+            let feed = body.feed == "database" ? Self.databaseFeed : body.zone
+            guard let feed, let mode = body.mode.flatMap(Stall.init(rawValue:)) else {
+                return .adminError(
+                    "faults/stall needs a zone (or feed: database) and a mode (\(Stall.allCases.map(\.rawValue).joined(separator: ", ")))")
             }
-            stalls[zone] = StalledZone(mode: mode)
+            stalls[feed] = StalledZone(mode: mode)
             return .admin(.object(["ok": .bool(true)]))
 
         case "faults/fail", "faults/throttle", "faults/cut", "faults/garbage", "faults/trickle", "faults/hold", "faults/rewrite", "faults/pad":

@@ -133,7 +133,9 @@ extension FakeCloudKitStore {
             : route(
                 method: request.method, container: container, environment: environment, database: database,
                 operation: operation, body: request.body)
-        if operation == "records/changes", !isDevice { response.reply = stalled(response.reply, request: request.body) }
+        if operation == "records/changes" || operation == "changes/database", !isDevice {
+            response.reply = stalled(response.reply, operation: operation, request: request.body)
+        }
         switch fault {
         case .cutShort(let bytes)?: response.delivery = .cutShort(bytes: bytes)
         case .trickle(let interval)?: response.delivery = .trickle(interval: interval)

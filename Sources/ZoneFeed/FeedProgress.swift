@@ -29,6 +29,7 @@ public struct FeedProgress: Sendable {
     private var empty = 0
     private var repeated = 0
     private var previous: [RecordEntry] = []
+    private var previousZones: ([ZoneID], [ZoneDeletion]) = ([], [])
 
     public init(limits: Limits) {
         self.limits = limits
@@ -55,6 +56,31 @@ public struct FeedProgress: Sendable {
         if repeated > limits.repeatedPages {
             return "the feed does not advance: the server answered \(repeated + 1) pages in a row with the same \(page.entries.count) records, "
                 + "saying more was coming\(stop)"
+        }
+        return nil
+    }
+
+    /// Notes a page of the database's change feed, the same way: its zones (changed or deleted)
+    /// take the place of a zone page's records. (A page with the token it was asked from ends
+    /// the feed at once.)
+    public mutating func note(_ page: DatabaseChangePage) -> String? {
+        guard page.moreComing else {
+            self = FeedProgress(limits: limits)
+            return nil
+        }
+        let zones = (page.modifiedZones, page.deletedZones)
+        let isEmpty = zones.0.isEmpty && zones.1.isEmpty
+        empty = isEmpty ? empty + 1 : 0
+        repeated = !isEmpty && zones == previousZones ? repeated + 1 : 0
+        previousZones = zones
+        let stop = "; stopping instead of looping (the zones it named are exported, and the next run reads the feed again)"
+        if empty > limits.emptyPages {
+            return "the database change feed does not advance: the server answered \(empty) pages in a row with no zones, saying more was "
+                + "coming\(stop)"
+        }
+        if repeated > limits.repeatedPages {
+            return "the database change feed does not advance: the server answered \(repeated + 1) pages in a row with the same "
+                + "\(zones.0.count + zones.1.count) zones, saying more was coming\(stop)"
         }
         return nil
     }

@@ -90,9 +90,10 @@ public struct Runner: Sendable {
                     try await fetchZone(zone, runID: runID, summary: &summary, logger: logger)
                 }
             }
-            summary.status = summary.zonesFailed.isEmpty ? .succeeded : .failed
-            if !summary.zonesFailed.isEmpty {
-                summary.error = summary.zonesFailed.map { "zone \(Self.shown($0.0)): \($0.1)" }.joined(separator: "; ")
+            summary.status = summary.zonesFailed.isEmpty && summary.databaseFeedFailed == nil ? .succeeded : .failed
+            if summary.status == .failed {
+                let failures = (summary.databaseFeedFailed.map { [$0] } ?? []) + summary.zonesFailed.map { "zone \(Self.shown($0.0)): \($0.1)" }
+                summary.error = failures.joined(separator: "; ")
             }
         } catch {
             summary.status = Self.isCancellation(error) ? .interrupted : .failed
@@ -167,6 +168,7 @@ public struct Runner: Sendable {
             var fetchToken = token
             var modified: [ZoneID] = []
             var deleted: [ZoneDeletion] = []
+            var progress = FeedProgress(limits: configuration.stall)
             while true {
                 try Task.checkCancellation()
                 var page: DatabaseChangePage
@@ -179,6 +181,14 @@ public struct Runner: Sendable {
                     fetchToken = nil
                     continue
                 }
+                if let stuck = progress.note(page) {
+                    // The pages before that named zones were applied with their tokens, and the
+                    // zones are fetched; the run fails at the end with the reason.
+                    logger.error("the database change feed does not advance", metadata: ["error": "\(stuck)"])
+                    summary.databaseFeedFailed = stuck
+                    break
+                }
+                let namesZones = !page.modifiedZones.isEmpty || !page.deletedZones.isEmpty || !page.refusedZones.isEmpty
                 // A zone the destination cannot keep under its name is not followed (and was
                 // never stored, so its deletion changes nothing): it fails, loudly, instead of
                 // landing on another zone's rows.
@@ -189,19 +199,25 @@ public struct Runner: Sendable {
                 page.modifiedZones.removeAll { destination.refusal(of: $0) != nil }
                 page.deletedZones.removeAll { destination.refusal(of: $0.zoneID) != nil }
                 // Deletions are applied in the transaction that stores the database token, so a
-                // crash can never advance the token past a deletion that was not applied.
-                guard let outcome = try await destination.applyDatabaseChanges(page, after: token, runID: runID) else {
-                    logger.info("another run moved the database change feed on; using its zones")
-                    break
+                // crash can never advance the token past a deletion that was not applied. A page
+                // that names no zone while more are said to be coming changes nothing: its token
+                // is stored with the next page that does (or the last), so that a feed given up
+                // on part way is read again from before its empty pages, which a server could
+                // have answered with a token past zones it never named.
+                if namesZones || !page.moreComing {
+                    guard let outcome = try await destination.applyDatabaseChanges(page, after: token, runID: runID) else {
+                        logger.info("another run moved the database change feed on; using its zones")
+                        break
+                    }
+                    summary.totals += outcome
+                    summary.zonesDeleted += page.deletedZones
+                    await events(.appliedDatabaseChanges(outcome))
+                    await events(.stateUpdate(nil, page.syncToken))
+                    modified += page.modifiedZones
+                    deleted += page.deletedZones
+                    token = page.syncToken
                 }
-                summary.totals += outcome
-                summary.zonesDeleted += page.deletedZones
-                await events(.appliedDatabaseChanges(outcome))
-                await events(.stateUpdate(nil, page.syncToken))
-                modified += page.modifiedZones
-                deleted += page.deletedZones
-                if !page.moreComing || page.syncToken == token { break }
-                token = page.syncToken
+                if !page.moreComing || page.syncToken == fetchToken { break }
                 fetchToken = page.syncToken
             }
             await events(.fetchedDatabaseChanges(modified: modified, deleted: deleted))

@@ -35,6 +35,8 @@ public struct RunSummary: Sendable {
     /// Zones whose lock this run took (`zonefeed_zones_claimed`).
     public var zonesClaimed = 0
     public var zonesFailed: [(ZoneID, String)] = []
+    /// Why the database's change feed was given up on (the zones it named were still fetched).
+    public var databaseFeedFailed: String?
     public var zonesDeleted: [ZoneDeletion] = []
     public var seconds: Double = 0
     /// How long the source's requests were paused because the server throttled them.

@@ -167,6 +167,28 @@ import Testing
         #expect(try await differences(s, in: Self.all) == [])
     }
 
+    /// The database's change feed saying more is coming for ever: the run stops reading it in
+    /// bounded time and fails with the reason, the zones its pages named are exported, and the
+    /// next run reads it again.
+    @Test(arguments: ["emptyPages", "repeatPage"])
+    func aDatabaseFeedThatNeverAdvancesFailsTheRunInBoundedTimeAndTheNextRunResumes(mode: String) async throws {
+        let s = try await Setup("dbstall", fake: Self.fake)
+        defer { s.stop() }
+        try await s.server.admin("faults/stall", ["feed": "database", "mode": mode])
+        let (first, took) = try await run(s)
+        #expect(first.status == 1, "\(first.stderr.suffix(2_000))")
+        #expect(first.stderr.contains("the database change feed does not advance"), "\(first.stderr.suffix(2_000))")
+        #expect(took < .seconds(180), "a few hundred pages at most, not for ever: \(took)")
+        // Repeated, the first page named every zone; empty, none.
+        #expect(try await differences(s, in: mode == "repeatPage" ? Self.all : []) == [])
+        if mode == "emptyPages" { #expect(try await DestinationSnapshot.read(s.p).rows.isEmpty) }
+
+        try await s.server.admin("faults/clear")
+        let second = try await run(s).output
+        #expect(second.status == 0, "\(second.stderr.suffix(2_000))")
+        #expect(try await differences(s, in: Self.all) == [])
+    }
+
     // MARK: Text and numbers no table can take as sent
 
     /// Bytes that are not UTF-8, an escape of half a surrogate, a stamp of 1e19 ms: each record
