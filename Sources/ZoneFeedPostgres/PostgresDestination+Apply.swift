@@ -275,12 +275,7 @@ extension PostgresDestination {
             case .record(let record) where table(forRecordType: record.recordType) != nil:
                 // Of a mapped type, with a name longer than a row's can be.
                 let problem = Self.nameTooLong(record.recordName, in: batch.zoneID, what: "the record's name")
-                if settings.policies.onBadRecord == .fail {
-                    throw SyncError(
-                        .failed,
-                        message: "record \(InertText.quoted(record.recordName)) in zone \(batch.zoneID.zoneName) cannot be applied: \(problem); "
-                            + "nothing of its batch was applied (set onBadRecord: reject to send such records to zonefeed_rejects instead)")
-                }
+                if settings.policies.onBadRecord == .fail { throw Self.badRecord(InertText.quoted(record.recordName), in: batch.zoneID, problem) }
                 sorted.rejects.append(Reject(seq: i, entry: entries[i], recordType: record.recordType, error: problem))
             case .record(let record):
                 // Of a type without a table.
@@ -320,12 +315,7 @@ extension PostgresDestination {
                 sorted.deletions.append(Deletion(seq: Int32(i), recordName: name))
             case .unreadable(let unreadable):
                 let problem = "the entry cannot be taken as sent: \(unreadable.problem)"
-                if settings.policies.onBadRecord == .fail {
-                    throw SyncError(
-                        .failed,
-                        message: "record \(unreadable.recordName ?? "(no name)") in zone \(batch.zoneID.zoneName) cannot be applied: \(problem); "
-                            + "nothing of its batch was applied (set onBadRecord: reject to send such records to zonefeed_rejects instead)")
-                }
+                if settings.policies.onBadRecord == .fail { throw Self.badRecord(unreadable.recordName ?? "(no name)", in: batch.zoneID, problem) }
                 sorted.rejects.append(Reject(seq: i, entry: entries[i], recordType: unreadable.recordType, error: problem))
             case .error(let error):
                 sorted.rejects.append(
@@ -336,6 +326,14 @@ extension PostgresDestination {
         }
         if !growth.isEmpty { throw growth }
         return sorted
+    }
+
+    /// The error that stops a batch, with `onBadRecord: fail`, at a record it cannot apply.
+    static func badRecord(_ record: String, in zone: ZoneID, _ problem: String) -> SyncError {
+        SyncError(
+            .failed,
+            message: "record \(record) in zone \(zone.zoneName) cannot be applied: \(problem); nothing of its batch was applied "
+                + "(set onBadRecord: reject to send such records to zonefeed_rejects instead)")
     }
 
     /// The most bytes a row's key takes together (`zone_owner`, `zone_name`, `record_name`): an
@@ -383,10 +381,7 @@ extension PostgresDestination {
                         guard case .record(let record) = entries[i] else { continue }
                         if let problem = session.encoders[t].append(record, seq: Int32(i)) {
                             if settings.policies.onBadRecord == .fail {
-                                throw SyncError(
-                                    .failed,
-                                    message: "record \(record.recordName) (\(record.recordType)) in zone \(zone.zoneName) cannot be applied: \(problem); "
-                                        + "nothing of its batch was applied (set onBadRecord: reject to send such records to zonefeed_rejects instead)")
+                                throw Self.badRecord("\(record.recordName) (\(record.recordType))", in: zone, problem)
                             }
                             sorted.rejects.append(Reject(seq: i, entry: entries[i], recordType: record.recordType, error: problem))
                             continue
