@@ -101,11 +101,6 @@ public struct BinaryCopyBuffer {
         written += 4
     }
 
-    @inlinable public mutating func appendInt64(_ v: Int64) {
-        UnsafeMutableRawPointer(room(8)).storeBytes(of: UInt64(bitPattern: v).bigEndian, toByteOffset: 0, as: UInt64.self)
-        written += 8
-    }
-
     /// A length word and an eight-byte value, with room made once.
     @inlinable mutating func appendEightByteField(_ v: UInt64) {
         let at = UnsafeMutableRawPointer(room(12))

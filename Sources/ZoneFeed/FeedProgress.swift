@@ -16,11 +16,16 @@ public struct FeedProgress: Sendable {
         public var sameToken: Int
         public var emptyPages: Int
         public var repeatedPages: Int
+        /// The most pages of the database's change feed one run reads; the next run reads on
+        /// from there. A feed that names new zones for ever advances, page by page, and would
+        /// otherwise hold the run for ever; 10,000 pages name up to 2,000,000 zones.
+        public var databasePages: Int
 
-        public init(sameToken: Int = 3, emptyPages: Int = 100, repeatedPages: Int = 3) {
+        public init(sameToken: Int = 3, emptyPages: Int = 100, repeatedPages: Int = 3, databasePages: Int = 10_000) {
             self.sameToken = sameToken
             self.emptyPages = emptyPages
             self.repeatedPages = repeatedPages
+            self.databasePages = databasePages
         }
     }
 

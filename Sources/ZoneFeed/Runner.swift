@@ -169,6 +169,7 @@ public struct Runner: Sendable {
             var modified: [ZoneID] = []
             var deleted: [ZoneDeletion] = []
             var progress = FeedProgress(limits: configuration.stall)
+            var pagesRead = 0
             while true {
                 try Task.checkCancellation()
                 var page: DatabaseChangePage
@@ -218,6 +219,13 @@ public struct Runner: Sendable {
                     token = page.syncToken
                 }
                 if !page.moreComing || page.syncToken == fetchToken { break }
+                pagesRead += 1
+                if pagesRead >= configuration.stall.databasePages {
+                    logger.notice(
+                        "the database change feed says more is coming after the pages one run reads; the zones they named are fetched, and the next run reads on",
+                        metadata: ["pages": "\(pagesRead)"])
+                    break
+                }
                 fetchToken = page.syncToken
             }
             await events(.fetchedDatabaseChanges(modified: modified, deleted: deleted))

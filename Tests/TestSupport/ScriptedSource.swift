@@ -19,6 +19,8 @@ public final class ScriptedSource: ChangeSource, @unchecked Sendable {
         var missing: Set<String> = []
         var fetches: [Fetch] = []
         var deletedZones: [ZoneDeletion] = []
+        var databaseFetches: [String?] = []
+        var endlessDatabaseFeed = false
     }
 
     public let pageSize: Int
@@ -61,6 +63,11 @@ public final class ScriptedSource: ChangeSource, @unchecked Sendable {
     }
 
     public var fetches: [Fetch] { state.withLockedValue { $0.fetches } }
+    /// The tokens the database's change feed was fetched from, in order.
+    public var databaseFetches: [String?] { state.withLockedValue { $0.databaseFetches } }
+    /// From now on each database page names one new zone, with a new token, and says more is
+    /// coming, for ever.
+    public func makeDatabaseFeedEndless() { state.withLockedValue { $0.endlessDatabaseFeed = true } }
 
     // MARK: ChangeSource
 
@@ -69,6 +76,13 @@ public final class ScriptedSource: ChangeSource, @unchecked Sendable {
 
     public func fetchDatabaseChanges(since token: ChangeToken?) async throws -> DatabaseChangePage {
         state.withLockedValue { state in
+            state.databaseFetches.append(token?.value)
+            if state.endlessDatabaseFeed {
+                let n = state.databaseFetches.count
+                state.feeds["new-\(n)"] = []
+                return DatabaseChangePage(
+                    modifiedZones: [ZoneID(zoneName: "new-\(n)")], deletedZones: [], syncToken: ChangeToken("db-endless@\(n)"), moreComing: true)
+            }
             let deleted = state.deletedZones
             state.deletedZones = []
             let zones = state.feeds.keys.sorted().map { ZoneID(zoneName: $0) }

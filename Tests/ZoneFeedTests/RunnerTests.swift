@@ -10,10 +10,11 @@ import ZoneFeed
     static func names(_ zone: String, _ count: Int) -> [String] { (1...count).map { "\(zone)-\($0)" } }
 
     func runner(
-        _ source: ScriptedSource, _ destination: MemoryDestination, commitEvery: Int = 3, parallelZones: Int = 1
+        _ source: ScriptedSource, _ destination: MemoryDestination, commitEvery: Int = 3, parallelZones: Int = 1,
+        stall: FeedProgress.Limits = .init()
     ) -> Runner {
         Runner(
-            configuration: .init(pipeline: "test", commitEvery: commitEvery, parallelZones: parallelZones),
+            configuration: .init(pipeline: "test", commitEvery: commitEvery, stall: stall, parallelZones: parallelZones),
             source: source, destination: destination, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
     }
 
@@ -109,6 +110,24 @@ import ZoneFeed
         let fetchesOfA = source.fetches.filter { $0.zone == "A" }.count
         #expect((limit + 1...limit + 3).contains(fetchesOfA), "stops one page past its limit (\(limit)), or a read-ahead page later: \(fetchesOfA)")
         #expect(await destination.live(ZoneID(zoneName: "B")).count == 7, "the other zone is applied")
+    }
+
+    /// A database feed that names a new zone on every page, for ever, is read for a bounded
+    /// number of pages a run: the zones those pages named are applied, the run succeeds, and
+    /// the next run reads on from the last page's token.
+    @Test func aDatabaseFeedWithoutEndIsReadABoundedNumberOfPagesARun() async throws {
+        let source = ScriptedSource(feeds: ["A": Self.names("A", 4)], pageSize: 3)
+        source.makeDatabaseFeedEndless()
+        let destination = MemoryDestination()
+        let first = try await runner(source, destination, stall: .init(databasePages: 5)).run()
+        #expect(first.status == .succeeded, "\(first.error ?? "")")
+        #expect(source.databaseFetches == [nil, "db-endless@1", "db-endless@2", "db-endless@3", "db-endless@4"])
+        #expect(Set(first.zonesUpToDate.map(\.zoneName)) == Set((1...5).map { "new-\($0)" }))
+
+        let second = try await runner(source, destination, stall: .init(databasePages: 5)).run()
+        #expect(second.status == .succeeded)
+        #expect(source.databaseFetches.dropFirst(5).first == "db-endless@5", "the next run reads on from the last page")
+        #expect(source.databaseFetches.count == 10)
     }
 
     @Test func anExpiredTokenResyncsTheZoneAndSweepsWhatIsGone() async throws {
