@@ -281,16 +281,17 @@ extension PostgresDestination {
                 // Of a type without a table.
                 if settings.skippedRecordTypes.contains(record.recordType) {
                     sorted.skipped += 1
-                } else if settings.evolves && !record.recordType.isEmpty && !record.recordType.containsNUL
-                    && (schema.tables.count + growth.recordTypes.count < limits.tables || growth.recordTypes.contains(record.recordType))
-                {
-                    growth.add(record)
                 } else if settings.evolves && !record.recordType.isEmpty && !record.recordType.containsNUL {
+                    let tables = schema.tables.count + growth.recordTypes.count
+                    if tables < limits.tables || growth.recordTypes.contains(record.recordType) {
+                        growth.add(record)
+                        continue
+                    }
                     sorted.rejects.append(
                         Reject(
                             seq: i, entry: entries[i], recordType: record.recordType,
                             error: "record type \(InertText.quoted(record.recordType)) gets no table: evolution makes none past a pipeline's "
-                                + "\(limits.tables.grouped)th, and this one has \((schema.tables.count + growth.recordTypes.count).grouped) with those "
+                                + "\(limits.tables.grouped)th, and this one has \(tables.grouped) with those "
                                 + "its batch makes (a mapping written out, or a schema file, can name more)"))
                 } else if settings.policies.unknownRecordTypes == .skip {
                     sorted.skipped += 1
