@@ -69,6 +69,18 @@ public final class RunMetrics: Sendable {
     /// run never started).
     /// The last-success timestamp is set only by a success: a backend that keeps metrics across
     /// runs (a Pushgateway, the metrics file) then still shows the previous success.
+    /// The process's peak resident memory so far, in bytes (`getrusage`).
+    static func peakResidentBytes() -> Int64 {
+        var usage = rusage()
+        #if canImport(Darwin)
+            guard getrusage(RUSAGE_SELF, &usage) == 0 else { return 0 }
+            return Int64(usage.ru_maxrss)  // bytes on macOS
+        #else
+            guard getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage) == 0 else { return 0 }
+            return Int64(usage.ru_maxrss) * 1024  // > getrusage(2): "ru_maxrss … (in kilobytes)"
+        #endif
+    }
+
     public func finish(status: RunStatus?, exitCode: Int32, runID: Int64?, seconds: Double?) {
         let now = Date()
         let name = status?.rawValue ?? "refused"
@@ -79,6 +91,7 @@ public final class RunMetrics: Sendable {
         Gauge(label: ZoneFeedMetric.runID.name).record(runID ?? 0)
         Gauge(label: ZoneFeedMetric.duration.name).record(seconds ?? now.timeIntervalSince(started))
         Gauge(label: ZoneFeedMetric.finished.name).record(now.timeIntervalSince1970)
+        Gauge(label: ZoneFeedMetric.peakMemory.name).record(Self.peakResidentBytes())
         if status == .succeeded {
             Gauge(label: ZoneFeedMetric.lastSuccess.name).record(now.timeIntervalSince1970)
         }

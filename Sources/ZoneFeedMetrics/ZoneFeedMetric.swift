@@ -24,6 +24,9 @@ public struct ZoneFeedMetric: Sendable, Hashable {
         "zonefeed_zones_claimed",
         "Zones this process held the lock of in its last run (applied, up to date or failed); where processes share a pipeline, each pushes its own (metrics.instance), and a zone one finished may be claimed again by another and found up to date."
     )
+    public static let peakMemory = ZoneFeedMetric(
+        "zonefeed_process_peak_resident_memory_bytes",
+        "The most memory the process has held resident (its peak RSS), in bytes: what a container's memory limit must allow.")
     public static let cloudKitRequests = ZoneFeedMetric(
         "zonefeed_cloudkit_requests_total", "CloudKit Web Services requests, retries included, by HTTP status (none: no response).")
     public static let cloudKitRetries = ZoneFeedMetric("zonefeed_cloudkit_retries_total", "CloudKit requests tried again after a retryable failure.")
@@ -41,8 +44,8 @@ public struct ZoneFeedMetric: Sendable, Hashable {
         "When the person signed in with zonefeed login for the stored web auth token, in Unix seconds; absent for a token not obtained so.")
 
     public static let all: [ZoneFeedMetric] = [
-        lastSuccess, finished, duration, status, exitCode, runID, records, pages, resyncs, zones, zonesClaimed, cloudKitRequests, cloudKitRetries,
-        misdirectedRetries,
+        lastSuccess, finished, duration, status, exitCode, runID, records, pages, resyncs, zones, zonesClaimed, peakMemory, cloudKitRequests,
+        cloudKitRetries, misdirectedRetries,
         throttleWait, webAuthTokenRotated, webAuthTokenSignedIn,
     ]
 
