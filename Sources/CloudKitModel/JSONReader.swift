@@ -17,6 +17,8 @@ public struct JSONReader {
     // for each run of text (`Benchmarks/`: see docs/performance.md).
     @usableFromInline let bytes: UnsafeBufferPointer<UInt8>
     @usableFromInline var position = 0
+    /// How many bytes are read from: a whole body, when reading a response.
+    public var byteCount: Int { bytes.count }
     /// The body the bytes belong to, when records read from them may point into it (`RawFields`).
     public let owner: JSONBytes?
     /// The strings read so far that recur from record to record of a page (types, users,

@@ -7,10 +7,22 @@ public struct RecordQueryResponse: Sendable, Hashable, Decodable {
     public var records: [RecordEntry]
     /// nil on the last page.
     public var continuationMarker: String?
+    /// The bytes of the body it was read from (`init(reading:)`), which its records' fields
+    /// keep alive; 0 when decoded otherwise. Not part of what makes two pages the same.
+    public var byteCount = 0
 
     public init(records: [RecordEntry], continuationMarker: String?) {
         self.records = records
         self.continuationMarker = continuationMarker
+    }
+
+    enum CodingKeys: String, CodingKey { case records, continuationMarker }
+
+    public static func == (a: Self, b: Self) -> Bool { a.records == b.records && a.continuationMarker == b.continuationMarker }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(records)
+        hasher.combine(continuationMarker)
     }
 }
 
@@ -32,6 +44,7 @@ extension RecordQueryResponse: JSONReadable {
         }
         try json.end()
         self.init(records: records, continuationMarker: marker)
+        byteCount = json.byteCount
     }
 }
 

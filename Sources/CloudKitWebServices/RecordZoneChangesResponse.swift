@@ -8,6 +8,9 @@ public struct RecordZoneChangesResponse: Sendable, Hashable, Decodable {
     public var syncToken: String
     /// `null` on the wire (observed) counts as false.
     public var moreComing: Bool
+    /// The bytes of the body it was read from (`init(reading:)`), which its records' fields
+    /// keep alive; 0 when decoded otherwise. Not part of what makes two pages the same.
+    public var byteCount = 0
 
     public init(records: [RecordEntry], syncToken: String, moreComing: Bool) {
         self.records = records
@@ -16,6 +19,16 @@ public struct RecordZoneChangesResponse: Sendable, Hashable, Decodable {
     }
 
     enum CodingKeys: String, CodingKey { case records, syncToken, moreComing }
+
+    public static func == (a: Self, b: Self) -> Bool {
+        a.records == b.records && a.syncToken == b.syncToken && a.moreComing == b.moreComing
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(records)
+        hasher.combine(syncToken)
+        hasher.combine(moreComing)
+    }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -31,6 +44,7 @@ extension RecordZoneChangesResponse: JSONReadable {
     public init(reading json: inout JSONReader) throws {
         let page = try json.readChangesPage(items: "records") { try RecordEntry(reading: &$0) }
         self.init(records: page.items, syncToken: page.syncToken, moreComing: page.moreComing)
+        byteCount = json.byteCount
     }
 }
 

@@ -16,6 +16,10 @@ public struct ZoneChangePage: Sendable {
     public var beginsSweep = false
     /// Records a deletion sweep found still there, by name only: their rows are kept.
     public var listed: [ListedRecords] = []
+    /// The bytes the page came in (a response's body), which its entries may keep alive until
+    /// their batch is written: what a batch's pages add up to is bounded by them
+    /// (`Runner.Configuration.commitEveryBytes`). 0 when the source does not know.
+    public var byteCount = 0
 
     public init(zoneID: ZoneID, entries: [RecordEntry], syncToken: ChangeToken, moreComing: Bool) {
         self.zoneID = zoneID

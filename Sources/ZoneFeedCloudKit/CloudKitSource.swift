@@ -163,9 +163,11 @@ public struct CloudKitSource: ChangeSource {
         } catch let error as CloudKitError {
             throw sourceError(for: error, zone: zone, carriedToken: token != nil)
         }
-        return ZoneChangePage(
+        var page = ZoneChangePage(
             zoneID: zone, entries: response.records, syncToken: ChangeToken(response.syncToken),
             moreComing: response.moreComing)
+        page.byteCount = response.byteCount
+        return page
     }
 
     /// A zone read by query gives a round of queries a page: a page of each slice read at once.

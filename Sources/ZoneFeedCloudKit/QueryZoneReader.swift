@@ -197,6 +197,8 @@ struct QueryZoneReader: Sendable {
         var records: [RecordEntry]
         /// nil when the slice is done.
         var next: QuerySlice?
+        /// The bytes of the answer, which its records keep alive.
+        var byteCount = 0
     }
 
     /// One query per slice, up to `sliceTarget` at once; the page gets their records (a pass)
@@ -242,6 +244,7 @@ struct QueryZoneReader: Sendable {
                 }
                 state.slices?[item.index] = result.next ?? QuerySlice(from: .min, to: .min)
                 position.types[item.type] = state
+                page.byteCount += result.byteCount
             case .sweep:
                 for case .record(let record) in result.records { listed[item.type, default: []].append(record.recordName) }
                 position.sweep?[item.type]?[item.index] = result.next ?? QuerySlice(from: .min, to: .min)
@@ -353,7 +356,7 @@ struct QueryZoneReader: Sendable {
                     }
                 ).union(next!.from == slice.from ? seen : []))
         }
-        return SliceResult(work: item, records: records, next: next)
+        return SliceResult(work: item, records: records, next: next, byteCount: response.byteCount)
     }
 
     static func times(_ records: [RecordEntry]) -> [Int64] {

@@ -72,7 +72,8 @@ struct PipelineOptions: ParsableArguments {
     ) -> (runner: Runner, destination: any RunDestination) {
         let runDestination = destination.runDestination(logger: logger)
         let configuration = Runner.Configuration(
-            pipeline: pipeline.name, commitEvery: pipeline.destination.commitEvery, zoneFilter: zones,
+            pipeline: pipeline.name, commitEvery: pipeline.destination.commitEvery, commitEveryBytes: pipeline.destination.commitEveryBytes,
+            zoneFilter: zones,
             parallelZones: pipeline.destination.parallelZones, shard: shard)
         return (Runner(configuration: configuration, source: source, destination: runDestination, logger: logger, events: events), runDestination)
     }

@@ -76,11 +76,14 @@ struct PostgresSettingsReader {
 
         let deletes = file.choice(PostgresSettings.DeleteMode.self, "deletes", in: section)
         let commitEvery = file.integer("commitEvery", in: section, range: PostgresSettings.commitEveryRange)
+        let commitEveryBytes = file.integer("commitEveryBytes", in: section, range: PostgresSettings.commitEveryBytesRange)
         let parallelZones = file.integer("parallelZones", in: section, range: PostgresSettings.parallelZonesRange)
         guard file.diagnostics.count == reported, let url, let schema else { return nil }
-        return PostgresSettings(
+        var settings = PostgresSettings(
             url: url, schema: schema, deletes: deletes ?? .tombstone, commitEvery: commitEvery ?? PostgresSettings.defaultCommitEvery,
             parallelZones: parallelZones ?? PostgresSettings.defaultParallelZones)
+        if let commitEveryBytes { settings.commitEveryBytes = commitEveryBytes }
+        return settings
     }
 
     /// Why libpq would not take this connection string; the sentence never quotes the string.
@@ -137,6 +140,9 @@ extension PostgresSettings {
             .choice("destination.deletes", DeleteMode.self, default: "tombstone", "A deleted record's row: kept with deleted_at set, or deleted."),
             .integer(
                 "destination.commitEvery", commitEveryRange, default: defaultCommitEvery, "Records per transaction, whole pages only."),
+            .integer(
+                "destination.commitEveryBytes", commitEveryBytesRange, default: Runner.Configuration.defaultCommitEveryBytes,
+                "Bytes of pages per transaction, as they came, whole pages only: large records commit before commitEvery of them are held."),
             .integer(
                 "destination.parallelZones", parallelZonesRange, default: defaultParallelZones,
                 "Connections writing at once: a zone on each, and a zone alone also on an idle one, its next batch beside the last."),

@@ -24,6 +24,7 @@ extension PostgresSettings {
         case .hard: row("deletes", "hard (a deleted record's row is deleted)")
         }
         row("commitEvery", "\(commitEvery) records per transaction (whole pages only)")
+        row("commitEveryBytes", "\(commitEveryBytes) bytes of pages per transaction, as they came (whole pages only)")
         row(
             "parallelZones",
             parallelZones == 1 ? "1 zone at a time" : "up to \(parallelZones) zones at once, each on its own connection; a zone alone also on an idle one")

@@ -12,6 +12,8 @@ public struct PostgresSettings: Sendable {
     public var deletes: DeleteMode = .tombstone
     /// Records per transaction; whole pages only, so a transaction may hold a little more.
     public var commitEvery: Int = PostgresSettings.defaultCommitEvery
+    /// Bytes of pages per transaction, as they came; whole pages only (`Runner.Configuration`).
+    public var commitEveryBytes: Int = Runner.Configuration.defaultCommitEveryBytes
     /// How many zones are fetched and applied at once, each on a connection of its own.
     public var parallelZones: Int = PostgresSettings.defaultParallelZones
     /// In file order.
@@ -43,6 +45,9 @@ public struct PostgresSettings: Sendable {
     /// one per connection, so more would only risk the memory (docs/pipeline-file.md).
     public static let commitEveryRange = 1...1_000_000
     public static let parallelZonesRange = 1...16
+    /// From 1 MiB to 1 GiB: the pages of a batch stay in memory until it commits, one batch per
+    /// connection (two for a zone alone on two), besides what is fetched meanwhile.
+    public static let commitEveryBytesRange = 1_048_576...1_073_741_824
 
     public enum DeleteMode: String, Sendable, CaseIterable { case tombstone, hard }
 

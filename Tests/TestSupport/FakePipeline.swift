@@ -148,7 +148,8 @@ public struct FakePipeline: Sendable {
         let destination = try PostgresDestination(pipeline: pipeline, conninfo: url, logger: logger)
         let runner = Runner(
             configuration: .init(
-                pipeline: pipeline.name, commitEvery: pipeline.destination.commitEvery, zoneFilter: zones,
+                pipeline: pipeline.name, commitEvery: pipeline.destination.commitEvery,
+                commitEveryBytes: pipeline.destination.commitEveryBytes, zoneFilter: zones,
                 parallelZones: pipeline.destination.parallelZones),
             source: FakeSource(settings: fake), destination: destination, logger: logger, events: events)
         do {

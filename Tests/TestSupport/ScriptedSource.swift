@@ -24,11 +24,14 @@ public final class ScriptedSource: ChangeSource, @unchecked Sendable {
     }
 
     public let pageSize: Int
+    /// The bytes each record of a page is said to have come in (`ZoneChangePage.byteCount`).
+    public let bytesPerRecord: Int
     private let state: NIOLockedValueBox<State>
 
     /// `feeds`: each zone's records, oldest first.
-    public init(feeds: [String: [String]], pageSize: Int = 3) {
+    public init(feeds: [String: [String]], pageSize: Int = 3, bytesPerRecord: Int = 0) {
         self.pageSize = pageSize
+        self.bytesPerRecord = bytesPerRecord
         state = NIOLockedValueBox(State(feeds: feeds))
     }
 
@@ -121,7 +124,9 @@ public final class ScriptedSource: ChangeSource, @unchecked Sendable {
             let entries = feed[min(start, end)..<end].map {
                 RecordEntry.record(Record(recordName: $0, recordType: "Note", recordChangeTag: "\($0)-tag"))
             }
-            return ZoneChangePage(zoneID: zone, entries: entries, syncToken: ChangeToken("\(name)@\(end)"), moreComing: end < feed.count)
+            var page = ZoneChangePage(zoneID: zone, entries: entries, syncToken: ChangeToken("\(name)@\(end)"), moreComing: end < feed.count)
+            page.byteCount = entries.count * bytesPerRecord
+            return page
         }
     }
 }

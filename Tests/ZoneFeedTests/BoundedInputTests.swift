@@ -102,6 +102,12 @@ let numberCases: [NumberCase] = [
         yaml: { fake(destination: "commitEvery: \($0)") }, key: "destination.commitEvery", highest: "1000000",
         refused: [("9223372036854775807", "must be a whole number from 1 to 1,000,000, not '9223372036854775807'")], position: "7:16"),
     NumberCase(
+        yaml: { fake(destination: "commitEveryBytes: \($0)") }, key: "destination.commitEveryBytes", highest: "1073741824",
+        refused: [
+            ("1048575", "must be a whole number from 1,048,576 to 1,073,741,824, not '1048575'"),
+            ("2147483648", "must be a whole number from 1,048,576 to 1,073,741,824, not '2147483648'"),
+        ], position: "7:21"),
+    NumberCase(
         yaml: { fake(destination: "parallelZones: \($0)") }, key: "destination.parallelZones", highest: "16",
         refused: [("17", "must be a whole number from 1 to 16, not '17'")], position: "7:18"),
     NumberCase(

@@ -110,6 +110,7 @@ private let fakeHeader = """
     #expect(try pipeline.postgresSettings().schema == "demo")  // the pipeline's name by default
     #expect(try pipeline.postgresSettings().deletes == .tombstone)
     #expect(try pipeline.postgresSettings().commitEvery == 5_000)
+    #expect(try pipeline.postgresSettings().commitEveryBytes == 16 * 1024 * 1024)
     #expect(try pipeline.postgresSettings().parallelZones == 2)
     #expect(try pipeline.postgresSettings().recordTypes.map(\.table) == ["note"])  // the record type in snake_case by default
     #expect(

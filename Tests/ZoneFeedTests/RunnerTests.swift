@@ -10,11 +10,12 @@ import ZoneFeed
     static func names(_ zone: String, _ count: Int) -> [String] { (1...count).map { "\(zone)-\($0)" } }
 
     func runner(
-        _ source: ScriptedSource, _ destination: MemoryDestination, commitEvery: Int = 3, parallelZones: Int = 1,
-        stall: FeedProgress.Limits = .init()
+        _ source: ScriptedSource, _ destination: MemoryDestination, commitEvery: Int = 3,
+        commitEveryBytes: Int = Runner.Configuration.defaultCommitEveryBytes, parallelZones: Int = 1, stall: FeedProgress.Limits = .init()
     ) -> Runner {
         Runner(
-            configuration: .init(pipeline: "test", commitEvery: commitEvery, stall: stall, parallelZones: parallelZones),
+            configuration: .init(
+                pipeline: "test", commitEvery: commitEvery, commitEveryBytes: commitEveryBytes, stall: stall, parallelZones: parallelZones),
             source: source, destination: destination, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
     }
 
@@ -29,6 +30,20 @@ import ZoneFeed
         #expect(applied.flatMap(\.recordNames) == Self.names("A", 10), "in feed order, each once")
         #expect(await destination.checkpoints[ZoneID(zoneName: "A")]?.token == ChangeToken("A@10"))
         #expect(source.fetches.map(\.token) == [nil, "A@3", "A@6", "A@9"], "each page from the token the one before ended with")
+    }
+
+    /// A page of large records holds their bytes until its batch is written: a batch ends at
+    /// the page that brings it to `commitEveryBytes`, before `commitEvery` records.
+    @Test func aBatchOfLargeRecordsEndsAtItsBytesBeforeItsRecords() async throws {
+        // Pages of 3 records of 100 KB: 300 KB a page; a batch of at least 700 KB is 3 pages.
+        let source = ScriptedSource(feeds: ["A": Self.names("A", 20)], pageSize: 3, bytesPerRecord: 100_000)
+        let destination = MemoryDestination()
+        let summary = try await runner(source, destination, commitEvery: 1_000, commitEveryBytes: 700_000).run()
+
+        #expect(summary.status == .succeeded)
+        let applied = await destination.applied
+        #expect(applied.map(\.token.value) == ["A@9", "A@18", "A@20"], "three pages a batch by their bytes, then the rest")
+        #expect(applied.flatMap(\.recordNames) == Self.names("A", 20), "in feed order, each once")
     }
 
     /// With a connection to spare, a zone's next batch is written alongside its last; one that

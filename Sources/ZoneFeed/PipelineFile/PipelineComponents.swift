@@ -63,6 +63,8 @@ public protocol DestinationConfiguration: Sendable {
 
     /// Records per transaction; whole pages only, so a transaction may hold a little more.
     var commitEvery: Int { get }
+    /// Bytes of pages per transaction, as they came; whole pages only.
+    var commitEveryBytes: Int { get }
     /// How many zones are applied at once, each on a connection of its own.
     var parallelZones: Int { get }
 
@@ -100,6 +102,7 @@ public protocol DestinationConfiguration: Sendable {
 }
 
 extension DestinationConfiguration {
+    public var commitEveryBytes: Int { Runner.Configuration.defaultCommitEveryBytes }
     public var mappedRecordTypes: [String]? { nil }
     public var declaredIndexes: [String: Set<String>]? { nil }
     public func vaultLocation(pipelineName: String) -> String? { nil }
