@@ -126,9 +126,11 @@ import ZoneFeedCloudKit
 
     @Test func zonePagesCarryTheSettingsAndTheFeed() async throws {
         try await withSource { server, source in
-            server.enqueue(.json(200, #"{"records":[{"recordName":"r","deleted":true}],"syncToken":"t2","moreComing":true}"#))
+            let answer = #"{"records":[{"recordName":"r","deleted":true}],"syncToken":"t2","moreComing":true}"#
+            server.enqueue(.json(200, answer))
             let page = try await source.fetchZoneChanges(in: zone, since: ChangeToken("t1"))
             #expect(page.entries == [.deleted(recordName: "r")])
+            #expect(page.byteCount == answer.utf8.count, "the bytes its batch holds until it commits")
             #expect(page.syncToken == ChangeToken("t2"))
             #expect(page.moreComing)
             let body = try #require(server.requests.first?.bodyText)

@@ -9,16 +9,15 @@ import Testing
 
     @Test func aQueryAsksForOneTypeOnModificationAndReadsItsPageAndMarker() async throws {
         try await withServer(configure: { $0.database = .public }) { server, client in
-            server.enqueue(
-                .json(
-                    200,
-                    #"{"records":[{"recordName":"A","recordType":"Note","recordChangeTag":"t1","fields":{},"modified":{"timestamp":1700000000123}},"#
-                        + #"{"recordName":"B","serverErrorCode":"ACCESS_DENIED","reason":"no"}],"continuationMarker":"m+1/="}"#),
-                .json(200, #"{"records":[]}"#))
+            let answer =
+                #"{"records":[{"recordName":"A","recordType":"Note","recordChangeTag":"t1","fields":{},"modified":{"timestamp":1700000000123}},"#
+                + #"{"recordName":"B","serverErrorCode":"ACCESS_DENIED","reason":"no"}],"continuationMarker":"m+1/="}"#
+            server.enqueue(.json(200, answer), .json(200, #"{"records":[]}"#))
             let first = try await client.queryRecords(
                 recordType: "Note", filters: [ModificationFilter(.greaterThanOrEquals, 1_700_000_000_000)], resultsLimit: 200)
             #expect(first.continuationMarker == "m+1/=")
             #expect(first.records.count == 2)
+            #expect(first.byteCount == answer.utf8.count, "the bytes of the answer, which its records keep")
             if case .record(let record)? = first.records.first {
                 #expect(record.recordName == "A")
                 #expect(record.modified?.timestamp == 1_700_000_000_123)
