@@ -387,7 +387,8 @@ public struct Runner: Sendable {
     /// How many pages of a zone are fetched ahead of the one being read: a batch's worth when
     /// the next batch is fetched while the last is written, else one (the next page is asked for
     /// while this one is read). A page holds at most what the source says (200 entries,
-    /// CloudKit's largest resultsLimit, for a change feed).
+    /// CloudKit's largest resultsLimit, for a change feed). Pages of large records are fetched
+    /// ahead only up to a batch's bytes (`batchBytes`, given to `zonePages`).
     func pagesReadAhead(in zone: ZoneID) -> Int {
         fetchesAhead ? max(1, batchRecords / max(1, source.entriesPerPage(in: zone))) : 1
     }
@@ -429,7 +430,7 @@ public struct Runner: Sendable {
             /// The token the last batch started moves the zone to.
             var startedToken = checkpoint.token
             var progress = FeedProgress(limits: configuration.stall)
-            var pages = source.zonePages(in: zone, since: token, readingAhead: pagesReadAhead(in: zone)).makeAsyncIterator()
+            var pages = source.zonePages(in: zone, since: token, readingAhead: pagesReadAhead(in: zone), bytes: batchBytes).makeAsyncIterator()
 
             while true {
                 try Task.checkCancellation()
@@ -457,7 +458,7 @@ public struct Runner: Sendable {
                     token = nil
                     startedToken = nil
                     progress = FeedProgress(limits: configuration.stall)
-                    pages = source.zonePages(in: zone, since: nil, readingAhead: pagesReadAhead(in: zone)).makeAsyncIterator()
+                    pages = source.zonePages(in: zone, since: nil, readingAhead: pagesReadAhead(in: zone), bytes: batchBytes).makeAsyncIterator()
                     continue
                 }
 

@@ -42,10 +42,11 @@ public struct ZoneChangeFeed: AsyncSequence, Sendable {
 }
 
 extension ChangeSource {
-    /// The zone's pages after `token`, with up to `pages` of them fetched ahead of the reader
-    /// (`ZonePages`: the fetching waits while the buffer is full, and stops when the reader goes
-    /// away). A failure comes after the pages fetched before it.
-    public func zonePages(in zone: ZoneID, since token: ChangeToken?, readingAhead pages: Int) -> ZonePages {
-        ZonePages(feed: ZoneChangeFeed(source: self, zone: zone, token: token), limit: pages)
+    /// The zone's pages after `token`, with up to `pages` of them fetched ahead of the reader,
+    /// and no more once those waiting took `bytes` as they came (`ZonePages`: the fetching waits
+    /// while the buffer is full, and stops when the reader goes away). A failure comes after the
+    /// pages fetched before it.
+    public func zonePages(in zone: ZoneID, since token: ChangeToken?, readingAhead pages: Int, bytes: Int = .max) -> ZonePages {
+        ZonePages(feed: ZoneChangeFeed(source: self, zone: zone, token: token), limit: pages, byteLimit: bytes)
     }
 }

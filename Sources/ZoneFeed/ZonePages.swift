@@ -2,7 +2,8 @@ import CloudKitModel
 import Synchronization
 
 /// A zone's pages with up to `limit` of them fetched ahead of the reader: the fetching waits
-/// while that many wait to be read, a failure comes after the pages fetched before it, and when
+/// while that many wait to be read, or while those waiting took `byteLimit` bytes as they came
+/// (`ZoneChangePage.byteCount`: large records hold memory by their pages), a failure comes after the pages fetched before it, and when
 /// the reader goes away (its iterator is released) or its task is cancelled, the fetch under way
 /// is cancelled and nothing more is fetched.
 ///
@@ -15,9 +16,10 @@ public struct ZonePages: AsyncSequence, Sendable {
 
     let feed: ZoneChangeFeed
     let limit: Int
+    var byteLimit = Int.max
 
     public func makeAsyncIterator() -> Iterator {
-        Iterator(readAhead: PageReadAhead(feed: feed, limit: Swift.max(1, limit)))
+        Iterator(readAhead: PageReadAhead(feed: feed, limit: Swift.max(1, limit), byteLimit: byteLimit))
     }
 
     public struct Iterator: AsyncIteratorProtocol {
@@ -36,25 +38,30 @@ final class PageReadAhead: Sendable {
         struct State {
             /// Pages fetched and not yet read; then, once the feed has ended, how it ended.
             var pages: [ZoneChangePage] = []
+            /// The bytes those pages came in.
+            var bytes = 0
             var end: Result<Void, any Error>?
             var reader: CheckedContinuation<Result<ZoneChangePage?, any Error>, Never>?
             var fetcher: CheckedContinuation<Void, Never>?
         }
 
         let limit: Int
+        let byteLimit: Int
         let state = Mutex(State())
 
-        init(limit: Int) {
+        init(limit: Int, byteLimit: Int) {
             self.limit = limit
+            self.byteLimit = byteLimit
         }
 
-        /// Until fewer than `limit` pages wait to be read, or the fetching is stopped.
+        /// Until fewer than `limit` pages wait to be read and they take fewer than `byteLimit`
+        /// bytes, or the fetching is stopped.
         func waitForRoom() async {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 // The stop's cancellation comes before its `releaseFetcher`: seen here, or the
                 // continuation is stored before that runs.
                 let room = state.withLock { state in
-                    guard state.pages.count >= limit, !Task.isCancelled else { return true }
+                    guard state.pages.count >= limit || state.bytes >= byteLimit, !Task.isCancelled else { return true }
                     state.fetcher = continuation
                     return false
                 }
@@ -73,7 +80,9 @@ final class PageReadAhead: Sendable {
                     return reader
                 }
                 switch result {
-                case .success(let page?): state.pages.append(page)
+                case .success(let page?):
+                    state.pages.append(page)
+                    state.bytes += page.byteCount
                 case .success(nil): state.end = .success(())
                 case .failure(let error): state.end = .failure(error)
                 }
@@ -96,7 +105,9 @@ final class PageReadAhead: Sendable {
                 if !state.pages.isEmpty {
                     let fetcher = state.fetcher
                     state.fetcher = nil
-                    return (.success(state.pages.removeFirst()), fetcher)
+                    let page = state.pages.removeFirst()
+                    state.bytes -= page.byteCount
+                    return (.success(page), fetcher)
                 }
                 switch state.end {
                 case .success?: return (.success(nil), nil)
@@ -117,8 +128,8 @@ final class PageReadAhead: Sendable {
     let shared: Shared
     let task: Task<Void, Never>
 
-    init(feed: ZoneChangeFeed, limit: Int) {
-        let shared = Shared(limit: limit)
+    init(feed: ZoneChangeFeed, limit: Int, byteLimit: Int) {
+        let shared = Shared(limit: limit, byteLimit: byteLimit)
         self.shared = shared
         task = Task {
             var pages = feed.makeAsyncIterator()

@@ -36,6 +36,31 @@ import ZoneFeed
         }
     }
 
+    /// Pages of large records are fetched ahead only while those waiting take fewer bytes than
+    /// told, however many pages the read-ahead allows.
+    @Test(.timeLimit(.minutes(1))) func theReadAheadStopsAtItsBytesBeforeItsPages() async throws {
+        // Pages of 10 MB; the sixth fetch waits until it is cancelled.
+        let source = WatchedFeed(hangingFetch: 6, bytesPerPage: 10_000_000)
+        var events = source.events.makeAsyncIterator()
+        do {
+            var pages = source.zonePages(in: zone, since: nil, readingAhead: 10, bytes: 25_000_000).makeAsyncIterator()
+            for read in 1...3 {
+                source.beginRead()
+                let page = try #require(try await pages.next())
+                #expect(page.syncToken == ChangeToken("t\(read)"))
+            }
+            while case .fetchStarted(let n)? = await events.next(), n < 6 {}
+        }
+        #expect(await events.next() == .cancelled)
+        let fetches = source.readsBegunAtEachFetch
+        #expect(fetches.count == 6, "\(fetches)")
+        for (index, readsBegun) in fetches.enumerated() {
+            // Three pages of 10 MB reach 25 MB: fetch k starts only once the reader has asked
+            // for page k - 3, where ten pages ahead would have let all six go at once.
+            #expect(readsBegun >= index + 1 - 3, "fetch \(index + 1) started with \(readsBegun) reads begun: \(fetches)")
+        }
+    }
+
     /// The engine stopped (a run interrupted): the reader's task is cancelled while it waits for a
     /// page, and the fetch it waits for is cancelled with it.
     @Test(.timeLimit(.minutes(1))) func aCancelledReaderCancelsTheFetchItWaitsFor() async throws {
@@ -63,12 +88,14 @@ private final class WatchedFeed: ChangeSource {
     }
 
     private let hangingFetch: Int
+    private let bytesPerPage: Int
     private let reads = Mutex<(begun: Int, atEachFetch: [Int])>((0, []))
     let events: AsyncStream<Event>
     private let continuation: AsyncStream<Event>.Continuation
 
-    init(hangingFetch: Int) {
+    init(hangingFetch: Int, bytesPerPage: Int = 0) {
         self.hangingFetch = hangingFetch
+        self.bytesPerPage = bytesPerPage
         (events, continuation) = AsyncStream.makeStream()
     }
 
@@ -99,6 +126,8 @@ private final class WatchedFeed: ChangeSource {
             continuation.yield(.cancelled)
             throw CancellationError()
         }
-        return ZoneChangePage(zoneID: zone, entries: [], syncToken: ChangeToken("t\(n)"), moreComing: true)
+        var page = ZoneChangePage(zoneID: zone, entries: [], syncToken: ChangeToken("t\(n)"), moreComing: true)
+        page.byteCount = bytesPerPage
+        return page
     }
 }
