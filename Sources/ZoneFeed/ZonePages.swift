@@ -3,9 +3,9 @@ import Synchronization
 
 /// A zone's pages with up to `limit` of them fetched ahead of the reader: the fetching waits
 /// while that many wait to be read, or while those waiting took `byteLimit` bytes as they came
-/// (`ZoneChangePage.byteCount`: large records hold memory by their pages), a failure comes after the pages fetched before it, and when
-/// the reader goes away (its iterator is released) or its task is cancelled, the fetch under way
-/// is cancelled and nothing more is fetched.
+/// (`ZoneChangePage.byteCount`: large records hold memory by their pages); a failure comes after
+/// the pages fetched before it; and when the reader goes away (its iterator is released) or its
+/// task is cancelled, the fetch under way is cancelled and nothing more is fetched.
 ///
 /// Hand-written rather than swift-async-algorithms' `buffer(policy: .bounded(_:))`, whose
 /// fetching task holds its own storage: released by its reader, it is neither cancelled nor

@@ -64,11 +64,6 @@ public final class RunMetrics: Sendable {
         records["swept"]?.increment(by: outcome.swept)
     }
 
-    /// Records how the run ended: its status (nil: it never started), exit code, run ID and how
-    /// long it took (as `zonefeed_runs` and the summary say; since this object was made when the
-    /// run never started).
-    /// The last-success timestamp is set only by a success: a backend that keeps metrics across
-    /// runs (a Pushgateway, the metrics file) then still shows the previous success.
     /// The process's peak resident memory so far, in bytes (`getrusage`).
     static func peakResidentBytes() -> Int64 {
         var usage = rusage()
@@ -81,6 +76,11 @@ public final class RunMetrics: Sendable {
         #endif
     }
 
+    /// Records how the run ended: its status (nil: it never started), exit code, run ID and how
+    /// long it took (as `zonefeed_runs` and the summary say; since this object was made when the
+    /// run never started).
+    /// The last-success timestamp is set only by a success: a backend that keeps metrics across
+    /// runs (a Pushgateway, the metrics file) then still shows the previous success.
     public func finish(status: RunStatus?, exitCode: Int32, runID: Int64?, seconds: Double?) {
         let now = Date()
         let name = status?.rawValue ?? "refused"
