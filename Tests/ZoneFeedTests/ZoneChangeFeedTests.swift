@@ -10,55 +10,44 @@ import ZoneFeed
 @Suite struct ZoneChangeFeedTests {
     let zone = ZoneID(zoneName: "Notes")
 
-    // A fetch that is never cancelled would hang this test: the limit makes that a failure.
-    @Test(.timeLimit(.minutes(1))) func theReadAheadIsBoundedAndStopsWhenTheReaderGoesAway() async throws {
-        // Endless pages; the fifth fetch waits until it is cancelled.
-        let source = WatchedFeed(hangingFetch: 5)
+    /// Reads three pages of `source` (whose fetch number `3 + ahead` hangs) and goes away: at
+    /// most `ahead` pages were fetched ahead of the reader at any fetch, the fetch under way is
+    /// cancelled and nothing is fetched after.
+    private func expectReadAhead(of source: WatchedFeed, atMost ahead: Int, _ pages: ZonePages) async throws {
         var events = source.events.makeAsyncIterator()
         do {
-            var pages = source.zonePages(in: zone, since: nil, readingAhead: 2).makeAsyncIterator()
+            var iterator = pages.makeAsyncIterator()
             for read in 1...3 {
                 source.beginRead()
-                let page = try #require(try await pages.next())
+                let page = try #require(try await iterator.next())
                 #expect(page.syncToken == ChangeToken("t\(read)"), "the pages come in order")
             }
-            // Three read and two ahead: the fifth fetch is under way (and hangs).
-            while case .fetchStarted(let n)? = await events.next(), n < 5 {}
+            // Three read and `ahead` waiting: the next fetch is under way (and hangs).
+            while case .fetchStarted(let n)? = await events.next(), n < 3 + ahead {}
         }
         // The reader went away: the fetch under way is cancelled.
         #expect(await events.next() == .cancelled)
         let fetches = source.readsBegunAtEachFetch
-        #expect(fetches.count == 5, "nothing was fetched after the reader went away: \(fetches)")
+        #expect(fetches.count == 3 + ahead, "nothing was fetched after the reader went away: \(fetches)")
         for (index, readsBegun) in fetches.enumerated() {
-            // Fetch k starts only once the reader has asked for page k - 2: two pages at most
-            // wait in the buffer while a third is fetched.
-            #expect(readsBegun >= index + 1 - 2, "fetch \(index + 1) started with \(readsBegun) reads begun: \(fetches)")
+            // Fetch k starts only once the reader has asked for page k - ahead.
+            #expect(readsBegun >= index + 1 - ahead, "fetch \(index + 1) started with \(readsBegun) reads begun: \(fetches)")
         }
+    }
+
+    // A fetch that is never cancelled would hang these tests: the limit makes that a failure.
+    @Test(.timeLimit(.minutes(1))) func theReadAheadIsBoundedAndStopsWhenTheReaderGoesAway() async throws {
+        // Two pages at most wait in the buffer while a third is fetched.
+        let source = WatchedFeed(hangingFetch: 5)
+        try await expectReadAhead(of: source, atMost: 2, source.zonePages(in: zone, since: nil, readingAhead: 2))
     }
 
     /// Pages of large records are fetched ahead only while those waiting take fewer bytes than
     /// told, however many pages the read-ahead allows.
     @Test(.timeLimit(.minutes(1))) func theReadAheadStopsAtItsBytesBeforeItsPages() async throws {
-        // Pages of 10 MB; the sixth fetch waits until it is cancelled.
+        // Three pages of 10 MB reach 25 MB, where ten pages ahead would have let six go at once.
         let source = WatchedFeed(hangingFetch: 6, bytesPerPage: 10_000_000)
-        var events = source.events.makeAsyncIterator()
-        do {
-            var pages = source.zonePages(in: zone, since: nil, readingAhead: 10, bytes: 25_000_000).makeAsyncIterator()
-            for read in 1...3 {
-                source.beginRead()
-                let page = try #require(try await pages.next())
-                #expect(page.syncToken == ChangeToken("t\(read)"))
-            }
-            while case .fetchStarted(let n)? = await events.next(), n < 6 {}
-        }
-        #expect(await events.next() == .cancelled)
-        let fetches = source.readsBegunAtEachFetch
-        #expect(fetches.count == 6, "\(fetches)")
-        for (index, readsBegun) in fetches.enumerated() {
-            // Three pages of 10 MB reach 25 MB: fetch k starts only once the reader has asked
-            // for page k - 3, where ten pages ahead would have let all six go at once.
-            #expect(readsBegun >= index + 1 - 3, "fetch \(index + 1) started with \(readsBegun) reads begun: \(fetches)")
-        }
+        try await expectReadAhead(of: source, atMost: 3, source.zonePages(in: zone, since: nil, readingAhead: 10, bytes: 25_000_000))
     }
 
     /// The engine stopped (a run interrupted): the reader's task is cancelled while it waits for a
