@@ -17,8 +17,6 @@ public struct JSONReader {
     // for each run of text (`Benchmarks/`: see docs/performance.md).
     @usableFromInline let bytes: UnsafeBufferPointer<UInt8>
     @usableFromInline var position = 0
-    /// How many bytes are read from: a whole body, when reading a response.
-    public var byteCount: Int { bytes.count }
     /// The body the bytes belong to, when records read from them may point into it (`RawFields`).
     public let owner: JSONBytes?
     /// The strings read so far that recur from record to record of a page (types, users,
@@ -30,6 +28,17 @@ public struct JSONReader {
     /// half a surrogate pair. Each is read with U+FFFD in place of what could not be read; a
     /// caller that must not change a name (an identity) compares this before and after.
     public private(set) var repairedStrings = 0
+    /// The bytes of records' `fields` read into the model (`FieldValue`s) rather than kept as
+    /// the page's JSON (`RawFields`), which take more memory than their JSON:
+    /// `modelBytesPerJSONByte` times as much, at most.
+    public internal(set) var fieldBytesReadIntoModel = 0
+    /// A list of small numbers takes 2 bytes of JSON an element (`0,`) and a `FieldValue` of 24
+    /// bytes in the model: measured, a page of 8 MB of such a list held 92-123 MB more resident
+    /// once read.
+    public static let modelBytesPerJSONByte = 12
+    /// What the records read so far hold in memory, counted as the bytes read: the whole body,
+    /// and `modelBytesPerJSONByte` times the fields read into the model.
+    public var bytesHeld: Int { bytes.count + fieldBytesReadIntoModel * Self.modelBytesPerJSONByte }
     private static let maxDepth = 512
 
     /// What went wrong and at which byte; never the data itself.

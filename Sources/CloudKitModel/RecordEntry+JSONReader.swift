@@ -36,7 +36,9 @@ extension RecordEntry {
                 if let page = json.owner, let kept = json.plainFieldsObject(keepingIn: page) {
                     fields = .json(RawFields(page: page, range: kept.range, fields: kept.fields))
                 } else {
+                    let start = json.position
                     fields = .values(try Self.readFields(&json, problems: &problems))
+                    json.fieldBytesReadIntoModel += json.position - start
                 }
             case .created, .modified:
                 switch try RecordStamp.read(&json) {

@@ -8,7 +8,8 @@ public struct RecordQueryResponse: Sendable, Hashable, Decodable {
     /// nil on the last page.
     public var continuationMarker: String?
     /// The bytes of the body it was read from (`init(reading:)`), which its records' fields
-    /// keep alive; 0 when decoded otherwise. Not part of what makes two pages the same.
+    /// keep alive, and more for fields read into the model (`JSONReader.bytesHeld`); 0 when
+    /// decoded otherwise. Not part of what makes two pages the same.
     public var byteCount = 0
 
     public init(records: [RecordEntry], continuationMarker: String?) {
@@ -44,7 +45,7 @@ extension RecordQueryResponse: JSONReadable {
         }
         try json.end()
         self.init(records: records, continuationMarker: marker)
-        byteCount = json.byteCount
+        byteCount = json.bytesHeld
     }
 }
 

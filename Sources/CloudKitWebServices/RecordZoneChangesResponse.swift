@@ -9,7 +9,8 @@ public struct RecordZoneChangesResponse: Sendable, Hashable, Decodable {
     /// `null` on the wire (observed) counts as false.
     public var moreComing: Bool
     /// The bytes of the body it was read from (`init(reading:)`), which its records' fields
-    /// keep alive; 0 when decoded otherwise. Not part of what makes two pages the same.
+    /// keep alive, and more for fields read into the model (`JSONReader.bytesHeld`); 0 when
+    /// decoded otherwise. Not part of what makes two pages the same.
     public var byteCount = 0
 
     public init(records: [RecordEntry], syncToken: String, moreComing: Bool) {
@@ -44,7 +45,7 @@ extension RecordZoneChangesResponse: JSONReadable {
     public init(reading json: inout JSONReader) throws {
         let page = try json.readChangesPage(items: "records") { try RecordEntry(reading: &$0) }
         self.init(records: page.items, syncToken: page.syncToken, moreComing: page.moreComing)
-        byteCount = json.byteCount
+        byteCount = json.bytesHeld
     }
 }
 

@@ -20,6 +20,28 @@ import ZoneFeed
         try JSONDecoder().decode(RecordZoneChangesResponse.self, from: Data(text.utf8))
     }
 
+    /// A page counts the memory its records hold (`byteCount`, which bounds a batch): its body,
+    /// which fields kept as JSON point into, and more for fields read into the model.
+    @Test func aPageCountsItsBodyAndMoreForTheFieldsItReadIntoTheModel() throws {
+        let plain = #"{"title":{"value":"a","type":"STRING"}}"#
+        // A name written with an escape is compared as text, not as bytes: these fields are read
+        // into FieldValues.
+        let escaped = #"{"title":{"value":"b","type":"STRING"},"co\u0075nts":{"value":[1,2,3],"type":"INT64_LIST"}}"#
+        let text =
+            #"{"records":[{"recordName":"p","recordType":"Note","fields":"# + plain + #"},"#
+            + #"{"recordName":"q","recordType":"Note","fields":"# + escaped + #"}],"syncToken":"t","moreComing":false}"#
+        var reader = JSONBytes.copying(Array(text.utf8)).reader()
+        let page = try RecordZoneChangesResponse(reading: &reader)
+
+        guard case .record(let p) = page.records[0], case .json = p.storedFields, case .record(let q) = page.records[1], case .values = q.storedFields
+        else {
+            Issue.record("the first record's fields are kept as JSON, the second's read into the model: \(page.records)")
+            return
+        }
+        #expect(q.fields["counts"] == .list(tag: "INT64_LIST", [.int64(1), .int64(2), .int64(3)]))
+        #expect(page.byteCount == text.utf8.count + escaped.utf8.count * JSONReader.modelBytesPerJSONByte)
+    }
+
     @Test func everyFieldTypeReadsAsJSONDecoderDecodesIt() throws {
         #expect(try Self.read(DecodingTests.everyFieldType) == Self.decoded(DecodingTests.everyFieldType))
     }
