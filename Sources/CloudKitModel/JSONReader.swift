@@ -29,8 +29,8 @@ public struct JSONReader {
     /// caller that must not change a name (an identity) compares this before and after.
     public private(set) var repairedStrings = 0
     /// The bytes of records' `fields` read into the model (`FieldValue`s) rather than kept as
-    /// the page's JSON (`RawFields`), which take more memory than their JSON:
-    /// `modelBytesPerJSONByte` times as much, at most.
+    /// the page's JSON (`RawFields`), which take more memory than their JSON: about
+    /// `modelBytesPerJSONByte` times as much for the densest, a list of small numbers.
     public internal(set) var fieldBytesReadIntoModel = 0
     /// A list of small numbers takes 2 bytes of JSON an element (`0,`) and a `FieldValue` of 24
     /// bytes in the model: measured, a page of 8 MB of such a list held 92-123 MB more resident
