@@ -289,11 +289,13 @@ public struct Runner: Sendable {
             let connections = max(configuration.parallelZones, 1)
             let active = min(zonesAtOnce, zones.count)
             worker.fetchesAhead = active > connections
-            // Together the zones hold about `commitEvery` per connection (one batch per zone, or
-            // two when fetching ahead). A batch is whole pages, one at least.
+            // Together the zones hold about `commitEvery` records, and `commitEveryBytes`, per
+            // connection (one batch per zone, or two when fetching ahead). A batch is whole pages,
+            // one at least.
             let held = active * (worker.fetchesAhead ? 2 : 1)
-            worker.batchRecords = max(1, min(configuration.commitEvery, configuration.commitEvery * connections / held))
-            worker.batchBytes = max(1, min(configuration.commitEveryBytes, configuration.commitEveryBytes / held * connections))
+            func share(_ total: Int) -> Int { max(1, min(total, total * connections / held)) }
+            worker.batchRecords = share(configuration.commitEvery)
+            worker.batchBytes = share(configuration.commitEveryBytes)
             return worker
         }()
         var parts = [RunSummary?](repeating: nil, count: zones.count)

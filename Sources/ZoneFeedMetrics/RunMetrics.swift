@@ -72,7 +72,10 @@ public final class RunMetrics: Sendable {
             return Int64(usage.ru_maxrss)  // bytes on macOS
         #else
             guard getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage) == 0 else { return 0 }
-            return Int64(usage.ru_maxrss) * 1024  // > getrusage(2): "ru_maxrss … (in kilobytes)"
+            // > getrusage(2): "ru_maxrss … (in kilobytes)"; a kernel's count, multiplied without
+            // the trap an overflow would be.
+            let (bytes, overflow) = Int64(usage.ru_maxrss).multipliedReportingOverflow(by: 1024)
+            return overflow ? .max : bytes
         #endif
     }
 
