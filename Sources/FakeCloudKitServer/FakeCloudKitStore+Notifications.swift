@@ -60,7 +60,7 @@ extension FakeCloudKitStore {
     }
 
     func subscriptionsModify(database: String, body: [UInt8]) -> Reply {
-        guard let json = try? JSONDecoder().decode(JSONValue.self, from: Data(body)), let operations = json["operations"]?.arrayItems else {
+        guard let json = body.withUnsafeBytes({ try? JSONValue(parsing: $0) }), let operations = json["operations"]?.arrayItems else {
             return .badRequest("subscriptions/modify needs {\"operations\": [{\"operationType\", \"subscription\"}]}")
         }
         var results: [JSONValue] = []
@@ -152,7 +152,7 @@ extension FakeCloudKitStore {
         guard container == configuration.container, environment == configuration.environment else {
             return .badRequest("unknown container or environment (this server serves \(configuration.container) \(configuration.environment))")
         }
-        let json = try? JSONDecoder().decode(JSONValue.self, from: Data(body))
+        let json = body.withUnsafeBytes { try? JSONValue(parsing: $0) }
         let apnsEnvironment = json?["apnsEnvironment"]?.stringValue ?? ""
         let expected = environment == "production" ? "production" : "development"
         guard apnsEnvironment == expected else {

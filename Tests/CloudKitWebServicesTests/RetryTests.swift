@@ -228,6 +228,33 @@ import Testing
         #expect(took < .seconds(60), "400 bytes at 300 ms would take 2 minutes; the poll ends at 10 s: \(took)")
     }
 
+    /// A courier's answer of a megabyte nested as deep as JSON may go (500 levels, a thousand
+    /// times over) is read in one pass: through `JSONDecoder`, each level tried every type in
+    /// turn and each miss built an error with the path so far, two seconds a kilobyte, so that
+    /// one such answer held `watch` for half an hour.
+    @Test(.timeLimit(.minutes(1))) func aCourierAnswerNestedDeepIsReadAtOnce() async throws {
+        let server = try await CannedServer.start()
+        let courier = WebCourier(url: server.baseURL + "/courier", pollTimeout: .seconds(30))
+        let nested = String(repeating: "[", count: 500) + String(repeating: "]", count: 500)
+        let deepObject = String(repeating: #"{"a":"#, count: 500) + "1" + String(repeating: "}", count: 500)
+        let items = Array(repeating: nested, count: 400) + Array(repeating: deepObject, count: 180)
+        let body = #"{"ck":{"qry":{"zid":"Zone01"}},"x":["# + items.joined(separator: ",") + "]}"
+        #expect(body.utf8.count > 900_000 && body.utf8.count < 1 << 20, "\(body.utf8.count) bytes")
+        server.always(.json(200, body))
+        let started = ContinuousClock.now
+        let notification = try await courier.poll()
+        let took = ContinuousClock.now - started
+        try await courier.shutdown()
+        try await server.stop()
+        #expect(notification?["ck"]?["qry"]?["zid"] == .string("Zone01"), "read as JSON, not taken as a body that is not")
+        guard case .array(let items)? = notification?["x"] else {
+            Issue.record("no list x in \(String(describing: notification).prefix(200))")
+            return
+        }
+        #expect(items.count == 580)
+        #expect(took < .seconds(30), "\(took)")
+    }
+
     @Test func anAnswerThatStallsIsGivenUpAtTheIdleTimeout() async throws {
         try await withServer(configure: {
             $0.timeout = .seconds(300)
