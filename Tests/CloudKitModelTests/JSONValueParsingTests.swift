@@ -10,8 +10,11 @@ import Testing
     }
 
     @Test func aTextIsReadWholeWithTheWhiteSpaceAroundIt() throws {
-        #expect(try parse(#" {"ck": {"qry": {"zid": "Zone01", "fo": 3}}, "n": [1, 2.5, null, true]} "#)
-            == .object(["ck": .object(["qry": .object(["zid": .string("Zone01"), "fo": .int(3)])]), "n": .array([.int(1), .double(2.5), .null, .bool(true)])]))
+        #expect(
+            try parse(#" {"ck": {"qry": {"zid": "Zone01", "fo": 3}}, "n": [1, 2.5, null, true]} "#)
+                == .object([
+                    "ck": .object(["qry": .object(["zid": .string("Zone01"), "fo": .int(3)])]), "n": .array([.int(1), .double(2.5), .null, .bool(true)]),
+                ]))
     }
 
     @Test(arguments: [#"{"a":1} {"b":2}"#, #"{"a":1"#, "", "[1,]", #"{"a":1}x"#])
