@@ -81,6 +81,41 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder) == ["notes.web-auth-token"])
     }
 
+    /// A rotation header far longer than a token (a proxy's, or a hostile server's) is not
+    /// taken: saved, it made the token file one that the next run refuses to read ("a line of
+    /// 20000 bytes ... it is not a token file"), a stop that only a person could end. The
+    /// requests go on with the token before it.
+    @Test func aRotatedTokenTooLongToBeOneIsNotKept() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let file = folder + "/notes.web-auth-token"
+        let server = try await CannedServer.start()
+        let client = makeClient(server) { $0.webAuthTokenFile = file }
+        let long = String(repeating: "x", count: 20_000)
+        server.enqueue(
+            .json(200, emptyPage, headers: [("X-Apple-CloudKit-Web-Auth-Token", "rotated-1")]),
+            .json(200, emptyPage, headers: [("X-Apple-CloudKit-Web-Auth-Token", long)]),
+            .json(200, emptyPage))
+        for _ in 1...3 { _ = try await client.fetchRecordZoneChanges(zoneID: ZoneID(zoneName: "Notes"), syncToken: nil) }
+        try await client.shutdown()
+        #expect(server.requests.last?.rawQueryValue("ckWebAuthToken") == Secrets.strictlyEncoded("rotated-1"))
+
+        // The next run reads the file and starts with the last token that was one.
+        server.enqueue(.json(200, emptyPage))
+        let next = makeClient(server) { $0.webAuthTokenFile = file }
+        var failure: (any Error)?
+        do {
+            _ = try await next.fetchRecordZoneChanges(zoneID: ZoneID(zoneName: "Notes"), syncToken: nil)
+        } catch {
+            failure = error
+        }
+        try await next.shutdown()
+        try await server.stop()
+        #expect(failure == nil, "the next run could not start: \(String(describing: failure).prefix(300))")
+        #expect(server.requests.last?.rawQueryValue("ckWebAuthToken") == Secrets.strictlyEncoded("rotated-1"))
+        #expect(try String(contentsOfFile: file, encoding: .utf8).utf8.count < 1_000)
+    }
+
     @Test func rejectedTokenIsNotRetriedAndTheErrorSaysHowToFixIt() async throws {
         let logs = LogRecorder()
         try await withServer(logs: logs) { server, client in

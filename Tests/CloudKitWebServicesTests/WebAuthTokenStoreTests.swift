@@ -350,6 +350,25 @@ import Testing
         #expect(try savedTokens(file).prefix(3) == ["first-3", "second-1", "first-2"], "the newest of each first")
     }
 
+    /// The longest token an answer may rotate to, kept as many times as the file keeps tokens,
+    /// still makes a file that the next run reads; one byte longer is not taken.
+    @Test func theLongestTokensTakenStillMakeAFileTheNextRunReads() async throws {
+        try await withStore(configured: "configured", syncInterval: .seconds(3600)) { store, file in
+            let longest = WebAuthTokenStore.maxReceivedTokenBytes
+            for i in 1...(WebAuthTokenStore.tokensKept + 5) {
+                let token = "t\(i)-" + String(repeating: "x", count: longest - "t\(i)-".utf8.count)
+                store.received(token, logger: logger)
+                #expect(try await store.tokenForRequest(logger: logger) == token)
+            }
+            store.received(String(repeating: "y", count: longest + 1), logger: logger)
+            #expect(try await store.tokenForRequest(logger: logger)?.hasPrefix("t\(WebAuthTokenStore.tokensKept + 5)-") == true)
+            try await store.flush(logger: logger)
+            let saved = try #require(try WebAuthTokenFile(path: file).load().flatMap(WebAuthTokenFile.contents(of:)))
+            #expect(saved.tokens.count == WebAuthTokenStore.tokensKept)
+            #expect(saved.tokens.allSatisfy { $0.utf8.count == longest })
+        }
+    }
+
     @Test func aTokenFileWithWindowsLineEndsIsRead() async throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
