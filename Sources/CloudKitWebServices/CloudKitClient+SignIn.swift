@@ -8,6 +8,12 @@ import NIOPosix
 // browser, and how the callback is caught, is the program's (`zonefeed login`); the client asks
 // for the address, checks the token it brings back and stores it where runs look first.
 extension CloudKitClient {
+    /// The longest web auth token zonefeed takes, from a sign-in, a pipeline file or an answer's
+    /// rotation header; a token is a few hundred bytes. The token file keeps twenty of them, and
+    /// must stay a file the next run reads (`WebAuthTokenFile.maxTokenBytes` a line, `maxBytes` in
+    /// all): a longer one saved once stopped every later run until a person deleted the file.
+    public static let maxWebAuthTokenBytes = 8 * 1024
+
     /// Where CloudKit sends a person to sign in: the `redirectURL` of the 421 that `users/caller`
     /// gets when sent with the API token alone. Throws the `CloudKitError` of any other answer
     /// (a wrong API token is 401), and `SignInError` when CloudKit answers without an address.

@@ -40,11 +40,6 @@ final class WebAuthTokenStore: Sendable {
 
     /// Enough to reach back past every request of one round of concurrent requests.
     static let tokensKept = 20
-    /// The longest rotated token taken from an answer; a web auth token is a few hundred bytes.
-    /// The file keeps `tokensKept` of them and must stay one the next run reads
-    /// (`WebAuthTokenFile.maxTokenBytes` a line, `maxBytes` in all): a longer header, a proxy's or
-    /// a hostile server's, saved once, stopped every later run until a person deleted the file.
-    static let maxReceivedTokenBytes = 8 * 1024
 
     private struct State {
         var contents: WebAuthTokenFile.Contents
@@ -155,7 +150,8 @@ final class WebAuthTokenStore: Sendable {
     func received(_ newToken: String, logger: Logger) {
         let token = Self.trimmed(newToken)
         guard !token.isEmpty else { return }
-        guard token.utf8.count <= Self.maxReceivedTokenBytes else {
+        // A longer header is a proxy's or a hostile server's (`CloudKitClient.maxWebAuthTokenBytes`).
+        guard token.utf8.count <= CloudKitClient.maxWebAuthTokenBytes else {
             // Never the token itself: its length says enough.
             logger.warning(
                 "an answer carried a web auth token of \(token.utf8.count) bytes, where a token is a few hundred; it is not kept, and requests go on with the token before it"

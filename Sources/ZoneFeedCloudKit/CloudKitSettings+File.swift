@@ -3,7 +3,8 @@ import ZoneFeed
 
 extension CloudKitSettings: SourceConfiguration {
     public static let key = "cloudkit"
-    /// The longest token taken from the file or its variables.
+    /// The longest API token taken from the file or its variables (a web auth token's is
+    /// `CloudKitClient.maxWebAuthTokenBytes`, what the token file keeps).
     static let maxTokenBytes = 16 * 1024
 
     public var namedZones: [String]? {
@@ -148,10 +149,10 @@ extension CloudKitSettings: SourceConfiguration {
         let webAuthToken = file.secret("webAuthToken", in: section, emptyMeansAbsent: true)
         // A token is a few hundred bytes; megabytes are a variable set to the wrong thing, and
         // would go out in every request's address (never quoted: it may still be a secret).
-        for (key, secret) in [("apiToken", apiToken), ("webAuthToken", webAuthToken)] {
-            guard let secret, secret.value.utf8.count > Self.maxTokenBytes, let position = section[key]?.valuePosition else { continue }
+        for (key, secret, most) in [("apiToken", apiToken, Self.maxTokenBytes), ("webAuthToken", webAuthToken, CloudKitClient.maxWebAuthTokenBytes)] {
+            guard let secret, secret.value.utf8.count > most, let position = section[key]?.valuePosition else { continue }
             file.report(
-                "\(section.path(of: key)) is \(secret.value.utf8.count) bytes long, and a token is a few hundred (at most \(Self.maxTokenBytes)): "
+                "\(section.path(of: key)) is \(secret.value.utf8.count) bytes long, and a token is a few hundred (at most \(most)): "
                     + "check what it is set from", at: position)
         }
         let webAuthTokenFile = file.nonEmptyText("webAuthTokenFile", in: section, expected: "a file path")

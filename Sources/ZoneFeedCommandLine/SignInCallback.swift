@@ -1,3 +1,4 @@
+import CloudKitWebServices
 import Foundation
 import Hummingbird
 import Logging
@@ -43,9 +44,10 @@ enum SignInCallback: Sendable, Equatable {
         }
     }
 
-    /// A web auth token: printable, without spaces, at most 16 KiB (what the token file takes).
+    /// A web auth token: printable, without spaces, at most `CloudKitClient.maxWebAuthTokenBytes`
+    /// (what the token file can keep twenty of).
     static func isToken(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.count <= 16 * 1024
+        !text.isEmpty && text.utf8.count <= CloudKitClient.maxWebAuthTokenBytes
             && text.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value != 0x7F && !(0x80...0x9F).contains($0.value) }
     }
 

@@ -194,7 +194,7 @@ private let cloudKitWithToken = """
     let found = problems(yaml, environment: ["CLOUDKIT_WEB_AUTH_TOKEN": huge])
     #expect(
         found == [
-            "notes.yml:7:21: source.cloudkit.auth.webAuthToken is 50000 bytes long, and a token is a few hundred (at most 16384): check what it is set from"
+            "notes.yml:7:21: source.cloudkit.auth.webAuthToken is 50000 bytes long, and a token is a few hundred (at most 8192): check what it is set from"
         ])
     #expect(!found.joined().contains("QQQQ"))
 }

@@ -354,7 +354,7 @@ import Testing
     /// still makes a file that the next run reads; one byte longer is not taken.
     @Test func theLongestTokensTakenStillMakeAFileTheNextRunReads() async throws {
         try await withStore(configured: "configured", syncInterval: .seconds(3600)) { store, file in
-            let longest = WebAuthTokenStore.maxReceivedTokenBytes
+            let longest = CloudKitClient.maxWebAuthTokenBytes
             for i in 1...(WebAuthTokenStore.tokensKept + 5) {
                 let token = "t\(i)-" + String(repeating: "x", count: longest - "t\(i)-".utf8.count)
                 store.received(token, logger: logger)

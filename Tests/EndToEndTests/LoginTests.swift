@@ -194,6 +194,22 @@ import Testing
         #expect(status.stdout.contains("_fakeUser, signed in"), "\(status.stdout)")
     }
 
+    /// A pasted address whose token is longer than any token zonefeed keeps (8 KiB; a token is a
+    /// few hundred bytes) is refused and nothing is stored: once it moved to an `earlier=` line,
+    /// a token of 16 KiB made the token file one that the next run refuses to read.
+    @Test func aPastedTokenLongerThanATokenIsRefusedAndNothingIsStored() async throws {
+        let s = try await Self.setup("login-long", callbackPort: 9)
+        defer { s.stop() }
+        var z = s.zonefeed
+        z.environment.merge(s.p.environment) { _, new in new }
+        let address = "http://127.0.0.1:9/callback?ckWebAuthToken=" + String(repeating: "A", count: 8_193)
+        let pasted = try await z.shell("printf '%s\\n' '\(address)' | '\(ZonefeedBinary.path)' login '\(s.file)' --paste")
+        #expect(pasted.status == 3, "\(pasted.stdout)\n\(pasted.stderr)")
+        #expect(pasted.stderr.contains("ckWebAuthToken is empty or not a token"), "\(pasted.stderr)")
+        #expect(!pasted.stderr.contains("AAAAAAAA") && !pasted.stdout.contains("AAAAAAAA"), "the token is not echoed")
+        #expect((try? s.tokenFileLines()) == nil, "no token file")
+    }
+
     @Test func aCancelledSignInExitsThreeAndStoresNothing() async throws {
         let port = try TestPushgateway.freeLoopbackPort()
         let s = try await Self.setup("login-cancel", callbackPort: port)
