@@ -30,14 +30,39 @@ struct Pushgateway {
         return "/\(label)@base64/\(encoded.isEmpty ? "=" : encoded)"
     }
 
+    /// How long a push may take, its answer read included. AsyncHTTPClient's timeout ends at the
+    /// answer's head: a gateway, or a proxy before it, that sent a head and then its body a byte a
+    /// second (or never) held the end of `zonefeed run` for as long, after the run's work was done.
+    static let timeLimit: Duration = .seconds(15)
+
     func push(_ text: String, httpClient: HTTPClient) async throws {
+        try await withThrowingTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                try await send(text, httpClient: httpClient)
+                return true
+            }
+            group.addTask {
+                try await Task.sleep(for: Self.timeLimit)
+                return false
+            }
+            // The loser is cancelled: a request cancelled while its answer is read ends at once.
+            defer { group.cancelAll() }
+            guard try await group.next() == true else {
+                throw MetricsExportError(
+                    .pushgatewayUnreachable,
+                    "the Pushgateway at \(Self.redacted(baseURL)) did not answer within \(Self.timeLimit.components.seconds) s; the metrics were not pushed")
+            }
+        }
+    }
+
+    private func send(_ text: String, httpClient: HTTPClient) async throws {
         var request = HTTPClientRequest(url: groupURL)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "text/plain; version=0.0.4; charset=utf-8")
         request.body = .bytes(ByteBuffer(string: text))
         let response: HTTPClientResponse
         do {
-            response = try await httpClient.execute(request, timeout: .seconds(15))
+            response = try await httpClient.execute(request, timeout: .seconds(Self.timeLimit.components.seconds))
         } catch {
             throw MetricsExportError(.pushgatewayUnreachable, "the Pushgateway at \(Self.redacted(baseURL)) cannot be reached: \(error)")
         }

@@ -109,6 +109,26 @@ import Testing
         #expect(unreachable.stderr.contains("the Pushgateway at http://127.0.0.1:9 cannot be reached"), "\(unreachable.stderr)")
     }
 
+    /// A gateway (or a proxy before it) that answers a push's head and never its body costs the
+    /// push its time limit, not the run: the data is in, the exit code stands, and the log says
+    /// why the metrics are missing. Before, the run waited for the body for good.
+    @Test func aPushgatewayThatNeverFinishesItsAnswerDoesNotHoldTheRun() async throws {
+        let stalled = try await HeadOnlyServer()
+        defer { stalled.stop() }
+        let s = try await CloudKitEndToEndTests.Setup("metricsstall", fake: FakeSettings(seed: 84, zones: 1, recordsPerZone: 300))
+        defer { s.stop() }
+        var z = s.zonefeed
+        z.environment.merge(s.p.environment) { _, new in new }
+        let started = ContinuousClock.now
+        let (run, timedOut) = try await z.start(["run", s.file, "--progress", "never", "--pushgateway", stalled.url]).wait(within: .seconds(120))
+        let took = ContinuousClock.now - started
+        #expect(!timedOut, "the run still waited for the gateway after 120 s")
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stderr.contains("the Pushgateway at \(stalled.url) did not answer within 15 s; the metrics were not pushed"), "\(run.stderr)")
+        #expect(try RunRow.last(s).status == "succeeded")
+        #expect(took < .seconds(60), "the push's 15 s and the run's own: \(took)")
+    }
+
     /// Two processes of one pipeline, each with its own instance label (a Job's pods, docs/scale-out.md):
     /// the gateway keeps both groups, each with the zones that process claimed, where one group
     /// would hold only the process that pushed last (here the second, which had nothing to do).

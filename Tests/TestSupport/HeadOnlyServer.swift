@@ -1,0 +1,41 @@
+import NIOCore
+import NIOPosix
+
+/// An HTTP listener on loopback that answers every request with a head that announces a body
+/// (`200`, `Content-Length: 1000`) and then never sends the body, as a stalled proxy might.
+public final class HeadOnlyServer: Sendable {
+    let channel: any Channel
+    public let port: Int
+    public var url: String { "http://127.0.0.1:\(port)" }
+
+    public init() async throws {
+        channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(HeadOnly()) }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        port = channel.localAddress?.port ?? 0
+    }
+
+    public func stop() {
+        channel.close(promise: nil)
+    }
+
+    /// Answers once the request's head has come in whole; reads the rest and says nothing more.
+    final class HeadOnly: ChannelInboundHandler {
+        typealias InboundIn = ByteBuffer
+        typealias OutboundOut = ByteBuffer
+        private var received: [UInt8] = []
+        private var answered = false
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            guard !answered else { return }
+            received += Array(buffer: unwrapInboundIn(data))
+            guard received.count >= 4, (0...(received.count - 4)).contains(where: { received[$0..<$0 + 4].elementsEqual([13, 10, 13, 10]) }) else {
+                return
+            }
+            answered = true
+            context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")), promise: nil)
+        }
+    }
+}
