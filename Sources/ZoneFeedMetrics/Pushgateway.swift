@@ -30,48 +30,46 @@ struct Pushgateway {
         return "/\(label)@base64/\(encoded.isEmpty ? "=" : encoded)"
     }
 
-    /// How long a push may take, its answer read included. AsyncHTTPClient's timeout ends at the
-    /// answer's head: a gateway, or a proxy before it, that sent a head and then its body a byte a
-    /// second (or never) held the end of `zonefeed run` for as long, after the run's work was done.
-    static let timeLimit: Duration = .seconds(15)
+    /// How long a push may take until the answer's head, AsyncHTTPClient's timeout; a gateway that
+    /// cannot be reached is reported as such then, with the cause.
+    static let headTimeLimit: Int64 = 15
+    /// How long the answer's body is waited for, after its head. AsyncHTTPClient's timeout ends at
+    /// the head: a gateway, or a proxy before it, that sent a head and then its body a byte a second
+    /// (or never) held the end of `zonefeed run` for as long, after the run's work was done.
+    static let bodyTimeLimit: Duration = .seconds(10)
 
     func push(_ text: String, httpClient: HTTPClient) async throws {
-        try await withThrowingTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                try await send(text, httpClient: httpClient)
-                return true
-            }
-            group.addTask {
-                try await Task.sleep(for: Self.timeLimit)
-                return false
-            }
-            // The loser is cancelled: a request cancelled while its answer is read ends at once.
-            defer { group.cancelAll() }
-            guard try await group.next() == true else {
-                throw MetricsExportError(
-                    .pushgatewayUnreachable,
-                    "the Pushgateway at \(Self.redacted(baseURL)) did not answer within \(Self.timeLimit.components.seconds) s; the metrics were not pushed")
-            }
-        }
-    }
-
-    private func send(_ text: String, httpClient: HTTPClient) async throws {
         var request = HTTPClientRequest(url: groupURL)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "text/plain; version=0.0.4; charset=utf-8")
         request.body = .bytes(ByteBuffer(string: text))
         let response: HTTPClientResponse
         do {
-            response = try await httpClient.execute(request, timeout: .seconds(Self.timeLimit.components.seconds))
+            response = try await httpClient.execute(request, timeout: .seconds(Self.headTimeLimit))
         } catch {
             throw MetricsExportError(.pushgatewayUnreachable, "the Pushgateway at \(Self.redacted(baseURL)) cannot be reached: \(error)")
         }
-        let body = try? await response.body.collect(upTo: 4096)
+        // Read for a refusal's reason, and so that the request ends; a 2xx head is the gateway's
+        // word that it took the metrics, whatever comes after it.
+        let said = await Self.text(of: response.body, within: Self.bodyTimeLimit) ?? ""
         guard (200..<300).contains(Int(response.status.code)) else {
-            let said = body.map { String(buffer: $0).trimmingCharacters(in: .whitespacesAndNewlines) } ?? ""
             throw MetricsExportError(
                 .pushgatewayRefused,
                 "the Pushgateway at \(Self.redacted(baseURL)) refused the metrics: HTTP \(response.status.code)" + (said.isEmpty ? "" : ": \(said)"))
+        }
+    }
+
+    /// The body's text, trimmed; nil when it is longer than 4 KiB or has not come whole within
+    /// `limit`, when the request is cancelled, which ends it at once.
+    static func text(of body: HTTPClientResponse.Body, within limit: Duration) async -> String? {
+        await withTaskGroup(of: String?.self) { group in
+            group.addTask { (try? await body.collect(upTo: 4096)).map { String(buffer: $0).trimmingCharacters(in: .whitespacesAndNewlines) } }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return nil
+            }
+            defer { group.cancelAll() }
+            return await group.next() ?? nil
         }
     }
 

@@ -2,16 +2,16 @@ import NIOCore
 import NIOPosix
 
 /// An HTTP listener on loopback that answers every request with a head that announces a body
-/// (`200`, `Content-Length: 1000`) and then never sends the body, as a stalled proxy might.
+/// (`status`, `Content-Length: 1000`) and then never sends the body, as a stalled proxy might.
 public final class HeadOnlyServer: Sendable {
     let channel: any Channel
     public let port: Int
     public var url: String { "http://127.0.0.1:\(port)" }
 
-    public init() async throws {
+    public init(status: Int = 200) async throws {
         channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(HeadOnly()) }
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(HeadOnly(status: status)) }
             }
             .bind(host: "127.0.0.1", port: 0).get()
         port = channel.localAddress?.port ?? 0
@@ -25,8 +25,13 @@ public final class HeadOnlyServer: Sendable {
     final class HeadOnly: ChannelInboundHandler {
         typealias InboundIn = ByteBuffer
         typealias OutboundOut = ByteBuffer
+        let status: Int
         private var received: [UInt8] = []
         private var answered = false
+
+        init(status: Int) {
+            self.status = status
+        }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             guard !answered else { return }
@@ -35,7 +40,7 @@ public final class HeadOnlyServer: Sendable {
                 return
             }
             answered = true
-            context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: "HTTP/1.1 \(status) Stalled\r\nContent-Length: 1000\r\n\r\n")), promise: nil)
         }
     }
 }
