@@ -37,6 +37,11 @@ enum SignInCallback: Sendable, Equatable {
         }
         if let token = fields["ckWebAuthToken"], Self.isToken(token) {
             self = .token(token)
+        } else if let token = fields["ckWebAuthToken"], token.utf8.count > CloudKitClient.maxWebAuthTokenBytes {
+            let most = CloudKitClient.maxWebAuthTokenBytes
+            self = .noToken(
+                error: "the address's ckWebAuthToken is \(token.utf8.count) bytes long, and a token is a few hundred (at most \(most)); "
+                    + "copy the address again, whole and alone")
         } else if fields["ckWebAuthToken"] != nil {
             self = .noToken(error: "the address's ckWebAuthToken is empty or not a token")
         } else {
