@@ -236,8 +236,8 @@ extension CloudKitClient {
     static func scrub(_ text: String, secrets: [String]) -> String {
         var text = text
         for secret in secrets where !secret.isEmpty {
-            text = text.replacingOccurrences(of: secret, with: "<redacted>")
-            text = text.replacingOccurrences(of: PercentEncoding.encode(secret), with: "<redacted>")
+            text = text.replacingOccurrences(of: secret, with: "<redacted>", options: .literal)
+            text = text.replacingOccurrences(of: PercentEncoding.encode(secret), with: "<redacted>", options: .literal)
         }
         return text
     }

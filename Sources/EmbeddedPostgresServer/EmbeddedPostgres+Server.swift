@@ -76,7 +76,7 @@ extension EmbeddedPostgres {
         var settings: [(String, String)] = [
             ("listen_addresses", ""),  // no TCP: the Unix socket in the private folder only
             // The list syntax of unix_socket_directories takes a double-quoted element verbatim.
-            ("unix_socket_directories", "\"" + directory.replacingOccurrences(of: "\"", with: "\"\"") + "\""),
+            ("unix_socket_directories", "\"" + directory.replacingOccurrences(of: "\"", with: "\"\"", options: .literal) + "\""),
         ]
         settings += configuration.extraServerSettings.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         // pg_ctl hands -o to /bin/sh (`exec postgres <options>`), hence the shell quoting.

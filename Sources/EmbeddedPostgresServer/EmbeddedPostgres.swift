@@ -335,14 +335,14 @@ public struct EmbeddedPostgres: Sendable {
     }
 
     static func shellQuote(_ word: String) -> String {
-        "'" + word.replacingOccurrences(of: "'", with: "'\\''") + "'"
+        "'" + word.replacingOccurrences(of: "'", with: "'\\''", options: .literal) + "'"
     }
 
     /// A libpq `key=value` conninfo with every value single-quoted:
     /// > Single quotes and backslashes within a value must be escaped with a backslash. (libpq, 34.1.1)
     static func conninfo(_ pairs: [(String, String)]) -> String {
         pairs.map { key, value in
-            let escaped = value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'")
+            let escaped = value.replacingOccurrences(of: "\\", with: "\\\\", options: .literal).replacingOccurrences(of: "'", with: "\\'", options: .literal)
             let needsQuotes = escaped.isEmpty || escaped.contains(where: { $0 == " " || $0 == "'" || $0 == "\\" || $0 == "=" })
             return "\(key)=" + (needsQuotes ? "'\(escaped)'" : escaped)
         }.joined(separator: " ")

@@ -160,7 +160,7 @@ extension FakeCloudKitStore {
         }
         switch (operation, method) {
         case ("tokens/create", "POST"):
-            let token = "fakeapns" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+            let token = "fakeapns" + UUID().uuidString.replacingOccurrences(of: "-", with: "", options: .literal).lowercased()
             pushTokens[token] = PushToken(environment: environment)
             return .json(
                 .object([

@@ -253,31 +253,35 @@ public struct BinaryCopyBuffer {
 }
 
 /// Quotes an SQL identifier (`"a""b"`): every table, column and schema name zonefeed takes from a
-/// pipeline file or a server goes through here.
+/// pipeline file or a server goes through here. Its quotes are found by their bytes, as
+/// PostgreSQL reads them (see `replacingAll`): a name such as `a"\u{301}` or `\u{600}"` hides
+/// its quote inside a larger `Character`, and quoting by Characters left that quote single, to
+/// end the name and let the rest run as SQL.
 public func quoteIdentifier(_ name: String) -> String {
     "\"" + name.replacingAll("\"", with: "\"\"") + "\""
 }
 
 extension String {
-    /// Every occurrence of `target` replaced (Foundation-free).
+    /// Every occurrence of `target` replaced, found by its UTF-8 bytes (Foundation-free), never
+    /// by `Character`s: where a combining mark follows the target, or a prepended one comes
+    /// before it, the text's Character is not the target's, and a Character search passes it
+    /// by. In valid UTF-8 a match begins and ends between scalars, so the result is valid too.
     func replacingAll(_ target: String, with replacement: String) -> String {
-        guard !target.isEmpty else { return self }
-        var out = ""
-        var rest = Substring(self)
-        while let range = rest.firstRange(of: target) {
-            out += rest[..<range.lowerBound]
-            out += replacement
-            rest = rest[range.upperBound...]
+        let wanted = Array(target.utf8)
+        guard let first = wanted.first else { return self }
+        let bytes = Array(utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count + 2)
+        var i = 0
+        while i < bytes.count {
+            if bytes[i] == first, bytes.count - i >= wanted.count, bytes[i..<i + wanted.count].elementsEqual(wanted) {
+                out.append(contentsOf: replacement.utf8)
+                i += wanted.count
+            } else {
+                out.append(bytes[i])
+                i += 1
+            }
         }
-        return out + rest
-    }
-
-    func replacingAll(_ target: Character, with replacement: String) -> String {
-        var out = ""
-        out.reserveCapacity(count + 2)
-        for c in self {
-            if c == target { out += replacement } else { out.append(c) }
-        }
-        return out
+        return String(decoding: out, as: UTF8.self)
     }
 }

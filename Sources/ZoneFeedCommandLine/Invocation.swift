@@ -26,6 +26,6 @@ enum Invocation {
             && word.unicodeScalars.allSatisfy {
                 ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || "/._-".unicodeScalars.contains($0)
             }
-        return plain ? word : "'" + word.replacingOccurrences(of: "'", with: "'\\''") + "'"
+        return plain ? word : "'" + word.replacingOccurrences(of: "'", with: "'\\''", options: .literal) + "'"
     }
 }

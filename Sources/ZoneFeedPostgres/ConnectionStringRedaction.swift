@@ -25,9 +25,14 @@ private func isSecretParameter(_ key: some StringProtocol) -> Bool {
 }
 
 /// `postgresql://[userinfo@][hosts][/dbname][?key=value&...]`.
+///
+/// Read by Unicode scalars, as libpq reads the URI's bytes, never by `Character`s: a combining
+/// mark after the `@` or the `:` (a password may begin with one) makes one Character of the two,
+/// which a Character search passes by, and the password was then printed.
 private func redactConnectionURI(_ s: String) -> String {
-    guard let schemeEnd = s.range(of: "://")?.upperBound else { return s }
-    let rest = s[schemeEnd...]
+    let scalars = s.unicodeScalars
+    guard let schemeEnd = s.range(of: "://", options: .literal)?.upperBound else { return s }
+    let rest = scalars[schemeEnd...]
 
     // The userinfo ends at the last '@' before the query. A password holding an unencoded '?'
     // would hide its '@' behind the query's start; libpq would reject such a URI, but it must not
@@ -40,28 +45,28 @@ private func redactConnectionURI(_ s: String) -> String {
         at = laterAt
     }
 
-    var out = String(s[..<schemeEnd])
+    var out = String(scalars[..<schemeEnd])
     var hostStart = rest.startIndex
     if let at {
         let userinfo = rest[..<at]
         if let colon = userinfo.firstIndex(of: ":") {
-            out += userinfo[...colon] + "<redacted>"
+            out += String(userinfo[...colon]) + "<redacted>"
         } else {
-            out += userinfo
+            out += String(userinfo)
         }
         out += "@"
         hostStart = rest.index(after: at)
     }
 
     let tail = rest[hostStart...]
-    guard let q = tail.firstIndex(of: "?") else { return out + tail }
-    out += tail[...q]
+    guard let q = tail.firstIndex(of: "?") else { return out + String(tail) }
+    out += String(tail[...q])
     let parameters = tail[tail.index(after: q)...]
         .split(separator: "&", omittingEmptySubsequences: false)
         .map { parameter -> String in
             guard let eq = parameter.firstIndex(of: "=") else { return String(parameter) }
-            let key = parameter[..<eq]
-            if isSecretParameter(key) { return String(key) + "=<redacted>" }
+            let key = String(parameter[..<eq])
+            if isSecretParameter(key) { return key + "=<redacted>" }
             return String(parameter)
         }
     return out + parameters.joined(separator: "&")

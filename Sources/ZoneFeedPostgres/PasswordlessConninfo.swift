@@ -36,7 +36,7 @@ public struct PasswordlessConninfo: Sendable, Equatable {
         // > "To write an empty value, or a value containing spaces, surround it with single quotes,
         // > for example keyword = 'a value'. Single quotes and backslashes within the value must be
         // > escaped with a backslash, i.e., \' and \\." (libpq, 34.1.1.1)
-        value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'")
+        value.replacingOccurrences(of: "\\", with: "\\\\", options: .literal).replacingOccurrences(of: "'", with: "\\'", options: .literal)
     }
 
     /// The one line of a libpq password file (`PGPASSFILE`) that gives the password to whatever
@@ -47,7 +47,7 @@ public struct PasswordlessConninfo: Sendable, Equatable {
         guard let password, !password.unicodeScalars.contains(where: { $0 == "\n" || $0 == "\r" }) else { return nil }
         // > "Each of the first four fields can be a literal value, or *, which matches anything.
         // > … If an entry needs to contain : or \, escape this character with \." (libpq, 34.16)
-        let escaped = password.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: ":", with: "\\:")
+        let escaped = password.replacingOccurrences(of: "\\", with: "\\\\", options: .literal).replacingOccurrences(of: ":", with: "\\:", options: .literal)
         return "*:*:*:*:\(escaped)\n"
     }
 }

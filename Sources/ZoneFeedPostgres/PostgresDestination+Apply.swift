@@ -609,6 +609,6 @@ extension PostgresDestination {
     }
 
     static func withoutNUL(_ s: String) -> String {
-        s.containsNUL ? s.replacingOccurrences(of: "\u{0}", with: "\\u0000") : s
+        s.containsNUL ? s.replacingOccurrences(of: "\u{0}", with: "\\u0000", options: .literal) : s
     }
 }

@@ -85,6 +85,9 @@ import Testing
         // PostgreSQL's 63 bytes, one that is a system column's name; a new record type; a value
         // of the wrong type for its column.
         let long = "aFieldNameThatGoesOnAndOnWellPastWhatPostgreSQLKeepsOfAnIdentifierX"
+        // And one whose quote a prepended mark hides inside a larger Character: quoted by
+        // Characters, its column's name ended there and the rest ran as SQL.
+        let hostile = "\u{600}\"\tint);\tdrop\ttable\tzonefeed_checkpoints;--"
         try await s.server.admin(
             "records/add",
             [
@@ -94,7 +97,7 @@ import Testing
                         recordName: "MOOD-1", recordType: "Note", recordChangeTag: "m-1",
                         fields: [
                             "title": .string("calm"), "mood": .string("calm"), "fooBar": .int64(1), "foo_bar": .int64(2), long: .double(2.5),
-                            "recordName": .string("shadow"),
+                            "recordName": .string("shadow"), hostile: .string("quoted"),
                         ]),
                     Record(recordName: "MOOD-2", recordType: "Note", recordChangeTag: "m-2", fields: ["mood": .string("tense"), "wordCount": .int64(12)]),
                     Record(recordName: "CONFLICT-1", recordType: "Note", recordChangeTag: "c-1", fields: ["wordCount": .string("many")]),
@@ -125,6 +128,9 @@ import Testing
         #expect(longColumn.utf8.count <= 63 && longColumn.hasPrefix("a_field_name_that_goes_on") && after[longColumn] == "double precision", "\(longColumn)")
         let shadow = column(of: "recordName") ?? ""
         #expect(shadow.hasPrefix("record_name_") && after[shadow] == "text", "\(shadow)")
+        let hostileColumn = column(of: hostile) ?? ""
+        let hostileSnakeCased = "\u{600}\"\tint);\tdrop\ttable\tzonefeed_checkpoints;__"
+        #expect(Array(hostileColumn.utf8) == Array(hostileSnakeCased.utf8) && after[hostileColumn] == "text", "\(hostileColumn.debugDescription)")
         #expect(changes.contains { $0[0] == "table_created" && $0[1] == "Comment" && $0[2] == "comment" })
         #expect(try Self.columns(s.p, of: "comment")["likes"] == "bigint")
 
@@ -134,11 +140,11 @@ import Testing
             let mood = try c.query(
                 """
                 SELECT record_name, mood, foo_bar::text, \(quoteIdentifier(fooBar))::text, \(quoteIdentifier(longColumn))::text,
-                       \(quoteIdentifier(shadow)), record_name
+                       \(quoteIdentifier(shadow)), record_name, \(quoteIdentifier(hostileColumn))
                 FROM \(schema).notes WHERE mood IS NOT NULL ORDER BY record_name
                 """
             ).rows.map { Array($0) }
-            #expect(mood.count == 2 && mood[0] == ["MOOD-1", "calm", "2", "1", "2.5", "shadow", "MOOD-1"] && mood[1][1] == "tense", "\(mood)")
+            #expect(mood.count == 2 && mood[0] == ["MOOD-1", "calm", "2", "1", "2.5", "shadow", "MOOD-1", "quoted"] && mood[1][1] == "tense", "\(mood)")
             let stillNull = try c.query("SELECT count(*) FROM \(schema).notes WHERE mood IS NULL AND record_name NOT IN ('MOOD-1', 'MOOD-2')").scalar
             let older = try c.query("SELECT count(*) FROM \(schema).notes WHERE record_name NOT IN ('MOOD-1', 'MOOD-2')").scalar
             #expect(stillNull == older && older != "0")

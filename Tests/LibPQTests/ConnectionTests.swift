@@ -16,6 +16,27 @@ import Testing
         #expect(try c.query("SELECT $1::text IS NULL", [nil]).scalar == "t")
     }
 
+    /// A name from a server or a file is one identifier whatever it holds: its quotes are doubled
+    /// where PostgreSQL sees them, also where a combining mark after the quote, or a prepended one
+    /// before it, makes the quote part of a larger Character; such a name once ended its quotes
+    /// early and ran the rest as SQL (a new field's column, under schema evolution).
+    @Test(arguments: [
+        "a\"\u{301}; DROP TABLE victim; --",
+        "\u{600}\" int); DROP TABLE victim; --",
+        "x\"\u{FE0F}\"\u{200D}",
+        "plain \"quoted\" name",
+    ])
+    func anIdentifierFromOutsideIsOneNameWhateverItHolds(name: String) async throws {
+        let c = try Connection(try await TestDatabase.connectionString())
+        try c.execute("CREATE TEMP TABLE victim (id int)")
+        try c.execute("CREATE TEMP TABLE hostile (\(quoteIdentifier(name)) int)")
+        let column = try c.query(
+            "SELECT attname FROM pg_attribute WHERE attrelid = 'hostile'::regclass AND attnum > 0 AND NOT attisdropped"
+        ).rows.map { $0[0] }
+        #expect(column.map { $0.map { Array($0.utf8) } } == [Array(name.utf8)], "\(column)")
+        #expect(try c.query("SELECT to_regclass('victim') IS NOT NULL").scalar == "t", "nothing after the name ran")
+    }
+
     /// A connection over a Unix-domain socket (the tests' server, a local PostgreSQL) asks for
     /// a send buffer of 4 MiB, as a TCP socket's grows to by itself: with the default, a COPY's
     /// server waited for rows whenever the client was not scheduled within about 4 ms. What the

@@ -253,9 +253,14 @@ private let fakeHeader = """
     ("host=db sslpassword=k3y", "host=db sslpassword=<redacted>"),
     ("dbname='postgresql://app:s3cret@db/app'", "dbname='postgresql://app:<redacted>@db/app'"),
     ("host=db password='unterminated", "host=db <redacted>"),
+    // A combining mark after the ':' or the '@' (a password may begin with one) makes one
+    // Character of the two; the URI is read by its scalars, as libpq reads its bytes.
+    ("postgresql://app:\u{301}s3cret@db/app", "postgresql://app:<redacted>@db/app"),
+    ("postgresql://app:s3cret@\u{301}db/app", "postgresql://app:<redacted>@\u{301}db/app"),
+    ("postgresql://db/app?password=\u{301}s3cret&sslmode=require", "postgresql://db/app?password=<redacted>&sslmode=require"),
 ])
 func redactConnectionStringHidesPasswords(input: String, expected: String) {
-    #expect(redactConnectionString(input) == expected)
+    #expect(Array(redactConnectionString(input).utf8) == Array(expected.utf8), "\(redactConnectionString(input).debugDescription)")
 }
 
 @Test func destinationSettingsAreRead() throws {

@@ -181,14 +181,14 @@ extension PipelineFileReader {
 private func parseInteger(_ text: String) -> Int? {
     let digits = text.trimmingSpaces()
     guard !digits.hasPrefix("_"), !digits.hasSuffix("_"), !digits.contains("__") else { return nil }
-    return Int(digits.replacingOccurrences(of: "_", with: ""))
+    return Int(digits.replacingOccurrences(of: "_", with: "", options: .literal))
 }
 
 /// `2.5`, `300`, `1_000`; nil for what is not a finite number (Double reads `nan` and `inf`).
 private func parseNumber(_ text: String) -> Double? {
     let digits = text.trimmingSpaces()
     guard !digits.hasPrefix("_"), !digits.hasSuffix("_"), !digits.contains("__"),
-        let n = Double(digits.replacingOccurrences(of: "_", with: "")), n.isFinite
+        let n = Double(digits.replacingOccurrences(of: "_", with: "", options: .literal)), n.isFinite
     else { return nil }
     return n
 }
@@ -196,5 +196,5 @@ private func parseNumber(_ text: String) -> Double? {
 private func parseUInt64(_ text: String) -> UInt64? {
     let digits = text.trimmingSpaces()
     guard !digits.hasPrefix("_"), !digits.hasSuffix("_"), !digits.contains("__") else { return nil }
-    return UInt64(digits.replacingOccurrences(of: "_", with: ""))
+    return UInt64(digits.replacingOccurrences(of: "_", with: "", options: .literal))
 }

@@ -76,7 +76,7 @@ extension PipelineReference {
     public static func markdown(_ references: [PipelineReference]) -> String {
         // A `<name>` placeholder outside code would be read as an HTML tag.
         func cell(_ text: String) -> String {
-            let escaped = text.replacingOccurrences(of: "|", with: "\\|")
+            let escaped = text.replacingOccurrences(of: "|", with: "\\|", options: .literal)
             return escaped.contains("<") ? "`\(escaped)`" : escaped
         }
         var lines: [String] = []
