@@ -26,7 +26,8 @@ struct Pushgateway {
         let plain =
             !value.isEmpty && value.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "_.-".unicodeScalars.contains($0)) }
         if plain { return "/\(label)/\(value)" }
-        let encoded = Data(value.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-", options: .literal).replacingOccurrences(of: "/", with: "_", options: .literal)
+        let encoded = Data(value.utf8).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-", options: .literal).replacingOccurrences(of: "/", with: "_", options: .literal)
         return "/\(label)@base64/\(encoded.isEmpty ? "=" : encoded)"
     }
 
