@@ -21,14 +21,17 @@ public struct ZoneID: Sendable, Hashable, Codable, CustomStringConvertible {
         ownerRecordName == ZoneID.defaultOwner ? zoneName : "\(zoneName) (owner \(ownerRecordName))"
     }
 
-    // Two IDs name the same zone whatever the server says of its type.
+    // Two IDs name the same zone whatever the server says of its type, when their names are
+    // the same bytes (`ExactName`): zones named `Café` and `Cafe` with a combining accent are
+    // two zones to CloudKit and to their rows, and shared one zone's state when compared as
+    // Strings.
     public static func == (lhs: ZoneID, rhs: ZoneID) -> Bool {
-        lhs.zoneName == rhs.zoneName && lhs.ownerRecordName == rhs.ownerRecordName
+        ExactName.same(lhs.zoneName, rhs.zoneName) && ExactName.same(lhs.ownerRecordName, rhs.ownerRecordName)
     }
 
     public func hash(into hasher: inout Hasher) {
-        hasher.combine(zoneName)
-        hasher.combine(ownerRecordName)
+        ExactName.hash(zoneName, into: &hasher)
+        ExactName.hash(ownerRecordName, into: &hasher)
     }
 
     enum CodingKeys: String, CodingKey { case zoneName, ownerRecordName, zoneType }

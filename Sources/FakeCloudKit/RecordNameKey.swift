@@ -1,18 +1,21 @@
+import CloudKitModel
+
 /// A record name in a form that is cheap to hash and compare. The generator's names are the
 /// upper-case UUID text of 128 bits, so such a name is kept as those bits, and any other name
-/// as its text: two keys are equal exactly when their names are. Finding the live records of a
+/// as its text, compared by its bytes as CloudKit tells names apart (`ExactName`: `café` composed
+/// and decomposed are two records): two keys are equal exactly when their names are. Finding the live records of a
 /// 250,000-record zone hashes every name of its history; hashing and comparing 36 characters
 /// (and making them first) cost most of that time.
 public enum RecordNameKey: Hashable, Sendable {
     /// An upper-case UUID: its first 16 hexadecimal digits, then its last 16.
     case uuid(UInt64, UInt64)
-    case text(String)
+    case text(ExactName)
 
     public init(_ name: String) {
         if let (high, low) = RecordNameKey.uuidBits(name) {
             self = .uuid(high, low)
         } else {
-            self = .text(name)
+            self = .text(ExactName(name))
         }
     }
 

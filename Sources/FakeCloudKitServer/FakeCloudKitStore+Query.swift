@@ -303,7 +303,7 @@ extension FakeCloudKitStore {
     static func tieBreak(_ name: RecordNameKey) -> UInt64 {
         switch name {
         case .uuid(let a, let b): return Fingerprint.of(withUnsafeBytes(of: (a, b)) { Array($0) })
-        case .text(let text): return Fingerprint.of(text)
+        case .text(let name): return Fingerprint.of(name.text)
         }
     }
 

@@ -1,3 +1,4 @@
+import CloudKitModel
 import Foundation
 import Synchronization
 import ZoneFeed
@@ -22,11 +23,12 @@ final class QueryReadMemory: Sendable {
     }
 
     private struct State {
-        var ties: [Key: Set<String>] = [:]
+        /// Names by their bytes (`ExactName`), as CloudKit tells records apart.
+        var ties: [Key: Set<ExactName>] = [:]
         /// Deletions not yet given to a page.
         var pending: [String] = []
         /// When each record deleted by notification was heard of.
-        var recent: [String: ContinuousClock.Instant] = [:]
+        var recent: [ExactName: ContinuousClock.Instant] = [:]
         /// The pages of the current chain that carried deletions, by their place in it.
         var carried: [(place: Int, names: [String])] = []
         /// Each token given in the current chain, with its place.
@@ -79,11 +81,11 @@ final class QueryReadMemory: Sendable {
 
     // MARK: Ties
 
-    func take(_ key: Key) -> Set<String> {
+    func take(_ key: Key) -> Set<ExactName> {
         state.withLock { $0.ties.removeValue(forKey: key) ?? [] }
     }
 
-    func put(_ key: Key, _ value: Set<String>) {
+    func put(_ key: Key, _ value: Set<ExactName>) {
         state.withLock { $0.ties[key] = value }
     }
 
@@ -92,7 +94,7 @@ final class QueryReadMemory: Sendable {
     func noteDeletion(_ name: String) {
         state.withLock { state in
             state.pending.append(name)
-            state.recent[name] = .now
+            state.recent[ExactName(name)] = .now
             if state.pending.count > Self.maxDeletions { state.pending.removeFirst(state.pending.count - Self.maxDeletions) }
             if state.recent.count > Self.maxDeletions {
                 let cutoff = ContinuousClock.now - Self.deletionMemory
@@ -128,9 +130,9 @@ final class QueryReadMemory: Sendable {
 
     func isDeleted(_ name: String, modifiedMs: Int64?) -> Bool {
         state.withLock { state in
-            guard let heard = state.recent[name] else { return false }
+            guard let heard = state.recent[ExactName(name)] else { return false }
             guard ContinuousClock.now - heard < Self.deletionMemory else {
-                state.recent[name] = nil
+                state.recent[ExactName(name)] = nil
                 return false
             }
             guard let modifiedMs else { return true }

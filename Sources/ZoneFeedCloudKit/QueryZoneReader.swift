@@ -325,22 +325,22 @@ struct QueryZoneReader: Sendable {
         // Records at the slice's start that an earlier page of this run already gave.
         let records = response.records.filter { entry in
             guard case .record(let record) = entry, record.modified.map({ Self.clamped($0.timestamp) }) == slice.from else { return true }
-            return !seen.contains(record.recordName)
+            return !seen.contains(ExactName(record.recordName))
         }
         let times = Self.times(response.records)
         var next: QuerySlice?
         if let marker = response.continuationMarker {
             if let last = times.max(), last > slice.from {
                 next = QuerySlice(from: last, to: slice.to)
-                let atLast = response.records.compactMap { entry -> String? in
+                let atLast = response.records.compactMap { entry -> ExactName? in
                     guard case .record(let record) = entry, record.modified.map({ Self.clamped($0.timestamp) }) == last else { return nil }
-                    return record.recordName
+                    return ExactName(record.recordName)
                 }
                 memory.put(QueryReadMemory.Key(kind: key.kind, type: item.type, from: last), Set(atLast))
             } else {
                 // Every record of the page shares the slice's start: the marker goes on.
                 next = QuerySlice(from: slice.from, to: slice.to, marker: marker)
-                memory.put(key, seen.union(records.compactMap(\.recordName)))
+                memory.put(key, seen.union(records.compactMap { $0.recordName.map { ExactName($0) } }))
             }
         } else if item.waitsForOthers {
             // The open slice has reached the present before the bounded ones ended: it reads
@@ -350,9 +350,9 @@ struct QueryZoneReader: Sendable {
             memory.put(
                 QueryReadMemory.Key(kind: key.kind, type: item.type, from: next!.from),
                 Set(
-                    response.records.compactMap { entry -> String? in
+                    response.records.compactMap { entry -> ExactName? in
                         guard case .record(let record) = entry, record.modified.map({ Self.clamped($0.timestamp) }) == next!.from else { return nil }
-                        return record.recordName
+                        return ExactName(record.recordName)
                     }
                 ).union(next!.from == slice.from ? seen : []))
         }

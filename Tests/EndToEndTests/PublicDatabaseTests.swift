@@ -284,6 +284,36 @@ import ZoneFeed
         #expect(!(output.stderr + output.stdout).contains("K9-not-registered"), "nor its ID")
     }
 
+    /// Records modified at one time, more than a page of them, are read across the page's end
+    /// by the names already given; two names that are one String to Swift (`café` composed, and
+    /// `cafe` with a combining accent) are two records, and both land. Compared as Strings, the
+    /// second was taken for one already given and dropped.
+    @Test func recordsAtOneTimeWhoseNamesDifferOnlyInTheirBytesBothLand() async throws {
+        let s = try await Setup("pubties", seed: 303, records: 20, resultsLimit: 2)
+        defer { s.stop() }
+        let stamp = Self.nowMs() - 10_000
+        // Pairs of one String and two names, each pair split by a page's end or not as the
+        // server's order has it: the fake orders ties by a hash of the name's bytes.
+        let names = [
+            "caf\u{E9}", "cafe\u{301}", "r\u{E9}sum\u{E9}", "re\u{301}sume\u{301}", "na\u{EF}ve", "nai\u{308}ve", "\u{C5}ngstr\u{F6}m",
+            "A\u{30A}ngstro\u{308}m", "\u{F1}o\u{F1}o", "n\u{303}on\u{303}o", "tie-1", "tie-2",
+        ]
+        let added = names.map {
+            Record(
+                recordName: $0, recordType: "Tag", recordChangeTag: "t-\($0.utf8.count)", fields: ["name": .string("tie")],
+                created: RecordStamp(timestamp: stamp), modified: RecordStamp(timestamp: stamp))
+        }
+        try await s.admin("records/add", ["records": try FakeServerProcess.wire(added)])
+        try await s.waitForTheIndex()
+        let output = try await s.run()
+        #expect(output.status == 0, "\(output.stderr)")
+        let table = "\(quoteIdentifier(s.p.schema)).\(quoteIdentifier(s.p.tables["Tag"]!))"
+        let landed = try await Connection.withConnectionOffPool(s.p.url) { c in
+            try c.query("SELECT encode(convert_to(record_name, 'UTF8'), 'hex') FROM \(table) WHERE deleted_at IS NULL").rows.compactMap { $0[0] }
+        }
+        #expect(Set(names.map(\.utf8Hex)).isSubset(of: Set(landed)), "\(landed.count) live rows")
+    }
+
     /// A type whose modification time CloudKit cannot sort on fails the zone with the indexes to
     /// add (exit 1, nothing committed past it); once the index is there, the next run reads all.
     @Test func aMissingIndexSaysWhichToAdd() async throws {

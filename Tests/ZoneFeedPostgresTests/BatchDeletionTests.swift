@@ -57,4 +57,46 @@ import ZoneFeedPostgres
         #expect(snapshot.rejects.map(\.recordName) == ["BAD"])
         await destination.close()
     }
+
+    /// `café` with a composed é and `cafe` with a combining accent are one String to Swift and two
+    /// records to CloudKit and to their rows: a deletion of one leaves the other as it was, and
+    /// deleting both deletes both. Compared as Strings, the second deletion of a batch was taken
+    /// for a repeat of the first and left its row live.
+    @Test func namesThatDifferOnlyInTheirBytesAreDeletedEachOnItsOwn() async throws {
+        let p = try await FakePipeline(prefix: "bytedel", fake: FakeSettings(zones: 1))
+        let destination = try PostgresDestination(pipeline: p.pipeline(), conninfo: p.url, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        try await destination.prepare()
+        let run = try await destination.startRun()
+        let checkpoint = try await destination.zoneCheckpoint(zone)
+        func batch(_ entries: [RecordEntry], token: String, isLast: Bool) -> ChangeBatch {
+            ChangeBatch(
+                zoneID: zone, runID: run, generation: checkpoint.generation, pageCount: 1, entries: entries,
+                token: ChangeToken(token), isLast: isLast, finishesResync: false)
+        }
+        let (composed, decomposed) = ("caf\u{E9}", "cafe\u{301}")
+        let (other, otherDecomposed) = ("r\u{E9}sum\u{E9}", "re\u{301}sume\u{301}")
+        #expect(composed == decomposed && Array(composed.utf8) != Array(decomposed.utf8), "one String, two names")
+        _ = try await destination.apply(
+            batch([tag(composed, "t1"), tag(decomposed, "t1"), tag(other, "t1"), tag(otherDecomposed, "t1")], token: "fk1-x-0-1", isLast: false))
+        _ = try await destination.apply(
+            batch(
+                [
+                    .deleted(recordName: composed), .deleted(recordName: decomposed),  // both go
+                    .deleted(recordName: other), tag(otherDecomposed, "t2"),  // one goes, the other is updated
+                ], token: "fk1-x-0-2", isLast: true))
+        let rows = try await Connection.withConnectionOffPool(p.url) { c in
+            try c.query(
+                """
+                SELECT encode(convert_to(record_name, 'UTF8'), 'hex'), change_tag, deleted_at IS NOT NULL
+                FROM \(quoteIdentifier(p.schema)).\(quoteIdentifier(p.tables["Tag"]!)) ORDER BY 1
+                """
+            ).rows.map { $0.map { $0 ?? "-" } }
+        }
+        #expect(
+            rows
+                == [
+                    [composed.utf8Hex, "t1", "t"], [decomposed.utf8Hex, "t1", "t"], [other.utf8Hex, "t1", "t"], [otherDecomposed.utf8Hex, "t2", "f"],
+                ].sorted { $0[0] < $1[0] }, "\(rows)")
+        await destination.close()
+    }
 }
