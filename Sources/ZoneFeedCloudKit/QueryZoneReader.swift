@@ -246,7 +246,13 @@ struct QueryZoneReader: Sendable {
                 position.types[item.type] = state
                 page.byteCount += result.byteCount
             case .sweep:
-                for case .record(let record) in result.records { listed[item.type, default: []].append(record.recordName) }
+                // Every record the answer names is there, also one it gives as an error entry
+                // (`TRY_AGAIN_LATER` for that record alone) or one whose text could not be read:
+                // left out of the list, its row would be taken for deleted at the sweep's end.
+                for entry in result.records {
+                    if case .deleted = entry { continue }
+                    if let name = entry.recordName { listed[item.type, default: []].append(name) }
+                }
                 position.sweep?[item.type]?[item.index] = result.next ?? QuerySlice(from: .min, to: .min)
             }
         }

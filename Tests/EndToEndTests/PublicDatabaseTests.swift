@@ -284,6 +284,36 @@ import ZoneFeed
         #expect(!(output.stderr + output.stdout).contains("K9-not-registered"), "nor its ID")
     }
 
+    /// A record that a sweep's answer gives as an error entry of its own (`TRY_AGAIN_LATER` for
+    /// that record alone) is still there: the sweep keeps its row. Left out of what the sweep
+    /// listed, it was taken for deleted and tombstoned, and later passes, which read only what
+    /// changed lately, never brought it back.
+    @Test func aRecordASweepIsAnsweredWithAnErrorForKeepsItsRow() async throws {
+        let s = try await Setup("pubsweeperr", seed: 302, records: 200) {
+            $0.moreCloudKit = ["deletionSweep: every 1 runs"]
+        }
+        defer { s.stop() }
+        let expected = s.generated().mapValues { $0.recordChangeTag ?? "-" }
+        let first = try await s.run()
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(try await s.differences(from: expected) == [])
+
+        let name = try #require(expected.keys.sorted().dropFirst(7).first)
+        let entry = "\"recordName\":\"\(name)\""
+        _ = try await s.server.admin(
+            "faults/rewrite",
+            [
+                "count": 1_000, "pathSuffix": "records/query",
+                "replacements": [["find": entry, "replace": entry + ",\"serverErrorCode\":\"TRY_AGAIN_LATER\",\"reason\":\"busy\""]],
+            ])
+        let second = try await s.run()
+        #expect(second.status == 0, "\(second.stderr)")
+        let state = try JSONSerialization.jsonObject(with: Data(try await s.server.admin("state").utf8)) as? [String: Any]
+        #expect((state?["faultsServed"] as? Int ?? 0) > 0, "the sweep's answers were rewritten")
+        #expect(try await s.differences(from: expected) == [], "the record answered with an error keeps its row")
+        #expect(try await DestinationSnapshot.read(s.p).runTombstones == 0)
+    }
+
     /// Records modified at one time, more than a page of them, are read across the page's end
     /// by the names already given; two names that are one String to Swift (`café` composed, and
     /// `cafe` with a combining accent) are two records, and both land. Compared as Strings, the
