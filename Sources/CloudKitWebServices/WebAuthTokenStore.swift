@@ -209,6 +209,12 @@ final class WebAuthTokenStore: Sendable {
     /// Forgets a token the server refused and takes in the tokens saved in the vault since, by
     /// another process sharing the session, newest first. Returns whether another token is left
     /// to try.
+    ///
+    /// The vault is not written for a refusal: every token left is in it already, and the
+    /// refused ones leave it with the next save, once the server takes a token and rotates it.
+    /// CloudKit answers `AUTHENTICATION_FAILED` to a wrong API token whatever web auth token
+    /// comes with it: saved at each refusal, the vault lost every token newer than its oldest,
+    /// and once the API token was put right a person had to sign in again.
     func refused(_ token: String, logger: Logger) async -> Bool {
         var saved: [String] = []
         if let file {
@@ -227,12 +233,10 @@ final class WebAuthTokenStore: Sendable {
         }
         let (left, takenIn) = state.withLock { state in
             state.refused.insert(token)
-            let before = state.contents.tokens
             state.contents.tokens.removeAll { $0 == token }
             let fresh = saved.filter { !state.refused.contains($0) && !state.pushedOut.contains($0) && !state.contents.tokens.contains($0) }
             state.contents.tokens.insert(contentsOf: fresh, at: 0)
             while state.contents.tokens.count > Self.tokensKept { state.pushOut(state.contents.tokens.removeLast()) }
-            if state.contents.tokens != before { state.version += 1 }
             return (!state.contents.tokens.isEmpty, fresh.count)
         }
         if takenIn > 0 { logger.info("another process rotated the web auth token on; using the newest it saved", metadata: ["tokens": "\(takenIn)"]) }

@@ -150,10 +150,37 @@ import Testing
 
             #expect(await store.refused("rotated-2", logger: logger))
             #expect(try await store.tokenForRequest(logger: logger) == "rotated-1")
-            #expect(try lines(file).first == "rotated-1", "a refused token is not kept")
+            // The server takes rotated-1 and rotates it on: the refused token leaves the file.
+            store.received("rotated-3", logger: logger)
+            try await store.flush(logger: logger)
+            #expect(try lines(file).prefix(3) == ["rotated-3", "earlier=rotated-1", "earlier=configured"], "a refused token is not kept")
+            #expect(await store.refused("rotated-3", logger: logger))
             #expect(await store.refused("rotated-1", logger: logger))
             #expect(await !store.refused("configured", logger: logger), "no token is left: a person must sign in")
             #expect(store.current == nil)
+        }
+    }
+
+    /// CloudKit answers `AUTHENTICATION_FAILED` to a wrong API token whatever web auth token
+    /// comes with it, so every token is refused in turn: the vault keeps them all, and once the
+    /// API token is put right the next run starts from the newest, with nobody signing in again.
+    @Test func tokensAllRefusedLeaveTheVaultAsItWas() async throws {
+        try await withStore(configured: "configured", syncInterval: .seconds(3600)) { (store, file) async throws in
+            store.received("rotated-1", logger: logger)
+            store.received("rotated-2", logger: logger)
+            try await store.flush(logger: logger)
+            let before = try String(contentsOfFile: file, encoding: .utf8)
+            var tried: [String] = []
+            while let token = try await store.tokenForRequest(logger: logger) {
+                tried.append(token)
+                #expect(try String(contentsOfFile: file, encoding: .utf8) == before, "nothing written before refusal \(tried.count)")
+                guard await store.refused(token, logger: logger) else { break }
+            }
+            #expect(tried == ["rotated-2", "rotated-1", "configured"])
+            try await store.flush(logger: logger)
+            #expect(try String(contentsOfFile: file, encoding: .utf8) == before)
+            let next = WebAuthTokenStore(configured: "configured", file: file, logger: logger)
+            #expect(try await next.tokenForRequest(logger: logger) == "rotated-2")
         }
     }
 
