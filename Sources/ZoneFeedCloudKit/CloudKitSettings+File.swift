@@ -203,6 +203,16 @@ extension CloudKitSettings: SourceConfiguration {
         else { return nil }
         let reported = file.diagnostics.count
         let keyID = file.secret("keyID", in: section, emptyMeansAbsent: false, required: true)
+        // The ID goes out in a header, which cannot hold a control character: the HTTP client
+        // refused each request, retried as a network fault, with the ID in its message.
+        if let keyID, let control = keyID.value.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+            let newline = control == "\n" || control == "\r"
+            file.report(
+                "\(section.path(of: "keyID")) holds a control character (U+\(String(format: "%04X", control.value))"
+                    + (newline ? ", a line's end: a secret made from a file keeps the file's last newline" : "")
+                    + "), which a request's header cannot carry; the key ID CloudKit Dashboard shows is hexadecimal digits",
+                at: section["keyID"]?.valuePosition ?? section.position)
+        }
         let path = file.text("privateKeyFile", in: section, expected: "the path of a PEM private key file")
         let pem = file.secret("privateKey", in: section, emptyMeansAbsent: false)
         switch (section["privateKeyFile"], section["privateKey"]) {

@@ -292,6 +292,21 @@ private func keyFile(_ pem: String? = nil) throws -> String {
     #expect(found.first?.contains("not a key") == false, "the file's text is never quoted")
 }
 
+/// A key ID read from a variable set from a file keeps the file's last newline; a header cannot
+/// carry it, so the file is refused at the key ID's line, without quoting the ID.
+@Test func aKeyIDWithALinesEndIsRefusedAtItsLineAndNotQuoted() throws {
+    let path = try keyFile()
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    let found = problems(
+        publicSource(auth: "      serverKey:\n        keyID: ${CK_KEY_ID}\n        privateKeyFile: \(path)"), environment: ["CK_KEY_ID": "key-id-SECRET\n"])
+    #expect(found.count == 1, "\(found)")
+    #expect(
+        found.first?.hasPrefix(
+            "notes.yml:8:16: source.cloudkit.auth.serverKey.keyID holds a control character (U+000A, a line's end: a secret made from a file keeps"
+        ) == true, "\(found)")
+    #expect(found.allSatisfy { !$0.contains("key-id-SECRET") }, "\(found)")
+}
+
 @Test func thePublicDatabaseRefusesASignInAndZonesAndBadSweepsEachAtItsLine() {
     let found = problems(
         publicSource(
