@@ -349,6 +349,7 @@ extension FakeCloudKitStore {
                     "queued": .int(Int64(notificationCounts.queued)),
                     "delivered": .int(Int64(notificationCounts.delivered)),
                     "dropped": .int(Int64(notificationCounts.dropped)),
+                    "courierPolls": .int(Int64(notificationCounts.courierPolls)),
                 ]),
             ]))
     }

@@ -50,6 +50,8 @@ extension FakeCloudKitStore {
         var queued = 0
         var delivered = 0
         var dropped = 0
+        /// Long polls of the courier begun.
+        var courierPolls = 0
     }
 
     // MARK: Subscriptions
@@ -181,7 +183,7 @@ extension FakeCloudKitStore {
 
     /// One long poll of the courier: a queued notification, or an empty body after the timeout.
     nonisolated func pollCourier(token: String) async -> Reply {
-        let deadline = ContinuousClock.now + (await notificationSwitches.courierTimeout)
+        let deadline = ContinuousClock.now + (await beginCourierPoll())
         while true {
             if let answer = await takeNotification(token: token) { return answer }
             guard ContinuousClock.now < deadline else { return Reply(status: 200, body: []) }
@@ -191,6 +193,12 @@ extension FakeCloudKitStore {
                 return Reply(status: 200, body: [])  // the client went away
             }
         }
+    }
+
+    /// Counts a long poll begun; how long it waits for a notification.
+    private func beginCourierPoll() -> Duration {
+        notificationCounts.courierPolls += 1
+        return notificationSwitches.courierTimeout
     }
 
     /// The next notification for `token`, an error, or nil when there is none yet.

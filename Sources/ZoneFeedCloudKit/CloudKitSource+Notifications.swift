@@ -67,23 +67,32 @@ extension CloudKitSource: ChangeNotifying {
                     // Listening from now on: a change made before the token was registered was
                     // notified to nobody, so the watcher looks once more.
                     continuation.yield(ChangeHint(zone: nil, kind: .listening))
+                    let registered = ContinuousClock.now
                     do {
                         var answered = false
                         while !Task.isCancelled {
+                            let began = ContinuousClock.now
                             let notification = try await courier.poll()
                             if !answered {
                                 answered = true
-                                failures = 0
                                 continuation.yield(ChangeHint(zone: nil, kind: .confirmed))
                             }
-                            guard let notification else { continue }
+                            guard let notification else {
+                                // An empty answer sooner than a long poll's: a courier (or a proxy
+                                // before it) that does not hold the poll is asked again at most
+                                // four times a second, as MistKit waits 250 ms, not at once for ever.
+                                try await Task.sleep(until: began + Self.leastCourierPoll)
+                                continue
+                            }
                             // A query subscription names a deleted record: it is tombstoned by the
                             // next pass, which a query could not bring before the next sweep.
                             if let deleted = Self.deletedRecord(in: notification, subscriptionPrefix: prefix) { queryMemory.noteDeletion(deleted) }
                             continuation.yield(ChangeHint(zone: Self.zone(of: notification)))
                         }
                     } catch {
-                        failures += 1
+                        // Failures count until a push token has served a while: a courier that
+                        // answers once and then fails made a new token every half second.
+                        failures = ContinuousClock.now - registered > Self.healthyCourier ? 1 : failures + 1
                         if !Task.isCancelled {
                             guard failures <= 5 else {
                                 try? await courier.shutdown()
@@ -101,6 +110,11 @@ extension CloudKitSource: ChangeNotifying {
             continuation.onTermination = { _ in task.cancel() }
         }
     }
+
+    /// The least time between the starts of two polls of the courier.
+    static let leastCourierPoll = Duration.milliseconds(250)
+    /// How long a push token must have served before its courier's failure counts as the first.
+    static let healthyCourier = Duration.seconds(60)
 
     /// The record a query subscription of this pipeline's says was deleted in `_defaultZone`
     /// (`ck.qry.fo` 3, its name in `rid`); nil for any other notification, another pipeline's

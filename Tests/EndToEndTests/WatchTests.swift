@@ -219,6 +219,29 @@ import Testing
         }
     }
 
+    /// A courier (or a proxy before it) that answers every long poll at once, with nothing: the
+    /// watcher asks again at most four times a second, where it asked again at once, a loop of
+    /// HTTP requests on a core for as long as it watched; and changes still arrive.
+    @Test func aCourierThatAnswersAtOnceIsNotAskedInALoop() async throws {
+        let s = try await CloudKitEndToEndTests.Setup("watchquick", fake: FakeSettings(seed: 117, zones: 1, recordsPerZone: 100))
+        defer { s.stop() }
+        let watching = try await startWatching(s, pollInterval: 600)
+        defer { watching.end() }
+        #expect(await Self.within(.seconds(90)) { try await s.liveDifferences() == [] } != nil, "caught up: \(watching.stderrSoFar)")
+        #expect(await Self.within(.seconds(30)) { watching.stderrSoFar.contains("subscribed to the zone's changes") } != nil, "\(watching.stderrSoFar)")
+        try await s.server.admin("notifications", ["courierTimeoutMilliseconds": 1])
+        try await Task.sleep(for: .seconds(1))  // the poll begun before waits out its second
+        let clock = ContinuousClock()
+        let before = try await s.server.notifications()["courierPolls", default: 0]
+        let start = clock.now
+        try await Task.sleep(for: .seconds(3))
+        let polls = try await s.server.notifications()["courierPolls", default: 0] - before
+        let perSecond = Double(polls) / (clock.now - start).seconds
+        #expect(polls > 0 && perSecond <= 5, "\(polls) polls, \(perSecond) a second")
+        try await s.addTag("QUICK-COURIER", to: "Zone01")
+        #expect(await Self.within(.seconds(30)) { try await s.hasRow("QUICK-COURIER", in: "Zone01") } != nil, "\(watching.stderrSoFar)")
+    }
+
     /// Push that cannot be had (the courier refuses every token): after its retries, with
     /// backoff, the watcher says once that it polls, `/healthz` says notifications are off, and
     /// changes arrive with the safety poll; once the courier answers again, push is back.
