@@ -270,6 +270,24 @@ private let cloudKitWithToken = """
     )
 }
 
+/// A password with a `${` in it, written in the file without `$$`: the diagnostic points at it
+/// and quotes none of it, whether what the braces hold cannot be a variable's name or could be
+/// one not in the customary upper case.
+@Test(arguments: ["Pa${ss-w0rd}", "Pa${ssw0rd}"])
+func aPasswordWithADollarBraceIsPointedAtNotQuoted(password: String) {
+    let yaml = """
+        pipeline: notes
+        source:
+          fake: {}
+        destination:
+          url: postgresql://app:\(password)@db/app
+        """
+    let found = problems(yaml)
+    #expect(found.count == 1 && found[0].hasPrefix("notes.yml:5:27: "), "\(found)")
+    #expect(found.allSatisfy { !$0.contains("ss-w0rd") && !$0.contains("ssw0rd") }, "\(found)")
+    #expect(found.allSatisfy { $0.contains("'$$'") }, "says how to write a literal '$': \(found)")
+}
+
 @Test func tenThousandUnsetVariablesInAValueAreEachPointedAtWithoutReadingTheLineAgainForEach() {
     let yaml = "pipeline: notes\nsource:\n  fake: {}\ndestination:\n  url: \"" + String(repeating: "${DB_PASSWORD}", count: 10_000) + "\"\n"
     var found: [String] = []

@@ -45,9 +45,13 @@ extension PipelineFileReader {
                 name = inner
                 fallback = nil
             }
+            // What the braces hold is quoted only when it reads as a variable's name by custom
+            // (upper case): a `${` may be part of a password or a token written in the file,
+            // and the diagnostic must not print it.
             if !isVariableName(name) {
                 report(
-                    "'${\(name)}' in \(path) is not a variable reference: names are letters, digits and '_' (write '$$' for a literal '$')",
+                    "the '${' in \(path) does not begin a variable reference: names are letters, digits and '_' "
+                        + "(write '$$' for a literal '$'; what follows is not quoted, as it may be part of a secret)",
                     at: position(ofOffset: i)
                 )
                 failed = true
@@ -56,12 +60,22 @@ extension PipelineFileReader {
             } else if let fallback {
                 out.append(contentsOf: fallback.unicodeScalars)
             } else {
-                report("environment variable \(name) is not set (needed by \(path))", at: position(ofOffset: i))
+                let named =
+                    isCustomaryVariableName(name)
+                    ? "environment variable \(name) is not set"
+                    : "the environment variable named here is not set (its name is not quoted: not in upper case, it may be part "
+                        + "of a secret with a '$', which '$$' writes)"
+                report("\(named) (needed by \(path))", at: position(ofOffset: i))
                 failed = true
             }
             i = close + 1
         }
         return failed ? nil : String(out)
+    }
+
+    /// A name as environment variables are named by custom: upper-case letters, digits and '_'.
+    func isCustomaryVariableName(_ name: String) -> Bool {
+        name.unicodeScalars.allSatisfy { ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "_" }
     }
 
     func isVariableName(_ name: String) -> Bool {
