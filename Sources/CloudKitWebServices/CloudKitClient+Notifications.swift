@@ -60,7 +60,21 @@ public struct Subscription: Sendable, Hashable, Decodable {
         self.zoneID = zoneID
     }
 
-    enum CodingKeys: String, CodingKey { case subscriptionID, subscriptionType, zoneID, firesOn, serverErrorCode, reason }
+    enum CodingKeys: String, CodingKey { case subscriptionID, subscriptionType, zoneID, query, firesOn, serverErrorCode, reason }
+    enum QueryKeys: String, CodingKey { case recordType }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        subscriptionID = try c.decodeIfPresent(String.self, forKey: .subscriptionID)
+        subscriptionType = try c.decodeIfPresent(String.self, forKey: .subscriptionType)
+        zoneID = try c.decodeIfPresent(ZoneID.self, forKey: .zoneID)
+        if c.contains(.query), try !c.decodeNil(forKey: .query) {
+            recordType = try c.nestedContainer(keyedBy: QueryKeys.self, forKey: .query).decodeIfPresent(String.self, forKey: .recordType)
+        }
+        firesOn = try c.decodeIfPresent([String].self, forKey: .firesOn)
+        serverErrorCode = try c.decodeIfPresent(String.self, forKey: .serverErrorCode)
+        reason = try c.decodeIfPresent(String.self, forKey: .reason)
+    }
 
     /// A silent zone subscription with a stable ID.
     public static func zone(_ zoneID: ZoneID, id: String) -> Subscription {

@@ -1,3 +1,4 @@
+import CloudKitModel
 import CloudKitWebServices
 import Logging
 import ZoneFeed
@@ -25,7 +26,7 @@ extension CloudKitSource: ChangeNotifying {
                 wanted[prefix + zone.zoneName] = .zone(zone, id: prefix + zone.zoneName)
             }
         }
-        let ours = try await client.listSubscriptions(logger: logger).compactMap(\.subscriptionID).filter { $0.hasPrefix(prefix) }
+        let ours = try await client.listSubscriptions(logger: logger).filter { Self.isOurs($0, prefix: prefix) }.compactMap(\.subscriptionID)
         let missing = wanted.filter { !ours.contains($0.key) }.sorted { $0.key < $1.key }
         if !missing.isEmpty {
             let results = try await client.createSubscriptions(missing.map(\.value), logger: logger)
@@ -109,6 +110,20 @@ extension CloudKitSource: ChangeNotifying {
             }
             continuation.onTermination = { _ in task.cancel() }
         }
+    }
+
+    /// Whether a listed subscription is this pipeline's: its ID is the prefix and the zone it
+    /// watches, or the prefix, `_defaultZone.` and the record type its query watches, as
+    /// `follow` names them. Beginning with the prefix is not enough: a pipeline whose name is
+    /// this one's and more after a dot (`notes.archive` beside `notes`) has IDs that begin with
+    /// it too, and taken for stale, its subscriptions were deleted and its push went quiet.
+    static func isOurs(_ subscription: Subscription, prefix: String) -> Bool {
+        guard let id = subscription.subscriptionID, id.hasPrefix(prefix) else { return false }
+        let rest = String(id.dropFirst(prefix.count))
+        if subscription.subscriptionType == "query", let type = subscription.recordType {
+            return ExactName.same(rest, ZoneID.defaultZoneName + "." + type)
+        }
+        return subscription.zoneID.map { ExactName.same(rest, $0.zoneName) } ?? false
     }
 
     /// The least time between the starts of two polls of the courier.
