@@ -133,15 +133,23 @@ extension CloudKitSource: ChangeNotifying {
 
     /// The record a query subscription of this pipeline's says was deleted in `_defaultZone`
     /// (`ck.qry.fo` 3, its name in `rid`); nil for any other notification, another pipeline's
-    /// subscription's or another zone's.
+    /// subscription's or another zone's, or a name longer than `maxNotifiedNameBytes`.
     static func deletedRecord(in notification: JSONValue, subscriptionPrefix: String) -> String? {
         guard let query = notification["ck"]?["qry"], case .int(3)? = query["fo"],
             query["sid"]?.stringValue?.hasPrefix(subscriptionPrefix + ZoneID.defaultZoneName + ".") == true,
             (query["zid"]?.stringValue ?? ZoneID.defaultZoneName) == ZoneID.defaultZoneName,
-            let name = query["rid"]?.stringValue, !name.isEmpty, !name.containsNUL
+            let name = query["rid"]?.stringValue, !name.isEmpty, name.utf8.count <= maxNotifiedNameBytes, !name.containsNUL
         else { return nil }
         return name
     }
+
+    /// The longest record name a deletion's notification is taken with: Apple documents a
+    /// record's name as 255 ASCII characters at most (`CKRecord.ID`), and the names of deletions
+    /// heard of are kept
+    /// (up to `QueryReadMemory.maxDeletions`) until a page carries them; a courier's answer of a
+    /// megabyte a name held a megabyte each. A longer one is left to the next sweep, which
+    /// tombstones the record as it would without push.
+    static let maxNotifiedNameBytes = 1_024
 
     /// The zone a notification names, whatever block it uses (`fet`, `qry`, `met`); nil when it
     /// names none.

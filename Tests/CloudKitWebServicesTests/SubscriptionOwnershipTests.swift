@@ -36,4 +36,19 @@ struct SubscriptionOwnershipTests {
         let theirs = subscriptions.filter { CloudKitSource.isOurs($0, prefix: "zonefeed.notes.archive.") }.compactMap(\.subscriptionID)
         #expect(theirs == ["zonefeed.notes.archive.Zone01", "zonefeed.notes.archive._defaultZone.Tag"])
     }
+
+    /// A deletion's notification names the record in `rid`: a name far longer than any record's
+    /// is not kept (the sweep finds the deletion), where a courier's megabyte answer held a
+    /// megabyte of memory a name, up to 100,000 of them.
+    @Test func aNotifiedDeletionIsTakenWithANameOfARecordsLengthOnly() throws {
+        func notification(_ rid: String) throws -> JSONValue {
+            try Array(#"{"ck":{"qry":{"fo":3,"sid":"zonefeed.notes._defaultZone.Tag","rid":"\#(rid)"}}}"#.utf8).withUnsafeBytes { try JSONValue(parsing: $0) }
+        }
+        let prefix = "zonefeed.notes."
+        #expect(CloudKitSource.deletedRecord(in: try notification("R-1"), subscriptionPrefix: prefix) == "R-1")
+        let longest = String(repeating: "r", count: CloudKitSource.maxNotifiedNameBytes)
+        #expect(CloudKitSource.deletedRecord(in: try notification(longest), subscriptionPrefix: prefix) == longest)
+        #expect(CloudKitSource.deletedRecord(in: try notification(longest + "r"), subscriptionPrefix: prefix) == nil)
+        #expect(CloudKitSource.deletedRecord(in: try notification("R-1"), subscriptionPrefix: "zonefeed.other.") == nil)
+    }
 }
