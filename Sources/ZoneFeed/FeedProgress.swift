@@ -9,8 +9,8 @@ import CloudKitModel
 ///   `sameToken` such pages in a row;
 /// - it holds no records: at most `emptyPages` in a row (CloudKit may answer a few empty pages
 ///   while it works through a zone, each with a new token);
-/// - it holds exactly what the page before held (each record with the same change tag): at
-///   most `repeatedPages` in a row.
+/// - it holds exactly what the page before held (each record with the same change tag, or,
+///   in a deletion sweep, the same names listed): at most `repeatedPages` in a row.
 public struct FeedProgress: Sendable {
     public struct Limits: Sendable, Hashable {
         public var sameToken: Int
@@ -34,6 +34,7 @@ public struct FeedProgress: Sendable {
     private var empty = 0
     private var repeated = 0
     private var previous: [RecordEntry] = []
+    private var previousListed: [ListedRecords] = []
     private var previousZones: ([ZoneID], [ZoneDeletion]) = ([], [])
 
     public init(limits: Limits) {
@@ -48,8 +49,12 @@ public struct FeedProgress: Sendable {
         }
         sameToken = page.syncToken == token ? sameToken + 1 : 0
         empty = page.entries.isEmpty && page.listed.isEmpty ? empty + 1 : 0
-        repeated = !page.entries.isEmpty && page.entries == previous ? repeated + 1 : 0
+        // A sweep's pages list names and hold no records: a server that lists the same names
+        // again and again, with a new continuation each time, repeats too.
+        let holds = !page.entries.isEmpty || !page.listed.isEmpty
+        repeated = holds && page.entries == previous && page.listed == previousListed ? repeated + 1 : 0
         previous = page.entries
+        previousListed = page.listed
         let stop = "; stopping instead of looping (the next run tries the zone again)"
         if sameToken > limits.sameToken {
             return "the feed does not advance: the server answered \(sameToken) pages in a row with the token it was asked from, "
@@ -59,7 +64,8 @@ public struct FeedProgress: Sendable {
             return "the feed does not advance: the server answered \(empty) pages in a row with no records, saying more was coming\(stop)"
         }
         if repeated > limits.repeatedPages {
-            return "the feed does not advance: the server answered \(repeated + 1) pages in a row with the same \(page.entries.count) records, "
+            let what = page.entries.isEmpty ? "\(page.listed.reduce(0) { $0 + $1.names.count }) names listed" : "\(page.entries.count) records"
+            return "the feed does not advance: the server answered \(repeated + 1) pages in a row with the same \(what), "
                 + "saying more was coming\(stop)"
         }
         return nil

@@ -127,6 +127,32 @@ import ZoneFeed
         #expect(await destination.live(ZoneID(zoneName: "B")).count == 7, "the other zone is applied")
     }
 
+    /// A deletion sweep's pages list names and hold no records: a server that lists the same
+    /// names again and again, each time with a new position, is stopped as a feed that repeats
+    /// its records is, where it went on for ever.
+    @Test func aSweepThatListsTheSameNamesForEverIsStoppedWithinItsLimit() {
+        var progress = FeedProgress(limits: .init())
+        let zone = ZoneID(zoneName: "_defaultZone")
+        var stopped: String?
+        var pages = 0
+        while stopped == nil, pages < 50 {
+            pages += 1
+            var page = ZoneChangePage(zoneID: zone, entries: [], syncToken: ChangeToken("sweep-\(pages)"), moreComing: true)
+            page.listed = [ListedRecords(recordType: "Tag", names: ["r1", "r2"])]
+            stopped = progress.note(page, fetchedFrom: ChangeToken("sweep-\(pages - 1)"))
+        }
+        #expect(pages == FeedProgress.Limits().repeatedPages + 2, "the first listing, then the repeats up to the limit and one more")
+        #expect(stopped?.contains("the same 2 names listed") == true, "\(stopped ?? "")")
+
+        // Names that move on are progress, however many pages.
+        progress = FeedProgress(limits: .init())
+        for i in 0..<50 {
+            var page = ZoneChangePage(zoneID: zone, entries: [], syncToken: ChangeToken("on-\(i)"), moreComing: true)
+            page.listed = [ListedRecords(recordType: "Tag", names: ["r\(i)"])]
+            #expect(progress.note(page, fetchedFrom: ChangeToken("on-\(i - 1)")) == nil)
+        }
+    }
+
     /// A database feed that names a new zone on every page, for ever, is read for a bounded
     /// number of pages a run: the zones those pages named are applied, the run succeeds, and
     /// the next run reads on from the last page's token.
