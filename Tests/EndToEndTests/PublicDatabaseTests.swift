@@ -344,6 +344,39 @@ import ZoneFeed
         #expect(Set(names.map(\.utf8Hex)).isSubset(of: Set(landed)), "\(landed.count) live rows")
     }
 
+    /// A record stamped as modified centuries ahead (a broken or hostile server, a client's
+    /// clock) is applied, and later changes still arrive: the time reads go on from is never
+    /// put past this machine's clock by it, where it was and every later change went unread.
+    @Test func aRecordModifiedCenturiesAheadDoesNotHideTheChangesAfterIt() async throws {
+        let s = try await Setup("pubfuture", seed: 304, records: 50)
+        defer { s.stop() }
+        let first = try await s.run()
+        #expect(first.status == 0, "\(first.stderr)")
+        let ahead = Self.nowMs() + 300 * 365 * 86_400_000
+        try await s.admin(
+            "records/add",
+            [
+                "records": try FakeServerProcess.wire([
+                    Record(
+                        recordName: "FROM-THE-FUTURE", recordType: "Tag", recordChangeTag: "f1", fields: ["name": .string("later")],
+                        created: RecordStamp(timestamp: ahead), modified: RecordStamp(timestamp: ahead))
+                ])
+            ])
+        try await s.waitForTheIndex()
+        let second = try await s.run()
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(second.stderr.contains("later than this machine's clock"), "\(second.stderr)")
+        try await s.admin(
+            "records/add", ["records": try FakeServerProcess.wire([Record(recordName: "AFTER-IT", recordType: "Tag", recordChangeTag: "a1", fields: [:])])])
+        try await s.waitForTheIndex()
+        let third = try await s.run()
+        #expect(third.status == 0, "\(third.stderr)")
+        var expected = s.generated().mapValues { $0.recordChangeTag ?? "-" }
+        expected["FROM-THE-FUTURE"] = "f1"
+        expected["AFTER-IT"] = "a1"
+        #expect(try await s.differences(from: expected) == [])
+    }
+
     /// A type whose modification time CloudKit cannot sort on fails the zone with the indexes to
     /// add (exit 1, nothing committed past it); once the index is there, the next run reads all.
     @Test func aMissingIndexSaysWhichToAdd() async throws {
