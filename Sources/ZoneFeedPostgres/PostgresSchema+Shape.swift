@@ -24,6 +24,16 @@ extension PostgresSchema {
         var columns: [ColumnSpec]
         var constraints: [String] = []
 
+        /// The columns of the primary key given as a table constraint: what its upserts'
+        /// `ON CONFLICT` names, which needs a unique index on exactly them.
+        var key: Set<String>? {
+            for constraint in constraints where constraint.hasPrefix("PRIMARY KEY (") && constraint.hasSuffix(")") {
+                let inner = constraint.dropFirst("PRIMARY KEY (".count).dropLast()
+                return Set(inner.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
+            }
+            return nil
+        }
+
         func create(_ qualifiedName: String) -> String {
             let lines = columns.map { "\($0.quoted ? quoteIdentifier($0.name) : $0.name) \($0.ddlType)\($0.rest.isEmpty ? "" : " " + $0.rest)" } + constraints
             return "CREATE TABLE IF NOT EXISTS \(qualifiedName) (\n    " + lines.joined(separator: ",\n    ") + "\n)"
@@ -154,6 +164,12 @@ extension PostgresSchema {
                 } else if !column.addedLater {
                     wrong.append("no column \(column.name) (\(column.type))")
                 }
+            }
+            // Without it, `ON CONFLICT` fails every batch; and rows copied straight into the
+            // table (a backfill's first generation) meet no key, so a record on two pages had
+            // two rows, which no key could be added over afterwards.
+            if let key = spec.key, !(catalog.uniqueKeys[name] ?? []).contains(key) {
+                wrong.append("no primary key or unique index on (\(key.sorted().joined(separator: ", "))), which its rows are keyed on")
             }
             guard !wrong.isEmpty else { continue }
             let has = existing.keys.sorted().prefix(12).map { "\($0) \(existing[$0]!)" }.joined(separator: ", ")

@@ -93,6 +93,9 @@ public struct PostgresSchema: Sendable {
         var defaults: [String: Set<String>] = [:]
         /// Per table (and view), each column's type as `format_type` names it.
         var types: [String: [String: String]] = [:]
+        /// Per table, the columns of each of its unique indexes (its primary key's among them)
+        /// that hold plain columns for every row (no expression, no `WHERE`).
+        var uniqueKeys: [String: [Set<String>]] = [:]
 
         static func read(schema: String, on c: Connection) throws -> Catalog {
             var catalog = Catalog()
@@ -112,6 +115,22 @@ public struct PostgresSchema: Sendable {
                 if try row.decode(2, as: Bool.self) { catalog.defaults[relation, default: []].insert(column) }
                 catalog.types[relation, default: [:]][column] = try row.decode(3)
             }
+            let keys = try c.query(
+                """
+                SELECT t.relname, i.indexrelid::bigint, a.attname
+                FROM pg_catalog.pg_index AS i
+                JOIN pg_catalog.pg_class AS t ON t.oid = i.indrelid
+                JOIN pg_catalog.pg_namespace AS n ON n.oid = t.relnamespace
+                JOIN pg_catalog.pg_attribute AS a ON a.attrelid = t.oid AND a.attnum = ANY (i.indkey)
+                WHERE n.nspname = $1 AND i.indisunique AND i.indpred IS NULL AND i.indexprs IS NULL
+                """, [schema]
+            ).rows
+            var indexes: [Int64: (table: String, columns: Set<String>)] = [:]
+            for row in keys {
+                let (table, index, column): (String, Int64, String) = (try row.decode(0), try row.decode(1), try row.decode(2))
+                indexes[index, default: (table, [])].columns.insert(column)
+            }
+            for (table, columns) in indexes.values { catalog.uniqueKeys[table, default: []].append(columns) }
             return catalog
         }
     }

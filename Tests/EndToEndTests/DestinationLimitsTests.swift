@@ -110,6 +110,15 @@ import Testing
                 title text, fields text)
             """, "notes", "created_at is text, not timestamp with time zone"
         ),
+        // Every column right, but no key (made by hand, or restored without its constraints):
+        // rows copied straight in would meet no key, and a record on two pages have two rows.
+        (
+            """
+            CREATE TABLE %@.notes (zone_owner text, zone_name text, record_name text, record_type text, change_tag text,
+                created_at timestamptz, modified_at timestamptz, created_by text, modified_by text, deleted_at timestamptz,
+                synced_at timestamptz, run_id bigint, generation integer, fields jsonb)
+            """, "notes", "no primary key or unique index on (record_name, zone_name, zone_owner)"
+        ),
     ])
     func aTableOfAnotherShapeIsNamedBeforeAnythingIsWritten(create: String, table: String, says: String) async throws {
         let s = try await Setup("shape", fake: FakeSettings(seed: 305, zones: 1, recordsPerZone: 50))
