@@ -80,7 +80,8 @@ extension CloudKitClient {
             secrets.append(rotated)
             fault = faults(operation: operation, path: path, secrets: secrets)
         }
-        if head != nil, sentToken != nil { tokens.used() }
+        // A refusal is not a use: it may be the API token's (see `WebAuthTokenStore.refused`).
+        if let head, head.status != 401, sentToken != nil { tokens.used() }
 
         let body: JSONBytes
         switch answer {

@@ -51,8 +51,14 @@ final class WebAuthTokenStore: Sendable {
         /// Why the saved tokens could not be read, or the newest not saved: no request is sent
         /// while it stands (one sent with a token the file lacks could lock the next run out).
         var failure: WebAuthTokenFileFailure?
-        /// Tokens the server refused: never taken back from the vault.
+        /// Tokens the server refused: never taken back from the vault, and left out of it once
+        /// `taken`.
         var refused: Set<String> = []
+        /// Whether the server has taken a token this run (answered a request that carried one
+        /// other than with a refusal, or handed a new one): until it has, a refusal may be the
+        /// API token's (CloudKit answers a wrong one `AUTHENTICATION_FAILED` whatever web auth
+        /// token comes with it), and the refused tokens stay in the vault for the next run.
+        var taken = false
         /// The last tokens pushed out of `contents` by newer ones: when the vault is rewritten,
         /// a token in it that is neither here nor in `contents` was saved by another process.
         var pushedOut: [String] = []
@@ -166,6 +172,7 @@ final class WebAuthTokenStore: Sendable {
             if state.contents.tokens.count > Self.tokensKept { state.pushOut(state.contents.tokens.removeLast()) }
             state.contents.rotatedAt = now
             state.contents.usedAt = now
+            state.taken = true
             state.version += 1
             return true
         }
@@ -187,11 +194,12 @@ final class WebAuthTokenStore: Sendable {
         return token.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
-    /// CloudKit answered a request that carried a saved token (accepted or not): `zonefeed
-    /// status` says when a run last used the token. Saved with the next write, or at `flush`;
-    /// not a write of its own for every answer.
+    /// CloudKit answered a request that carried a saved token, other than by refusing it:
+    /// `zonefeed status` says when a run last used the token. Saved with the next write, or at
+    /// `flush`; not a write of its own for every answer.
     func used(at now: Date = Date()) {
         state.withLock { state in
+            state.taken = true
             if let last = state.contents.usedAt, abs(now.timeIntervalSince(last)) < 1 { return }
             state.contents.usedAt = now
             state.version += 1
@@ -210,11 +218,11 @@ final class WebAuthTokenStore: Sendable {
     /// another process sharing the session, newest first. Returns whether another token is left
     /// to try.
     ///
-    /// The vault is not written for a refusal: every token left is in it already, and the
-    /// refused ones leave it with the next save, once the server takes a token and rotates it.
-    /// CloudKit answers `AUTHENTICATION_FAILED` to a wrong API token whatever web auth token
-    /// comes with it: saved at each refusal, the vault lost every token newer than its oldest,
-    /// and once the API token was put right a person had to sign in again.
+    /// The vault is not written for a refusal, and until the server takes a token (`taken`) a
+    /// save keeps the refused ones in it. CloudKit answers `AUTHENTICATION_FAILED` to a wrong
+    /// API token whatever web auth token comes with it: saved without each refused token, the
+    /// vault lost every token newer than its oldest, and once the API token was put right a
+    /// person had to sign in again.
     func refused(_ token: String, logger: Logger) async -> Bool {
         var saved: [String] = []
         if let file {
@@ -297,7 +305,7 @@ final class WebAuthTokenStore: Sendable {
                 // compares of a save 0.8% of the CPU of a run over HTTP, which saves once an
                 // answer; now 0.3% (perf).
                 let others = state.withLock { state in
-                    saved.filter { !contents.tokens.contains($0) && !state.refused.contains($0) && !state.pushedOut.contains($0) }
+                    saved.filter { !contents.tokens.contains($0) && !(state.taken && state.refused.contains($0)) && !state.pushedOut.contains($0) }
                 }
                 var merged = contents
                 merged.tokens = Self.interleaving(contents.tokens, others)

@@ -116,6 +116,49 @@ import Testing
         #expect(try String(contentsOfFile: file, encoding: .utf8).utf8.count < 1_000)
     }
 
+    /// A wrong API token: CloudKit answers `AUTHENTICATION_FAILED` whatever web auth token comes
+    /// with it, so each saved token is refused in turn. The file keeps every token, as it was,
+    /// and once the API token is put right the next run starts from the newest without anyone
+    /// signing in; where each refusal was saved, it kept only the oldest, long retired.
+    @Test func aWrongAPITokenLeavesTheSavedTokensAsTheyWere() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let file = folder + "/notes.web-auth-token"
+        let server = try await CannedServer.start()
+        let first = makeClient(server) { $0.webAuthTokenFile = file }
+        for i in 1...3 {
+            server.enqueue(.json(200, emptyPage, headers: [("X-Apple-CloudKit-Web-Auth-Token", "rotated-\(i)")]))
+            _ = try await first.fetchRecordZoneChanges(zoneID: ZoneID(zoneName: "Notes"), syncToken: nil)
+        }
+        try await first.shutdown()
+        // As the next day's run finds it: last used an hour ago (an answer then marks it used).
+        let saved = try String(contentsOfFile: file, encoding: .utf8)
+        let hourAgo = Int(Date().timeIntervalSince1970) - 3_600
+        let before = saved.split(separator: "\n").map { $0.hasPrefix("used-at=") ? "used-at=\(hourAgo)" : String($0) }.joined(separator: "\n") + "\n"
+        #expect(before != saved && before.contains("used-at=\(hourAgo)"), "\(saved)")
+        try before.write(toFile: file, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file)
+        #expect(before.hasPrefix("rotated-3\nearlier=rotated-2\nearlier=rotated-1\nearlier=\(Secrets.webAuthToken)\n"), "\(before)")
+
+        server.always(.error(401, code: "AUTHENTICATION_FAILED"))
+        let wrongAPIToken = makeClient(server) { $0.webAuthTokenFile = file }
+        let error = try await #require(throws: CloudKitError.self) {
+            _ = try await wrongAPIToken.fetchRecordZoneChanges(zoneID: ZoneID(zoneName: "Notes"), syncToken: nil)
+        }
+        try await wrongAPIToken.shutdown()
+        #expect(error.code == .authenticationFailed)
+        let tried = server.requests.suffix(4).map { $0.rawQueryValue("ckWebAuthToken") }
+        #expect(tried == ["rotated-3", "rotated-2", "rotated-1", Secrets.strictlyEncoded(Secrets.webAuthToken)], "each saved token tried once")
+        #expect(try String(contentsOfFile: file, encoding: .utf8) == before, "the file as it was")
+
+        server.always(.json(200, emptyPage))
+        let fixed = makeClient(server) { $0.webAuthTokenFile = file }
+        _ = try await fixed.fetchRecordZoneChanges(zoneID: ZoneID(zoneName: "Notes"), syncToken: nil)
+        try await fixed.shutdown()
+        try await server.stop()
+        #expect(server.requests.last?.rawQueryValue("ckWebAuthToken") == "rotated-3", "the next run starts from the newest token")
+    }
+
     @Test func rejectedTokenIsNotRetriedAndTheErrorSaysHowToFixIt() async throws {
         let logs = LogRecorder()
         try await withServer(logs: logs) { server, client in

@@ -184,6 +184,31 @@ import Testing
         }
     }
 
+    /// A save while tokens are being refused, before the server has taken one (a refusal with
+    /// requests in flight makes the client go one request at a time, which is saved), keeps
+    /// the refused tokens in the vault: the refusals may all be a wrong API token's.
+    @Test func aSaveBeforeATokenIsTakenKeepsTheRefusedOnes() async throws {
+        try await withStore(configured: "configured", syncInterval: .seconds(3600)) { (store, file) async throws in
+            store.received("rotated-1", logger: logger)
+            store.received("rotated-2", logger: logger)
+            try await store.flush(logger: logger)
+            let next = WebAuthTokenStore(configured: "configured", file: file, logger: logger)
+            #expect(await next.refused("rotated-2", logger: logger))
+            next.learnOneAtATime()
+            #expect(try await next.tokenForRequest(logger: logger) == "rotated-1")
+            var tokens = try lines(file).filter { !$0.contains("-at=") && !$0.hasPrefix("requests=") && !$0.hasPrefix("configured-token") }
+            #expect(tokens == ["rotated-1", "earlier=rotated-2", "earlier=configured"], "written, with the refused token kept")
+            #expect(try lines(file).contains("requests=one-at-a-time"))
+
+            // Once the server takes a token, the next save leaves the refused one out.
+            next.used()
+            next.received("rotated-3", logger: logger)
+            try await next.flush(logger: logger)
+            tokens = try lines(file).filter { !$0.contains("-at=") && !$0.hasPrefix("requests=") && !$0.hasPrefix("configured-token") }
+            #expect(tokens == ["rotated-3", "earlier=rotated-1", "earlier=configured"])
+        }
+    }
+
     @Test func theNextRunStartsWithTheSavedTokensAndWhatItLearned() async throws {
         try await withStore(configured: "configured", syncInterval: .seconds(3600)) { (store, file) async throws in
             store.received("rotated-1", logger: logger)
