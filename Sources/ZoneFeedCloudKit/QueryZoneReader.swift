@@ -227,7 +227,7 @@ struct QueryZoneReader: Sendable {
 
         var listed: [String: [String]] = [:]
         let checksDeletions = memory.holdsDeletions
-        let latestTrustedMs = Self.clamped(Int64(now().timeIntervalSince1970 * 1000)) + Self.futureToleranceMs
+        let nowMs = Self.clamped(Int64(exactly: (now().timeIntervalSince1970 * 1000).rounded(.down)) ?? 0)
         var aheadOfTheClock = 0
         for result in results.sorted(by: { ($0.work.type, $0.work.index) < ($1.work.type, $1.work.index) }) {
             let item = result.work
@@ -235,12 +235,10 @@ struct QueryZoneReader: Sendable {
             case .pass:
                 var state = position.types[item.type] ?? .init()
                 for case .record(let record) in result.records {
-                    guard let ms = record.modified.map({ Self.clamped($0.timestamp) }) else { continue }
-                    // Applied, but no mark to read on from: see `futureToleranceMs`.
-                    guard ms <= latestTrustedMs else {
-                        aheadOfTheClock += 1
-                        continue
-                    }
+                    guard let stamped = record.modified.map({ Self.clamped($0.timestamp) }) else { continue }
+                    // Never past this machine's clock: see `aheadWarningMs`.
+                    let ms = min(stamped, nowMs)
+                    if stamped > nowMs + Self.aheadWarningMs { aheadOfTheClock += 1 }
                     let mark = QueryPosition.Watermark(ms: ms, name: record.recordName)
                     if state.watermark.map({ $0 < mark }) ?? true { state.watermark = mark }
                 }
@@ -266,7 +264,7 @@ struct QueryZoneReader: Sendable {
         page.listed = listed.keys.sorted().map { ListedRecords(recordType: $0, names: listed[$0]!) }
         if aheadOfTheClock > 0 {
             logger.warning(
-                "records modified later than this machine's clock, by more than 10 minutes, are applied but do not move the time reads go on from",
+                "records modified later than this machine's clock by more than \(Self.aheadWarningMs / 60_000) minutes are applied, and reads go on from this machine's time, not theirs",
                 metadata: ["records": "\(aheadOfTheClock)"])
         }
 
@@ -390,12 +388,13 @@ struct QueryZoneReader: Sendable {
 
     static func clamped(_ ms: Int64) -> Int64 { min(max(ms, timeRange.lowerBound), timeRange.upperBound) }
 
-    /// How far past this machine's clock a record's modification may be and still move a
-    /// watermark. Each pass reads from the watermark minus the lag, so one record stamped in the
-    /// year 2300 (a broken or hostile server, a client's clock) put it there, and every later
-    /// change was left unread while runs said they succeeded. Such a record is applied, and
-    /// read again by each pass until its time comes; ten minutes allow for the clocks' skew.
-    static let futureToleranceMs: Int64 = 600_000
+    /// A watermark is never put past this machine's clock. Each pass reads from the watermark
+    /// minus the lag, so one record stamped in the year 2300 (a broken or hostile server, a
+    /// client's clock) put it there, and every later change was left unread while runs said
+    /// they succeeded; one stamped a few minutes ahead left the changes of those minutes unread.
+    /// Such a record is applied, and read again by each pass until its time comes; one more
+    /// than this far ahead is warned of, beyond any skew between the clocks.
+    static let aheadWarningMs: Int64 = 600_000
 
     // MARK: Sweeps
 
