@@ -24,12 +24,12 @@ extension PostgresSchema {
         var columns: [ColumnSpec]
         var constraints: [String] = []
 
-        /// The columns of the primary key given as a table constraint: what its upserts'
-        /// `ON CONFLICT` names, which needs a unique index on exactly them.
-        var key: Set<String>? {
+        /// The columns of the primary key given as a table constraint, in its order: what its
+        /// upserts' `ON CONFLICT` names, which needs a unique index on exactly them.
+        var key: [String]? {
             for constraint in constraints where constraint.hasPrefix("PRIMARY KEY (") && constraint.hasSuffix(")") {
                 let inner = constraint.dropFirst("PRIMARY KEY (".count).dropLast()
-                return Set(inner.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
+                return inner.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
             }
             return nil
         }
@@ -168,8 +168,12 @@ extension PostgresSchema {
             // Without it, `ON CONFLICT` fails every batch; and rows copied straight into the
             // table (a backfill's first generation) meet no key, so a record on two pages had
             // two rows, which no key could be added over afterwards.
-            if let key = spec.key, !(catalog.uniqueKeys[name] ?? []).contains(key) {
-                wrong.append("no primary key or unique index on (\(key.sorted().joined(separator: ", "))), which its rows are keyed on")
+            if let key = spec.key, !(catalog.uniqueKeys[name] ?? []).contains(Set(key)) {
+                let columns = key.joined(separator: ", ")
+                wrong.append(
+                    "no primary key or unique index on (\(columns)), which its rows are keyed on "
+                        + "(with any rows that repeat a key removed: ALTER TABLE \(PostgresSettings.sqlName(schema)).\(PostgresSettings.sqlName(name)) "
+                        + "ADD PRIMARY KEY (\(columns)))")
             }
             guard !wrong.isEmpty else { continue }
             let has = existing.keys.sorted().prefix(12).map { "\($0) \(existing[$0]!)" }.joined(separator: ", ")

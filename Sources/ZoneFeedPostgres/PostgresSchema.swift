@@ -93,8 +93,9 @@ public struct PostgresSchema: Sendable {
         var defaults: [String: Set<String>] = [:]
         /// Per table (and view), each column's type as `format_type` names it.
         var types: [String: [String: String]] = [:]
-        /// Per table, the columns of each of its unique indexes (its primary key's among them)
-        /// that hold plain columns for every row (no expression, no `WHERE`).
+        /// Per table, the key columns of each of its unique indexes (its primary key's among
+        /// them) that `ON CONFLICT` can take: valid, checked at once (not deferrable), on plain
+        /// columns for every row (no expression, no `WHERE`); `INCLUDE` columns are not keys.
         var uniqueKeys: [String: [Set<String>]] = [:]
 
         static func read(schema: String, on c: Connection) throws -> Catalog {
@@ -121,8 +122,8 @@ public struct PostgresSchema: Sendable {
                 FROM pg_catalog.pg_index AS i
                 JOIN pg_catalog.pg_class AS t ON t.oid = i.indrelid
                 JOIN pg_catalog.pg_namespace AS n ON n.oid = t.relnamespace
-                JOIN pg_catalog.pg_attribute AS a ON a.attrelid = t.oid AND a.attnum = ANY (i.indkey)
-                WHERE n.nspname = $1 AND i.indisunique AND i.indpred IS NULL AND i.indexprs IS NULL
+                JOIN pg_catalog.pg_attribute AS a ON a.attrelid = t.oid AND a.attnum = ANY ((i.indkey::int2[])[0:i.indnkeyatts - 1])
+                WHERE n.nspname = $1 AND i.indisunique AND i.indisvalid AND i.indimmediate AND i.indpred IS NULL AND i.indexprs IS NULL
                 """, [schema]
             ).rows
             var indexes: [Int64: (table: String, columns: Set<String>)] = [:]

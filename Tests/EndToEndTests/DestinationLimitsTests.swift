@@ -117,7 +117,24 @@ import Testing
             CREATE TABLE %@.notes (zone_owner text, zone_name text, record_name text, record_type text, change_tag text,
                 created_at timestamptz, modified_at timestamptz, created_by text, modified_by text, deleted_at timestamptz,
                 synced_at timestamptz, run_id bigint, generation integer, fields jsonb)
-            """, "notes", "no primary key or unique index on (record_name, zone_name, zone_owner)"
+            """, "notes", "no primary key or unique index on (zone_owner, zone_name, record_name)"
+        ),
+        // A key ON CONFLICT cannot take: its columns only included, or checked at commit.
+        (
+            """
+            CREATE TABLE %@.notes (zone_owner text, zone_name text, record_name text, record_type text, change_tag text,
+                created_at timestamptz, modified_at timestamptz, created_by text, modified_by text, deleted_at timestamptz,
+                synced_at timestamptz, run_id bigint, generation integer, fields jsonb,
+                UNIQUE (record_name) INCLUDE (zone_owner, zone_name))
+            """, "notes", "no primary key or unique index on (zone_owner, zone_name, record_name)"
+        ),
+        (
+            """
+            CREATE TABLE %@.notes (zone_owner text, zone_name text, record_name text, record_type text, change_tag text,
+                created_at timestamptz, modified_at timestamptz, created_by text, modified_by text, deleted_at timestamptz,
+                synced_at timestamptz, run_id bigint, generation integer, fields jsonb,
+                PRIMARY KEY (zone_owner, zone_name, record_name) DEFERRABLE)
+            """, "notes", "ADD PRIMARY KEY (zone_owner, zone_name, record_name)"
         ),
     ])
     func aTableOfAnotherShapeIsNamedBeforeAnythingIsWritten(create: String, table: String, says: String) async throws {
