@@ -251,12 +251,17 @@ struct QueryZoneReader: Sendable {
                 position.types[item.type] = state
                 page.byteCount += result.byteCount
             case .sweep:
-                // Every record the answer names is there, also one it gives as an error entry
-                // (`TRY_AGAIN_LATER` for that record alone) or one whose text could not be read:
-                // left out of the list, its row would be taken for deleted at the sweep's end.
+                // A record the answer gives as an error entry of its own (`TRY_AGAIN_LATER` for
+                // that record alone) is there too: left out of the list, its row would be taken
+                // for deleted at the sweep's end. Not one the server says is gone, nor an
+                // unreadable entry, whose name may have been repaired (never an identity).
                 for entry in result.records {
-                    if case .deleted = entry { continue }
-                    if let name = entry.recordName { listed[item.type, default: []].append(name) }
+                    switch entry {
+                    case .record(let record): listed[item.type, default: []].append(record.recordName)
+                    case .error(let error) where !Self.goneCodes.contains(error.serverErrorCode):
+                        if let name = error.recordName { listed[item.type, default: []].append(name) }
+                    case .error, .deleted, .unreadable: continue
+                    }
                 }
                 position.sweep?[item.type]?[item.index] = result.next ?? QuerySlice(from: .min, to: .min)
             }
@@ -387,6 +392,9 @@ struct QueryZoneReader: Sendable {
     static let timeRange: ClosedRange<Int64> = 0...1_000_000_000_000_000
 
     static func clamped(_ ms: Int64) -> Int64 { min(max(ms, timeRange.lowerBound), timeRange.upperBound) }
+
+    /// The per-record error codes that say the record is not there.
+    static let goneCodes: Set<String> = ["UNKNOWN_ITEM", "NOT_FOUND"]
 
     /// A watermark is never put past this machine's clock. Each pass reads from the watermark
     /// minus the lag, so one record stamped in the year 2300 (a broken or hostile server, a
