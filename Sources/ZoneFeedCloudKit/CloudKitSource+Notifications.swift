@@ -69,8 +69,8 @@ extension CloudKitSource: ChangeNotifying {
                     // notified to nobody, so the watcher looks once more.
                     continuation.yield(ChangeHint(zone: nil, kind: .listening))
                     let registered = ContinuousClock.now
+                    var answered = false
                     do {
-                        var answered = false
                         while !Task.isCancelled {
                             let began = ContinuousClock.now
                             let notification = try await courier.poll()
@@ -91,9 +91,11 @@ extension CloudKitSource: ChangeNotifying {
                             continuation.yield(ChangeHint(zone: Self.zone(of: notification)))
                         }
                     } catch {
-                        // Failures count until a push token has served a while: a courier that
-                        // answers once and then fails made a new token every half second.
-                        failures = ContinuousClock.now - registered > Self.healthyCourier ? 1 : failures + 1
+                        // Failures count in a row until a token's courier has answered and served
+                        // a while: one that answered once and then failed at once made a new token
+                        // every half second; one behind a proxy that cuts idle polls after tens
+                        // of seconds still starts the count again.
+                        failures = answered && ContinuousClock.now - registered > Self.healthyCourier ? 1 : failures + 1
                         if !Task.isCancelled {
                             guard failures <= 5 else {
                                 try? await courier.shutdown()
@@ -128,8 +130,9 @@ extension CloudKitSource: ChangeNotifying {
 
     /// The least time between the starts of two polls of the courier.
     static let leastCourierPoll = Duration.milliseconds(250)
-    /// How long a push token must have served before its courier's failure counts as the first.
-    static let healthyCourier = Duration.seconds(60)
+    /// How long a push token must have served, its courier having answered, before its
+    /// courier's failure counts as the first.
+    static let healthyCourier = Duration.seconds(10)
 
     /// The record a query subscription of this pipeline's says was deleted in `_defaultZone`
     /// (`ck.qry.fo` 3, its name in `rid`); nil for any other notification, another pipeline's
@@ -145,10 +148,9 @@ extension CloudKitSource: ChangeNotifying {
 
     /// The longest record name a deletion's notification is taken with: Apple documents a
     /// record's name as 255 ASCII characters at most (`CKRecord.ID`), and the names of deletions
-    /// heard of are kept
-    /// (up to `QueryReadMemory.maxDeletions`) until a page carries them; a courier's answer of a
-    /// megabyte a name held a megabyte each. A longer one is left to the next sweep, which
-    /// tombstones the record as it would without push.
+    /// heard of are kept (up to `QueryReadMemory.maxDeletions`) until a page carries them; a
+    /// courier's answer of a megabyte a name held a megabyte each. A longer one is left to the
+    /// next sweep, which tombstones the record as it would without push.
     static let maxNotifiedNameBytes = 1_024
 
     /// The zone a notification names, whatever block it uses (`fet`, `qry`, `met`); nil when it
