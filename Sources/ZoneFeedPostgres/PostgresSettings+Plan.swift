@@ -1,3 +1,4 @@
+import LibPQ
 import Logging
 import ZoneFeed
 
@@ -124,6 +125,6 @@ extension PostgresSettings {
         let plain =
             name.first.map { $0.isLowercase || $0 == "_" } == true
             && name.allSatisfy { ($0.isLowercase || $0.isNumber || $0 == "_") && $0.isASCII }
-        return plain ? name : "\"" + name.replacingOccurrences(of: "\"", with: "\"\"", options: .literal) + "\""
+        return plain ? name : quoteIdentifier(name)
     }
 }

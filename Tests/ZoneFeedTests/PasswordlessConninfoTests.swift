@@ -1,3 +1,4 @@
+import LibPQ
 import Testing
 import ZoneFeedPostgres
 
@@ -27,6 +28,17 @@ import ZoneFeedPostgres
     @Test func valuesWithQuotesAndBackslashesAreQuotedForLibpq() throws {
         let split = try #require(PasswordlessConninfo(#"host=db dbname='it\'s \\ here' password=x"#))
         #expect(split.conninfo == #"dbname='it\'s \\ here' host='db'"#)
+    }
+
+    /// A quote that a combining mark follows is one Character with it, which an escaping by
+    /// Characters passed by: the quote then ended the value for libpq, and the rest of the
+    /// value was read as more parameters (here, another host).
+    @Test func aQuoteBeforeACombiningMarkIsEscapedToo() throws {
+        let split = try #require(PasswordlessConninfo("host=db dbname='x\\'\u{301} host=elsewhere' password=x"))
+        let parameters = try #require(Connection.parameters(of: split.conninfo), "libpq reads it: \(split.conninfo.debugDescription)")
+        let dbname = parameters.first { $0.keyword == "dbname" }?.value
+        #expect(dbname.map { Array($0.utf8) } == Array("x'\u{301} host=elsewhere".utf8))
+        #expect(parameters.filter { $0.keyword == "host" }.map(\.value) == ["db"])
     }
 
     @Test func aPasswordWithALineBreakHasNoPasswordFileLine() throws {
