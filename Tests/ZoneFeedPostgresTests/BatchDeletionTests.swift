@@ -17,18 +17,29 @@ import ZoneFeedPostgres
         .record(Record(recordName: name, recordType: "Tag", recordChangeTag: changeTag, fields: ["label": .string(name)]))
     }
 
-    @Test func eachDeletionIsDecidedByItsNamesLastEntryAndTypedByItsLastAppliedUpsert() async throws {
-        let p = try await FakePipeline(prefix: "batchdel", fake: FakeSettings(zones: 1))
+    /// A prepared destination with a run begun, and how to make a batch of the zone in it.
+    func start(
+        _ prefix: String
+    ) async throws -> (FakePipeline, PostgresDestination, (_ entries: [RecordEntry], _ token: String, _ isLast: Bool) -> ChangeBatch) {
+        let p = try await FakePipeline(prefix: prefix, fake: FakeSettings(zones: 1))
         let destination = try PostgresDestination(pipeline: p.pipeline(), conninfo: p.url, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
         try await destination.prepare()
         let run = try await destination.startRun()
         let checkpoint = try await destination.zoneCheckpoint(zone)
-        func batch(_ entries: [RecordEntry], token: String, isLast: Bool) -> ChangeBatch {
-            ChangeBatch(
-                zoneID: zone, runID: run, generation: checkpoint.generation, pageCount: 1, entries: entries,
-                token: ChangeToken(token), isLast: isLast, finishesResync: false)
-        }
-        _ = try await destination.apply(batch([tag("OLD", "t1"), tag("KEPT", "t1")], token: "fk1-x-0-1", isLast: false))
+        let zone = self.zone
+        return (
+            p, destination,
+            { entries, token, isLast in
+                ChangeBatch(
+                    zoneID: zone, runID: run, generation: checkpoint.generation, pageCount: 1, entries: entries,
+                    token: ChangeToken(token), isLast: isLast, finishesResync: false)
+            }
+        )
+    }
+
+    @Test func eachDeletionIsDecidedByItsNamesLastEntryAndTypedByItsLastAppliedUpsert() async throws {
+        let (p, destination, batch) = try await start("batchdel")
+        _ = try await destination.apply(batch([tag("OLD", "t1"), tag("KEPT", "t1")], "fk1-x-0-1", false))
 
         // A Note whose wordCount is text: rejected, so its type must not name the tombstone.
         let rejected = Record(recordName: "BAD", recordType: "Note", recordChangeTag: "t1", fields: ["wordCount": .string("many")])
@@ -41,7 +52,7 @@ import ZoneFeedPostgres
                     .deleted(recordName: "NEVER"),  // no row, no upsert
                     .record(rejected), .deleted(recordName: "BAD"),
                     tag("TWICE", "t1"), .deleted(recordName: "TWICE"), tag("TWICE", "t2"), .deleted(recordName: "TWICE"),
-                ], token: "fk1-x-0-2", isLast: true))
+                ], "fk1-x-0-2", true))
 
         let snapshot = try await DestinationSnapshot.read(p)
         let live = snapshot.rows.filter { !$0.value.deleted }.map(\.key.recordName).sorted()
@@ -63,27 +74,18 @@ import ZoneFeedPostgres
     /// deleting both deletes both. Compared as Strings, the second deletion of a batch was taken
     /// for a repeat of the first and left its row live.
     @Test func namesThatDifferOnlyInTheirBytesAreDeletedEachOnItsOwn() async throws {
-        let p = try await FakePipeline(prefix: "bytedel", fake: FakeSettings(zones: 1))
-        let destination = try PostgresDestination(pipeline: p.pipeline(), conninfo: p.url, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
-        try await destination.prepare()
-        let run = try await destination.startRun()
-        let checkpoint = try await destination.zoneCheckpoint(zone)
-        func batch(_ entries: [RecordEntry], token: String, isLast: Bool) -> ChangeBatch {
-            ChangeBatch(
-                zoneID: zone, runID: run, generation: checkpoint.generation, pageCount: 1, entries: entries,
-                token: ChangeToken(token), isLast: isLast, finishesResync: false)
-        }
+        let (p, destination, batch) = try await start("bytedel")
         let (composed, decomposed) = ("caf\u{E9}", "cafe\u{301}")
         let (other, otherDecomposed) = ("r\u{E9}sum\u{E9}", "re\u{301}sume\u{301}")
         #expect(composed == decomposed && Array(composed.utf8) != Array(decomposed.utf8), "one String, two names")
         _ = try await destination.apply(
-            batch([tag(composed, "t1"), tag(decomposed, "t1"), tag(other, "t1"), tag(otherDecomposed, "t1")], token: "fk1-x-0-1", isLast: false))
+            batch([tag(composed, "t1"), tag(decomposed, "t1"), tag(other, "t1"), tag(otherDecomposed, "t1")], "fk1-x-0-1", false))
         _ = try await destination.apply(
             batch(
                 [
                     .deleted(recordName: composed), .deleted(recordName: decomposed),  // both go
                     .deleted(recordName: other), tag(otherDecomposed, "t2"),  // one goes, the other is updated
-                ], token: "fk1-x-0-2", isLast: true))
+                ], "fk1-x-0-2", true))
         let rows = try await Connection.withConnectionOffPool(p.url) { c in
             try c.query(
                 """
