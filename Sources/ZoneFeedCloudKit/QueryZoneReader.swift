@@ -263,6 +263,10 @@ struct QueryZoneReader: Sendable {
                     case .error, .deleted, .unreadable: continue
                     }
                 }
+                // The names are held until their batch commits: its bytes bound them, as they
+                // bound a pass's records, where a sweep's answers of long names, counted only by
+                // how many, could hold gigabytes.
+                page.byteCount += result.byteCount
                 position.sweep?[item.type]?[item.index] = result.next ?? QuerySlice(from: .min, to: .min)
             }
         }

@@ -383,6 +383,33 @@ import ZoneFeed
         #expect(try await s.differences(from: expected) == [])
     }
 
+    /// A sweep's names are held until their batch commits, and its answers' bytes end a batch
+    /// as a pass's do (`commitEveryBytes`): counted by how many names alone, a sweep of long
+    /// names could hold gigabytes before its one commit.
+    @Test func aSweepCommitsByTheBytesOfItsAnswers() async throws {
+        let s = try await Setup("pubsweepbytes", seed: 306, records: 5_000, resultsLimit: 200) {
+            $0.moreCloudKit = ["deletionSweep: every 1 runs"]
+            $0.commitEvery = 100_000
+            $0.commitEveryBytes = 1_048_576
+        }
+        defer { s.stop() }
+        let expected = s.generated().mapValues { $0.recordChangeTag ?? "-" }
+        #expect(try await s.run().status == 0)
+        let sweep = try await s.run()
+        #expect(sweep.status == 0, "\(sweep.stderr)")
+        #expect(try await s.differences(from: expected) == [])
+        // A row's xmin is the transaction that wrote it last: the sweep's batches, each
+        // marking the rows it listed.
+        let schema = quoteIdentifier(s.p.schema)
+        let tables = s.p.mappedTypes.map { "\(schema).\(quoteIdentifier(s.p.tables[$0]!))" }
+        let union = tables.map { "SELECT xmin::text AS x FROM \($0)" }.joined(separator: " UNION ALL ")
+        let counts = try await Connection.withConnectionOffPool(s.p.url) { c in
+            try c.query("SELECT count(DISTINCT x), count(*) FROM (\(union)) AS rows").rows.first.map { Array($0) }
+        }
+        let transactions = Int(counts?[0] ?? "") ?? 0
+        #expect(transactions >= 2, "a sweep of \(counts?[1] ?? "?") rows in \(transactions) transactions")
+    }
+
     /// A type whose modification time CloudKit cannot sort on fails the zone with the indexes to
     /// add (exit 1, nothing committed past it); once the index is there, the next run reads all.
     @Test func aMissingIndexSaysWhichToAdd() async throws {

@@ -15,6 +15,8 @@ public struct FakePipeline: Sendable {
     public var fake: FakeSettings
     public var deletes = "tombstone"
     public var commitEvery = 1_000
+    /// `destination.commitEveryBytes`, when not the default.
+    public var commitEveryBytes: Int?
     public var parallelZones = 2
     public var onBadRecord = "reject"
     public var unknownRecordTypes = "skip"
@@ -115,6 +117,7 @@ public struct FakePipeline: Sendable {
               schema: \(schema)
               deletes: \(deletes)
               commitEvery: \(commitEvery)
+              commitEveryBytes: \(commitEveryBytes ?? 16_777_216)
               parallelZones: \(parallelZones)
             \(recordTypesSection ?? "recordTypes:\n" + types)unmappedFields: keep
             unknownRecordTypes: \(unknownRecordTypes)
