@@ -245,6 +245,9 @@ final class WebAuthTokenStore: Sendable {
             let fresh = saved.filter { !state.refused.contains($0) && !state.pushedOut.contains($0) && !state.contents.tokens.contains($0) }
             state.contents.tokens.insert(contentsOf: fresh, at: 0)
             while state.contents.tokens.count > Self.tokensKept { state.pushOut(state.contents.tokens.removeLast()) }
+            // The token tried next must be in the vault before it goes out: it is, unless a
+            // save by another process pushed it out (or the vault could not be read).
+            if let next = state.contents.tokens.first, !saved.contains(next) { state.version += 1 }
             return (!state.contents.tokens.isEmpty, fresh.count)
         }
         if takenIn > 0 { logger.info("another process rotated the web auth token on; using the newest it saved", metadata: ["tokens": "\(takenIn)"]) }

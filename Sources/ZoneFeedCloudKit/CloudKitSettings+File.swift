@@ -210,7 +210,7 @@ extension CloudKitSettings: SourceConfiguration {
             file.report(
                 "\(section.path(of: "keyID")) holds a control character (U+\(String(format: "%04X", control.value))"
                     + (newline ? ", a line's end: a secret made from a file keeps the file's last newline" : "")
-                    + "), which a request's header cannot carry; the key ID CloudKit Dashboard shows is hexadecimal digits",
+                    + "), which a request's header cannot carry: set it to the key ID CloudKit Dashboard shows, hexadecimal digits alone",
                 at: section["keyID"]?.valuePosition ?? section.position)
         }
         let path = file.text("privateKeyFile", in: section, expected: "the path of a PEM private key file")

@@ -227,7 +227,8 @@ struct QueryZoneReader: Sendable {
 
         var listed: [String: [String]] = [:]
         let checksDeletions = memory.holdsDeletions
-        let nowMs = Self.clamped(Int64(exactly: (now().timeIntervalSince1970 * 1000).rounded(.down)) ?? 0)
+        // A clock that cannot be read as milliseconds caps nothing.
+        let nowMs = Self.clamped(Int64(exactly: (now().timeIntervalSince1970 * 1000).rounded(.down)) ?? Self.timeRange.upperBound)
         var aheadOfTheClock = 0
         for result in results.sorted(by: { ($0.work.type, $0.work.index) < ($1.work.type, $1.work.index) }) {
             let item = result.work

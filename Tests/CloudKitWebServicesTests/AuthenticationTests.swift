@@ -3,6 +3,14 @@ import Foundation
 import Testing
 
 @Suite struct AuthenticationTests {
+    /// `count` fetches, each answered with a new token: `rotated-1`, `rotated-2`, ….
+    func fetch(_ client: CloudKitClient, from server: CannedServer, rotating count: Int) async throws {
+        for i in 1...count {
+            server.enqueue(.json(200, emptyPage, headers: [("X-Apple-CloudKit-Web-Auth-Token", "rotated-\(i)")]))
+            _ = try await client.fetchRecordZoneChanges(zoneID: ZoneID(zoneName: "Notes"), syncToken: nil)
+        }
+    }
+
     @Test func tokensAreStrictlyPercentEncodedInTheQueryString() async throws {
         try await withServer { server, client in
             server.enqueue(.json(200, emptyPage))
@@ -69,10 +77,7 @@ import Testing
         let file = folder + "/notes.web-auth-token"
         let server = try await CannedServer.start()
         let client = makeClient(server) { $0.webAuthTokenFile = file }
-        for i in 1...40 {
-            server.enqueue(.json(200, emptyPage, headers: [("X-Apple-CloudKit-Web-Auth-Token", "rotated-\(i)")]))
-            _ = try await client.fetchRecordZoneChanges(zoneID: ZoneID(zoneName: "Notes"), syncToken: nil)
-        }
+        try await fetch(client, from: server, rotating: 40)
         try await client.shutdown()
         try await server.stop()
         let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").map(String.init)
@@ -126,10 +131,7 @@ import Testing
         let file = folder + "/notes.web-auth-token"
         let server = try await CannedServer.start()
         let first = makeClient(server) { $0.webAuthTokenFile = file }
-        for i in 1...3 {
-            server.enqueue(.json(200, emptyPage, headers: [("X-Apple-CloudKit-Web-Auth-Token", "rotated-\(i)")]))
-            _ = try await first.fetchRecordZoneChanges(zoneID: ZoneID(zoneName: "Notes"), syncToken: nil)
-        }
+        try await fetch(first, from: server, rotating: 3)
         try await first.shutdown()
         // As the next day's run finds it: last used an hour ago (an answer then marks it used).
         let saved = try String(contentsOfFile: file, encoding: .utf8)

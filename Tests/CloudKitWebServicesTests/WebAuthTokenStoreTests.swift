@@ -187,6 +187,25 @@ import Testing
     /// A save while tokens are being refused, before the server has taken one (a refusal with
     /// requests in flight makes the client go one request at a time, which is saved), keeps
     /// the refused tokens in the vault: the refusals may all be a wrong API token's.
+    /// A refusal writes nothing, but the token tried next goes out only once the vault has it:
+    /// here another process's save has left it out.
+    @Test func theTokenTriedAfterARefusalIsInTheVaultBeforeItGoesOut() async throws {
+        try await withStore(configured: "configured", syncInterval: .seconds(3600)) { (store, file) async throws in
+            store.received("a1", logger: logger)
+            store.received("a2", logger: logger)
+            try await store.flush(logger: logger)
+            // Another process sharing the vault saved its own token and kept only a2 of these.
+            try "b1\nearlier=a2\n".write(toFile: file, atomically: true, encoding: .utf8)
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file)
+            #expect(await store.refused("a2", logger: logger))
+            #expect(try await store.tokenForRequest(logger: logger) == "b1", "the other process's token, from the vault")
+            #expect(await store.refused("b1", logger: logger))
+            #expect(try await store.tokenForRequest(logger: logger) == "a1")
+            let tokens = try lines(file).filter { !$0.contains("-at=") && !$0.hasPrefix("requests=") && !$0.hasPrefix("configured-token") }
+            #expect(tokens.contains("a1") || tokens.contains("earlier=a1"), "a1 saved before it goes out: \(tokens)")
+        }
+    }
+
     @Test func aSaveBeforeATokenIsTakenKeepsTheRefusedOnes() async throws {
         try await withStore(configured: "configured", syncInterval: .seconds(3600)) { (store, file) async throws in
             store.received("rotated-1", logger: logger)
