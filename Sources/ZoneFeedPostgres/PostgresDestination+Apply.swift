@@ -68,12 +68,16 @@ extension PostgresDestination {
                     session.remadeInTransaction = false
                     self.publish(schema)
                     self.logShapeChanges(changes, runID: batch.runID)
+                    // A zone whose feed is drained is merged from then on (`watch` brings it
+                    // more later), and the names of its copies are let go.
+                    if batch.isLast { self.stopCopyingDirectly(batch.zoneID, table: nil) }
                     return outcome
                 } catch let conflict as DirectCopyConflict {
-                    // The batch meets rows already in a table: it is applied again, whole,
-                    // merging into that table, and so is every later batch of the zone.
-                    // Each retry turns one table over, so this ends.
-                    self.updateState(of: batch.zoneID) { $0.copiesDirectly[conflict.table] = false }
+                    // The batch meets rows already in a table, or a record named as one that
+                    // was copied into another: it is applied again, whole, merging, and so is
+                    // every later batch of the zone. The zone is merged from then on, so this
+                    // ends.
+                    self.stopCopyingDirectly(batch.zoneID, table: conflict.table)
                 } catch let more as SchemaGrowth where alongside {
                     throw SyncError(
                         .failed,
@@ -132,23 +136,62 @@ extension PostgresDestination {
 
     /// Copying rows straight into a table costs PostgreSQL about half of what a staging table and
     /// a merge cost, and gives the same rows when none of them is there yet: the case of a
-    /// backfill. Whether a zone's table is empty of the zone is asked once per zone and table
-    /// in a run; a copy that meets an existing row fails as a whole, and the batch is merged
-    /// instead.
-    func directTables(for zone: ZoneID, in schema: PostgresSchema, on c: Connection) throws -> [Bool] {
+    /// backfill. A zone is copied so while none of its tables held a row of it when this run
+    /// first applied it (asked once per zone and table in a run), and until a copy meets a row
+    /// already there (the copy fails as a whole), or a record named as one copied into another
+    /// table (`DirectNames`): its batches are merged from then on. The zone's tables go
+    /// together, so that a merge can look for a record's name in all of them.
+    func copiesDirectly(_ zone: ZoneID, in schema: PostgresSchema, on c: Connection) throws -> Bool {
         var known = state(of: zone).copiesDirectly
+        var holding: Set<String> = []
         var asked = false
         for table in schema.tables where known[table.mapping.table] == nil {
             let any = try c.query(
                 "SELECT EXISTS (SELECT 1 FROM \(table.qualifiedName) WHERE zone_owner = $1 AND zone_name = $2)",
                 [zone.ownerRecordName, zone.zoneName])
-            known[table.mapping.table] = !(try any.scalar(as: Bool.self))
+            let holds = try any.scalar(as: Bool.self)
+            known[table.mapping.table] = !holds
+            if holds { holding.insert(table.mapping.table) }
             asked = true
         }
         // Only what was asked is added: a batch of the zone written alongside may have turned a
         // table over to merging meanwhile.
-        if asked { updateState(of: zone) { [known] in $0.copiesDirectly.merge(known) { current, _ in current } } }
-        return schema.tables.map { known[$0.mapping.table]! }
+        if asked {
+            updateState(of: zone) { [known, holding] in
+                $0.copiesDirectly.merge(known) { current, _ in current }
+                $0.mayHoldRows.formUnion(holding)
+            }
+        }
+        // A name's entry in `DirectNames` has room for this many tables.
+        guard schema.tables.count < 0xFFFF else { return false }
+        return schema.tables.allSatisfy { known[$0.mapping.table]! }
+    }
+
+    /// The zone is merged from now on (`table`: the one whose copy met a row, if any), and the
+    /// names of its copies are let go.
+    func stopCopyingDirectly(_ zone: ZoneID, table: String?) {
+        state.withLock { state in
+            let zoneState = state.zones[zone, default: ZoneState()]
+            state.zones[zone, default: ZoneState()].copiesDirectly = zoneState.copiesDirectly.mapValues { _ in false }
+            if let table { state.zones[zone, default: ZoneState()].copiesDirectly[table] = false }
+            if let names = state.directNames.removeValue(forKey: zone) { state.directNameCount -= names.count }
+        }
+    }
+
+    /// Adds the names of a batch copied straight into the zone's tables to those of the batches
+    /// before it; throws `DirectCopyConflict` when one was copied into another table, or when
+    /// holding them would pass `limits.directNames`.
+    private func noteDirectNames(_ entries: [UInt64], of zone: ZoneID, in schema: PostgresSchema) throws {
+        let clash = state.withLock { state -> Int? in
+            guard state.directNameCount + entries.count <= limits.directNames else { return 0 }
+            var names = state.directNames.removeValue(forKey: zone) ?? DirectNames()
+            state.directNameCount -= names.count
+            let clash = names.add(entries)
+            state.directNameCount += names.count
+            state.directNames[zone] = names
+            return clash
+        }
+        if let clash { throw DirectCopyConflict(table: schema.tables[clash].mapping.table) }
     }
 
     private struct Deletion {
@@ -179,6 +222,8 @@ extension PostgresDestination {
         }
 
         var tables: [TableRows]
+        /// When the batch is copied straight into its tables: each record's `DirectNames` entry.
+        var directNames: [UInt64] = []
         var deletions: [Deletion] = []
         var rejects: [Reject] = []
         var skipped = 0
@@ -213,8 +258,11 @@ extension PostgresDestination {
             schema = try refreshed(schema, on: c)
         }
         try ready(session, for: schema, on: c)
-        let direct = try directTables(for: batch.zoneID, in: schema, on: c)
-        var sorted = try sort(batch, in: schema)
+        let direct = try copiesDirectly(batch.zoneID, in: schema, on: c)
+        var sorted = try sort(batch, in: schema, noting: direct)
+        if direct { try noteDirectNames(sorted.directNames, of: batch.zoneID, in: schema) }
+        let written = Set(schema.tables.indices.lazy.filter { !sorted.tables[$0].positions.isEmpty }.map { schema.tables[$0].mapping.table })
+        if !written.isSubset(of: state(of: batch.zoneID).mayHoldRows) { updateState(of: batch.zoneID) { $0.mayHoldRows.formUnion(written) } }
         var outcome = BatchOutcome()
         outcome.pages = batch.pageCount
         outcome.skipped = sorted.skipped
@@ -225,6 +273,7 @@ extension PostgresDestination {
         sorted.rejects.sort { $0.seq < $1.seq }
         outcome.rejects = sorted.rejects.count
         try waitForTheBatchBefore()
+        if !direct { outcome.tombstones += try deleteOtherTypes(of: sorted, in: batch, schema: schema, on: c) }
         if !sorted.deletions.isEmpty { try applyDeletions(&sorted.deletions, of: batch, schema: schema, applied: applied, on: c) }
         try record(sorted.rejects, of: batch, on: c)
         if !batch.listed.isEmpty { try keepListed(batch, schema: schema, on: c) }
@@ -239,12 +288,12 @@ extension PostgresDestination {
     /// The entries by table (records of unmapped types skipped or rejected), the deletions, and
     /// the errors the server reported for records. When the schema evolves, a record type
     /// without a table is thrown as growth instead.
-    private func sort(_ batch: ChangeBatch, in schema: PostgresSchema) throws -> SortedBatch {
+    private func sort(_ batch: ChangeBatch, in schema: PostgresSchema, noting direct: Bool) throws -> SortedBatch {
         let entries = batch.entries
         var sorted = SortedBatch(tables: Array(repeating: SortedBatch.TableRows(), count: schema.tables.count))
+        if direct { sorted.directNames.reserveCapacity(entries.count) }
         var growth = SchemaGrowth(zoneName: batch.zoneID.zoneName)
         let nameRoom = Self.nameRoom(in: batch.zoneID)
-        let nameHash = SeededByteHash()
         // The tables of the types met so far, looked through before the schema's dictionary: a
         // batch has a few types, each a short String that compares at once, where hashing
         // each record's type for the lookup was a third of sorting (perf).
@@ -267,8 +316,11 @@ extension PostgresDestination {
                     sorted.tables[t].positions.reserveCapacity(entries.count)
                     sorted.tables[t].names = RecordNameRepeats(capacity: entries.count, hash: nameHash)
                 }
+                var name = recordName
+                let hash = name.withUTF8 { nameHash($0) }
                 sorted.tables[t].positions.append(i)
-                sorted.tables[t].names!.insert(recordName)
+                sorted.tables[t].names!.insert(hash: hash)
+                if direct { sorted.directNames.append(DirectNames.entry(hash: hash, table: t)) }
                 continue
             }
             switch entries[i] {
@@ -360,7 +412,7 @@ extension PostgresDestination {
     /// when the batch has deletions, which entries were applied; a record that does not fit is a
     /// reject, or fails the batch with `onBadRecord: fail`.
     private func copyUpserts(
-        of batch: ChangeBatch, sorted: inout SortedBatch, schema: PostgresSchema, direct: [Bool], session: Session,
+        of batch: ChangeBatch, sorted: inout SortedBatch, schema: PostgresSchema, direct: Bool, session: Session,
         outcome: inout BatchOutcome, beforeReadingRows: () throws -> Void, on c: Connection
     ) throws -> [Bool] {
         let zone = batch.zoneID
@@ -369,7 +421,7 @@ extension PostgresDestination {
         var growth = SchemaGrowth(zoneName: zone.zoneName)
         for (t, table) in schema.tables.enumerated() where !sorted.tables[t].positions.isEmpty {
             let rows = sorted.tables[t]
-            if direct[t] {
+            if direct {
                 if rows.repeatsARecord { throw DirectCopyConflict(table: table.mapping.table) }
                 session.encoders[t].beginDirectRows(zone: zone, runID: batch.runID, generation: batch.generation)
             } else {
@@ -377,7 +429,7 @@ extension PostgresDestination {
             }
             var staged = 0
             do {
-                try c.copyIn(direct[t] ? table.copyIntoTable : table.copyIntoStaging) { writer in
+                try c.copyIn(direct ? table.copyIntoTable : table.copyIntoStaging) { writer in
                     for i in rows.positions {
                         guard case .record(let record) = entries[i] else { continue }
                         if let problem = session.encoders[t].append(record, seq: Int32(i)) {
@@ -394,7 +446,7 @@ extension PostgresDestination {
                     }
                     try session.encoders[t].sendEnd(to: writer)
                 }
-            } catch let error as PostgresError where direct[t] && error.sqlState == "23505" {
+            } catch let error as PostgresError where direct && error.sqlState == "23505" {
                 // > unique_violation: 23505
                 throw DirectCopyConflict(table: table.mapping.table)
             } catch let error as PostgresError {
@@ -407,7 +459,7 @@ extension PostgresDestination {
             for field in session.encoders[t].newFields {
                 growth.add(field: field.name, typeTag: field.typeTag, of: table.mapping.recordType)
             }
-            if !direct[t] {
+            if !direct {
                 do {
                     // A version is unchanged when its tag is the one before it: the live row's
                     // (of the batch's generation), or the batch's previous version of the record.
@@ -431,6 +483,44 @@ extension PostgresDestination {
         }
         if !growth.isEmpty { throw growth }
         return applied
+    }
+
+    /// A record's name taken by a record of another type: CloudKit lets a deleted record's name
+    /// be used again by a record of any type, and a feed read after both reports only the new
+    /// record. Its row in the old type's table is deleted as if the deletion had been reported
+    /// (and logged so), unless the batch's last version of the name is of that old type. Looked
+    /// for, by the staged names, in the tables that may hold rows of the zone; returns how many
+    /// rows went.
+    private func deleteOtherTypes(of sorted: SortedBatch, in batch: ChangeBatch, schema: PostgresSchema, on c: Connection) throws -> Int {
+        let staged = schema.tables.indices.filter { !sorted.tables[$0].positions.isEmpty }
+        guard !staged.isEmpty, schema.tables.count > 1 else { return 0 }
+        let holding = state(of: batch.zoneID).mayHoldRows
+        let hard = settings.deletes == .hard
+        var deleted = 0
+        for (u, table) in schema.tables.enumerated() where holding.contains(table.mapping.table) {
+            let others = staged.filter { $0 != u }
+            guard !others.isEmpty else { continue }
+            let names = others.map { "SELECT record_name, seq FROM \(schema.tables[$0].stagingName)" }.joined(separator: " UNION ALL ")
+            // The batch's own later version of the name in this table keeps the row.
+            let laterHere =
+                staged.contains(u)
+                ? "AND NOT EXISTS (SELECT 1 FROM \(table.stagingName) AS s WHERE s.record_name = o.record_name AND s.seq > o.seq)" : ""
+            let change =
+                hard
+                ? "DELETE FROM \(table.qualifiedName) AS t USING (\(names)) AS o"
+                : "UPDATE \(table.qualifiedName) AS t SET deleted_at = now(), synced_at = now(), run_id = $3::bigint FROM (\(names)) AS o"
+            deleted += try c.query(
+                """
+                WITH gone AS (
+                    \(change)
+                    WHERE t.zone_owner = $1 AND t.zone_name = $2 AND t.record_name = o.record_name AND t.deleted_at IS NULL \(laterHere)
+                    RETURNING t.record_name, t.record_type)
+                INSERT INTO \(schema.tombstones) (pipeline, zone_owner, zone_name, record_name, record_type, reason, run_id)
+                SELECT $4, $1, $2, record_name, record_type, 'deleted', $3::bigint FROM gone
+                """, [batch.zoneID.ownerRecordName, batch.zoneID.zoneName, String(batch.runID), pipelineName]
+            ).affectedRows
+        }
+        return deleted
     }
 
     /// Deletions: only a record's last change in the batch, if it is a deletion, touches its row;

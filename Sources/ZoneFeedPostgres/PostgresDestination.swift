@@ -32,11 +32,17 @@ public final class PostgresDestination: RunDestination, Sendable {
         /// sending records of ever new types would otherwise fail its batch at every try, or
         /// fill the database with tables.
         var tables = 500
+        /// The most record names held at once for zones copied straight into their tables
+        /// (`DirectNames`, 8 to 16 bytes each): past it, a zone that would add more is merged.
+        var directNames = 4_000_000
     }
     let settings: PostgresSettings
     /// The libpq connection string: it may hold a password; never print it.
     public let conninfo: String
     let logger: Logger
+    /// The hash of record names in batches (`RecordNameRepeats`, `DirectNames`), one seed for
+    /// the run so that the names of one batch are found in those of the batches before it.
+    let nameHash = SeededByteHash()
 
     /// One connection and what is used with it. Its members are touched only on its `queue`
     /// (@unchecked: that queue is what guards them).
@@ -70,6 +76,10 @@ public final class PostgresDestination: RunDestination, Sendable {
         var zones: [ZoneID: ZoneState] = [:]
         var runID: Int64 = 0
         var schema: PostgresSchema
+        /// Of each zone copied straight into its tables, the names copied so far, and how many
+        /// they are in all.
+        var directNames: [ZoneID: DirectNames] = [:]
+        var directNameCount = 0
     }
     let state: Mutex<State>
 
@@ -82,6 +92,9 @@ public final class PostgresDestination: RunDestination, Sendable {
         /// zone had no rows in the table when this run first applied it and no copy has met a
         /// row already there; a merge through the staging table otherwise.
         var copiesDirectly: [String: Bool] = [:]
+        /// The tables that may hold rows of the zone: those that held some when this run first
+        /// applied the zone, and those its batches wrote to since.
+        var mayHoldRows: Set<String> = []
     }
 
     /// The destination of a pipeline whose destination is PostgreSQL; throws when it is another.

@@ -1,7 +1,7 @@
 import CloudKitModel
 
 /// Whether a name comes twice among the records of one table in a batch: each name's bytes
-/// hashed with a seed drawn for the batch, the hashes kept in an open-addressing table. Two
+/// hashed with a seed its destination draws, the hashes kept in an open-addressing table. Two
 /// names with one hash count as a repeat, which can only send the batch through the staging
 /// table and the merge that keeps a record's last version, right for any batch; the same name
 /// twice always has one hash.
@@ -26,8 +26,13 @@ struct RecordNameRepeats {
 
     mutating func insert(_ name: String) {
         var name = name
+        insert(hash: name.withUTF8 { hash($0) })
+    }
+
+    /// Adds a name by its hash, from the hash this table was made with.
+    mutating func insert(hash: UInt64) {
         // Zero marks an empty slot.
-        let h = max(1, name.withUTF8 { hash($0) })
+        let h = max(1, hash)
         if count * 2 >= slots.count { grow() }
         if place(h) { found = true } else { count += 1 }
     }

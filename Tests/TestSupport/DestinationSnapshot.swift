@@ -13,7 +13,10 @@ public struct DestinationSnapshot: Sendable {
         public var description: String { "\(recordType) \(changeTag ?? "-")\(deleted ? " deleted" : "")" }
     }
 
+    /// Each record's row; of a name with rows in several tables, the live one.
     public var rows: [ExpectedState.Key: Row] = [:]
+    /// Names with a live row in more than one table: a record has one type.
+    public var namesLiveInTwoTables: [String] = []
     /// Sums over every run of the pipeline.
     public var runPages = 0, runUpserts = 0, runTombstones = 0, runRejects = 0, runSkipped = 0
     public var tombstonesByReason: [String: Int] = [:]
@@ -27,7 +30,13 @@ public struct DestinationSnapshot: Sendable {
             for type in p.mappedTypes {
                 let table = p.tables[type]!
                 for r in try c.query("SELECT zone_name, record_name, record_type, change_tag, deleted_at IS NOT NULL FROM \(schema).\(table)").rows {
-                    snapshot.rows[ExpectedState.Key(zoneName: r[0]!, recordName: r[1]!)] = Row(recordType: r[2]!, changeTag: r[3], deleted: r[4] == "t")
+                    let key = ExpectedState.Key(zoneName: r[0]!, recordName: r[1]!)
+                    let row = Row(recordType: r[2]!, changeTag: r[3], deleted: r[4] == "t")
+                    if let other = snapshot.rows[key] {
+                        if !other.deleted && !row.deleted { snapshot.namesLiveInTwoTables.append("\(key.zoneName)/\(key.recordName)") }
+                        if !other.deleted { continue }
+                    }
+                    snapshot.rows[key] = row
                 }
             }
             let sums = try c.query(
@@ -56,6 +65,7 @@ public struct DestinationSnapshot: Sendable {
             let want = Row(recordType: row.record.recordType, changeTag: row.record.recordChangeTag, deleted: row.deleted)
             if rows[key] != want { out.append("\(key.zoneName)/\(key.recordName): expected \(want), found \(rows[key].map(\.description) ?? "no row")") }
         }
+        for name in namesLiveInTwoTables.sorted() { out.append("\(name): live in two tables") }
         for key in rows.keys where expected.rows[key] == nil {
             out.append("\(key.zoneName)/\(key.recordName): expected no row, found \(rows[key]!)")
         }

@@ -5,7 +5,8 @@ import Logging
 import TestSupport
 import Testing
 import ZoneFeed
-import ZoneFeedPostgres
+
+@testable import ZoneFeedPostgres
 
 /// A batch's deletions, each against the entries around it in the same batch: the last entry of
 /// a name decides whether its row is deleted, and its tombstone names the type of its last
@@ -19,22 +20,13 @@ import ZoneFeedPostgres
 
     /// A prepared destination with a run begun, and how to make a batch of the zone in it.
     func start(
-        _ prefix: String
+        _ prefix: String, deletes: String = "tombstone", limits: PostgresDestination.Limits = .init()
     ) async throws -> (FakePipeline, PostgresDestination, (_ entries: [RecordEntry], _ token: String, _ isLast: Bool) -> ChangeBatch) {
-        let p = try await FakePipeline(prefix: prefix, fake: FakeSettings(zones: 1))
-        let destination = try PostgresDestination(pipeline: p.pipeline(), conninfo: p.url, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        var p = try await FakePipeline(prefix: prefix, fake: FakeSettings(zones: 1))
+        p.deletes = deletes
+        let destination = try p.destination(limits: limits)
         try await destination.prepare()
-        let run = try await destination.startRun()
-        let checkpoint = try await destination.zoneCheckpoint(zone)
-        let zone = self.zone
-        return (
-            p, destination,
-            { entries, token, isLast in
-                ChangeBatch(
-                    zoneID: zone, runID: run, generation: checkpoint.generation, pageCount: 1, entries: entries,
-                    token: ChangeToken(token), isLast: isLast, finishesResync: false)
-            }
-        )
+        return (p, destination, try await batches(of: destination))
     }
 
     @Test func eachDeletionIsDecidedByItsNamesLastEntryAndTypedByItsLastAppliedUpsert() async throws {
@@ -100,5 +92,114 @@ import ZoneFeedPostgres
                     [composed.utf8Hex, "t1", "t"], [decomposed.utf8Hex, "t1", "t"], [other.utf8Hex, "t1", "t"], [otherDecomposed.utf8Hex, "t2", "f"],
                 ].sorted { $0[0] < $1[0] }, "\(rows)")
         await destination.close()
+    }
+
+    // MARK: A name taken by a record of another type
+
+    func folder(_ name: String, _ changeTag: String) -> RecordEntry {
+        .record(Record(recordName: name, recordType: "Folder", recordChangeTag: changeTag, fields: ["name": .string(name)]))
+    }
+
+    /// When the record of the new type comes, as against the batches of the old one.
+    enum Moment: String, CaseIterable, CustomTestStringConvertible {
+        /// The zone is still copied straight into its tables.
+        case inTheBackfill
+        /// The backfill held more names than the run keeps, and merges.
+        case pastTheNamesKept
+        /// The zone's feed was drained: merged since.
+        case afterTheFeedDrained
+        /// A later run: the zone has rows, and is merged.
+        case inALaterRun
+        var testDescription: String { rawValue }
+    }
+
+    /// CloudKit lets a deleted record's name be taken by a record of another type, and a feed
+    /// read after both reports only the new record. Its row in the old type's table goes as if
+    /// the deletion had been reported, logged so; before, both rows stayed live.
+    @Test(arguments: Moment.allCases, ["tombstone", "hard"])
+    func aNameTakenByARecordOfAnotherTypeDeletesTheOldRow(_ moment: Moment, deletes: String) async throws {
+        let limits = PostgresDestination.Limits(directNames: moment == .pastTheNamesKept ? 3 : 4_000_000)
+        var (pipeline, destination, batch) = try await start("typechange", deletes: deletes, limits: limits)
+        _ = try await destination.apply(batch([tag("X", "t1"), tag("KEPT", "t1")], "fk1-x-0-1", moment == .afterTheFeedDrained))
+        switch moment {
+        case .pastTheNamesKept:
+            _ = try await destination.apply(batch([tag("MORE", "t1"), tag("EVEN MORE", "t1")], "fk1-x-0-2", false))
+        case .inALaterRun:
+            await destination.close()
+            (pipeline, destination, batch) = try await start(pipeline)
+        case .inTheBackfill, .afterTheFeedDrained: break
+        }
+        _ = try await destination.apply(batch([folder("X", "t2")], "fk1-x-0-3", true))
+        await destination.close()
+        let p = pipeline
+
+        let rows = try await Connection.withConnectionOffPool(p.url) { c in
+            let schema = quoteIdentifier(p.schema)
+            return try c.query(
+                """
+                SELECT record_type || ' ' || record_name || CASE WHEN deleted_at IS NULL THEN '' ELSE ' deleted' END
+                FROM (SELECT record_type, record_name, deleted_at FROM \(schema).tags
+                    UNION ALL SELECT record_type, record_name, deleted_at FROM \(schema).folders) AS t ORDER BY 1
+                """
+            ).rows.map { $0[0]! }
+        }
+        let old = deletes == "hard" ? [] : ["Tag X deleted"]
+        let more = moment == .pastTheNamesKept ? ["Tag EVEN MORE", "Tag MORE"] : []
+        #expect(rows == (["Folder X", "Tag KEPT"] + more + old).sorted())
+        let snapshot = try await DestinationSnapshot.read(p)
+        #expect(snapshot.tombstonesByReason == ["deleted": 1])
+        #expect(snapshot.runTombstones == 1)
+    }
+
+    /// Two names that trade types within one batch: the type of each name's last version is
+    /// the one left live, whether the zone was copied straight into its tables or merged.
+    @Test(arguments: [false, true])
+    func namesThatTradeTypesInOneBatchAreLeftLiveInTheirLastType(afterRowsOfTheZone: Bool) async throws {
+        let (p, destination, batch) = try await start("typetrade")
+        // A drained feed: the zone is merged from then on.
+        if afterRowsOfTheZone { _ = try await destination.apply(batch([tag("EARLIER", "t1")], "fk1-x-0-1", true)) }
+        _ = try await destination.apply(batch([tag("X", "t1"), folder("Y", "t1"), folder("X", "t2"), tag("Y", "t2")], "fk1-x-0-2", true))
+        await destination.close()
+
+        let snapshot = try await DestinationSnapshot.read(p)
+        #expect(snapshot.namesLiveInTwoTables.isEmpty, "\(snapshot.namesLiveInTwoTables)")
+        let live = snapshot.rows.filter { !$0.value.deleted }.map { "\($0.value.recordType) \($0.key.recordName) \($0.value.changeTag ?? "-")" }.sorted()
+        #expect(live == (["Folder X t2", "Tag Y t2"] + (afterRowsOfTheZone ? ["Tag EARLIER t1"] : [])).sorted())
+        let tombstones = try await Connection.withConnectionOffPool(p.url) { c in
+            try c.query("SELECT record_type || ' ' || record_name FROM \(quoteIdentifier(p.schema)).zonefeed_tombstones ORDER BY 1").rows.map { $0[0]! }
+        }
+        #expect(tombstones == ["Folder Y", "Tag X"])
+    }
+}
+
+extension BatchDeletionTests {
+    /// A later run of `p`'s destination, and how to make a batch of the zone in it.
+    func start(
+        _ p: FakePipeline
+    ) async throws -> (FakePipeline, PostgresDestination, (_ entries: [RecordEntry], _ token: String, _ isLast: Bool) -> ChangeBatch) {
+        let destination = try p.destination(limits: .init())
+        try await destination.prepare()
+        return (p, destination, try await batches(of: destination))
+    }
+
+    /// Batches of the zone in a run begun on `destination`.
+    func batches(of destination: PostgresDestination) async throws -> (_ entries: [RecordEntry], _ token: String, _ isLast: Bool) -> ChangeBatch {
+        let run = try await destination.startRun()
+        let checkpoint = try await destination.zoneCheckpoint(zone)
+        let zone = self.zone
+        return { entries, token, isLast in
+            ChangeBatch(
+                zoneID: zone, runID: run, generation: checkpoint.generation, pageCount: 1, entries: entries,
+                token: ChangeToken(token), isLast: isLast, finishesResync: false)
+        }
+    }
+}
+
+extension FakePipeline {
+    /// The pipeline's destination with `limits`.
+    func destination(limits: PostgresDestination.Limits) throws -> PostgresDestination {
+        PostgresDestination(
+            pipelineName: name, settings: try pipeline().postgresSettings(), conninfo: url,
+            logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, limits: limits)
     }
 }

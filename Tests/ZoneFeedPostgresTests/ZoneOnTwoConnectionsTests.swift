@@ -133,6 +133,37 @@ import ZoneFeedPostgres
         #expect(row?.deleted == true, "the record the later batch deleted is deleted: \(String(describing: row))")
     }
 
+    /// The earlier batch makes a Tag, the later one a Folder of the same name (the Tag was
+    /// deleted and its name taken). The later, written alongside while the earlier cannot
+    /// commit, finds the name among those copied before, is merged, and waits for the earlier
+    /// before it looks for the name in the other tables: the Tag's row is deleted once both
+    /// commit, and only the Folder's is live.
+    @Test func aNameTakenByAnotherTypeAlongsideDeletesTheRowTheBatchBeforeItMade() async throws {
+        let (p, hold) = try await Self.backfillOfOneZone("alongtype", seed: 89)
+        defer { hold.close() }
+        let (destination, zone, batch) = try await Self.destinationOfTheZone(p)
+        let made = batch(0, [.record(Record(recordName: "TAKEN", recordType: "Tag", recordChangeTag: "t1", fields: ["label": .string("x")]))], "t-1")
+        var taken = batch(1, [.record(Record(recordName: "TAKEN", recordType: "Folder", recordChangeTag: "t2", fields: ["name": .string("x")]))], "t-2")
+        taken.follows = BatchPosition(sequence: 0, token: made.token)
+
+        try await hold.take()
+        let first = Task { try await destination.apply(made) }
+        #expect(try await hold.waitUntil { $0 == ["transactionid"] } == ["transactionid"], "the first batch waits on the held row")
+        let spare = try #require(destination.reserveSpareConnection(for: zone, besides: nil))
+        let second = Task { try await destination.apply(taken, on: spare) }
+        #expect(try await hold.waitUntil { $0.contains("advisory") }.contains("advisory"), "the second waits for the first")
+        try await hold.release()
+        _ = try await first.value
+        _ = try await second.value
+        await destination.close()
+
+        let snapshot = try await DestinationSnapshot.read(p)
+        #expect(snapshot.namesLiveInTwoTables.isEmpty, "\(snapshot.namesLiveInTwoTables)")
+        let row = snapshot.rows[ExpectedState.Key(zoneName: "Zone01", recordName: "TAKEN")]
+        #expect(row?.description == "Folder t2", "the Folder is live, the Tag deleted: \(String(describing: row))")
+        #expect(snapshot.tombstonesByReason == ["deleted": 1])
+    }
+
     /// The two batches meet in a deadlock that PostgreSQL breaks by rolling back the *earlier*
     /// one: the later batch wrote a record's row first (the test holds the folders table, which
     /// the earlier one writes before its tags) and waits for the earlier; the earlier then waits
