@@ -7,8 +7,9 @@
 ///
 /// A slot holds a name's hash in its high 48 bits and its table's index + 1 in the low 16; 0 is
 /// empty. Two names with one hash in two tables send the zone to merging, which is right for any
-/// batch; one name always has one hash. Eight bytes a name at most half full, where a
-/// `Set<String>` of a backfill's names would hold each name's bytes too.
+/// batch; one name always has one hash. Eight bytes a slot, at most three quarters full (11 to
+/// 21 bytes a name), where a `Set<String>` of a backfill's names would hold each name's bytes
+/// too.
 struct DirectNames {
     private var slots = [UInt64](repeating: 0, count: 1024)
     private(set) var count = 0
@@ -22,7 +23,7 @@ struct DirectNames {
     /// table's entry named before, or nil when each name stays in its table.
     mutating func add(_ entries: [UInt64]) -> Int? {
         for entry in entries {
-            if (count + 1) * 2 > slots.count { grow() }
+            if (count + 1) * 4 > slots.count * 3 { grow() }
             let mask = slots.count - 1
             let key = entry & ~0xFFFF
             var i = Int(truncatingIfNeeded: key >> 16) & mask

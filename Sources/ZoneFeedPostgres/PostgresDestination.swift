@@ -33,8 +33,9 @@ public final class PostgresDestination: RunDestination, Sendable {
         /// fill the database with tables.
         var tables = 500
         /// The most record names held at once for zones copied straight into their tables
-        /// (`DirectNames`, 8 to 16 bytes each): past it, a zone that would add more is merged.
-        var directNames = 4_000_000
+        /// (`DirectNames`, 11 to 21 bytes each, so at most about 64 MB): past it, a zone that
+        /// would add more is merged.
+        var directNames = 3_000_000
     }
     let settings: PostgresSettings
     /// The libpq connection string: it may hold a password; never print it.
