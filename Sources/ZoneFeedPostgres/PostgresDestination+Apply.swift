@@ -171,9 +171,10 @@ extension PostgresDestination {
     /// names of its copies are let go.
     func stopCopyingDirectly(_ zone: ZoneID, table: String?) {
         state.withLock { state in
-            let zoneState = state.zones[zone, default: ZoneState()]
-            state.zones[zone, default: ZoneState()].copiesDirectly = zoneState.copiesDirectly.mapValues { _ in false }
-            if let table { state.zones[zone, default: ZoneState()].copiesDirectly[table] = false }
+            var zoneState = state.zones[zone] ?? ZoneState()
+            zoneState.copiesDirectly = zoneState.copiesDirectly.mapValues { _ in false }
+            if let table { zoneState.copiesDirectly[table] = false }
+            state.zones[zone] = zoneState
             if let names = state.directNames.removeValue(forKey: zone) { state.directNameCount -= names.count }
         }
     }
