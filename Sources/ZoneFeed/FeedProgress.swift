@@ -10,7 +10,9 @@ import CloudKitModel
 /// - it holds no records: at most `emptyPages` in a row (CloudKit may answer a few empty pages
 ///   while it works through a zone, each with a new token);
 /// - it holds exactly what the page before held (each record with the same change tag, or,
-///   in a deletion sweep, the same names listed): at most `repeatedPages` in a row.
+///   in a deletion sweep, the same names listed): at most `repeatedPages` in a row;
+/// - it carries a token the feed gave before in this run, other than the one it was asked from
+///   (a feed going round, each page unlike the one before): at most `sameToken` such pages.
 public struct FeedProgress: Sendable {
     public struct Limits: Sendable, Hashable {
         public var sameToken: Int
@@ -36,6 +38,11 @@ public struct FeedProgress: Sendable {
     private var previous: [RecordEntry] = []
     private var previousListed: [ListedRecords] = []
     private var previousZones: ([ZoneID], [ZoneDeletion]) = ([], [])
+    /// The hashes of the tokens the feed was asked from or gave, and how many pages gave one
+    /// of them again: eight bytes a page, where the tokens themselves can be kilobytes each.
+    private var tokensSeen: Set<UInt64> = []
+    private var returned = 0
+    private let tokenHash = SeededByteHash()
 
     public init(limits: Limits) {
         self.limits = limits
@@ -48,6 +55,8 @@ public struct FeedProgress: Sendable {
             return nil
         }
         sameToken = page.syncToken == token ? sameToken + 1 : 0
+        if let token { tokensSeen.insert(hash(token)) }
+        if page.syncToken != token, !tokensSeen.insert(hash(page.syncToken)).inserted { returned += 1 }
         empty = page.entries.isEmpty && page.listed.isEmpty ? empty + 1 : 0
         // A sweep's pages list names and hold no records: a server that lists the same names
         // again and again, with a new continuation each time, repeats too.
@@ -63,12 +72,21 @@ public struct FeedProgress: Sendable {
         if empty > limits.emptyPages {
             return "the feed does not advance: the server answered \(empty) pages in a row with no records, saying more was coming\(stop)"
         }
+        if returned > limits.sameToken {
+            return "the feed does not advance: the server answered \(returned) pages with tokens it had given before in this run, "
+                + "saying more was coming (the feed goes round)\(stop)"
+        }
         if repeated > limits.repeatedPages {
             let what = page.entries.isEmpty ? "\(page.listed.reduce(0) { $0 + $1.names.count }) names listed" : "\(page.entries.count) records"
             return "the feed does not advance: the server answered \(repeated + 1) pages in a row with the same \(what), "
                 + "saying more was coming\(stop)"
         }
         return nil
+    }
+
+    private func hash(_ token: ChangeToken) -> UInt64 {
+        var value = token.value
+        return value.withUTF8 { tokenHash($0) }
     }
 
     /// Notes a page of the database's change feed, the same way: its zones (changed or deleted)

@@ -45,6 +45,9 @@ public final class ScriptedSource: ChangeSource, @unchecked Sendable {
         case newTokensNoRecords
         /// Its first three records and a new token each time.
         case newTokensSameRecords
+        /// Its first three records with one token, then the next two with another that leads
+        /// back to the first: each page unlike the one before, each token new to its fetch.
+        case cyclingTokens
     }
 
     /// The zone answers every fetch as `how` says, for ever.
@@ -116,6 +119,13 @@ public final class ScriptedSource: ChangeSource, @unchecked Sendable {
                     return ZoneChangePage(zoneID: zone, entries: [], syncToken: ChangeToken("\(name)@stalled-\(fetches)"), moreComing: true)
                 case .newTokensSameRecords:
                     return ZoneChangePage(zoneID: zone, entries: first, syncToken: ChangeToken("\(name)@stalled-\(fetches)"), moreComing: true)
+                case .cyclingTokens where token?.value == "\(name)@cycle-1":
+                    let next = (state.feeds[name] ?? []).dropFirst(3).prefix(2).map {
+                        RecordEntry.record(Record(recordName: $0, recordType: "Note", recordChangeTag: "\($0)-tag"))
+                    }
+                    return ZoneChangePage(zoneID: zone, entries: next, syncToken: ChangeToken("\(name)@cycle-0"), moreComing: true)
+                case .cyclingTokens:
+                    return ZoneChangePage(zoneID: zone, entries: first, syncToken: ChangeToken("\(name)@cycle-1"), moreComing: true)
                 }
             }
             let feed = state.feeds[name] ?? []

@@ -111,6 +111,8 @@ import ZoneFeed
         (ScriptedSource.Stall.sameTokenSameRecords, 3, "with the token it was asked from"),
         (ScriptedSource.Stall.newTokensNoRecords, 100, "with no records"),
         (ScriptedSource.Stall.newTokensSameRecords, 3, "with the same 3 records"),
+        // Two pages to give the tokens once, then more than three that give them again.
+        (ScriptedSource.Stall.cyclingTokens, 5, "tokens it had given before"),
     ])
     func aFeedThatNeverAdvancesFailsItsZoneWithinItsLimit(stall: ScriptedSource.Stall, limit: Int, says: String) async throws {
         let source = ScriptedSource(feeds: ["A": Self.names("A", 5), "B": Self.names("B", 7)], pageSize: 3)
