@@ -79,6 +79,9 @@ extension JSONReader {
         }
         try end()
         guard let syncToken else { throw failure("a page without a syncToken") }
+        // PostgreSQL's text cannot hold a NUL: a token with one could never be committed, and
+        // every run would meet it again at the same page, failing where it stands.
+        guard !syncToken.utf8.contains(0) else { throw failure("a syncToken holding a NUL character, which no checkpoint can keep") }
         return (items, syncToken, moreComing)
     }
 }

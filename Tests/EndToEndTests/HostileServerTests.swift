@@ -391,6 +391,23 @@ import Testing
         #expect(try await differences(s, in: Self.others) == [])
     }
 
+    /// A token with a NUL character cannot be committed (PostgreSQL's text holds none). It
+    /// failed the batch's commit, which stopped the whole run where it stood, and every run after
+    /// it at the same page; now it is an answer not as CloudKit sends, and fails its zone alone.
+    @Test func aTokenWithANULFailsItsZoneAndTheOthersComplete() async throws {
+        let s = try await Setup("nultoken", fake: Self.fake) {
+            $0.moreCloudKit = ["maxAttempts: 2"]
+            $0.parallelZones = 1
+        }
+        defer { s.stop() }
+        try await s.server.admin(
+            "faults/fail", ["zone": "Zone02", "status": 200, "count": 50, "body": ["records": [], "syncToken": "t\u{0}1", "moreComing": false]])
+        let (output, _) = try await run(s)
+        #expect(output.status == 1, "\(output.stderr)")
+        #expect(output.stderr.contains("a syncToken holding a NUL character"), "\(output.stderr)")
+        #expect(try await differences(s, in: Self.others) == [])
+    }
+
     // MARK: A server that caps requests in flight
 
     /// A server that throttles a third request in flight, asking for a second's wait: the run
