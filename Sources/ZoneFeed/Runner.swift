@@ -261,11 +261,11 @@ public struct Runner: Sendable {
             summary.zonesFailed.append((zone.zoneID, zone.reason))
         }
         if !configuration.zoneFilter.isEmpty {
-            let unknown = configuration.zoneFilter.filter { name in !zones.contains { $0.zoneName == name } }
+            let unknown: [String]
+            (zones, unknown) = Self.zones(zones, named: configuration.zoneFilter)
             if !unknown.isEmpty, source.namedZones != nil {
                 throw RunError(.usage, summary: nil, message: "--zone names a zone the pipeline does not follow: \(unknown.joined(separator: ", "))")
             }
-            zones = zones.filter { configuration.zoneFilter.contains($0.zoneName) }
         }
         if let shard = configuration.shard {
             let all = zones.count
@@ -331,6 +331,15 @@ public struct Runner: Sendable {
         }
         for part in parts { if let part { summary.add(part) } }
         if let stop { throw stop }
+    }
+
+    /// The zones `names` name (`--zone`), and the names that name none. By bytes: `café`
+    /// composed and decomposed are one String to Swift and two zones to CloudKit.
+    static func zones(_ zones: [ZoneID], named names: [String]) -> (named: [ZoneID], unknown: [String]) {
+        (
+            zones.filter { zone in names.contains { ExactName.same($0, zone.zoneName) } },
+            names.filter { name in !zones.contains { ExactName.same($0.zoneName, name) } }
+        )
     }
 
     private func applyZoneDeletion(_ deletion: ZoneDeletion, runID: Int64, summary: inout RunSummary) async throws {

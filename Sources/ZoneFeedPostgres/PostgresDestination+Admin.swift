@@ -100,8 +100,9 @@ extension PostgresDestination {
                 "SELECT zone_owner, zone_name FROM \(schema.checkpoints) WHERE pipeline = $1 AND scope = 'zone' ORDER BY zone_name",
                 [name]
             ).rows.map { ZoneID(zoneName: try $0.decode(1), ownerRecordName: try $0.decode(0)) }
-            var targets = all ? rows : rows.filter { zoneNames.contains($0.zoneName) }
-            outcome.unknown = all ? [] : zoneNames.filter { n in !rows.contains { $0.zoneName == n } }
+            // By bytes: `café` composed and decomposed are two zones to CloudKit.
+            var targets = all ? rows : rows.filter { row in zoneNames.contains { ExactName.same($0, row.zoneName) } }
+            outcome.unknown = all ? [] : zoneNames.filter { n in !rows.contains { ExactName.same($0.zoneName, n) } }
             if addingUnknownZones {
                 for zoneName in outcome.unknown { targets.append(ZoneID(zoneName: zoneName)) }
                 outcome.unknown = []

@@ -1,7 +1,10 @@
+import CloudKitModel
 import FakeCloudKit
+import Logging
 import TestSupport
 import Testing
 import ZoneFeed
+import ZoneFeedPostgres
 
 @Suite struct ResyncTests {
     /// After `reset`, the zone is refetched from a nil token under a new generation; rows the
@@ -37,6 +40,21 @@ import ZoneFeed
         #expect(summary.totals.swept > 0)
         let again = try await p.run()
         #expect(again.totals.records == 0, "the resync finished and left a current token")
+    }
+
+    /// `reset --zone café` resyncs the zone whose name is those bytes, not the one whose `é` is
+    /// an `e` and a combining accent: one String to Swift, two zones to CloudKit (both were
+    /// reset, a whole refetch of the other).
+    @Test func aResetByNameResyncsTheZoneWithThoseBytesOnly() async throws {
+        let p = try await FakePipeline(prefix: "resetbytes", fake: FakeSettings(zones: 1))
+        let (composed, decomposed) = ("caf\u{E9}", "cafe\u{301}")
+        let destination = try PostgresDestination(pipeline: p.pipeline(), conninfo: p.url, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        try await destination.prepare()
+        for name in [composed, decomposed] { _ = try await destination.zoneCheckpoint(ZoneID(zoneName: name, ownerRecordName: "_fakeOwner")) }
+        let outcome = try await destination.reset(zoneNames: [decomposed, "r\u{E9}sum\u{E9}"], all: false)
+        await destination.close()
+        #expect(outcome.reset.map { Array($0.zoneName.utf8) } == [Array(decomposed.utf8)])
+        #expect(outcome.unknown == ["r\u{E9}sum\u{E9}"])
     }
 
     @Test func resetOfOneZoneLeavesTheOthersAlone() async throws {

@@ -2,7 +2,8 @@ import CloudKitModel
 import Logging
 import TestSupport
 import Testing
-import ZoneFeed
+
+@testable import ZoneFeed
 
 /// The engine's behaviours against a scripted source and a destination in memory: no PostgreSQL,
 /// no network.
@@ -103,6 +104,17 @@ import ZoneFeed
             (5...6).contains(fetchesOfA),
             "the first answer, then repeats until one more than FeedProgress's sameToken (3), then it stops; one more page may have been read ahead")
         #expect(await destination.live(ZoneID(zoneName: "B")).count == 3, "the other zone is applied")
+    }
+
+    /// `--zone café` names one zone: the one whose name is those bytes, not the one whose `é` is
+    /// an `e` and a combining accent, which Swift takes for the same String and CloudKit for
+    /// another zone (both were run).
+    @Test func aZoneNamedOnTheCommandLineIsTheOneWithThoseBytes() {
+        let (composed, decomposed) = ("caf\u{E9}", "cafe\u{301}")
+        let zones = [ZoneID(zoneName: composed), ZoneID(zoneName: decomposed)]
+        let (named, unknown) = Runner.zones(zones, named: [decomposed, "r\u{E9}sum\u{E9}"])
+        #expect(named.map { Array($0.zoneName.utf8) } == [Array(decomposed.utf8)])
+        #expect(unknown == ["r\u{E9}sum\u{E9}"])
     }
 
     /// Every way a feed can say "more is coming" and never get anywhere fails its zone within
