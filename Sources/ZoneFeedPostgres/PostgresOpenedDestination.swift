@@ -1,4 +1,5 @@
 import Foundation
+import LibPQ
 import Logging
 import ZoneFeed
 
@@ -57,6 +58,19 @@ struct PostgresOpenedDestination: OpenedDestination {
         }
     }
 
+    /// An option as PGOPTIONS carries it: the server splits the variable at white space unless
+    /// a backslash comes before it.
+    /// > "Spaces within this string are considered to separate command-line arguments, unless
+    /// > escaped with a backslash (\); write \\ to represent a literal backslash."
+    static func optionEscaped(_ option: String) -> String {
+        var out = ""
+        for scalar in option.unicodeScalars {
+            if scalar == "\\" || (scalar.isASCII && scalar.properties.isWhitespace) { out.unicodeScalars.append("\\") }
+            out.unicodeScalars.append(scalar)
+        }
+        return out
+    }
+
     /// psql on the pipeline's schema. Its arguments are anyone's to read (`ps`), so the password
     /// is not among them: psql reads it from a password file of this user's own, removed when
     /// `body` returns.
@@ -66,7 +80,7 @@ struct PostgresOpenedDestination: OpenedDestination {
                 .unparsableConnectionString,
                 "libpq cannot parse the destination's connection string; check its syntax (it is not shown, as it may hold a password)")
         }
-        var environment: [String: String?] = ["PGOPTIONS": "-c search_path=\(settings.schema),public"]
+        var environment: [String: String?] = ["PGOPTIONS": "-c " + Self.optionEscaped("search_path=\(quoteIdentifier(settings.schema)),public")]
         var passwordFile: String?
         defer { if let passwordFile { unlink(passwordFile) } }
         if let password = connection.password {

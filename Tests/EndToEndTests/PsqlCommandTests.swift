@@ -50,6 +50,22 @@ import ZoneFeedPostgres
         }
     }
 
+    /// psql searches the pipeline's schema by its exact name, spaces and capitals kept: the
+    /// name went into PGOPTIONS as it was, where the server splits options at spaces (psql did
+    /// not connect) and folds an unquoted name to lower case (it searched another schema).
+    @Test func psqlSearchesASchemaNamedWithSpacesAndCapitals() async throws {
+        var p = try await FakePipeline(prefix: "psqlschema", fake: FakeSettings(seed: 1, zones: 1, recordsPerZone: 1))
+        p.schema = "Team \\ Notes \(p.schema.uppercased())"
+        _ = try await p.run()
+        let zonefeed = try ZonefeedBinary(environment: p.environment)
+        defer { zonefeed.remove() }
+        let file = try p.write(to: zonefeed.directory)
+
+        let output = try await zonefeed.run(["psql", file, "-At", "-c", "SELECT (current_schemas(false))[1], count(*) FROM zonefeed_runs"])
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "\(p.schema)|1", "\(output.stdout)")
+    }
+
     /// What a test saw of a running process.
     struct SeenProcess {
         var arguments: [String]
