@@ -7,6 +7,7 @@ enum Browser {
     /// Whether a browser was asked to open `address`; gives up on an opener that has not
     /// returned within 10 s (the browser is then most likely open).
     static func open(_ address: String) async -> Bool {
+        guard isWebPage(address) else { return false }
         #if os(macOS)
             let opener = "open"
         #else
@@ -33,5 +34,16 @@ enum Browser {
             group.cancelAll()
             return opened
         }
+    }
+
+    /// Whether `address` is a web page to hand an opener: an `https://` address, or `http://` on
+    /// this machine (a server for tests). The sign-in address comes from the server: an opener
+    /// takes `file:`, `smb:` and an application's own schemes too, and `open` takes an address
+    /// beginning with `-` for an option.
+    static func isWebPage(_ address: String) -> Bool {
+        guard let url = URLComponents(string: address), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else {
+            return false
+        }
+        return scheme == "https" || scheme == "http" && ["127.0.0.1", "localhost", "[::1]", "::1"].contains(host.lowercased())
     }
 }

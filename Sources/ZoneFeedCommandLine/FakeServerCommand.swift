@@ -127,6 +127,11 @@ struct FakeServerCommand: AsyncParsableCommand {
     var signInCallback = FakeCloudKitServer.Configuration.SignIn().callbackURL
 
     @Option(
+        name: .customLong("sign-in-address"),
+        help: "The 421's redirectURL, as given (a broken or hostile server's, say), instead of this server's own /signin page.")
+    var signInAddress: String?
+
+    @Option(
         name: .customLong("session-lifetime"),
         help:
             "End a session SECONDS (1 to 31536000) after its sign-in (the configured token's: after the server starts): its tokens are then answered 421 AUTHENTICATION_REQUIRED. Apple's: 1800. Without it sessions never end."
@@ -270,6 +275,7 @@ struct FakeServerCommand: AsyncParsableCommand {
             tls: identity, httpVersions: http, courierPort: courierPort, publicRecords: publicRecords, indexLag: indexLag?.range ?? 0...0,
             serverKeys: keys)
         configuration.clockOffset = clockOffset
+        configuration.redirectURL = signInAddress
         configuration.signIn = .init(
             callbackURL: signInCallback, sessionLifetime: sessionLifetime.map { .seconds($0) }, longSessionLifetime: longSessionLifetime.map { .seconds($0) })
         try await FakeCloudKitServer.runFromCommandLine(configuration, caFile: caFile, logger: logger)

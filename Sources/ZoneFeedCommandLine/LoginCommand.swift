@@ -118,7 +118,9 @@ struct LoginCommand: AsyncParsableCommand {
                 Self.say("")
                 Self.say("  \(InertText.escaped(address))")
                 Self.say("")
-                if openBrowser, await Browser.open(address) {
+                if openBrowser, !Browser.isWebPage(address) {
+                    Self.say("(not opened in your browser: the server's sign-in address is not an https:// address; check source.cloudkit.baseURL)")
+                } else if openBrowser, await Browser.open(address) {
                     Self.say("(opened in your browser)")
                 } else if openBrowser {
                     Self.say("(no browser here: open the address on any machine and use --paste, or open it in a browser on this one)")

@@ -134,6 +134,38 @@ import Testing
         #expect(try await s.liveDifferences() == [])
     }
 
+    /// The sign-in address comes from the server, and goes to the desktop's opener only when it
+    /// is a web page: an opener takes `file:` and other schemes too, and `open` takes `-v` for an
+    /// option. Any other address is printed, and the person told why it was not opened. An
+    /// opener that records what it was given stands in for xdg-open; the server's own sign-in
+    /// page (http on this machine) reaches it, so the stand-in is seen to work.
+    @Test(arguments: [nil, "file:///etc/passwd", "-v", "smb://elsewhere/share"])
+    func onlyASignInAddressThatIsAWebPageIsOpened(_ hostile: String?) async throws {
+        let port = try TestPushgateway.freeLoopbackPort()
+        let s = try await Self.setup("login-open", callbackPort: port, server: hostile.map { ["--sign-in-address=\($0)"] } ?? [])
+        defer { s.stop() }
+        let bin = s.zonefeed.directory.appendingPathComponent("bin")
+        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+        let opened = s.zonefeed.directory.appendingPathComponent("opened").path
+        let opener = bin.appendingPathComponent("xdg-open").path
+        try "#!/bin/sh\nprintf '%s\\n' \"$@\" >> '\(opened)'\n".write(toFile: opener, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: opener)
+
+        var z = s.zonefeed
+        z.environment.merge(s.p.environment) { _, new in new }
+        z.environment["DISPLAY"] = ":99"
+        z.environment["PATH"] = bin.path + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
+        let output = try await z.run(["login", s.file, "--callback-port", "\(port)", "--timeout", "3"])
+        let given = (try? String(contentsOfFile: opened, encoding: .utf8)) ?? ""
+        if let hostile {
+            #expect(given.isEmpty, "the opener was not run: \(given)")
+            #expect(output.stdout.contains("not opened in your browser"), "\(output.stdout)")
+            #expect(output.stdout.contains(hostile), "the address is printed: \(output.stdout)")
+        } else {
+            #expect(given.hasPrefix("\(s.server.url)/signin"), "the server's own page went to the opener: \(given) \(output.stdout)")
+        }
+    }
+
     @Test func aPastedFinalAddressSignsInAndStatusAndMetricsTellTheSession() async throws {
         let s = try await Self.setup("login-paste", callbackPort: 9)
         defer { s.stop() }
