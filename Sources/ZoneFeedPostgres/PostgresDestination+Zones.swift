@@ -157,23 +157,33 @@ extension PostgresDestination {
         let purge = deletion.reason == .purged
         let reason = purge ? "zone_purged" : "zone_deleted"
         var outcome = BatchOutcome()
-        for table in try refreshed(schema, on: c).tables {
-            // Only rows that were live are logged: a tombstoned row's deletion was logged already.
-            let change =
-                purge || settings.deletes == .hard
-                ? "DELETE FROM \(table.qualifiedName) WHERE zone_owner = $1 AND zone_name = $2 RETURNING record_name, record_type, deleted_at IS NULL AS was_live"
-                : "UPDATE \(table.qualifiedName) SET deleted_at = now(), synced_at = now(), run_id = $3::bigint WHERE zone_owner = $1 AND zone_name = $2 AND deleted_at IS NULL RETURNING record_name, record_type, true AS was_live"
-            let result = try c.query(
-                """
-                WITH gone AS (\(change))
-                INSERT INTO \(schema.tombstones) (pipeline, zone_owner, zone_name, record_name, record_type, reason, run_id)
-                SELECT $4, $1, $2, record_name, record_type, $5, $3::bigint FROM gone WHERE was_live
-                """, [deletion.zoneID.ownerRecordName, deletion.zoneID.zoneName, String(runID), pipelineName, reason])
-            outcome.tombstones += result.affectedRows
+        let tables = try refreshed(schema, on: c).tables
+        func deleteRows() throws {
+            for table in tables {
+                // Only rows that were live are logged: a tombstoned row's deletion was logged already.
+                let change =
+                    purge || settings.deletes == .hard
+                    ? "DELETE FROM \(table.qualifiedName) WHERE zone_owner = $1 AND zone_name = $2 RETURNING record_name, record_type, deleted_at IS NULL AS was_live"
+                    : "UPDATE \(table.qualifiedName) SET deleted_at = now(), synced_at = now(), run_id = $3::bigint WHERE zone_owner = $1 AND zone_name = $2 AND deleted_at IS NULL RETURNING record_name, record_type, true AS was_live"
+                let result = try c.query(
+                    """
+                    WITH gone AS (\(change))
+                    INSERT INTO \(schema.tombstones) (pipeline, zone_owner, zone_name, record_name, record_type, reason, run_id)
+                    SELECT $4, $1, $2, record_name, record_type, $5, $3::bigint FROM gone WHERE was_live
+                    """, [deletion.zoneID.ownerRecordName, deletion.zoneID.zoneName, String(runID), pipelineName, reason])
+                outcome.tombstones += result.affectedRows
+            }
         }
+        try deleteRows()
         try c.query(
             "DELETE FROM \(schema.checkpoints) WHERE pipeline = $1 AND scope = 'zone' AND zone_owner = $2 AND zone_name = $3",
             [pipelineName, deletion.zoneID.ownerRecordName, deletion.zoneID.zoneName])
+        // A batch of the zone that another run is writing holds the zone's checkpoint from its
+        // last step (`moveCheckpoint`) to its commit: the checkpoint's deletion waited for it,
+        // and its rows, committed after the pass above read the tables, are deleted by this one.
+        // A batch short of that step finds the checkpoint gone and is not committed. (Locking the
+        // checkpoint first would take the locks in the other order than a batch does.)
+        try deleteRows()
         return outcome
     }
 
