@@ -22,12 +22,19 @@ public struct FeedProgress: Sendable {
         /// from there. A feed that names new zones for ever advances, page by page, and would
         /// otherwise hold the run for ever; 10,000 pages name up to 2,000,000 zones.
         public var databasePages: Int
+        /// The most bytes of zone names the database's change feed may name in one run before
+        /// the run stops reading it, as at `databasePages`: the names are held until the run's
+        /// zones are fetched, and a page of 32 MB can name 15,000 zones of 2 KB each.
+        public var databaseNameBytes: Int
 
-        public init(sameToken: Int = 3, emptyPages: Int = 100, repeatedPages: Int = 3, databasePages: Int = 10_000) {
+        public init(
+            sameToken: Int = 3, emptyPages: Int = 100, repeatedPages: Int = 3, databasePages: Int = 10_000, databaseNameBytes: Int = 64 << 20
+        ) {
             self.sameToken = sameToken
             self.emptyPages = emptyPages
             self.repeatedPages = repeatedPages
             self.databasePages = databasePages
+            self.databaseNameBytes = databaseNameBytes
         }
     }
 

@@ -185,6 +185,7 @@ public struct Runner: Sendable {
             var deleted: [ZoneDeletion] = []
             var progress = FeedProgress(limits: configuration.stall)
             var pagesRead = 0
+            var nameBytes = 0
             while true {
                 try Task.checkCancellation()
                 var page: DatabaseChangePage
@@ -205,6 +206,9 @@ public struct Runner: Sendable {
                     break
                 }
                 let namesZones = !page.modifiedZones.isEmpty || !page.deletedZones.isEmpty || !page.refusedZones.isEmpty
+                nameBytes +=
+                    page.modifiedZones.reduce(0) { $0 + $1.zoneName.utf8.count } + page.deletedZones.reduce(0) { $0 + $1.zoneID.zoneName.utf8.count }
+                    + page.refusedZones.reduce(0) { $0 + $1.zoneID.zoneName.utf8.count }
                 // A zone the destination cannot keep under its name is not followed (and was
                 // never stored, so its deletion changes nothing): it fails, loudly, instead of
                 // landing on another zone's rows.
@@ -235,10 +239,10 @@ public struct Runner: Sendable {
                 }
                 if !page.moreComing || page.syncToken == fetchToken { break }
                 pagesRead += 1
-                if pagesRead >= configuration.stall.databasePages {
+                if pagesRead >= configuration.stall.databasePages || nameBytes >= configuration.stall.databaseNameBytes {
                     logger.notice(
                         "the database change feed says more is coming after the pages one run reads; the zones they named are fetched, and the next run reads on",
-                        metadata: ["pages": "\(pagesRead)"])
+                        metadata: ["pages": "\(pagesRead)", "zoneNameBytes": "\(nameBytes)"])
                     break
                 }
                 fetchToken = page.syncToken

@@ -168,18 +168,21 @@ import Testing
     }
 
     /// A database feed that names a new zone on every page, for ever, is read for a bounded
-    /// number of pages a run: the zones those pages named are applied, the run succeeds, and
-    /// the next run reads on from the last page's token.
-    @Test func aDatabaseFeedWithoutEndIsReadABoundedNumberOfPagesARun() async throws {
+    /// number of pages a run, and a bounded number of bytes of zone names (five names of five
+    /// bytes here; 64 MiB unless told), which the run holds until it has fetched the zones: the
+    /// zones those pages named are applied, the run succeeds, and the next run reads on from the
+    /// last page's token.
+    @Test(arguments: [FeedProgress.Limits(databasePages: 5), FeedProgress.Limits(databaseNameBytes: 25)])
+    func aDatabaseFeedWithoutEndIsReadABoundedNumberOfPagesARun(limits: FeedProgress.Limits) async throws {
         let source = ScriptedSource(feeds: ["A": Self.names("A", 4)], pageSize: 3)
         source.makeDatabaseFeedEndless()
         let destination = MemoryDestination()
-        let first = try await runner(source, destination, stall: .init(databasePages: 5)).run()
+        let first = try await runner(source, destination, stall: limits).run()
         #expect(first.status == .succeeded, "\(first.error ?? "")")
         #expect(source.databaseFetches == [nil, "db-endless@1", "db-endless@2", "db-endless@3", "db-endless@4"])
         #expect(Set(first.zonesUpToDate.map(\.zoneName)) == Set((1...5).map { "new-\($0)" }))
 
-        let second = try await runner(source, destination, stall: .init(databasePages: 5)).run()
+        let second = try await runner(source, destination, stall: limits).run()
         #expect(second.status == .succeeded)
         #expect(source.databaseFetches.dropFirst(5).first == "db-endless@5", "the next run reads on from the last page")
         #expect(source.databaseFetches.count == 10)
