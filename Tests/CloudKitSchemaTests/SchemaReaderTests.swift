@@ -114,6 +114,7 @@ import Testing
             ("DEFINE SCHEMA\n  RECORD TYPE Note (title STRING) ;\n  @", "3:3: unexpected character '@'"),
             ("DEFINE SCHEMA\n  RECORD TYPE Note (\n    grid LIST<LIST<INT64>>\n  );", "3:15: field grid has a LIST inside a LIST"),
             ("DEFINE SCHEMA\n  RECORD TYPE \"No\u{1}te\" ();", "2:18: a quoted name holds a control character (U+1)"),
+            ("DEFINE SCHEMA\n  RECORD TYPE Note (\"wo\trd\" STRING);", "2:24: a quoted name holds a control character (U+9)"),
         ])
     func aMalformedFileIsRefusedAtItsLineAndColumn(text: String, expected: String) {
         do {
