@@ -427,6 +427,14 @@ func aPasswordWithADollarBraceIsPointedAtNotQuoted(password: String) {
     )
 }
 
+/// Keys that YAML tells apart only by their tags (a custom tag, or `On` plain, a boolean, and
+/// `"On"` quoted, a string) name one setting: refused, where the second replaced the first.
+@Test func keysThatDifferOnlyInTheirYAMLTagsAreOneKey() {
+    #expect(problems(fakeHeader + "!x pipeline: other\n") == ["notes.yml:6:1: key 'pipeline' appears more than once in the same mapping"])
+    let types = fakeHeader + "recordTypes:\n  On:\n    table: switches\n  \"On\":\n    table: switches_v2\n"
+    #expect(problems(types) == ["notes.yml:9:3: key 'On' appears more than once in the same mapping"])
+}
+
 // MARK: - All problems at once, and no secrets
 
 @Test func severalProblemsAreReportedTogetherInFileOrder() throws {

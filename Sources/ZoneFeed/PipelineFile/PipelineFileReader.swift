@@ -84,9 +84,17 @@ public final class PipelineFileReader {
             return nil
         }
         var result: [PipelineEntry] = []
+        // YAML tells keys apart by their tags too (`On` is a boolean, `"On"` a string, `!x url`
+        // is not `url`), and so Yams lets such twins through; read as names, the second
+        // replaced the first without a word.
+        var seen: Set<String> = []
         for (key, value) in mapping {
             guard case .scalar(let scalar) = key else {
                 report("a key in \(path.isEmpty ? "the pipeline file" : path) is \(kindName(key)); keys must be plain names", at: PipelinePosition(key.mark))
+                continue
+            }
+            guard seen.insert(scalar.string).inserted else {
+                report("key \(InertText.quoted(scalar.string)) appears more than once in the same mapping", at: PipelinePosition(scalar.mark))
                 continue
             }
             result.append(PipelineEntry(key: scalar.string, keyPosition: PipelinePosition(scalar.mark), value: value))
