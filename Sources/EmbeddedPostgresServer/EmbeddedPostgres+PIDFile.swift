@@ -10,13 +10,19 @@ extension EmbeddedPostgres {
         var socketDirectory: String?
         var status: String?
 
+        /// The file is the server account's to write, and zonefeed may read it as root: at most
+        /// its first 4 KiB are read (it holds eight short lines), and a PID that names no single
+        /// process (0 signals the reader's own process group; `Int32.min` has no magnitude) is
+        /// no PID.
         static func read(_ path: String) -> PIDFile? {
-            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+            guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+            defer { try? handle.close() }
+            guard let data = try? handle.read(upToCount: 4_096), let text = String(data: data, encoding: .utf8) else { return nil }
             let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map {
                 $0.trimmingCharacters(in: .whitespaces)
             }
             // A negative PID marks a standalone backend (postgres --single).
-            guard let first = lines.first, let pid = Int32(first) else { return nil }
+            guard let first = lines.first, let pid = Int32(first), pid != 0, pid != .min else { return nil }
             func line(_ number: Int) -> String? { lines.count >= number ? lines[number - 1] : nil }
             return PIDFile(
                 pid: abs(pid),

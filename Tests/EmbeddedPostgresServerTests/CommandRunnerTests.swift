@@ -19,3 +19,16 @@ import Testing
     #expect(lines.contains("LC_ALL=C"))
     #expect(!lines.contains { $0.hasPrefix("PG") })
 }
+
+/// `postmaster.pid` is the server account's to write and zonefeed's to read, as root too: a
+/// first line that names no single process is no PID, where `Int32.min` trapped and 0 would
+/// have named zonefeed's own process group to `kill`.
+@Test(arguments: [("-2147483648", nil), ("0", nil), ("-123", 123), ("4321", 4321), ("x", nil)] as [(String, Int32?)])
+func aPIDFileIsReadForItsPIDOnlyWhenItNamesOneProcess(_ first: String, _ expected: Int32?) throws {
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("zonefeed-pidfile-\(UUID().uuidString)").path
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    try "\(first)\n/data\n1700000000\n5432\n/sock\n\n\nready\n".write(toFile: path, atomically: true, encoding: .utf8)
+    let read = EmbeddedPostgres.PIDFile.read(path)
+    #expect(read?.pid == expected)
+    if expected != nil { #expect(read?.port == 5432 && read?.status == "ready") }
+}
