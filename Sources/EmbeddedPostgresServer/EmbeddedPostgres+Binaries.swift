@@ -22,10 +22,11 @@ extension EmbeddedPostgres {
             return searchPath(for: "psql") ?? beside
         }
 
-        /// `ZONEFEED_PG_BINDIR`, else the version an existing cluster needs from /usr/lib/postgresql,
-        /// else `pg_config --bindir`, else the highest /usr/lib/postgresql/*/bin, else PATH.
-        static func locate(preferredMajorVersion: String?, logger: Logger) async throws -> Binaries {
-            if let explicit = ProcessInfo.processInfo.environment["ZONEFEED_PG_BINDIR"], !explicit.isEmpty {
+        /// `explicit`, else `ZONEFEED_PG_BINDIR`, else the version an existing cluster needs from
+        /// /usr/lib/postgresql, else `pg_config --bindir`, else the highest
+        /// /usr/lib/postgresql/*/bin, else PATH.
+        static func locate(preferredMajorVersion: String?, explicit: String? = nil, logger: Logger) async throws -> Binaries {
+            if let explicit = explicit ?? ProcessInfo.processInfo.environment["ZONEFEED_PG_BINDIR"], !explicit.isEmpty {
                 guard hasServerPrograms(explicit) else {
                     throw EmbeddedPostgresError(
                         .binariesNotFound,

@@ -83,10 +83,15 @@ extension EmbeddedPostgres {
         let options = (["-p", "\(configuration.port)"] + settings.flatMap { ["-c", "\($0.0)=\($0.1)"] })
             .map(Self.shellQuote).joined(separator: " ")
         logger.info("starting the embedded PostgreSQL server", metadata: ["log": "\(logFile)"])
+        // Marked before pg_ctl starts it: a server that comes up after pg_ctl gave up waiting
+        // (a long recovery), or after zonefeed was ended while it waited, is zonefeed's to stop
+        // when the last run lets go of it, not left running for a person to find.
+        try? "\(Self.startingMarker)\n".write(toFile: markerFile, atomically: true, encoding: .utf8)
         let result = try await runner.run(
             binaries.pgCtl, ["start", "-w", "-t", "120", "-D", dataDirectory, "-l", logFile, "-o", options]
         )
         guard result.status == 0 else {
+            if PIDFile.read(postmasterPIDFile).map({ isOurPostmaster($0.pid) }) != true { _ = unlink(markerFile) }
             throw EmbeddedPostgresError(
                 .startFailed,
                 "the embedded PostgreSQL server in \(dataDirectory) did not start (pg_ctl exit \(result.status)): read "
@@ -99,6 +104,9 @@ extension EmbeddedPostgres {
             try? "\(pidFile.pid)\n".write(toFile: markerFile, atomically: true, encoding: .utf8)
         }
     }
+
+    /// The marker's text while a start of zonefeed's has not seen its server up.
+    static let startingMarker = "starting"
 
     /// The socket's lock file holds the postmaster's PID too, and postgres refuses it the same way.
     func removeStaleSocketLockIfAny() {

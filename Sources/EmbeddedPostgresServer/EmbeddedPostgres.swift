@@ -20,7 +20,8 @@ import Logging
 /// server.log                 the server's log (pg_ctl -l), rotated once past 10 MB
 /// init.lock                  flock held while a process initializes, starts or stops the server
 /// users.lock                 a shared flock held by every process that uses the server (see stop)
-/// started-by-zonefeed.pid    the postmaster PID, when zonefeed (not a person) started the server
+/// started-by-zonefeed.pid    the postmaster PID, when zonefeed (not a person) started the server;
+///                             `starting` while that start has not seen the server up
 /// ```
 ///
 /// PostgreSQL refuses to run as root, so when this process is root the server binaries run as an
@@ -46,6 +47,9 @@ public struct EmbeddedPostgres: Sendable {
         public var port: Int
         /// Extra `-c name=value` server settings for each start, e.g. `fsync=off` for tests.
         public var extraServerSettings: [String: String]
+        /// The server programs' folder in place of `ZONEFEED_PG_BINDIR` and the search (tests:
+        /// the environment is the whole process's).
+        var binDirectory: String?
 
         public init(
             directory: String = ".zonefeed/postgres",
@@ -173,7 +177,7 @@ public struct EmbeddedPostgres: Sendable {
         if let account { try await prepareDirectory(for: account) }
 
         let preferredMajor = try existingClusterMajorVersion()
-        let binaries = try await Binaries.locate(preferredMajorVersion: preferredMajor, logger: logger)
+        let binaries = try await Binaries.locate(preferredMajorVersion: preferredMajor, explicit: configuration.binDirectory, logger: logger)
         let runner = CommandRunner(account: account, workingDirectory: directory, logger: logger)
 
         if preferredMajor == nil {
@@ -267,16 +271,19 @@ public struct EmbeddedPostgres: Sendable {
                 logger.debug("other processes still use the embedded PostgreSQL server; leaving it running")
                 return
             }
+            // The marker says `starting` when a start of zonefeed's did not see its server up
+            // (pg_ctl gave up waiting, or zonefeed was ended meanwhile): the server that came up
+            // from it is zonefeed's to stop all the same.
             guard let postmaster = PIDFile.read(postmasterPIDFile),
-                let marker = try? String(contentsOfFile: markerFile, encoding: .utf8),
-                Int32(marker.trimmingCharacters(in: .whitespacesAndNewlines)) == postmaster.pid
+                let marker = (try? String(contentsOfFile: markerFile, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines),
+                Int32(marker) == postmaster.pid || marker == Self.startingMarker && isOurPostmaster(postmaster.pid)
             else {
                 logger.debug("the embedded PostgreSQL server was not started by zonefeed, or is not running; leaving it")
                 return
             }
             let account = try serverAccount()
             let binaries = try await Binaries.locate(
-                preferredMajorVersion: try existingClusterMajorVersion(), logger: logger
+                preferredMajorVersion: try existingClusterMajorVersion(), explicit: configuration.binDirectory, logger: logger
             )
             let runner = CommandRunner(account: account, workingDirectory: directory, logger: logger)
             try await stopServer(mode: mode, binaries: binaries, runner: runner)

@@ -1,0 +1,44 @@
+import Foundation
+import Logging
+import Testing
+
+@testable import EmbeddedPostgresServer
+
+/// A server zonefeed started is zonefeed's to stop, even when the start did not see it up.
+@Suite struct ServerLifetimeTests {
+    /// pg_ctl gives up waiting for a server that goes on starting (a long recovery; zonefeed
+    /// ended while it waited): the start fails, and the server comes up anyway. The next run
+    /// reuses it, and stops it when it lets go, as it stops a server it saw start. Before, the
+    /// marker was written only once pg_ctl said the server was up, so every later run took the
+    /// server for one started by hand and left it running for a person to stop.
+    @Test func aServerWhoseStartWasNotSeenUpIsStoppedByTheNextRunThatLetsGo() async throws {
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let real = try await EmbeddedPostgres.Binaries.locate(preferredMajorVersion: nil, logger: logger)
+        let cluster = "/tmp/zonefeed-lifetime-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let bin = cluster + "-bin"
+        try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        defer { try? FileManager.default.removeItem(atPath: bin) }
+        for program in ["initdb", "postgres"] {
+            try FileManager.default.createSymbolicLink(atPath: "\(bin)/\(program)", withDestinationPath: "\(real.directory)/\(program)")
+        }
+        // pg_ctl as it is, except that a start says it failed once the server is up.
+        let pgCtl = "#!/bin/sh\n'\(real.directory)/pg_ctl' \"$@\"\nstatus=$?\n[ \"$1\" = start ] && exit 1\nexit $status\n"
+        try pgCtl.write(toFile: "\(bin)/pg_ctl", atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: "\(bin)/pg_ctl")
+
+        var configuration = EmbeddedPostgres.Configuration(directory: cluster, extraServerSettings: ["fsync": "off"])
+        configuration.binDirectory = bin
+        let failing = EmbeddedPostgres(configuration, logger: logger)
+        await #expect(throws: EmbeddedPostgresError.self, "pg_ctl said the start failed") { _ = try await failing.start() }
+
+        configuration.binDirectory = real.directory
+        let next = EmbeddedPostgres(configuration, logger: logger)
+        let handle = try await next.start()
+        // The server is stopped, should the stop below not stop it, and its folder deleted when
+        // the test process ends.
+        try await next.deleteWhenThisProcessEnds(handle)
+        #expect(!handle.startedByUs, "the next run reuses the server that came up")
+        await next.stop(handle)
+        #expect(!FileManager.default.fileExists(atPath: configuration.directory + "/data/postmaster.pid"), "the server is stopped")
+    }
+}
