@@ -1,7 +1,9 @@
 import ArgumentParser
+import Dispatch
 import Foundation
 import Logging
 import Subprocess
+import Synchronization
 import ZoneFeed
 
 struct PsqlCommand: AsyncParsableCommand {
@@ -41,6 +43,26 @@ struct PsqlCommand: AsyncParsableCommand {
         // rather than dying under it and leaving an embedded server running.
         let previous = signal(SIGINT, SIG_IGN)
         defer { signal(SIGINT, previous) }
+        // A hang-up (the terminal closed) or a termination is passed on to the client, and
+        // zonefeed goes on to clean up once it has ended: dying under it left the password
+        // file behind, the embedded server running and psql orphaned.
+        let client = Atomic<Int32>(0)
+        let forwarded = [SIGHUP, SIGTERM].map { number in
+            let before = signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler {
+                let pid = client.load(ordering: .acquiring)
+                if pid > 0 { kill(pid, number) }
+            }
+            source.resume()
+            return (number, before, source)
+        }
+        defer {
+            for (number, before, source) in forwarded {
+                source.cancel()
+                signal(number, before)
+            }
+        }
         var environment: [Environment.Key: String?] = [:]
         for (name, value) in shell.environment {
             // updateValue keeps a nil, which removes the variable (a subscript would drop the entry).
@@ -49,7 +71,10 @@ struct PsqlCommand: AsyncParsableCommand {
         do {
             let result = try await Subprocess.run(
                 .name(shell.program), arguments: Arguments(shell.arguments), environment: .inherit.updating(environment),
-                input: .currentStandardInput, output: .currentStandardOutput, error: .currentStandardError)
+                input: .currentStandardInput, output: .currentStandardOutput, error: .currentStandardError
+            ) { execution in
+                client.store(execution.processIdentifier.value, ordering: .releasing)
+            }
             switch result.terminationStatus {
             case .exited(let code): return code
             case .signaled(let signal): return 128 + signal

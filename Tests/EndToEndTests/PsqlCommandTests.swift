@@ -50,6 +50,38 @@ import ZoneFeedPostgres
         }
     }
 
+    /// A hang-up (the terminal closed) or a termination sent to zonefeed while psql runs is
+    /// passed on to psql, and zonefeed removes the password file once psql has ended. zonefeed
+    /// died under either, leaving the file (the password in plain text) behind and psql orphaned.
+    @Test(arguments: [SIGHUP, SIGTERM])
+    func aSignalToZonefeedEndsPsqlAndLeavesNoPasswordFile(_ number: Int32) async throws {
+        let base = try await TestDatabase.connectionString()
+        let role = TestDatabase.uniqueName("psqlsig")
+        let hba = try await PasswordRole.create(role, password: Self.password, on: base)
+        defer { hba.drop() }
+        var p = try await FakePipeline(prefix: "psqlsig", fake: FakeSettings(seed: 1, zones: 1, recordsPerZone: 1))
+        p.url = hba.uri
+        let zonefeed = try ZonefeedBinary(environment: p.environment)
+        defer { zonefeed.remove() }
+        let file = try p.write(to: zonefeed.directory)
+
+        // psql waits on its input, which the test never closes.
+        let input = Pipe()
+        let running = try await zonefeed.start(["psql", file, "-At"], input: input)
+        defer { running.end(SIGKILL) }
+        let psql = try #require(await Self.child(named: "psql", of: running.pid), "psql was found running")
+        let passfile = try #require(psql.environment.first { $0.hasPrefix("PGPASSFILE=") }.map { String($0.dropFirst("PGPASSFILE=".count)) })
+        #expect(FileManager.default.fileExists(atPath: passfile))
+        running.signal(number)
+        let (output, timedOut) = await running.wait(within: .seconds(60))
+
+        #expect(!timedOut, "zonefeed ended once psql had: \(output.stderr)")
+        #expect(output.status != 0)
+        #expect(!FileManager.default.fileExists(atPath: passfile), "the password file is removed")
+        #expect(kill(psql.pid, 0) != 0, "psql has ended")
+        try? input.fileHandleForWriting.close()
+    }
+
     /// psql searches the pipeline's schema by its exact name, spaces and capitals kept: the
     /// name went into PGOPTIONS as it was, where the server splits options at spaces (psql did
     /// not connect) and folds an unquoted name to lower case (it searched another schema).
@@ -68,6 +100,7 @@ import ZoneFeedPostgres
 
     /// What a test saw of a running process.
     struct SeenProcess {
+        var pid: Int32
         var arguments: [String]
         var environment: [String]
         var passfileMode: Int?
@@ -91,7 +124,7 @@ import ZoneFeedPostgres
                 guard !arguments.isEmpty else { continue }  // not yet exec'd
                 let passfile = environment.first { $0.hasPrefix("PGPASSFILE=") }.map { String($0.dropFirst("PGPASSFILE=".count)) }
                 let mode = passfile.flatMap { try? FileManager.default.attributesOfItem(atPath: $0)[.posixPermissions] as? Int }
-                return SeenProcess(arguments: arguments, environment: environment, passfileMode: mode)
+                return SeenProcess(pid: pid, arguments: arguments, environment: environment, passfileMode: mode)
             }
             try? await Task.sleep(for: .milliseconds(10))
         }
