@@ -32,15 +32,17 @@ public struct IdentifierNames: Sendable {
     ) -> (names: [String: String], renamed: [RenamedName]) {
         var used = Set(taken.map { $0.lowercased() })
         var names: [String: String] = [:]
+        // Who got each folded name, for the reason a later one is renamed: looked up, where a
+        // search of `names` at each collision made a file of many colliding names quadratic.
+        var owners: [String: String] = [:]
         var renamed: [RenamedName] = []
         // Who keeps a plain name that several want: the one already in snake_case, then byte order.
-        let ordered = cloudKitNames.sorted { a, b in
-            let (pa, pb) = (plain(a), plain(b))
-            if (pa == a) != (pb == b) { return pa == a }
-            return Array(a.utf8).lexicographicallyPrecedes(Array(b.utf8))
+        // Each plain form made once, not at each comparison of the sort.
+        let ordered = cloudKitNames.map { (name: $0, plain: plain($0)) }.sorted { a, b in
+            if (a.plain == a.name) != (b.plain == b.name) { return a.plain == a.name }
+            return a.name.utf8.lexicographicallyPrecedes(b.name.utf8)
         }
-        for cloudKitName in ordered {
-            let base = plain(cloudKitName)
+        for (cloudKitName, base) in ordered {
             let folded = base.lowercased()
             var reason: String?
             if base.utf8.count > maxBytes {
@@ -48,12 +50,13 @@ public struct IdentifierNames: Sendable {
             } else if isReserved(folded) {
                 reason = "\(folded) is reserved"
             } else if used.contains(folded) {
-                let owner = names.first { $0.value.lowercased() == folded }?.key
+                let owner = owners[folded]
                 reason = owner.map { "\(folded) is taken by \($0)" } ?? "\(folded) is taken"
             }
             guard let reason else {
                 names[cloudKitName] = base
                 used.insert(folded)
+                owners[folded] = cloudKitName
                 continue
             }
             var salt = 0
@@ -64,6 +67,7 @@ public struct IdentifierNames: Sendable {
             }
             names[cloudKitName] = name
             used.insert(name.lowercased())
+            owners[name.lowercased()] = cloudKitName
             renamed.append(RenamedName(cloudKitName: cloudKitName, name: name, reason: reason))
         }
         return (names, renamed.sorted { $0.cloudKitName < $1.cloudKitName })
@@ -73,9 +77,14 @@ public struct IdentifierNames: Sendable {
     func suffixed(_ base: String, hashing key: String) -> String {
         let suffix = "_" + Self.hash(key)
         var cut = ""
+        var bytes = 0
+        // Counted as it goes: the length of the cut so far, asked at each character, made a long
+        // name (a line of a schema file) quadratic.
         for character in base {
-            guard cut.utf8.count + String(character).utf8.count + suffix.utf8.count <= maxBytes else { break }
+            let size = character.utf8.count
+            guard bytes + size + suffix.utf8.count <= maxBytes else { break }
             cut.append(character)
+            bytes += size
         }
         return cut + suffix
     }

@@ -29,9 +29,11 @@ extension PostgresSettingsReader {
         guard file.diagnostics.count == reported else { return nil }
         let mappings = options.mappings(from: schema)
         var indexes: [String: Set<String>] = [:]
+        // Looked up by name once made: the schema's own lookup searches its list, once a mapping.
+        let definitions = Dictionary(schema.recordTypes.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         for mapping in mappings {
             indexes[mapping.recordType] = Set(
-                (schema[recordType: mapping.recordType]?.systemFields ?? []).flatMap { field in
+                (definitions[mapping.recordType]?.systemFields ?? []).flatMap { field in
                     [(FieldOptions.queryable, "QUERYABLE"), (.sortable, "SORTABLE"), (.searchable, "SEARCHABLE")]
                         .filter { field.options.contains($0.0) }.map { "\(field.name) \($0.1)" }
                 })

@@ -13,8 +13,10 @@ public enum RecordTypesYAML {
             lines.append("    table: \(scalar(mapping.table))")
             guard !mapping.fields.isEmpty else { continue }
             lines.append("    fields:")
+            // By name, made once: a search of the renamed ones at each field was quadratic.
+            let renamedFields = Dictionary(grouping: mapping.renamed, by: \.cloudKitName)
             for field in mapping.fields {
-                for renamed in mapping.renamed where renamed.cloudKitName == field.field {
+                for renamed in renamedFields[field.field] ?? [] {
                     lines.append("      # \(renamed)")
                 }
                 let type = scalar(field.type.rawValue)

@@ -73,6 +73,8 @@ public struct SchemaFileMapping: Sendable {
         let explicitTables = Set(recordTypes.compactMap { overrides[$0.name]?.table })
         let named = recordTypes.filter { overrides[$0.name]?.table == nil }
         let (tables, renamedTables) = Self.tableNames.names(for: named.map(\.name), taken: explicitTables, plain: plainTable)
+        // By name, made once: a search of the renamed tables at each record type was quadratic.
+        let renamedTableOf = Dictionary(renamedTables.map { ($0.cloudKitName, $0) }, uniquingKeysWith: { first, _ in first })
         return recordTypes.map { recordType in
             let override = overrides[recordType.name] ?? Override()
             let fields = recordType.fields.filter { override.fields[$0.name] != .omit }
@@ -90,7 +92,7 @@ public struct SchemaFileMapping: Sendable {
                 return PostgresFieldMapping(field: field.name, column: explicitColumns[field.name] ?? columns[field.name]!, type: type, indexed: indexed)
             }
             var mapping = PostgresRecordTypeMapping(recordType: recordType.name, table: override.table ?? tables[recordType.name]!, fields: mapped)
-            mapping.renamedTable = renamedTables.first { $0.cloudKitName == recordType.name }
+            mapping.renamedTable = renamedTableOf[recordType.name]
             mapping.renamed = renamed
             mapping.omittedFields = Set(override.fields.filter { $0.value == .omit }.keys)
             return mapping

@@ -1,3 +1,4 @@
+import CloudKitSchema
 import Foundation
 import Testing
 import ZoneFeed
@@ -100,6 +101,20 @@ import ZoneFeedPostgres
             ])
         #expect(settings.recordTypes[0].fields.allSatisfy { !$0.indexed }, "indexes are off unless asked for")
         #expect(settings.recordTypes[1].fields == [PostgresFieldMapping(field: "roles", column: "roles", type: .bigintArray)])
+    }
+
+    /// A schema file of many names that fold onto one another (`f1` and `F1`, …), and of one
+    /// very long name, is mapped in bounded time: each collision searched every name given so
+    /// far, and each long name's cut measured itself at every character (minutes here before).
+    @Test(.timeLimit(.minutes(1))) func namesThatCollideByTheThousandAreMappedInBoundedTime() throws {
+        let pairs = (0..<20_000).map { "f\($0) INT64, F\($0) INT64" }.joined(separator: ", ")
+        let long = String(repeating: "x", count: 200_000)
+        let schema = try CloudKitSchema(parsing: "DEFINE SCHEMA\n  RECORD TYPE Note (\(pairs), \(long) STRING);\n")
+        let mapping = try #require(SchemaFileMapping().mappings(from: schema).first)
+        let columns = mapping.fields.map(\.column)
+        #expect(columns.count == 40_001)
+        #expect(Set(columns.map { $0.lowercased() }).count == 40_001, "no two columns fold onto one")
+        #expect(mapping.renamed.count == 20_001, "one of each pair, and the long name")
     }
 
     @Test func aSchemaFileThatDoesNotParseIsReportedAtItsOwnLineAndColumn() throws {
