@@ -26,6 +26,7 @@ extension EmbeddedPostgres {
     }
 
     /// As root: hand the folder to the server's account and check that the account can reach it.
+    /// The folder is the cluster's alone by now: `createDirectory` refuses one that holds anything else.
     func prepareDirectory(for account: Account) async throws {
         for path in [directory, logFile, logFile + ".1"] where FileManager.default.fileExists(atPath: path) {
             _ = lchown(path, account.uid, account.gid)

@@ -35,10 +35,18 @@ extension EmbeddedPostgres {
         }
     }
 
+    /// Makes the cluster's folder private: the socket accepts anyone who can reach it (trust
+    /// authentication), so the folder is the gate (0700 here, and the server account's as root in
+    /// `prepareDirectory`). That is only for a folder the cluster may have to itself: `--directory
+    /// /tmp` took /tmp's 1777 and, as root, gave /tmp to postgres. So an existing folder is taken
+    /// only when it is empty or holds nothing but what the embedded server puts there.
     func createDirectory() throws {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue {
+            try checkFolderHoldsNothingElse()
+        }
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            // The socket accepts anyone who can reach it (trust authentication): the folder is the gate.
             _ = chmod(directory, 0o700)
         } catch {
             throw EmbeddedPostgresError(
@@ -47,6 +55,39 @@ extension EmbeddedPostgres {
                     + "choose a folder this user can write"
             )
         }
+    }
+
+    /// Refuses an existing folder that holds anything the embedded server did not put there. Only
+    /// what it makes counts, rather than any sign of a cluster (a data folder, init.lock): a folder
+    /// that holds a cluster and other files is not the cluster's alone to make private either.
+    private func checkFolderHoldsNothingElse() throws {
+        let entries: [String]
+        do {
+            entries = try FileManager.default.contentsOfDirectory(atPath: directory)
+        } catch {
+            throw EmbeddedPostgresError(
+                .badDirectory,
+                "could not list the embedded PostgreSQL folder \(directory) (\(error.localizedDescription)): "
+                    + "give a folder this user can read, or a new one"
+            )
+        }
+        let own = Set(
+            [dataDirectory, initdbDirectory, logFile, logFile + ".1", initLockFile, usersLockFile, markerFile].map {
+                ($0 as NSString).lastPathComponent
+            })
+        // The socket and its lock file, for whatever port an earlier start used; only beside
+        // init.lock, which every start makes before the server runs, so that another server's
+        // socket folder is not taken for ours.
+        let socketsAreOurs = entries.contains((initLockFile as NSString).lastPathComponent)
+        let others = entries.filter { !own.contains($0) && !(socketsAreOurs && $0.hasPrefix(".s.PGSQL.")) }.sorted()
+        guard !others.isEmpty else { return }
+        let shown = others.prefix(3).joined(separator: ", ") + (others.count > 3 ? ", …" : "")
+        throw EmbeddedPostgresError(
+            .badDirectory,
+            "the embedded PostgreSQL folder \(directory) already holds files that are not the embedded server's "
+                + "(\(shown)), and the server would make it private to itself (mode 0700): give an empty or new "
+                + "folder, for example \(directory)/zonefeed-postgres"
+        )
     }
 
     /// The major version recorded in `data/PG_VERSION`, or nil when there is no cluster yet.

@@ -62,7 +62,7 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("database-url"), help: "A PostgreSQL server to use (a libpq URI or key=value string) instead of an embedded one.")
     var databaseURL: String?
 
-    @Option(help: "The embedded server's folder; its cluster is kept for the next bench.")
+    @Option(help: "The embedded server's folder: a new or empty one, or one it made before; its cluster is kept for the next bench.")
     var directory = ".zonefeed/bench-postgres"
 
     @Option(help: "The embedded server's port, 1 to 65535 (it only names its Unix socket).")

@@ -1,0 +1,79 @@
+import Foundation
+import Logging
+import Testing
+
+@testable import EmbeddedPostgresServer
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The embedded server makes its folder private (0700, and the server account's as root), since
+/// the socket in it trusts whoever reaches it. `zonefeed bench --directory /tmp` did that to /tmp:
+/// as root, /tmp lost its 1777 and became postgres's. A folder that holds anything else is now
+/// refused and left exactly as it was.
+@Test func aFolderThatHoldsOtherFilesIsRefusedAndLeftAsItWas() async throws {
+    let folder = try makeTemporaryFolder()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    try "not the embedded server's".write(toFile: folder + "/notes.txt", atomically: false, encoding: .utf8)
+    #expect(chmod(folder, 0o1777) == 0)
+    let before = try fileStatus(folder)
+
+    let embedded = EmbeddedPostgres(EmbeddedPostgres.Configuration(directory: folder, extraServerSettings: ["fsync": "off"]))
+    do {
+        let handle = try await embedded.start()
+        await embedded.stop(handle, mode: .immediate)
+        Issue.record("the embedded server started in \(folder), which holds a file of its own")
+    } catch let error as EmbeddedPostgresError {
+        #expect(error.code == .badDirectory)
+        #expect(
+            error.message
+                == "the embedded PostgreSQL folder \(folder) already holds files that are not the embedded server's "
+                + "(notes.txt), and the server would make it private to itself (mode 0700): give an empty or new "
+                + "folder, for example \(folder)/zonefeed-postgres")
+    }
+
+    let after = try fileStatus(folder)
+    #expect(after.st_mode & 0o7777 == 0o1777)
+    #expect(after.st_uid == before.st_uid)
+    #expect(after.st_gid == before.st_gid)
+    #expect(try FileManager.default.contentsOfDirectory(atPath: folder) == ["notes.txt"])
+}
+
+/// An empty folder someone made for the cluster is taken, and so is the folder once it holds a
+/// cluster: the second start finds only what the first one left there.
+@Test func anEmptyFolderIsTakenAndMadePrivateAndTakenAgainOnceItHoldsACluster() async throws {
+    let folder = try makeTemporaryFolder()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    #expect(chmod(folder, 0o755) == 0)
+    let embedded = EmbeddedPostgres(EmbeddedPostgres.Configuration(directory: folder, extraServerSettings: ["fsync": "off"]))
+
+    for _ in 1...2 {
+        let handle = try await embedded.start()
+        await embedded.stop(handle, mode: .immediate)
+        let taken = try fileStatus(folder)
+        #expect(taken.st_mode & 0o7777 == 0o700)
+        let owner = geteuid() == 0 ? try #require(EmbeddedPostgres.defaultServerAccount).uid : geteuid()
+        #expect(taken.st_uid == owner)
+    }
+}
+
+/// A new folder under /tmp itself: the socket's path must stay short, and as root the server's
+/// account must be able to reach it.
+func makeTemporaryFolder() throws -> String {
+    var template = Array("/tmp/zonefeed-test-XXXXXX".utf8CString)
+    guard let folder = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!).map { String(cString: $0) } }) else {
+        throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+    }
+    return folder
+}
+
+func fileStatus(_ path: String) throws -> stat {
+    var info = stat()
+    guard stat(path, &info) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+    return info
+}
