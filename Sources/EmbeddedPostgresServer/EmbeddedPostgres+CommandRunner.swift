@@ -13,8 +13,8 @@ import SystemPackage
 
 extension EmbeddedPostgres {
     /// Runs a server program through swift-subprocess: as the server's account when this process
-    /// is root (through runuser), with PG* variables removed (the commands get every connection setting explicitly)
-    /// and messages in English (LC_ALL=C). The child gets stdin, stdout and stderr and nothing else,
+    /// is root (through runuser), with an allowlisted environment (`childEnvironment()`) and
+    /// messages in English (LC_ALL=C). The child gets stdin, stdout and stderr and nothing else,
     /// default signal handling and an empty signal mask (what this process traps is not the
     /// server's business).
     ///
@@ -84,10 +84,23 @@ extension EmbeddedPostgres {
     }
 }
 
+/// The environment of the programs the embedded server runs: this process's variables that
+/// `isPassedToServerPrograms` allows, and LC_ALL=C.
 func childEnvironment() -> [String: String] {
-    var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PG") }
+    var environment = ProcessInfo.processInfo.environment.filter { isPassedToServerPrograms($0.key) }
+    // Messages in English: the code reads pg_ctl's output (`--version`), and people read the rest.
     environment["LC_ALL"] = "C"
     return environment
+}
+
+/// An allowlist, not this process's environment less a few names: the postmaster outlives the
+/// command that starts it, and any process of its account (as root, the server account's) can
+/// read its environment in /proc/<pid>/environ, so it must carry none of the secrets this process
+/// was given (CLOUDKIT_API_TOKEN, CLOUDKIT_WEB_AUTH_TOKEN, DATABASE_URL…). The programs need PATH
+/// to find one another, LANG, LC_* and TZ for their messages and times, and TMPDIR for temporary
+/// files; no PG* variable passes, since the commands get every setting explicitly.
+func isPassedToServerPrograms(_ name: String) -> Bool {
+    ["PATH", "LANG", "TZ", "TMPDIR"].contains(name) || name.hasPrefix("LC_")
 }
 
 /// A temporary file that is already unlinked, holding `contents`, positioned at its start.

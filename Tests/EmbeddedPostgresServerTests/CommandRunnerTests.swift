@@ -4,11 +4,12 @@ import Testing
 
 @testable import EmbeddedPostgresServer
 
-/// The server's programs get exactly the environment `childEnvironment()` describes: this
-/// process's variables without PG*, and LC_ALL=C. Given as raw "K=V" byte rows, swift-subprocess
-/// passed each to strdup, which read past its end: a database name reached libpq as
-/// "zonefeed" followed by whatever bytes came next.
+/// The server's programs get exactly the environment `childEnvironment()` describes: PATH, LANG,
+/// LC_*, TZ and TMPDIR from this process (none of its secrets, no PG*), and LC_ALL=C. Given as raw
+/// "K=V" byte rows, swift-subprocess passed each to strdup, which read past its end: a database
+/// name reached libpq as "zonefeed" followed by whatever bytes came next.
 @Test func aServerProgramGetsExactlyTheChildEnvironment() async throws {
+    let probe = secretProbe
     let runner = EmbeddedPostgres.CommandRunner(account: nil, workingDirectory: "/", logger: Logger(label: "command-runner-test"))
     let result = try await runner.run("/usr/bin/env", [])
     #expect(result.status == 0)
@@ -18,6 +19,10 @@ import Testing
     #expect(lines.count == childEnvironment().values.reduce(0) { $0 + 1 + $1.count { $0 == "\n" } })
     #expect(lines.contains("LC_ALL=C"))
     #expect(!lines.contains { $0.hasPrefix("PG") })
+    #expect(!lines.contains { $0.contains(probe.value) })
+    #expect(lines.contains { $0.hasPrefix("PATH=") })
+    let allowed: Set = ["PATH", "LANG", "TZ", "TMPDIR"]
+    #expect(childEnvironment().keys.filter { !allowed.contains($0) && !$0.hasPrefix("LC_") }.sorted() == [])
 }
 
 /// `postmaster.pid` is the server account's to write and zonefeed's to read, as root too: a
