@@ -34,6 +34,11 @@ extension Pipeline {
         yaml: String, filePath: String, components: PipelineComponents, environment: [String: String]
     ) throws -> Pipeline {
         let reader = PipelineFileReader(yaml: yaml, filePath: filePath, environment: environment)
+        // Refused before composing: composing is where nested aliases take exponential time.
+        if let anchor = reader.firstAnchorOrAlias() {
+            reader.report(PipelineFileReader.anchorsAndAliasesRefused, at: anchor)
+            throw PipelineFileError(diagnostics: reader.sortedDiagnostics)
+        }
         let root: Node?
         do {
             root = try Yams.compose(yaml: yaml)

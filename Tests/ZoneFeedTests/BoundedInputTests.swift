@@ -215,6 +215,33 @@ func everyNumberInAPipelineFileHasARangeAndIsRefusedOutsideItAtItsLine(_ number:
         ])
 }
 
+// MARK: - Anchors and aliases
+
+/// Nine levels of ten aliases each (a billion laughs), 400 bytes: composing it hashed the alias
+/// key's whole unfolded tree, 10^9 scalars, and never ended.
+@Test(.timeLimit(.minutes(1))) func aFileOfNestedAliasesIsRefusedAtItsFirstAnchorBeforeAnyIsUnfolded() {
+    let yaml = """
+        a: &a [x,x,x,x,x,x,x,x,x,x]
+        b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]
+        c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]
+        d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]
+        e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]
+        f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e]
+        g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f,*f]
+        h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g,*g]
+        i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h,*h]
+        ? *i
+        : 1
+        """
+    var found: [String] = []
+    let elapsed = threadCPUTime { found = problems(yaml) }
+    #expect(
+        found == [
+            "notes.yml:1:4: YAML anchors and aliases (&name, *name) are not taken in a pipeline file; write the value out where it is used"
+        ])
+    #expect(elapsed < .seconds(1), "refused before composing: \(elapsed) of CPU")
+}
+
 // MARK: - Connection strings
 
 /// Written the many ways a password is written, right or wrong: whatever the problem, the

@@ -435,6 +435,46 @@ func aPasswordWithADollarBraceIsPointedAtNotQuoted(password: String) {
     #expect(problems(types) == ["notes.yml:9:3: key 'On' appears more than once in the same mapping"])
 }
 
+@Test func anAliasUsedAsAPlainValueIsRefusedAtItsAnchor() {
+    let yaml = """
+        pipeline: notes
+        source:
+          fake: &settings { seed: 1 }
+        destination:
+          url: embedded
+        watch: *settings
+        """
+    #expect(
+        problems(yaml) == [
+            "notes.yml:3:9: YAML anchors and aliases (&name, *name) are not taken in a pipeline file; write the value out where it is used"
+        ])
+    // An alias whose anchor is missing is refused the same way, where the alias is.
+    #expect(
+        problems(fakeHeader + "unmappedFields: *keep\n") == [
+            "notes.yml:6:17: YAML anchors and aliases (&name, *name) are not taken in a pipeline file; write the value out where it is used"
+        ])
+}
+
+@Test func anAmpersandOrAsteriskInsideAValueIsNoAnchorOrAlias() throws {
+    let yaml = """
+        pipeline: notes
+        source:
+          cloudkit:
+            container: iCloud.com.example.notes
+            auth:
+              apiToken: "a&b*c"
+              webAuthToken: '*draft*'
+        destination:
+          url: postgresql://app:p&ss*word@db/notes # &not *an alias
+          schema: notes
+        """
+    let pipeline = try parse(yaml)
+    let cloudKit = try #require(pipeline.source as? CloudKitSettings)
+    #expect(cloudKit.auth.apiToken == Secret("a&b*c"))
+    #expect(cloudKit.auth.webAuthToken == Secret("*draft*"))
+    #expect(try pipeline.postgresSettings().url.value == "postgresql://app:p&ss*word@db/notes")
+}
+
 // MARK: - All problems at once, and no secrets
 
 @Test func severalProblemsAreReportedTogetherInFileOrder() throws {
