@@ -11,23 +11,32 @@ import ZoneFeedPostgres
     /// Every character that a URI, a quoted value or a password file line must escape.
     static let password = #"p@ss:w/rd 'q' "d" \b%20&x=1?#é"#
 
+    /// A role that must give its password, on the test server.
+    static func passwordRole(_ prefix: String) async throws -> PasswordRole {
+        try await PasswordRole.create(TestDatabase.uniqueName(prefix), password: Self.password, on: try await TestDatabase.connectionString())
+    }
+
+    /// `zonefeed psql -At` started on a pipeline whose destination is `url`, reading its input
+    /// from the pipe returned; remove the binary's folder and end the process when done.
+    static func startPsql(_ prefix: String, url: String) async throws -> (ZonefeedBinary, ZonefeedBinary.Running, Pipe) {
+        var p = try await FakePipeline(prefix: prefix, fake: FakeSettings(seed: 1, zones: 1, recordsPerZone: 1))
+        p.url = url
+        let zonefeed = try ZonefeedBinary(environment: p.environment)
+        let file = try p.write(to: zonefeed.directory)
+        let input = Pipe()
+        return (zonefeed, try await zonefeed.start(["psql", file, "-At"], input: input), input)
+    }
+
     @Test func psqlConnectsWithAPasswordThatIsNotOnItsCommandLine() async throws {
-        let base = try await TestDatabase.connectionString()
-        let role = TestDatabase.uniqueName("psql")
-        let hba = try await PasswordRole.create(role, password: Self.password, on: base)
+        let hba = try await Self.passwordRole("psql")
         defer { hba.drop() }
+        let role = hba.role
 
         for (form, url) in [("URI", hba.uri), ("key=value", hba.keyValue)] {
-            var p = try await FakePipeline(prefix: "psqlpw", fake: FakeSettings(seed: 1, zones: 1, recordsPerZone: 1))
-            p.url = url
-            let zonefeed = try ZonefeedBinary(environment: p.environment)
-            defer { zonefeed.remove() }
-            let file = try p.write(to: zonefeed.directory)
-
             // psql reads its query from a pipe the test closes only once it has looked at the
             // running psql: however slow the machine, psql is there to be seen.
-            let input = Pipe()
-            let running = try await zonefeed.start(["psql", file, "-At"], input: input)
+            let (zonefeed, running, input) = try await Self.startPsql("psqlpw", url: url)
+            defer { zonefeed.remove() }
             defer { running.end(SIGKILL) }
             let psql = await Self.child(named: "psql", of: running.pid)
             input.fileHandleForWriting.write(Data("SELECT current_user;\n".utf8))
@@ -55,19 +64,11 @@ import ZoneFeedPostgres
     /// died under either, leaving the file (the password in plain text) behind and psql orphaned.
     @Test(arguments: [SIGHUP, SIGTERM])
     func aSignalToZonefeedEndsPsqlAndLeavesNoPasswordFile(_ number: Int32) async throws {
-        let base = try await TestDatabase.connectionString()
-        let role = TestDatabase.uniqueName("psqlsig")
-        let hba = try await PasswordRole.create(role, password: Self.password, on: base)
+        let hba = try await Self.passwordRole("psqlsig")
         defer { hba.drop() }
-        var p = try await FakePipeline(prefix: "psqlsig", fake: FakeSettings(seed: 1, zones: 1, recordsPerZone: 1))
-        p.url = hba.uri
-        let zonefeed = try ZonefeedBinary(environment: p.environment)
+        // psql waits on its input, which the test does not close.
+        let (zonefeed, running, input) = try await Self.startPsql("psqlsig", url: hba.uri)
         defer { zonefeed.remove() }
-        let file = try p.write(to: zonefeed.directory)
-
-        // psql waits on its input, which the test never closes.
-        let input = Pipe()
-        let running = try await zonefeed.start(["psql", file, "-At"], input: input)
         defer { running.end(SIGKILL) }
         let psql = try #require(await Self.child(named: "psql", of: running.pid), "psql was found running")
         let passfile = try #require(psql.environment.first { $0.hasPrefix("PGPASSFILE=") }.map { String($0.dropFirst("PGPASSFILE=".count)) })
