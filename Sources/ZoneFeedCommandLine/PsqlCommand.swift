@@ -45,19 +45,23 @@ struct PsqlCommand: AsyncParsableCommand {
         defer { signal(SIGINT, previous) }
         // A hang-up (the terminal closed) or a termination is passed on to the client, and
         // zonefeed goes on to clean up once it has ended: dying under it left the password
-        // file behind, the embedded server running and psql orphaned.
-        let client = Atomic<Int32>(0)
+        // file behind, the embedded server running and psql orphaned. One that comes before the
+        // client's PID is known is kept and sent once it is; none is sent after the client ended.
+        let client = Mutex<(pid: Int32, pending: Int32?)>((0, nil))
         let forwarded = [SIGHUP, SIGTERM].map { number in
+            // Ignored before the source is made, as libdispatch asks: the source sees it all the same.
             let before = signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler {
-                let pid = client.load(ordering: .acquiring)
-                if pid > 0 { kill(pid, number) }
+                client.withLock { client in
+                    if client.pid > 0 { kill(client.pid, number) } else if client.pid == 0 { client.pending = number }
+                }
             }
             source.resume()
             return (number, before, source)
         }
         defer {
+            client.withLock { $0.pid = -1 }
             for (number, before, source) in forwarded {
                 source.cancel()
                 signal(number, before)
@@ -73,7 +77,10 @@ struct PsqlCommand: AsyncParsableCommand {
                 .name(shell.program), arguments: Arguments(shell.arguments), environment: .inherit.updating(environment),
                 input: .currentStandardInput, output: .currentStandardOutput, error: .currentStandardError
             ) { execution in
-                client.store(execution.processIdentifier.value, ordering: .releasing)
+                client.withLock { client in
+                    client.pid = execution.processIdentifier.value
+                    if let pending = client.pending { kill(client.pid, pending) }
+                }
             }
             switch result.terminationStatus {
             case .exited(let code): return code

@@ -131,7 +131,8 @@ extension PostgresDestination {
     /// A copy straight into a table met a row that is already there (or the batch holds a
     /// record twice); the transaction is rolled back and the batch applied by merging.
     private struct DirectCopyConflict: Error {
-        var table: String
+        /// The table whose copy met a row; nil when the zone as a whole is merged from now on.
+        var table: String?
     }
 
     /// Copying rows straight into a table costs PostgreSQL about half of what a staging table and
@@ -141,8 +142,9 @@ extension PostgresDestination {
     /// already there (the copy fails as a whole), or a record named as one copied into another
     /// table (`DirectNames`): its batches are merged from then on. The zone's tables go
     /// together, so that a merge can look for a record's name in all of them.
-    func copiesDirectly(_ zone: ZoneID, in schema: PostgresSchema, on c: Connection) throws -> Bool {
-        var known = state(of: zone).copiesDirectly
+    func copiesDirectly(_ zone: ZoneID, in schema: PostgresSchema, on c: Connection) throws -> (direct: Bool, epoch: Int) {
+        let zoneState = state(of: zone)
+        var known = zoneState.copiesDirectly
         var holding: Set<String> = []
         var asked = false
         for table in schema.tables where known[table.mapping.table] == nil {
@@ -163,8 +165,8 @@ extension PostgresDestination {
             }
         }
         // A name's entry in `DirectNames` has room for this many tables.
-        guard schema.tables.count < 0xFFFF else { return false }
-        return schema.tables.allSatisfy { known[$0.mapping.table]! }
+        guard schema.tables.count < 0xFFFF else { return (false, zoneState.directEpoch) }
+        return (schema.tables.allSatisfy { known[$0.mapping.table]! }, zoneState.directEpoch)
     }
 
     /// The zone is merged from now on (`table`: the one whose copy met a row, if any), and the
@@ -174,17 +176,27 @@ extension PostgresDestination {
             var zoneState = state.zones[zone] ?? ZoneState()
             zoneState.copiesDirectly = zoneState.copiesDirectly.mapValues { _ in false }
             if let table { zoneState.copiesDirectly[table] = false }
+            zoneState.directEpoch += 1
             state.zones[zone] = zoneState
             if let names = state.directNames.removeValue(forKey: zone) { state.directNameCount -= names.count }
         }
     }
 
     /// Adds the names of a batch copied straight into the zone's tables to those of the batches
-    /// before it; throws `DirectCopyConflict` when one was copied into another table, or when
-    /// holding them would pass `limits.directNames`.
-    private func noteDirectNames(_ entries: [UInt64], of zone: ZoneID, in schema: PostgresSchema) throws {
+    /// before it (none with a single table: nothing is noted, nor held against the limit);
+    /// throws `DirectCopyConflict` when one was copied into another table, when holding them
+    /// would pass `limits.directNames`, when the zone stopped being copied so since the batch
+    /// chose to (`epoch`), or when the schema has grown past one table since batches were
+    /// copied without their names.
+    private func noteDirectNames(_ entries: [UInt64], of zone: ZoneID, in schema: PostgresSchema, epoch: Int) throws {
         let clash = state.withLock { state -> Int? in
-            guard state.directNameCount + entries.count <= limits.directNames else { return 0 }
+            let zoneState = state.zones[zone] ?? ZoneState()
+            guard zoneState.directEpoch == epoch else { return 0 }
+            guard schema.tables.count > 1 else {
+                state.zones[zone, default: ZoneState()].copiedWithoutNames = true
+                return nil
+            }
+            guard !zoneState.copiedWithoutNames, state.directNameCount + entries.count <= limits.directNames else { return 0 }
             var names = state.directNames.removeValue(forKey: zone) ?? DirectNames()
             state.directNameCount -= names.count
             let clash = names.add(entries)
@@ -192,7 +204,7 @@ extension PostgresDestination {
             state.directNames[zone] = names
             return clash
         }
-        if let clash { throw DirectCopyConflict(table: schema.tables[clash].mapping.table) }
+        if let clash { throw DirectCopyConflict(table: schema.tables.indices.contains(clash) ? schema.tables[clash].mapping.table : nil) }
     }
 
     private struct Deletion {
@@ -259,9 +271,9 @@ extension PostgresDestination {
             schema = try refreshed(schema, on: c)
         }
         try ready(session, for: schema, on: c)
-        let direct = try copiesDirectly(batch.zoneID, in: schema, on: c)
-        var sorted = try sort(batch, in: schema, noting: direct)
-        if direct { try noteDirectNames(sorted.directNames, of: batch.zoneID, in: schema) }
+        let (direct, epoch) = try copiesDirectly(batch.zoneID, in: schema, on: c)
+        var sorted = try sort(batch, in: schema, noting: direct && schema.tables.count > 1)
+        if direct { try noteDirectNames(sorted.directNames, of: batch.zoneID, in: schema, epoch: epoch) }
         let written = Set(schema.tables.indices.lazy.filter { !sorted.tables[$0].positions.isEmpty }.map { schema.tables[$0].mapping.table })
         if !written.isSubset(of: state(of: batch.zoneID).mayHoldRows) { updateState(of: batch.zoneID) { $0.mayHoldRows.formUnion(written) } }
         var outcome = BatchOutcome()
@@ -274,6 +286,11 @@ extension PostgresDestination {
         sorted.rejects.sort { $0.seq < $1.seq }
         outcome.rejects = sorted.rejects.count
         try waitForTheBatchBefore()
+        // A batch before this one, written alongside, may have stopped the zone being copied
+        // directly after this one chose to (it met a name this one copied into another table):
+        // its merge could not see this batch's rows, so this one is applied again, merging,
+        // now that it has committed.
+        if direct, state(of: batch.zoneID).directEpoch != epoch { throw DirectCopyConflict(table: nil) }
         if !direct { outcome.tombstones += try deleteOtherTypes(of: sorted, in: batch, schema: schema, on: c) }
         if !sorted.deletions.isEmpty { try applyDeletions(&sorted.deletions, of: batch, schema: schema, applied: applied, on: c) }
         try record(sorted.rejects, of: batch, on: c)

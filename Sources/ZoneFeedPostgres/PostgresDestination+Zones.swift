@@ -41,6 +41,8 @@ extension PostgresDestination {
 
     public func releaseZone(_ zone: ZoneID) async throws {
         let key = self.key
+        // A zone that ends short of its feed's end (it failed) lets go of its copied names too.
+        stopCopyingDirectly(zone, table: nil)
         defer { state.withLock { $0.sessionOfZone[zone] = nil } }
         try await onConnection(of: zone) { c, _ in
             try c.query("SELECT pg_advisory_unlock(hashtext($1), hashtext($2))", [key, "\(zone.ownerRecordName)/\(zone.zoneName)"])

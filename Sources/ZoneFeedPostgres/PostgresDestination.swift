@@ -96,6 +96,12 @@ public final class PostgresDestination: RunDestination, Sendable {
         /// The tables that may hold rows of the zone: those that held some when this run first
         /// applied the zone, and those its batches wrote to since.
         var mayHoldRows: Set<String> = []
+        /// Moves on each time the zone stops being copied straight into its tables: a batch that
+        /// chose to copy so under an earlier count is applied again, merging.
+        var directEpoch = 0
+        /// A batch was copied straight into the tables without noting its names (one table,
+        /// where no name can be met under another).
+        var copiedWithoutNames = false
     }
 
     /// The destination of a pipeline whose destination is PostgreSQL; throws when it is another.

@@ -30,7 +30,7 @@ import ZoneFeedPostgres
     /// zone with no checkpoint left to bring it back. (The test's own transaction stands for the
     /// other run's batch.)
     @Test func aZoneDeletedWhileAnotherRunCommitsItsLastBatchLeavesNoRowLive() async throws {
-        var p = try await FakePipeline(prefix: "zonedelrace", fake: FakeSettings(seed: 29, zones: 1, recordsPerZone: 50))
+        let p = try await FakePipeline(prefix: "zonedelrace", fake: FakeSettings(seed: 29, zones: 1, recordsPerZone: 50))
         try await p.run()
         let zone = ZoneID(zoneName: "Zone01", ownerRecordName: p.fake.owner)
         let schema = quoteIdentifier(p.schema)
