@@ -9,6 +9,8 @@ extension EmbeddedPostgres {
         var port: Int?
         var socketDirectory: String?
         var status: String?
+        /// When the postmaster started, in seconds since 1970 (line 3).
+        var startedAt: Int64?
 
         /// The file is the server account's to write, and zonefeed may read it as root: at most
         /// its first 4 KiB are read (it holds eight short lines), and a PID that names no single
@@ -28,7 +30,8 @@ extension EmbeddedPostgres {
                 pid: abs(pid),
                 port: line(4).flatMap { Int($0) },
                 socketDirectory: line(5),
-                status: line(8).flatMap { $0.isEmpty ? nil : $0 }
+                status: line(8).flatMap { $0.isEmpty ? nil : $0 },
+                startedAt: line(3).flatMap { Int64($0) }
             )
         }
     }

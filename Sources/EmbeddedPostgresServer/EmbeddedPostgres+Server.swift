@@ -86,7 +86,7 @@ extension EmbeddedPostgres {
         // Marked before pg_ctl starts it: a server that comes up after pg_ctl gave up waiting
         // (a long recovery), or after zonefeed was ended while it waited, is zonefeed's to stop
         // when the last run lets go of it, not left running for a person to find.
-        try? "\(Self.startingMarker)\n".write(toFile: markerFile, atomically: true, encoding: .utf8)
+        try? "\(Self.startingMarker) \(Int64(Date().timeIntervalSince1970))\n".write(toFile: markerFile, atomically: true, encoding: .utf8)
         let result = try await runner.run(
             binaries.pgCtl, ["start", "-w", "-t", "120", "-D", dataDirectory, "-l", logFile, "-o", options]
         )
@@ -105,8 +105,22 @@ extension EmbeddedPostgres {
         }
     }
 
-    /// The marker's text while a start of zonefeed's has not seen its server up.
+    /// The marker's text while a start of zonefeed's has not seen its server up, followed by
+    /// when that start began (seconds since 1970).
     static let startingMarker = "starting"
+
+    /// Whether `marker` names `postmaster` as zonefeed's: its PID, or a start of zonefeed's that
+    /// began at most a minute before the postmaster did and no later than pg_ctl waits (120 s)
+    /// and a minute more. A marker left by a start that brought no server up does not make a
+    /// server a person started later on the folder zonefeed's to stop.
+    func markerNames(_ postmaster: PIDFile, marker: String) -> Bool {
+        if Int32(marker) == postmaster.pid { return true }
+        let parts = marker.split(separator: " ")
+        guard parts.count == 2, parts[0] == Self.startingMarker, let began = Int64(parts[1]), let started = postmaster.startedAt,
+            isOurPostmaster(postmaster.pid)
+        else { return false }
+        return started >= began - 60 && started <= began + 180
+    }
 
     /// The socket's lock file holds the postmaster's PID too, and postgres refuses it the same way.
     func removeStaleSocketLockIfAny() {

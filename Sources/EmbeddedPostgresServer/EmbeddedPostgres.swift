@@ -21,7 +21,7 @@ import Logging
 /// init.lock                  flock held while a process initializes, starts or stops the server
 /// users.lock                 a shared flock held by every process that uses the server (see stop)
 /// started-by-zonefeed.pid    the postmaster PID, when zonefeed (not a person) started the server;
-///                             `starting` while that start has not seen the server up
+///                             `starting <time>` while that start has not seen the server up
 /// ```
 ///
 /// PostgreSQL refuses to run as root, so when this process is root the server binaries run as an
@@ -273,10 +273,10 @@ public struct EmbeddedPostgres: Sendable {
             }
             // The marker says `starting` when a start of zonefeed's did not see its server up
             // (pg_ctl gave up waiting, or zonefeed was ended meanwhile): the server that came up
-            // from it is zonefeed's to stop all the same.
+            // from it is zonefeed's to stop all the same (`markerNames`).
             guard let postmaster = PIDFile.read(postmasterPIDFile),
                 let marker = (try? String(contentsOfFile: markerFile, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines),
-                Int32(marker) == postmaster.pid || marker == Self.startingMarker && isOurPostmaster(postmaster.pid)
+                markerNames(postmaster, marker: marker)
             else {
                 logger.debug("the embedded PostgreSQL server was not started by zonefeed, or is not running; leaving it")
                 return

@@ -41,4 +41,29 @@ import Testing
         await next.stop(handle)
         #expect(!FileManager.default.fileExists(atPath: configuration.directory + "/data/postmaster.pid"), "the server is stopped")
     }
+
+    /// A marker left by a start of zonefeed's that brought no server up (zonefeed ended while
+    /// pg_ctl waited) says `starting` and when. A server a person starts on the folder later is
+    /// not zonefeed's to stop: it is left running when the run lets go, and stopped once the
+    /// marker names it.
+    @Test(arguments: ["starting 1000000000", "starting"])
+    func aServerStartedLongAfterAStartThatBroughtNoneUpIsLeftRunning(_ stale: String) async throws {
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let cluster = "/tmp/zonefeed-lifetime-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let embedded = EmbeddedPostgres(EmbeddedPostgres.Configuration(directory: cluster, extraServerSettings: ["fsync": "off"]), logger: logger)
+        let first = try await embedded.start()
+        try await embedded.deleteWhenThisProcessEnds(first)
+        let pidFile = cluster + "/data/postmaster.pid"
+        // As if a start had begun in 2001 (or at a time not said) and brought nothing up, and a
+        // person had started this server since.
+        try "\(stale)\n".write(toFile: embedded.markerFile, atomically: true, encoding: .utf8)
+        await embedded.stop(first)
+        #expect(FileManager.default.fileExists(atPath: pidFile), "the server is left running")
+
+        let second = try await embedded.start()
+        let pid = try #require(EmbeddedPostgres.PIDFile.read(pidFile)).pid
+        try "\(pid)\n".write(toFile: embedded.markerFile, atomically: true, encoding: .utf8)
+        await embedded.stop(second)
+        #expect(!FileManager.default.fileExists(atPath: pidFile), "a marker that names it lets the run stop it")
+    }
 }
