@@ -196,8 +196,8 @@ extension BatchDeletionTests {
 }
 
 extension FakePipeline {
-    /// The pipeline's destination with `limits`.
-    func destination(limits: PostgresDestination.Limits) throws -> PostgresDestination {
+    /// The pipeline's destination, with `limits` lowered for a test if need be.
+    func destination(limits: PostgresDestination.Limits = .init()) throws -> PostgresDestination {
         PostgresDestination(
             pipelineName: name, settings: try pipeline().postgresSettings(), conninfo: url,
             logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, limits: limits)

@@ -1,6 +1,5 @@
 import CloudKitModel
 import FakeCloudKit
-import Logging
 import TestSupport
 import Testing
 import ZoneFeed
@@ -48,7 +47,7 @@ import ZoneFeedPostgres
     @Test func aResetByNameResyncsTheZoneWithThoseBytesOnly() async throws {
         let p = try await FakePipeline(prefix: "resetbytes", fake: FakeSettings(zones: 1))
         let (composed, decomposed) = ("caf\u{E9}", "cafe\u{301}")
-        let destination = try PostgresDestination(pipeline: p.pipeline(), conninfo: p.url, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        let destination = try p.destination()
         try await destination.prepare()
         for name in [composed, decomposed] { _ = try await destination.zoneCheckpoint(ZoneID(zoneName: name, ownerRecordName: "_fakeOwner")) }
         let outcome = try await destination.reset(zoneNames: [decomposed, "r\u{E9}sum\u{E9}"], all: false)

@@ -1,7 +1,6 @@
 import CloudKitModel
 import FakeCloudKit
 import LibPQ
-import Logging
 import TestSupport
 import Testing
 import ZoneFeed
@@ -44,7 +43,7 @@ import ZoneFeedPostgres
             try c.query("UPDATE \(schema).zonefeed_checkpoints SET updated_at = now() WHERE scope = 'zone' AND zone_name = $1", [zone.zoneName])
         }
 
-        let destination = try PostgresDestination(pipeline: p.pipeline(), conninfo: p.url, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        let destination = try p.destination()
         try await destination.prepare()
         let run = try await destination.startRun()
         let previous = try await destination.databaseCheckpoint()
