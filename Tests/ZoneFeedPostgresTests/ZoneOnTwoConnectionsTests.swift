@@ -164,6 +164,50 @@ import ZoneFeedPostgres
         #expect(snapshot.tombstonesByReason == ["deleted": 1])
     }
 
+    /// The same two batches the other way round in time: the later one (the Folder) notes its
+    /// name first and copies it straight into folders, while the test holds the earlier one back
+    /// (its batch lock) and holds the folders table. The earlier one then meets the name, is
+    /// merged, and looks for the name in folders, where the later one's row is not committed and
+    /// cannot be seen. So the later one, which chose to copy straight before the zone was turned
+    /// to merging, must find that out once the earlier has committed, and look for the name in
+    /// tags itself: copied straight, it would leave the Tag live beside the Folder.
+    @Test func aNameTakenByAnotherTypeCopiedFirstAlongsideIsLookedForOnceTheBatchBeforeCommits() async throws {
+        let (p, hold) = try await Self.backfillOfOneZone("alongfirst", seed: 97)
+        defer { hold.close() }
+        let (destination, zone, batch) = try await Self.destinationOfTheZone(p)
+        let made = batch(0, [.record(Record(recordName: "TAKEN", recordType: "Tag", recordChangeTag: "t1", fields: ["label": .string("x")]))], "t-1")
+        var taken = batch(1, [.record(Record(recordName: "TAKEN", recordType: "Folder", recordChangeTag: "t2", fields: ["name": .string("x")]))], "t-2")
+        taken.follows = BatchPosition(sequence: 0, token: made.token)
+
+        // The earlier batch's own lock (`lockBatch`), held by the test, and the folders table.
+        let madeLock = "zonefeed:\(p.schema):\(p.name)/\(zone.ownerRecordName)/\(zone.zoneName)#\(made.runID).0"
+        let schema = quoteIdentifier(p.schema)
+        try await hold.door.offPool { c in
+            try c.query("SELECT pg_advisory_lock(hashtextextended($1, 0))", [madeLock])
+            try c.execute("BEGIN")
+            try c.execute("LOCK TABLE \(schema).folders IN SHARE MODE")
+        }
+        let spare = try #require(destination.reserveSpareConnection(for: zone, besides: nil))
+        let second = Task { try await destination.apply(taken, on: spare) }
+        #expect(try await hold.waitUntil { $0 == ["relation"] } == ["relation"], "the later batch noted its name and waits to copy it")
+        let first = Task { try await destination.apply(made) }
+        #expect(try await hold.waitUntil { $0 == ["advisory", "relation"] } == ["advisory", "relation"], "the earlier batch waits for its lock")
+        try await hold.door.offPool { c in _ = try c.query("SELECT pg_advisory_unlock(hashtextextended($1, 0))", [madeLock]) }
+        #expect(
+            try await hold.waitUntil { $0 == ["relation", "relation"] } == ["relation", "relation"],
+            "the earlier batch met the name, was merged, and waits to look for it in folders")
+        try await hold.release()
+        _ = try await first.value
+        _ = try await second.value
+        await destination.close()
+
+        let snapshot = try await DestinationSnapshot.read(p)
+        #expect(snapshot.namesLiveInTwoTables.isEmpty, "\(snapshot.namesLiveInTwoTables)")
+        let row = snapshot.rows[ExpectedState.Key(zoneName: "Zone01", recordName: "TAKEN")]
+        #expect(row?.description == "Folder t2", "the Folder is live, the Tag deleted: \(String(describing: row))")
+        #expect(snapshot.tombstonesByReason == ["deleted": 1])
+    }
+
     /// The two batches meet in a deadlock that PostgreSQL breaks by rolling back the *earlier*
     /// one: the later batch wrote a record's row first (the test holds the folders table, which
     /// the earlier one writes before its tags) and waits for the earlier; the earlier then waits
