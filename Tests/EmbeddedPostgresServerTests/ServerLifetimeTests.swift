@@ -18,6 +18,8 @@ import Testing
         let bin = cluster + "-bin"
         try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         defer { try? FileManager.default.removeItem(atPath: bin) }
+        // The failing start brings a server up before any handle can hand it to the watcher.
+        defer { Self.stopAtOnce(cluster) }
         for program in ["initdb", "postgres"] {
             try FileManager.default.createSymbolicLink(atPath: "\(bin)/\(program)", withDestinationPath: "\(real.directory)/\(program)")
         }
@@ -51,6 +53,7 @@ import Testing
         let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
         let cluster = "/tmp/zonefeed-lifetime-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         let embedded = EmbeddedPostgres(EmbeddedPostgres.Configuration(directory: cluster, extraServerSettings: ["fsync": "off"]), logger: logger)
+        defer { Self.stopAtOnce(cluster) }
         let first = try await embedded.start()
         try await embedded.deleteWhenThisProcessEnds(first)
         let pidFile = cluster + "/data/postmaster.pid"
@@ -65,5 +68,15 @@ import Testing
         try "\(pid)\n".write(toFile: embedded.markerFile, atomically: true, encoding: .utf8)
         await embedded.stop(second)
         #expect(!FileManager.default.fileExists(atPath: pidFile), "a marker that names it lets the run stop it")
+    }
+
+    /// Whatever server still runs on `cluster` (a test that failed before its own stop) is
+    /// stopped at once (SIGQUIT, PostgreSQL's immediate shutdown), so that no failure leaves one
+    /// running until the machine's next clean-up; the folder goes with it.
+    static func stopAtOnce(_ cluster: String) {
+        if let pid = EmbeddedPostgres.PIDFile.read(cluster + "/data/postmaster.pid")?.pid, kill(pid, SIGQUIT) == 0 {
+            for _ in 0..<50 where kill(pid, 0) == 0 { usleep(100_000) }
+        }
+        try? FileManager.default.removeItem(atPath: cluster)
     }
 }
