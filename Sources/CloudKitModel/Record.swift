@@ -104,6 +104,10 @@ public struct RecordError: Sendable, Hashable, Codable, Error {
         self.retryAfter = retryAfter
         self.uuid = uuid
     }
+
+    /// Whether the code says the record is not there (rather than that it could not be given
+    /// now, or not to this caller).
+    public var saysTheRecordIsGone: Bool { serverErrorCode == "UNKNOWN_ITEM" || serverErrorCode == "NOT_FOUND" }
 }
 
 /// An entry that cannot be taken as the server sent it: text that is not UTF-8 (invalid bytes,
@@ -150,6 +154,19 @@ public enum RecordEntry: Sendable, Hashable {
         case .deleted(let name): return name
         case .error(let e): return e.recordName
         case .unreadable(let u): return u.recordName
+        }
+    }
+
+    /// The name of a record the entry says is at the source, whether or not it can be applied:
+    /// a live record's, an error entry's for that record alone unless its code says the record
+    /// is gone, and an unreadable entry's when nothing of the name was repaired (a repaired name
+    /// is never an identity). Nil for a deletion and for every other entry.
+    public var nameOfARecordStillThere: String? {
+        switch self {
+        case .record(let r): return r.recordName
+        case .deleted: return nil
+        case .error(let e): return e.saysTheRecordIsGone ? nil : e.recordName
+        case .unreadable(let u): return u.recordName.flatMap { $0.unicodeScalars.contains("\u{FFFD}") ? nil : $0 }
         }
     }
 }

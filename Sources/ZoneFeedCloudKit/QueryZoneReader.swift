@@ -253,16 +253,11 @@ struct QueryZoneReader: Sendable {
                 page.byteCount += result.byteCount
             case .sweep:
                 // A record the answer gives as an error entry of its own (`TRY_AGAIN_LATER` for
-                // that record alone) is there too: left out of the list, its row would be taken
-                // for deleted at the sweep's end. Not one the server says is gone, nor an
-                // unreadable entry, whose name may have been repaired (never an identity).
+                // that record alone), or as an entry zonefeed cannot read, is there too: left out
+                // of the list, its row would be taken for deleted at the sweep's end. Not one the
+                // server says is gone, nor one whose name was repaired (never an identity).
                 for entry in result.records {
-                    switch entry {
-                    case .record(let record): listed[item.type, default: []].append(record.recordName)
-                    case .error(let error) where !Self.goneCodes.contains(error.serverErrorCode):
-                        if let name = error.recordName { listed[item.type, default: []].append(name) }
-                    case .error, .deleted, .unreadable: continue
-                    }
+                    if let name = entry.nameOfARecordStillThere { listed[item.type, default: []].append(name) }
                 }
                 // The names are held until their batch commits: its bytes bound them, as they
                 // bound a pass's records, where a sweep's answers of long names, counted only by
@@ -397,9 +392,6 @@ struct QueryZoneReader: Sendable {
     static let timeRange: ClosedRange<Int64> = 0...1_000_000_000_000_000
 
     static func clamped(_ ms: Int64) -> Int64 { min(max(ms, timeRange.lowerBound), timeRange.upperBound) }
-
-    /// The per-record error codes that say the record is not there.
-    static let goneCodes: Set<String> = ["UNKNOWN_ITEM", "NOT_FOUND"]
 
     /// A watermark is never put past this machine's clock. Each pass reads from the watermark
     /// minus the lag, so one record stamped in the year 2300 (a broken or hostile server, a

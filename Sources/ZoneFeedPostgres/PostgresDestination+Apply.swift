@@ -294,6 +294,7 @@ extension PostgresDestination {
         if !direct { outcome.tombstones += try deleteOtherTypes(of: sorted, in: batch, schema: schema, on: c) }
         if !sorted.deletions.isEmpty { try applyDeletions(&sorted.deletions, of: batch, schema: schema, applied: applied, on: c) }
         try record(sorted.rejects, of: batch, on: c)
+        if !sorted.rejects.isEmpty { try keepRejected(sorted.rejects, of: batch, schema: schema, on: c) }
         if !batch.listed.isEmpty { try keepListed(batch, schema: schema, on: c) }
         if batch.finishesResync {
             outcome.swept = try sweep(batch.zoneID, schema: schema, generation: batch.generation, runID: batch.runID, on: c)
@@ -694,6 +695,37 @@ extension PostgresDestination {
                     AND t.generation < $3::integer
                 """,
                 [batch.zoneID.ownerRecordName, batch.zoneID.zoneName, String(batch.generation), table.mapping.recordType])
+        }
+    }
+
+    /// The rows of records the batch could not apply but which are at the source (an error
+    /// entry for the record alone, an entry that cannot be read, a version that does not fit its
+    /// table) join the batch's generation as they are, in whichever table holds them: a resync's
+    /// sweep would otherwise take them for deleted. Outside a resync they are of the batch's
+    /// generation already, and nothing changes.
+    private func keepRejected(_ rejects: [Reject], of batch: ChangeBatch, schema: PostgresSchema, on c: Connection) throws {
+        let nameRoom = Self.nameRoom(in: batch.zoneID)
+        let names = rejects.compactMap(\.entry.nameOfARecordStillThere).filter { !$0.containsNUL && $0.utf8.count <= nameRoom }
+        guard !names.isEmpty else { return }
+        var buffer = BinaryCopyBuffer(capacity: names.reduce(0) { $0 + $1.utf8.count + 16 })
+        for name in names {
+            buffer.beginTuple(fieldCount: 2)
+            buffer.append(text: nil)
+            buffer.append(text: name)
+        }
+        buffer.finish()
+        try c.copyIn("COPY zf_listed (record_type, record_name) FROM STDIN (FORMAT binary)") { writer in
+            try buffer.withUnsafeBytes { try writer.write($0) }
+        }
+        let holding = state(of: batch.zoneID).mayHoldRows
+        for table in schema.tables where holding.contains(table.mapping.table) {
+            try c.query(
+                """
+                UPDATE \(table.qualifiedName) AS t SET generation = $3::integer FROM zf_listed AS l
+                WHERE l.record_type IS NULL AND t.zone_owner = $1 AND t.zone_name = $2 AND t.record_name = l.record_name
+                    AND t.generation < $3::integer
+                """,
+                [batch.zoneID.ownerRecordName, batch.zoneID.zoneName, String(batch.generation)])
         }
     }
 

@@ -199,6 +199,47 @@ import ZoneFeed
         #expect(after.rows.values.filter { !$0.deleted }.count == s.p.expected().liveCount - 3)
     }
 
+    /// A resync's pages may give a record as an error entry of its own (`TRY_AGAIN_LATER` for
+    /// that record alone) or as an entry that cannot be read (text that is not UTF-8). Both
+    /// records are at the source: each is a reject and keeps its row as it was. Before, the
+    /// sweep at the resync's end took both for deleted and tombstoned them.
+    @Test func recordsAResyncCannotApplyKeepTheirRows() async throws {
+        let s = try await Setup("resyncrej", fake: FakeSettings(seed: 59, zones: 1, recordsPerZone: 300))
+        defer { s.stop() }
+        let kept = [
+            Record(recordName: "KEPT-ERROR", recordType: "Note", recordChangeTag: "k1", fields: ["title": .string("fine")]),
+            Record(recordName: "KEPT-BYTES", recordType: "Note", recordChangeTag: "k2", fields: ["title": .string("MARK-BYTES")]),
+        ]
+        try await s.server.admin("records/add", ["zone": "Zone01", "records": try FakeServerProcess.wire(kept)])
+        #expect(try await s.run().status == 0)
+        let before = try await DestinationSnapshot.read(s.p)
+        // A change, so that the next run fetches the zone, with a token that is no longer good.
+        let touch = Record(recordName: "TOUCH", recordType: "Note", recordChangeTag: "t1", fields: ["title": .string("new")])
+        try await s.server.admin("records/add", ["zone": "Zone01", "records": try FakeServerProcess.wire([touch])])
+        try await s.server.admin("zones/expire-tokens", ["zone": "Zone01"])
+        try await s.server.admin(
+            "faults/rewrite",
+            [
+                "zone": "Zone01", "count": 50, "pathSuffix": "records/changes",
+                "replacements": [
+                    ["find": "\"KEPT-ERROR\"", "replace": "\"KEPT-ERROR\",\"serverErrorCode\":\"TRY_AGAIN_LATER\",\"reason\":\"busy\""],
+                    ["find": "MARK-BYTES", "replaceBase64": "//5B"],
+                ],
+            ])
+
+        let output = try await s.run()
+        #expect(output.status == 0, "\(output.stderr)")
+        let after = try await DestinationSnapshot.read(s.p)
+        #expect(Set(after.rejects.compactMap(\.recordName)) == ["KEPT-ERROR", "KEPT-BYTES"], "both are rejects: \(after.rejects)")
+        #expect(after.tombstonesByReason["resync"] == nil, "no record left the source: \(after.tombstonesByReason)")
+        for name in ["KEPT-ERROR", "KEPT-BYTES"] {
+            let key = ExpectedState.Key(zoneName: "Zone01", recordName: name)
+            #expect(after.rows[key] != nil && after.rows[key] == before.rows[key], "\(name) keeps its row: \(String(describing: after.rows[key]))")
+        }
+        let changed = before.rows.filter { after.rows[$0.key] != $0.value }.keys.map(\.recordName)
+        #expect(changed == [], "the resync found every other record as it was")
+    }
+
     /// One request at a time, throttled twice: each wait holds every request back, and the run
     /// reports the 1.6 s it waited, in its summary, its ledger and `status`.
     @Test func throttlingIsWaitedOutAsTheServerAsksAndReported() async throws {

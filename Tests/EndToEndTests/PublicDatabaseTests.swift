@@ -285,10 +285,12 @@ import ZoneFeed
     }
 
     /// A record that a sweep's answer gives as an error entry of its own (`TRY_AGAIN_LATER` for
-    /// that record alone) is still there: the sweep keeps its row. Left out of what the sweep
-    /// listed, it was taken for deleted and tombstoned, and later passes, which read only what
-    /// changed lately, never brought it back.
-    @Test func aRecordASweepIsAnsweredWithAnErrorForKeepsItsRow() async throws {
+    /// that record alone), or as an entry that cannot be read (its change tag not UTF-8), is
+    /// still there: the sweep keeps its row. Left out of what the sweep listed, it was taken for
+    /// deleted and tombstoned, and later passes, which read only what changed lately, never
+    /// brought it back.
+    @Test(arguments: ["an error entry", "an unreadable entry"])
+    func aRecordASweepIsAnsweredWithAnErrorForKeepsItsRow(_ answer: String) async throws {
         let s = try await Setup("pubsweeperr", seed: 302, records: 200) {
             $0.moreCloudKit = ["deletionSweep: every 1 runs"]
         }
@@ -300,12 +302,12 @@ import ZoneFeed
 
         let name = try #require(expected.keys.sorted().dropFirst(7).first)
         let entry = "\"recordName\":\"\(name)\""
-        _ = try await s.server.admin(
-            "faults/rewrite",
-            [
-                "count": 1_000, "pathSuffix": "records/query",
-                "replacements": [["find": entry, "replace": entry + ",\"serverErrorCode\":\"TRY_AGAIN_LATER\",\"reason\":\"busy\""]],
-            ])
+        // A quote, a byte that is never UTF-8, a quote.
+        let replacement: [String: Any] =
+            answer == "an error entry"
+            ? ["find": entry, "replace": entry + ",\"serverErrorCode\":\"TRY_AGAIN_LATER\",\"reason\":\"busy\""]
+            : ["find": "\"\(try #require(expected[name]))\"", "replaceBase64": "Iv8i"]
+        _ = try await s.server.admin("faults/rewrite", ["count": 1_000, "pathSuffix": "records/query", "replacements": [replacement]])
         let second = try await s.run()
         #expect(second.status == 0, "\(second.stderr)")
         let state = try JSONSerialization.jsonObject(with: Data(try await s.server.admin("state").utf8)) as? [String: Any]
