@@ -16,6 +16,7 @@ import Foundation
 /// | `zones/delete`, `zones/purge` | `{zone}` | removes the zone: fetches answer 404 `ZONE_NOT_FOUND`, the database feed reports `deleted: true` (and `purged: true`) |
 /// | `zones/reset-encrypted-data` | `{zone}` | the database feed reports `encryptedDataReset: true`; the zone's tokens expire |
 /// | `zones/expire-tokens` | `{zone}` | every token issued so far for the zone is answered 400 `BAD_REQUEST` |
+/// | `database/expire-tokens` | `{}` | every token of the database feed (`changes/database`) issued so far is answered 400 `BAD_REQUEST` |
 /// | `auth/revoke` | `{initial: true}` or `{all: true}` | revokes the configured web auth tokens, or every token |
 /// | `auth/grant` | `{webAuthToken}` | accepts one more web auth token |
 /// | `auth/sign-in` | `{callback?, refuse?, elapseSeconds?}` | where the sign-in page sends the browser (the API token's sign-in callback), whether it refuses every sign-in (`error=refused` on the callback), and seconds that pass at once for every session's lifetime; answers the counts of sign-ins, cancels, refusals and requests refused because their session had ended |
@@ -144,6 +145,10 @@ extension FakeCloudKitStore {
             default:
                 databases[database]!.zones[key]!.epoch = newEpoch()
             }
+            return .admin(.object(["ok": .bool(true)]))
+
+        case "database/expire-tokens":
+            databases[database]!.feedEpoch = newEpoch()
             return .admin(.object(["ok": .bool(true)]))
 
         case "indexes/set":

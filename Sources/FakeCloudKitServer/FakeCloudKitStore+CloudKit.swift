@@ -337,7 +337,7 @@ extension FakeCloudKitStore {
             guard token.kind == .database, token.database == database else {
                 return .badRequest("sync token is not a \(database) database token (a zone token cannot be used here)")
             }
-            guard token.feed == feedTag, token.position <= events.count else {
+            guard token.feed == feedTag, token.epoch == databases[database]!.feedEpoch, token.position <= events.count else {
                 return .badRequest("database sync token has expired (CHANGE_TOKEN_EXPIRED): refetch from a nil token")
             }
             position = token.position
@@ -353,10 +353,10 @@ extension FakeCloudKitStore {
             let end = min(alive.count, offset + limit)
             entries = alive[offset..<end].map { ZoneEvent(zoneID: $0, kind: .changed) }
             if end < alive.count {
-                next = SyncToken(kind: .database, feed: feedTag, database: database, epoch: 0, position: position, offset: end)
+                next = SyncToken(kind: .database, feed: feedTag, database: database, epoch: databases[database]!.feedEpoch, position: position, offset: end)
                 moreComing = true
             } else {
-                next = SyncToken(kind: .database, feed: feedTag, database: database, epoch: 0, position: position)
+                next = SyncToken(kind: .database, feed: feedTag, database: database, epoch: databases[database]!.feedEpoch, position: position)
                 moreComing = position < events.count
             }
         } else {
@@ -384,7 +384,7 @@ extension FakeCloudKitStore {
                 i += 1
             }
             entries = out.compactMap { $0 }
-            next = SyncToken(kind: .database, feed: feedTag, database: database, epoch: 0, position: i)
+            next = SyncToken(kind: .database, feed: feedTag, database: database, epoch: databases[database]!.feedEpoch, position: i)
             moreComing = i < events.count
         }
 

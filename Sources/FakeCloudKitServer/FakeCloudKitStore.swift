@@ -52,6 +52,9 @@ actor FakeCloudKitStore {
         var order: [ZoneKey] = []
         /// The database change feed: one event per zone creation, change, deletion, purge or reset.
         var events: [ZoneEvent] = []
+        /// The epoch the feed's tokens carry; `database/expire-tokens` moves it, and every token
+        /// issued before is then refused.
+        var feedEpoch = 0
         /// The `_defaultZone`: no change feed, not in the zone list or the database feed, read by
         /// `records/query`.
         var defaultZone: Zone

@@ -11,6 +11,10 @@ public protocol CheckpointStore: Sendable {
     func databaseCheckpoint() async throws -> ChangeToken?
     /// Zones the database feed reported changed that have not been fetched to the end since.
     func pendingZones() async throws -> [ZoneID]
+    /// Makes every zone with a checkpoint pending. The database feed's token was refused, and the
+    /// feed read again from its start names live zones only: a zone deleted meanwhile is found
+    /// only by fetching it (the server no longer knows it).
+    func markEveryZonePending() async throws
 
     /// The zone's checkpoint, created (nil token, generation 1) when missing.
     func zoneCheckpoint(_ zone: ZoneID) async throws -> ZoneCheckpoint

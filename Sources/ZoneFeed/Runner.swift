@@ -193,8 +193,12 @@ public struct Runner: Sendable {
                     page = try await source.fetchDatabaseChanges(since: fetchToken)
                 } catch let error as SyncError where error.code == .changeTokenExpired && fetchToken != nil {
                     // Rediscover every zone from the beginning of the database feed; the zones
-                    // keep their own tokens, so nothing is refetched that need not be.
+                    // keep their own tokens, so nothing is refetched that need not be. That feed
+                    // names live zones only, so every zone followed so far is fetched too: one
+                    // deleted meanwhile is found so (the server no longer knows it), where it
+                    // would otherwise keep its rows live and its checkpoint for ever.
                     logger.warning("the database change token is no longer accepted; rediscovering zones", metadata: ["error": "\(error.message)"])
+                    try await destination.markEveryZonePending()
                     fetchToken = nil
                     continue
                 }

@@ -131,6 +131,15 @@ extension PostgresDestination {
         }
     }
 
+    public func markEveryZonePending() async throws {
+        let schema = self.schema
+        let name = pipelineName
+        try await onConnection { c in
+            try c.query(
+                "UPDATE \(schema.checkpoints) SET pending = true, pending_seq = pending_seq + 1 WHERE pipeline = $1 AND scope = 'zone'", [name])
+        }
+    }
+
     public func pendingZones() async throws -> [ZoneID] {
         let schema = self.schema
         let name = pipelineName

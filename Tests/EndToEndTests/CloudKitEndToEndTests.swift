@@ -182,6 +182,36 @@ import ZoneFeed
         #expect(after.rows.filter { $0.key.zoneName == "Zone03" } == before.rows.filter { $0.key.zoneName == "Zone03" })
     }
 
+    /// A zone is deleted while the database feed's token expires. Read again from its start, the
+    /// feed names live zones only, so the deletion is never reported: every zone followed so far
+    /// is fetched as well, and the deleted one, which the server no longer knows, has its rows
+    /// tombstoned and its checkpoint dropped. Before, nothing fetched it again, and its rows
+    /// stayed live for ever.
+    @Test func aZoneDeletedWhileTheDatabaseTokenExpiredIsFoundByFetchingIt() async throws {
+        let s = try await Setup("dbexpire", fake: FakeSettings(seed: 61, zones: 3, recordsPerZone: 200))
+        defer { s.stop() }
+        #expect(try await s.run().status == 0)
+        let before = try await DestinationSnapshot.read(s.p)
+        let live = before.rows.filter { $0.key.zoneName == "Zone02" && !$0.value.deleted }.count
+        try await s.server.admin("zones/delete", ["zone": "Zone02"])
+        try await s.server.admin("database/expire-tokens")
+
+        let output = try await s.run()
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stderr.contains("the database change token is no longer accepted"), "\(output.stderr)")
+        let after = try await DestinationSnapshot.read(s.p)
+        #expect(live > 0 && after.tombstonesByReason["zone_deleted"] == live, "\(after.tombstonesByReason)")
+        #expect(after.rows.filter { $0.key.zoneName == "Zone02" }.allSatisfy { $0.value.deleted })
+        for zone in ["Zone01", "Zone03"] {
+            #expect(after.rows.filter { $0.key.zoneName == zone } == before.rows.filter { $0.key.zoneName == zone }, "\(zone) is as it was")
+        }
+        let checkpoints = try Connection.withConnection(s.p.url) { c in
+            try c.query("SELECT zone_name FROM \(quoteIdentifier(s.p.schema)).zonefeed_checkpoints WHERE scope = 'zone' ORDER BY 1").rows.map { $0[0] }
+        }
+        #expect(checkpoints == ["Zone01", "Zone03"], "the deleted zone's checkpoint is dropped")
+        #expect(try await s.run().status == 0, "the next run reads the new database token")
+    }
+
     @Test func aTokenExpiredWhileRecordsWereDeletedIsResyncedAndTheyAreSwept() async throws {
         let s = try await Setup("expire", fake: FakeSettings(seed: 57, zones: 1, recordsPerZone: 600))
         defer { s.stop() }

@@ -103,6 +103,10 @@ public actor MemoryDestination: RunDestination {
 
     public func pendingZones() async throws -> [ZoneID] { pending }
 
+    public func markEveryZonePending() async throws {
+        for zone in checkpoints.keys.sorted(by: { $0.zoneName < $1.zoneName }) { markPending(zone) }
+    }
+
     public func claimZone(_ zone: ZoneID) async throws -> Bool {
         guard !heldElsewhere.contains(zone) else { return false }
         return claimed.insert(zone).inserted
