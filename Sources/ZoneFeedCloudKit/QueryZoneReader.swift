@@ -351,7 +351,7 @@ struct QueryZoneReader: Sendable {
         let times = Self.times(response.records)
         var next: QuerySlice?
         if let marker = response.continuationMarker {
-            if let last = times.max(), last > slice.from {
+            if let last = Self.resumeTime(of: response.records, in: slice), last > slice.from {
                 next = QuerySlice(from: last, to: slice.to)
                 let atLast = response.records.compactMap { entry -> ExactName? in
                     guard case .record(let record) = entry, record.modified.map({ Self.clamped($0.timestamp) }) == last else { return nil }
@@ -359,7 +359,8 @@ struct QueryZoneReader: Sendable {
                 }
                 memory.put(QueryReadMemory.Key(kind: key.kind, type: item.type, from: last), Set(atLast))
             } else {
-                // Every record of the page shares the slice's start: the marker goes on.
+                // Every record of the page (or every one but the latest) shares the slice's
+                // start: the marker goes on.
                 next = QuerySlice(from: slice.from, to: slice.to, marker: marker)
                 memory.put(key, seen.union(records.compactMap { $0.recordName.map { ExactName($0) } }))
             }
@@ -378,6 +379,26 @@ struct QueryZoneReader: Sendable {
                 ).union(next!.from == slice.from ? seen : []))
         }
         return SliceResult(work: item, records: records, next: next, byteCount: response.byteCount)
+    }
+
+    /// Where a slice's next page starts: the second latest time of the page's records within
+    /// the slice (the latest, when it has one). CloudKit's query index lags, so an answer may
+    /// give a record's current version at the place its index entry still has: later than the
+    /// records after it, past the slice's end even. Going on from the page's latest time passed
+    /// over every record between, for good; one such record in a page moves this by nothing, and
+    /// a page without one reads its latest record again (counted unchanged).
+    static func resumeTime(of records: [RecordEntry], in slice: QuerySlice) -> Int64? {
+        var latest: Int64?
+        var second: Int64?
+        for time in times(records) where time >= slice.from && slice.to.map({ time < $0 }) ?? true {
+            if latest.map({ time > $0 }) ?? true {
+                second = latest
+                latest = time
+            } else if second.map({ time > $0 }) ?? true {
+                second = time
+            }
+        }
+        return second ?? latest
     }
 
     static func times(_ records: [RecordEntry]) -> [Int64] {
