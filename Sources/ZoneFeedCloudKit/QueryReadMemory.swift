@@ -89,6 +89,13 @@ final class QueryReadMemory: Sendable {
         state.withLock { $0.ties[key] = value }
     }
 
+    /// The ties as they stand, for a round to put back when it fails: the slices of the round
+    /// that were read have already changed them, for pages that were never given.
+    var ties: [Key: Set<ExactName>] {
+        get { state.withLock { $0.ties } }
+        set { state.withLock { $0.ties = newValue } }
+    }
+
     // MARK: Notified deletions
 
     func noteDeletion(_ name: String) {

@@ -59,14 +59,18 @@ struct QueryZoneReader: Sendable {
         }
         var page = ZoneChangePage(zoneID: zone, entries: [], syncToken: position.token, moreComing: true)
         // Deletions a query subscription named come first: a query cannot see them. A round
-        // that fails gives them back for the next.
+        // that fails gives them back for the next, and puts back the ties its other slices
+        // noted: the page is asked again from the same token (`zonefeed watch` keeps this
+        // memory), and records those slices gave would be dropped as given already.
         let deletions = memory.takeDeletions()
         page.entries = deletions.map { .deleted(recordName: $0) }
+        let ties = memory.ties
         let sweepEnded: Bool
         do {
             sweepEnded = try await round(&position, into: &page)
         } catch {
             memory.giveBack(deletions)
+            memory.ties = ties
             throw error
         }
 

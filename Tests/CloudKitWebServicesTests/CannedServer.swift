@@ -49,6 +49,9 @@ final class CannedServer: Sendable {
         var requests: [Request] = []
         /// Answered when the queue is empty; nil answers 500 "no canned reply".
         var fallback: Reply?
+        /// Asked first for every request: a reply chosen by what the request asks, or nil for
+        /// the queue's.
+        var route: (@Sendable (Request) -> Reply?)?
     }
 
     private let state = NIOLockedValueBox(State())
@@ -81,6 +84,12 @@ final class CannedServer: Sendable {
         state.withLockedValue { $0.fallback = reply }
     }
 
+    /// Replies chosen by what each request asks (nil: the queue's), for requests in flight at
+    /// once, whose order of arrival is not the test's to choose.
+    func route(_ answer: @escaping @Sendable (Request) -> Reply?) {
+        state.withLockedValue { $0.route = answer }
+    }
+
     var requests: [Request] { state.withLockedValue { $0.requests } }
 
     func stop() async throws {
@@ -90,6 +99,7 @@ final class CannedServer: Sendable {
     fileprivate func reply(to request: Request) -> Reply {
         state.withLockedValue { state in
             state.requests.append(request)
+            if let reply = state.route?(request) { return reply }
             if !state.replies.isEmpty { return state.replies.removeFirst() }
             return state.fallback ?? .json(500, "{\"serverErrorCode\":\"INTERNAL_ERROR\",\"reason\":\"no canned reply\"}")
         }
