@@ -44,6 +44,7 @@ extension RecordQueryResponse: JSONReadable {
             }
         }
         try json.end()
+        if let marker { try json.checkTokenLength(marker, "continuationMarker") }
         self.init(records: records, continuationMarker: marker)
         byteCount = json.bytesHeld
     }

@@ -82,7 +82,22 @@ extension JSONReader {
         // PostgreSQL's text cannot hold a NUL: a token with one could never be committed, and
         // every run would meet it again at the same page, failing where it stands.
         guard !syncToken.utf8.contains(0) else { throw failure("a syncToken holding a NUL character, which no checkpoint can keep") }
+        try checkTokenLength(syncToken, "syncToken")
         return (items, syncToken, moreComing)
+    }
+
+    /// The most bytes a sync token or continuation marker may take. CloudKit's take a few
+    /// hundred; each is held for the pages after it and written into the checkpoint with every
+    /// batch (a query zone's token holds the markers of all its slices), so one of megabytes, from
+    /// a broken or hostile server, would cost that much again at every page. Refused as an
+    /// answer CloudKit does not send.
+    static let maxTokenBytes = 64 * 1024
+
+    func checkTokenLength(_ token: String, _ member: String) throws {
+        let count = token.utf8.count
+        guard count <= Self.maxTokenBytes else {
+            throw failure("a \(member) of \(count) bytes, more than the \(Self.maxTokenBytes / 1024) KiB a token may take")
+        }
     }
 }
 

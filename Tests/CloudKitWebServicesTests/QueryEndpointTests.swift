@@ -49,4 +49,22 @@ import Testing
             #expect(second["query"]?["sortBy"] == nil)
         }
     }
+
+    /// A continuation marker of megabytes is an answer CloudKit does not send: each marker goes
+    /// into the position written with every batch. One at the limit is taken.
+    @Test func aMarkerPastSixtyFourKiBIsRefused() async throws {
+        try await withServer(configure: {
+            $0.database = .public
+            $0.retry.maxAttempts = 1
+        }) { server, client in
+            let limit = String(repeating: "m", count: 64 * 1024)
+            server.enqueue(.json(200, #"{"records":[],"continuationMarker":"\#(limit)"}"#), .json(200, #"{"records":[],"continuationMarker":"\#(limit)m"}"#))
+            let taken = try await client.queryRecords(recordType: "Note", sort: nil, continuationMarker: nil, desiredKeys: [])
+            #expect(taken.continuationMarker == limit)
+            let refusal = await #expect(throws: CloudKitError.self) {
+                try await client.queryRecords(recordType: "Note", sort: nil, continuationMarker: nil, desiredKeys: [])
+            }
+            #expect(refusal?.description.contains("a continuationMarker of 65537 bytes, more than the 64 KiB") == true, "\(String(describing: refusal))")
+        }
+    }
 }
