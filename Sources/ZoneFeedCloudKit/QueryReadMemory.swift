@@ -37,6 +37,12 @@ final class QueryReadMemory: Sendable {
     }
 
     private let state = Mutex(State())
+    /// The most names kept as given at one slice's time. A run of ties longer than that (a
+    /// marker chain at one millisecond, without end from a broken or hostile server) keeps only
+    /// its last page's: the ties serve to drop records read again, and one read again past this
+    /// is given again and counted unchanged, where every name of an endless run held grew
+    /// without bound.
+    let maxTies: Int
 
     /// How long a record deleted by notification is held back from the query's answers: far
     /// longer than an index lags.
@@ -44,7 +50,9 @@ final class QueryReadMemory: Sendable {
     /// The most deletions held: a flood beyond is left to the sweep.
     static let maxDeletions = 100_000
 
-    init() {}
+    init(maxTies: Int = 100_000) {
+        self.maxTies = maxTies
+    }
 
     // MARK: The chain
 
@@ -87,6 +95,14 @@ final class QueryReadMemory: Sendable {
 
     func put(_ key: Key, _ value: Set<ExactName>) {
         state.withLock { $0.ties[key] = value }
+    }
+
+    /// The names `seen` at `key`'s time and those of the `page` read there since, or the page's
+    /// alone past `maxTies`.
+    func put(_ key: Key, seen: Set<ExactName>, adding page: [ExactName]) {
+        var given = seen.union(page)
+        if given.count > maxTies { given = Set(page.suffix(maxTies)) }
+        put(key, given)
     }
 
     /// The ties as they stand, for a round to put back when it fails: the slices of the round

@@ -366,7 +366,7 @@ struct QueryZoneReader: Sendable {
                 // Every record of the page (or every one but the latest) shares the slice's
                 // start: the marker goes on.
                 next = QuerySlice(from: slice.from, to: slice.to, marker: marker)
-                memory.put(key, seen.union(records.compactMap { $0.recordName.map { ExactName($0) } }))
+                memory.put(key, seen: seen, adding: records.compactMap { $0.recordName.map { ExactName($0) } })
             }
         } else if item.waitsForOthers {
             // The open slice has reached the present before the bounded ones ended: it reads

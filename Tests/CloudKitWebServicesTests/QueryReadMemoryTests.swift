@@ -1,3 +1,4 @@
+import CloudKitModel
 import Foundation
 import Testing
 import ZoneFeed
@@ -35,6 +36,19 @@ import ZoneFeed
         memory.beginPage(after: ChangeToken("t0-committed-before"), atRest: false)
         #expect(memory.takeDeletions() == ["A"])
         #expect(memory.take(key) == [], "records read at a slice's start by a page never applied are read again")
+    }
+
+    /// A run of ties read by marker keeps every name it gave, up to `maxTies`; past it, the
+    /// last page's alone, so that an endless run at one time holds a bounded memory.
+    @Test func theNamesGivenAtOneTimeAreBounded() {
+        let memory = QueryReadMemory(maxTies: 4)
+        memory.put(key, seen: [], adding: ["R1", "R2"])
+        memory.put(key, seen: memory.take(key), adding: ["R3", "R4"])
+        #expect(memory.take(key) == ["R1", "R2", "R3", "R4"])
+        memory.put(key, seen: ["R1", "R2", "R3", "R4"], adding: ["R5", "R6"])
+        #expect(memory.take(key) == ["R5", "R6"], "past the bound, the last page's")
+        memory.put(key, seen: [], adding: (1...6).map { ExactName("P\($0)") })
+        #expect(memory.take(key) == ["P3", "P4", "P5", "P6"], "a page past the bound keeps its last names")
     }
 
     @Test func aRunThatEndedCommittedWhatItCarried() {
