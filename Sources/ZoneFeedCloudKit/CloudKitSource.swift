@@ -191,10 +191,11 @@ public struct CloudKitSource: ChangeSource {
         if error.code == .zoneNotFound {
             return SyncError(.zoneNotFound, zoneID: zone, message: error.description, underlying: error)
         }
-        // REST documents no error for a stale sync token; a 400 on a token-bearing call is the
-        // likely form (reference §0), so it is taken as one. The engine resyncs at most once per
-        // zone and run, so a 400 that has another cause cannot loop.
-        if carriedToken, error.code == .badRequest || error.code == .changeTokenExpired {
+        // REST documents no error for a stale sync token; a 4xx on a token-bearing call is the
+        // likely form (reference §0: "likely BAD_REQUEST/400"), so it is taken as one. The
+        // engine resyncs at most once per zone and run, so a 4xx that has another cause cannot
+        // loop.
+        if carriedToken, Self.refusesTheToken(error) {
             logger.warning(
                 "the server refused a call that carried a sync token; taking the token as expired",
                 metadata: [
@@ -207,5 +208,16 @@ public struct CloudKitSource: ChangeSource {
                 message: "the server no longer accepts the sync token (\(error.code))\(reason)", underlying: error)
         }
         return SyncError(.failed, zoneID: zone, message: error.description, underlying: error)
+    }
+
+    /// Whether a refusal of a call that carried a sync token stands for the token: BAD_REQUEST
+    /// or CHANGE_TOKEN_EXPIRED, and any other 4xx answer (NOT_FOUND, CONFLICT, a code not
+    /// documented) but those a new token cannot change: authentication, permission, quota and
+    /// throttling. Taken only as 400 BAD_REQUEST, a stale token answered otherwise failed its
+    /// zone in every run until a person ran `zonefeed reset`.
+    static func refusesTheToken(_ error: CloudKitError) -> Bool {
+        if error.code == .badRequest || error.code == .changeTokenExpired { return true }
+        guard let status = error.httpStatus, (400..<500).contains(status), ![401, 403, 413, 421, 429].contains(status) else { return false }
+        return ![CloudKitError.Code.accessDenied, .quotaExceeded, .throttled, .authenticationFailed, .authenticationRequired].contains(error.code)
     }
 }
