@@ -71,7 +71,12 @@ extension CloudKitClient {
                 logger.warning("CloudKit answered 421 Misdirected Request; retrying once on a fresh connection")
                 continue
             }
-            if error.code == .authenticationFailed, let token, tokenRetries < WebAuthTokenStore.tokensKept,
+            // A refused web auth token: 401, or 421 AUTHENTICATION_REQUIRED, which CloudKit may
+            // send for a token it no longer accepts as well as for a session that has ended
+            // (Apple documents neither): the newest token known is tried before a person is
+            // asked to sign in again.
+            if error.code == .authenticationFailed || error.code == .authenticationRequired, let token,
+                tokenRetries < WebAuthTokenStore.tokensKept,
                 await mayRetryWithAnotherToken(after: token, logger: logger)
             {
                 tokenRetries += 1
@@ -110,11 +115,11 @@ extension CloudKitClient {
         return delay
     }
 
-    /// A request was refused with `AUTHENTICATION_FAILED`. With requests in flight together, its
-    /// token may have been overtaken by the others' (a server that accepts only the newest token
-    /// or two): requests go one at a time from now on, and once those in flight have answered,
-    /// the request is tried again with the newest token known. Returns false when no token is
-    /// left to try: a person must sign in again.
+    /// A request was refused with `AUTHENTICATION_FAILED` (or `AUTHENTICATION_REQUIRED`). With
+    /// requests in flight together, its token may have been overtaken by the others' (a server
+    /// that accepts only the newest token or two): requests go one at a time from now on, and
+    /// once those in flight have answered, the request is tried again with the newest token
+    /// known. Returns false when no token is left to try: a person must sign in again.
     func mayRetryWithAnotherToken(after refused: String, logger: Logger) async -> Bool {
         if await limiter.becomeOneAtATime() {
             let kept =

@@ -18,6 +18,7 @@ import Foundation
 /// | `zones/expire-tokens` | `{zone}` | every token issued so far for the zone is answered 400 `BAD_REQUEST` |
 /// | `database/expire-tokens` | `{}` | every token of the database feed (`changes/database`) issued so far is answered 400 `BAD_REQUEST` |
 /// | `auth/revoke` | `{initial: true}` or `{all: true}` | revokes the configured web auth tokens, or every token |
+/// | `auth/stale-token-answer` | `{status: 401 or 421}` | how a web auth token the server issued and no longer accepts (`--token-window`) is answered: 401 `AUTHENTICATION_FAILED` (the default) or 421 `AUTHENTICATION_REQUIRED` with the sign-in address; which CloudKit sends is not documented |
 /// | `auth/grant` | `{webAuthToken}` | accepts one more web auth token |
 /// | `auth/sign-in` | `{callback?, refuse?, elapseSeconds?}` | where the sign-in page sends the browser (the API token's sign-in callback), whether it refuses every sign-in (`error=refused` on the callback), and seconds that pass at once for every session's lifetime; answers the counts of sign-ins, cancels, refusals and requests refused because their session had ended |
 /// | `user` | `{userRecordName}` | what `users/caller` answers from now on |
@@ -170,6 +171,11 @@ extension FakeCloudKitStore {
             } else {
                 return .adminError("auth/revoke needs {\"initial\": true} or {\"all\": true}")
             }
+            return .admin(.object(["ok": .bool(true)]))
+
+        case "auth/stale-token-answer":
+            guard let status = body.status, status == 401 || status == 421 else { return .adminError("auth/stale-token-answer needs status: 401 or 421") }
+            staleTokenStatus = status
             return .admin(.object(["ok": .bool(true)]))
 
         case "auth/grant":

@@ -25,7 +25,15 @@ extension FakeCloudKitStore {
         let isRotated = isAcceptedRotatedToken(webAuthToken)
         if isRotated, let position = tokenPositions[webAuthToken] { newestUsedPosition = max(newestUsedPosition, position) }
         guard isRotated || initialTokens.contains(webAuthToken) else {
-            if everIssued.contains(webAuthToken) || retiredTokens.contains(webAuthToken) { traffic.staleTokenRefusals += 1 }
+            if everIssued.contains(webAuthToken) || retiredTokens.contains(webAuthToken) {
+                traffic.staleTokenRefusals += 1
+                if staleTokenStatus == 421 {
+                    return .refused(
+                        .error(
+                            421, "AUTHENTICATION_REQUIRED", "web auth token (ckWebAuthToken) is no longer valid: sign in again",
+                            redirectURL: signInAddress(origin: origin)))
+                }
+            }
             return .refused(.error(401, "AUTHENTICATION_FAILED", "web auth token (ckWebAuthToken) is unknown, expired or revoked"))
         }
         // A session ends however often its token rotates, as CloudKit's do.

@@ -82,6 +82,10 @@ actor FakeCloudKitStore {
     var everIssued: Set<String> = []
     /// Configured tokens retired by the use of a rotated one (with a `tokenWindow`).
     var retiredTokens: Set<String> = []
+    /// How a web auth token the server issued and no longer accepts is answered: 401
+    /// `AUTHENTICATION_FAILED`, or 421 `AUTHENTICATION_REQUIRED` (`auth/stale-token-answer`).
+    /// Which CloudKit sends is not documented.
+    var staleTokenStatus = 401
     var faults: [Fault] = []
     /// The sessions and the sign-in page (`FakeCloudKitStore+SignIn`).
     var signIn = SignInState()
