@@ -32,6 +32,10 @@ struct QueryZoneReader: Sendable {
         return seconds.isFinite ? Int64(min(max(seconds, 0), CloudKitSettings.queryLagSecondsRange.upperBound) * 1000) : 300_000
     }
 
+    /// This machine's time, which no position is put past (see `aheadWarningMs`). A clock that
+    /// cannot be read as milliseconds caps nothing.
+    var nowMs: Int64 { Self.clamped(Int64(exactly: (now().timeIntervalSince1970 * 1000).rounded(.down)) ?? Self.timeRange.upperBound) }
+
     /// A watermark minus the lag, never below the earliest time.
     func lagged(_ ms: Int64) -> Int64 { max(Self.timeRange.lowerBound, Self.clamped(ms) - lagMs) }
 
@@ -143,14 +147,18 @@ struct QueryZoneReader: Sendable {
     /// The earliest and latest modification time of each type, or nil when it has no records:
     /// two queries of one record each, all at once.
     private func probe(_ types: [String]) async throws -> [String: (Int64, Int64)?] {
-        try await withThrowingTaskGroup(of: (String, (Int64, Int64)?).self) { group in
+        let nowMs = self.nowMs
+        return try await withThrowingTaskGroup(of: (String, (Int64, Int64)?).self) { group in
             for type in types {
                 group.addTask {
                     async let first = query(type, sort: .ascending, filters: [], marker: nil, limit: 1, desiredKeys: [])
                     async let last = query(type, sort: .descending, filters: [], marker: nil, limit: 1, desiredKeys: [])
                     let (a, b) = try await (first, last)
                     guard let earliest = Self.times(a.records).min(), let latest = Self.times(b.records).max() else { return (type, nil) }
-                    return (type, (earliest, max(earliest, latest)))
+                    // A record stamped ahead of this machine's clock (the year 2300, say) would
+                    // spread the slices over the centuries before it and start the open one
+                    // there, past every change made while the backfill runs.
+                    return (type, (earliest, max(earliest, min(latest, nowMs))))
                 }
             }
             var bounds: [String: (Int64, Int64)?] = [:]
@@ -231,8 +239,7 @@ struct QueryZoneReader: Sendable {
 
         var listed: [String: [String]] = [:]
         let checksDeletions = memory.holdsDeletions
-        // A clock that cannot be read as milliseconds caps nothing.
-        let nowMs = Self.clamped(Int64(exactly: (now().timeIntervalSince1970 * 1000).rounded(.down)) ?? Self.timeRange.upperBound)
+        let nowMs = self.nowMs
         var aheadOfTheClock = 0
         for result in results.sorted(by: { ($0.work.type, $0.work.index) < ($1.work.type, $1.work.index) }) {
             let item = result.work
@@ -371,7 +378,9 @@ struct QueryZoneReader: Sendable {
         } else if item.waitsForOthers {
             // The open slice has reached the present before the bounded ones ended: it reads
             // the present again once they have, for what was modified meanwhile.
-            let last = times.max() ?? slice.from
+            // Never past this machine's clock: a record stamped ahead would put the read again
+            // past what is modified meanwhile.
+            let last = min(times.max() ?? slice.from, nowMs)
             next = QuerySlice(from: max(slice.from, last), to: nil)
             memory.put(
                 QueryReadMemory.Key(kind: key.kind, type: item.type, from: next!.from),

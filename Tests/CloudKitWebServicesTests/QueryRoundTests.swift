@@ -18,6 +18,10 @@ import ZoneFeedCloudKit
         .json(200, #"{"records":[\#(records.joined(separator: ","))]\#(marker.map { #","continuationMarker":"\#($0)""# } ?? "")}"#)
     }
 
+    static func first(_ list: JSONValue?) -> JSONValue? {
+        if case .array(let items)? = list { items.first } else { nil }
+    }
+
     static func names(_ page: ZoneChangePage) -> [String] {
         page.entries.compactMap { if case .record(let record) = $0 { record.recordName } else { nil } }
     }
@@ -96,5 +100,49 @@ import ZoneFeedCloudKit
         try await server.stop()
 
         #expect(Set(given) == ["a1", "a2", "a3", "a4", "a5"], "every record of A is given: \(given)")
+    }
+
+    /// A first backfill meets a record stamped in the year 2286 (a broken or hostile server, a
+    /// client's clock). No query starts past this machine's clock: not the slice that reaches
+    /// the present, nor its read once more after the others, which before started near 2286 and
+    /// passed over every change made while the backfill ran.
+    @Test func noSliceOfABackfillStartsPastThisMachinesClock() async throws {
+        let server = try await CannedServer.start()
+        let ahead: Int64 = 10_000_000_000_000
+        server.route { request in
+            guard let body = try? JSONDecoder().decode(JSONValue.self, from: Data(request.body)) else { return nil }
+            let future = Self.record("future", "A", at: ahead)
+            if body["resultsLimit"] == .int(1) {
+                let ascending = Self.first(body["query"]?["sortBy"])?["ascending"] == .bool(true)
+                return Self.answer([ascending ? Self.record("a1", "A", at: 1_000) : future])
+            }
+            return Self.answer([Self.record("a1", "A", at: 1_000), future])
+        }
+        var settings = CloudKitSettings(
+            container: "iCloud.com.example.notes",
+            auth: .init(apiToken: Secret(Secrets.apiToken), webAuthToken: Secret(Secrets.webAuthToken)))
+        settings.baseURL = server.baseURL
+        settings.database = .public
+        settings.maxConcurrentRequests = 4
+        settings.maxAttempts = 1
+        var source = try CloudKitSource(settings: settings, logger: LogRecorder().logger)
+        source.recordTypes = ["A"]
+        var token: ChangeToken?
+        for _ in 0..<10 {
+            let page = try await source.fetchZoneChanges(in: ZoneID(zoneName: ZoneID.defaultZoneName), since: token)
+            token = page.syncToken
+            if !page.moreComing { break }
+        }
+        try await source.shutdown()
+        try await server.stop()
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+
+        var starts: [Int64] = []
+        for request in server.requests {
+            let body = try JSONDecoder().decode(JSONValue.self, from: Data(request.body))
+            if case .int(let from)? = Self.first(body["query"]?["filterBy"])?["fieldValue"]?["value"] { starts.append(from) }
+        }
+        #expect(starts.count >= 4, "the slices were read: \(starts)")
+        #expect(starts.allSatisfy { $0 <= now }, "every query starts before now: \(starts)")
     }
 }
