@@ -25,6 +25,9 @@ final class QueryReadMemory: Sendable {
     private struct State {
         /// Names by their bytes (`ExactName`), as CloudKit tells records apart.
         var ties: [Key: Set<ExactName>] = [:]
+        /// How often each slice's marker was refused and the slice read again from its time,
+        /// along the chain.
+        var restarts: [Key: Int] = [:]
         /// Deletions not yet given to a page.
         var pending: [String] = []
         /// When each record deleted by notification was heard of.
@@ -70,6 +73,7 @@ final class QueryReadMemory: Sendable {
                 state.carried = []
                 state.places = [:]
                 state.ties = [:]
+                state.restarts = [:]
             } else if atRest {
                 state.carried = []
                 state.places = [:]
@@ -103,6 +107,14 @@ final class QueryReadMemory: Sendable {
         var given = seen.union(page)
         if given.count > maxTies { given = Set(page.suffix(maxTies)) }
         put(key, given)
+    }
+
+    /// Notes that the marker of the slice at `key` was refused; returns how often it was.
+    func restarted(_ key: Key) -> Int {
+        state.withLock { state in
+            state.restarts[key, default: 0] += 1
+            return state.restarts[key]!
+        }
     }
 
     /// The ties as they stand, for a round to put back when it fails: the slices of the round

@@ -32,6 +32,10 @@ struct QueryZoneReader: Sendable {
         return seconds.isFinite ? Int64(min(max(seconds, 0), CloudKitSettings.queryLagSecondsRange.upperBound) * 1000) : 300_000
     }
 
+    /// How often a slice's marker may be refused, and the slice read again from its time, along
+    /// one chain of pages.
+    static let maxMarkerRestarts = 3
+
     /// This machine's time, which no position is put past (see `aheadWarningMs`). A clock that
     /// cannot be read as milliseconds caps nothing.
     var nowMs: Int64 { Self.clamped(Int64(exactly: (now().timeIntervalSince1970 * 1000).rounded(.down)) ?? Self.timeRange.upperBound) }
@@ -344,13 +348,28 @@ struct QueryZoneReader: Sendable {
             response = try await query(
                 item.type, sort: .ascending, filters: filters, marker: slice.marker, limit: settings.resultsLimit, desiredKeys: desiredKeys)
         } catch let error as SyncError where slice.marker != nil && error.code == .changeTokenExpired {
-            // The marker is no longer accepted: the run of ties is read again from its start.
+            // The marker is no longer accepted: the run of ties is read again from its start. A
+            // server that refuses every marker would have the slice read its start for ever,
+            // while other slices moved the zone's token on (so the engine saw progress).
+            let key = QueryReadMemory.Key(kind: item.kind, type: item.type, from: slice.from)
+            if memory.restarted(key) > Self.maxMarkerRestarts {
+                throw SyncError(
+                    .failed, zoneID: zone,
+                    message: "CloudKit refused the continuation marker of a query of \(item.type) more than \(Self.maxMarkerRestarts) times "
+                        + "at one time: the read does not advance (\(error.message))")
+            }
             logger.warning(
                 "the server no longer accepts a query's continuation marker; reading from the records' time again",
                 metadata: ["recordType": "\(item.type)", "error": "\(error.message)"])
             var restarted = item
             restarted.slice.marker = nil
             return try await read(restarted)
+        }
+        if let marker = slice.marker, response.continuationMarker == marker {
+            // The marker asked with, given back: the same page again, for ever.
+            throw SyncError(
+                .failed, zoneID: zone,
+                message: "CloudKit gave back the continuation marker a query of \(item.type) was asked with: the read does not advance")
         }
         let key = QueryReadMemory.Key(kind: item.kind, type: item.type, from: slice.from)
         let seen = memory.take(key)

@@ -10,6 +10,28 @@ import ZoneFeedCloudKit
 /// The public database's reader, a page (a round of queries) at a time, against answers chosen
 /// by what each query asks: the queries of a round are in flight at once.
 @Suite struct QueryRoundTests {
+    /// What a query asks, read from its body.
+    struct Query {
+        var type: String
+        var marker: String?
+        /// The probe of a type's earliest or latest record (one record).
+        var isProbe: Bool
+        var ascending: Bool
+        /// Its lower bound on the modification time, if any.
+        var from: Int64?
+
+        init?(_ request: CannedServer.Request) {
+            guard let body = try? JSONDecoder().decode(JSONValue.self, from: Data(request.body)),
+                case .string(let type)? = body["query"]?["recordType"]
+            else { return nil }
+            self.type = type
+            marker = if case .string(let m)? = body["continuationMarker"] { m } else { nil }
+            isProbe = body["resultsLimit"] == .int(1)
+            ascending = QueryRoundTests.first(body["query"]?["sortBy"])?["ascending"] != .bool(false)
+            from = if case .int(let ms)? = QueryRoundTests.first(body["query"]?["filterBy"])?["fieldValue"]?["value"] { ms } else { nil }
+        }
+    }
+
     static func record(_ name: String, _ type: String, at ms: Int64) -> String {
         #"{"recordName":"\#(name)","recordType":"\#(type)","recordChangeTag":"t-\#(name)","fields":{},"modified":{"timestamp":\#(ms)}}"#
     }
@@ -26,6 +48,40 @@ import ZoneFeedCloudKit
         page.entries.compactMap { if case .record(let record) = $0 { record.recordName } else { nil } }
     }
 
+    /// A source reading the public database's `recordTypes` from a canned server that answers
+    /// each query by `route`, one attempt a request; shut down however `body` ends.
+    func withQuerySource<T: Sendable>(
+        recordTypes: [String], resultsLimit: Int = 200, maxConcurrentRequests: Int = 2,
+        route: @escaping @Sendable (Query) -> CannedServer.Reply?,
+        _ body: (CannedServer, CloudKitSource) async throws -> T
+    ) async throws -> T {
+        let server = try await CannedServer.start()
+        server.route { request in Query(request).flatMap(route) }
+        var settings = CloudKitSettings(
+            container: "iCloud.com.example.notes",
+            auth: .init(apiToken: Secret(Secrets.apiToken), webAuthToken: Secret(Secrets.webAuthToken)))
+        settings.baseURL = server.baseURL
+        settings.database = .public
+        settings.resultsLimit = resultsLimit
+        settings.maxConcurrentRequests = maxConcurrentRequests
+        settings.maxAttempts = 1
+        settings.timeoutSeconds = 10
+        var source = try CloudKitSource(settings: settings, logger: LogRecorder().logger)
+        source.recordTypes = recordTypes
+        do {
+            let result = try await body(server, source)
+            try await source.shutdown()
+            try await server.stop()
+            return result
+        } catch {
+            try? await source.shutdown()
+            try? await server.stop()
+            throw error
+        }
+    }
+
+    let zone = ZoneID(zoneName: ZoneID.defaultZoneName)
+
     /// Type A has five records at one millisecond, more than its pages of two hold, so its
     /// slice follows the server's marker within that time; type B's query, in the same round
     /// as A's second marker page, fails. The page is asked again from the same token, as
@@ -33,72 +89,54 @@ import ZoneFeedCloudKit
     /// come again and must be given. Before, the failed round had already noted them as given
     /// at that time, and they were dropped for good.
     @Test func aRoundThatFailsLeavesNoRecordItReadNotedAsGiven() async throws {
-        let server = try await CannedServer.start()
         let failuresLeft = Mutex(1)
         let bQueries = Mutex(0)
-        server.route { request in
-            guard let body = try? JSONDecoder().decode(JSONValue.self, from: Data(request.body)),
-                case .string(let type)? = body["query"]?["recordType"]
-            else { return nil }
-            let marker: String? = if case .string(let m)? = body["continuationMarker"] { m } else { nil }
-            if body["resultsLimit"] == .int(1) {
-                // The probe of a type's earliest and latest record.
-                return type == "A" ? Self.answer([Self.record("a1", "A", at: 1_000)]) : Self.answer([Self.record("b1", "B", at: 5_000)])
+        let given = try await withQuerySource(recordTypes: ["A", "B"], resultsLimit: 2) { query in
+            if query.isProbe {
+                return query.type == "A" ? Self.answer([Self.record("a1", "A", at: 1_000)]) : Self.answer([Self.record("b1", "B", at: 5_000)])
             }
-            if type == "A" {
-                switch marker {
+            if query.type == "A" {
+                switch query.marker {
                 case nil: return Self.answer([Self.record("a1", "A", at: 1_000), Self.record("a2", "A", at: 1_000)], marker: "mA2")
                 case "mA2": return Self.answer([Self.record("a3", "A", at: 1_000), Self.record("a4", "A", at: 1_000)], marker: "mA3")
                 default: return Self.answer([Self.record("a5", "A", at: 1_000)])
                 }
             }
-            // B goes on for as long as the test reads; its third query, in page 3, fails once
-            // (a server fault, not retried here: one attempt).
+            // B goes on for as long as the test reads; its third query, in page 3, fails once,
+            // after A's query of that round has been answered: its answer trickles, and is not
+            // JSON (not tried again here: one attempt).
             let count = bQueries.withLock {
                 $0 += 1
                 return $0
             }
-            if count == 3,
-                failuresLeft.withLock({ left in
+            let fails =
+                count == 3
+                && failuresLeft.withLock { left in
                     defer { left = 0 }
                     return left > 0
-                })
-            {
-                return .error(500, code: "INTERNAL_ERROR", reason: "failed once")
+                }
+            if fails {
+                return .trickle(body: Array("<html>failed once</html>".utf8), interval: .milliseconds(25))
             }
-            return Self.answer([Self.record("b1", "B", at: 5_000)], marker: "mB")
+            return Self.answer([Self.record("b1", "B", at: 5_000)], marker: "mB\(count)")
+        } _: { _, source in
+            // Page 1 reads a1 and a2 and goes on from their time; page 2 reads them again
+            // there, drops them, and goes on by the marker.
+            var given: [String] = []
+            let first = try await source.fetchZoneChanges(in: zone, since: nil)
+            given += Self.names(first).filter { $0.hasPrefix("a") }
+            let second = try await source.fetchZoneChanges(in: zone, since: first.syncToken)
+            given += Self.names(second).filter { $0.hasPrefix("a") }
+            // Page 3: A's marker page (a3, a4) comes, B's query fails, and so does the page.
+            await #expect(throws: SyncError.self) { try await source.fetchZoneChanges(in: zone, since: second.syncToken) }
+            var token = second.syncToken
+            for _ in 0..<3 {
+                let page = try await source.fetchZoneChanges(in: zone, since: token)
+                given += Self.names(page).filter { $0.hasPrefix("a") }
+                token = page.syncToken
+            }
+            return given
         }
-        var settings = CloudKitSettings(
-            container: "iCloud.com.example.notes",
-            auth: .init(apiToken: Secret(Secrets.apiToken), webAuthToken: Secret(Secrets.webAuthToken)))
-        settings.baseURL = server.baseURL
-        settings.database = .public
-        settings.resultsLimit = 2
-        settings.maxConcurrentRequests = 2
-        settings.maxAttempts = 1
-        settings.timeoutSeconds = 10
-        var source = try CloudKitSource(settings: settings, logger: LogRecorder().logger)
-        source.recordTypes = ["A", "B"]
-        let zone = ZoneID(zoneName: ZoneID.defaultZoneName)
-
-        // Page 1 reads a1 and a2 and goes on from their time; page 2 reads them again there,
-        // drops them, and goes on by the marker.
-        var given: [String] = []
-        let first = try await source.fetchZoneChanges(in: zone, since: nil)
-        given += Self.names(first).filter { $0.hasPrefix("a") }
-        let second = try await source.fetchZoneChanges(in: zone, since: first.syncToken)
-        given += Self.names(second).filter { $0.hasPrefix("a") }
-        // Page 3: A's marker page (a3, a4) comes, B's query fails, and so does the page.
-        await #expect(throws: SyncError.self) { try await source.fetchZoneChanges(in: zone, since: second.syncToken) }
-        var token = second.syncToken
-        for _ in 0..<3 {
-            let page = try await source.fetchZoneChanges(in: zone, since: token)
-            given += Self.names(page).filter { $0.hasPrefix("a") }
-            token = page.syncToken
-        }
-        try await source.shutdown()
-        try await server.stop()
-
         #expect(Set(given) == ["a1", "a2", "a3", "a4", "a5"], "every record of A is given: \(given)")
     }
 
@@ -107,42 +145,66 @@ import ZoneFeedCloudKit
     /// the present, nor its read once more after the others, which before started near 2286 and
     /// passed over every change made while the backfill ran.
     @Test func noSliceOfABackfillStartsPastThisMachinesClock() async throws {
-        let server = try await CannedServer.start()
-        let ahead: Int64 = 10_000_000_000_000
-        server.route { request in
-            guard let body = try? JSONDecoder().decode(JSONValue.self, from: Data(request.body)) else { return nil }
-            let future = Self.record("future", "A", at: ahead)
-            if body["resultsLimit"] == .int(1) {
-                let ascending = Self.first(body["query"]?["sortBy"])?["ascending"] == .bool(true)
-                return Self.answer([ascending ? Self.record("a1", "A", at: 1_000) : future])
-            }
+        let future = Self.record("future", "A", at: 10_000_000_000_000)
+        let starts = try await withQuerySource(recordTypes: ["A"], maxConcurrentRequests: 4) { query in
+            if query.isProbe { return Self.answer([query.ascending ? Self.record("a1", "A", at: 1_000) : future]) }
             return Self.answer([Self.record("a1", "A", at: 1_000), future])
+        } _: { server, source in
+            var token: ChangeToken?
+            for _ in 0..<10 {
+                let page = try await source.fetchZoneChanges(in: zone, since: token)
+                token = page.syncToken
+                if !page.moreComing { break }
+            }
+            return server.requests.compactMap { Query($0)?.from }
         }
-        var settings = CloudKitSettings(
-            container: "iCloud.com.example.notes",
-            auth: .init(apiToken: Secret(Secrets.apiToken), webAuthToken: Secret(Secrets.webAuthToken)))
-        settings.baseURL = server.baseURL
-        settings.database = .public
-        settings.maxConcurrentRequests = 4
-        settings.maxAttempts = 1
-        var source = try CloudKitSource(settings: settings, logger: LogRecorder().logger)
-        source.recordTypes = ["A"]
-        var token: ChangeToken?
-        for _ in 0..<10 {
-            let page = try await source.fetchZoneChanges(in: ZoneID(zoneName: ZoneID.defaultZoneName), since: token)
-            token = page.syncToken
-            if !page.moreComing { break }
-        }
-        try await source.shutdown()
-        try await server.stop()
         let now = Int64(Date().timeIntervalSince1970 * 1000)
-
-        var starts: [Int64] = []
-        for request in server.requests {
-            let body = try JSONDecoder().decode(JSONValue.self, from: Data(request.body))
-            if case .int(let from)? = Self.first(body["query"]?["filterBy"])?["fieldValue"]?["value"] { starts.append(from) }
-        }
         #expect(starts.count >= 4, "the slices were read: \(starts)")
         #expect(starts.allSatisfy { $0 <= now }, "every query starts before now: \(starts)")
+    }
+
+    /// A run of ties read by marker, from a server whose markers never lead on: one that gives
+    /// back the marker it was asked with, or refuses every marker (each read again from the
+    /// ties' time gives the same first marker). Type B's slice changes the zone's token every
+    /// page, so the engine sees progress; the reader itself must stop, and fail the zone,
+    /// within a few pages. Before, it read the same page for ever.
+    @Test(arguments: ["gives back its marker", "refuses every marker"])
+    func aMarkerThatNeverLeadsOnFailsTheZoneWithinAFewPages(_ misbehaviour: String) async throws {
+        let bPages = Mutex(0)
+        let failure = try await withQuerySource(recordTypes: ["A", "B"], resultsLimit: 2) { query in
+            if query.isProbe {
+                return query.type == "A" ? Self.answer([Self.record("a1", "A", at: 1_000)]) : Self.answer([Self.record("b0", "B", at: 5_000)])
+            }
+            if query.type == "B" {
+                // A record at a later time every page: the zone's token moves on.
+                let page = bPages.withLock {
+                    $0 += 1
+                    return $0
+                }
+                return Self.answer([Self.record("b\(page)", "B", at: 5_000 + Int64(page))], marker: "mB\(page)")
+            }
+            switch query.marker {
+            case nil: return Self.answer([Self.record("a1", "A", at: 1_000), Self.record("a2", "A", at: 1_000)], marker: "m1")
+            case _ where misbehaviour == "refuses every marker": return .error(400, code: "BAD_REQUEST", reason: "marker expired")
+            default: return Self.answer([Self.record("a3", "A", at: 1_000)], marker: query.marker)
+            }
+        } _: { _, source -> SyncError? in
+            var token: ChangeToken?
+            for _ in 0..<12 {
+                do {
+                    let page = try await source.fetchZoneChanges(in: zone, since: token)
+                    #expect(page.syncToken != token, "the zone's token moves on")
+                    token = page.syncToken
+                } catch let error as SyncError {
+                    return error
+                }
+            }
+            return nil
+        }
+        let said =
+            misbehaviour == "gives back its marker"
+            ? "CloudKit gave back the continuation marker a query of A was asked with"
+            : "CloudKit refused the continuation marker of a query of A more than 3 times"
+        #expect(failure?.code == .failed && failure?.message.contains(said) == true, "\(String(describing: failure))")
     }
 }
