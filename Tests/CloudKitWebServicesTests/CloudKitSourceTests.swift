@@ -9,27 +9,13 @@ import ZoneFeedCloudKit
         zones: ZoneSelection = .all,
         _ body: (CannedServer, CloudKitSource) async throws -> T
     ) async throws -> T {
-        let server = try await CannedServer.start()
-        var settings = CloudKitSettings(
-            container: "iCloud.com.example.notes",
-            auth: .init(apiToken: Secret(Secrets.apiToken), webAuthToken: Secret(Secrets.webAuthToken)))
-        settings.baseURL = server.baseURL
-        settings.zones = zones
-        settings.resultsLimit = 100
-        settings.desiredKeys = ["title"]
-        settings.maxAttempts = 2
-        settings.timeoutSeconds = 10
-        let source = try CloudKitSource(settings: settings, logger: LogRecorder().logger)
-        do {
-            let result = try await body(server, source)
-            try await source.shutdown()
-            try await server.stop()
-            return result
-        } catch {
-            try? await source.shutdown()
-            try? await server.stop()
-            throw error
-        }
+        try await withCannedSource(
+            configure: { settings in
+                settings.zones = zones
+                settings.resultsLimit = 100
+                settings.desiredKeys = ["title"]
+                settings.maxAttempts = 2
+            }, body)
     }
 
     let zone = ZoneID(zoneName: "Notes")

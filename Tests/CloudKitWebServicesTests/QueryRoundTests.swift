@@ -55,28 +55,14 @@ import ZoneFeedCloudKit
         route: @escaping @Sendable (Query) -> CannedServer.Reply?,
         _ body: (CannedServer, CloudKitSource) async throws -> T
     ) async throws -> T {
-        let server = try await CannedServer.start()
-        server.route { request in Query(request).flatMap(route) }
-        var settings = CloudKitSettings(
-            container: "iCloud.com.example.notes",
-            auth: .init(apiToken: Secret(Secrets.apiToken), webAuthToken: Secret(Secrets.webAuthToken)))
-        settings.baseURL = server.baseURL
-        settings.database = .public
-        settings.resultsLimit = resultsLimit
-        settings.maxConcurrentRequests = maxConcurrentRequests
-        settings.maxAttempts = 1
-        settings.timeoutSeconds = 10
-        var source = try CloudKitSource(settings: settings, logger: LogRecorder().logger)
-        source.recordTypes = recordTypes
-        do {
-            let result = try await body(server, source)
-            try await source.shutdown()
-            try await server.stop()
-            return result
-        } catch {
-            try? await source.shutdown()
-            try? await server.stop()
-            throw error
+        try await withCannedSource(recordTypes: recordTypes) { settings in
+            settings.database = .public
+            settings.resultsLimit = resultsLimit
+            settings.maxConcurrentRequests = maxConcurrentRequests
+            settings.maxAttempts = 1
+        } _: { server, source in
+            server.route { request in Query(request).flatMap(route) }
+            return try await body(server, source)
         }
     }
 

@@ -3,6 +3,8 @@ import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import Testing
+import ZoneFeed
+import ZoneFeedCloudKit
 
 /// Secrets the tests use; none of them may ever appear in a log line or an error's text. They
 /// hold `+`, `/` and `=` on purpose.
@@ -86,6 +88,41 @@ func withServer<T: Sendable>(
         return result
     } catch {
         try? await client.shutdown()
+        try? await server.stop()
+        throw error
+    }
+}
+
+/// A `CloudKitSource` on a canned server, reading the record types `recordTypes` (the public
+/// database's) with the settings `configure` leaves; the source and the server are shut down
+/// however `body` ends.
+func withCannedSource<T: Sendable>(
+    recordTypes: [String] = [],
+    configure: (inout CloudKitSettings) -> Void,
+    _ body: (CannedServer, CloudKitSource) async throws -> T
+) async throws -> T {
+    let server = try await CannedServer.start()
+    var settings = CloudKitSettings(
+        container: "iCloud.com.example.notes",
+        auth: .init(apiToken: Secret(Secrets.apiToken), webAuthToken: Secret(Secrets.webAuthToken)))
+    settings.baseURL = server.baseURL
+    settings.timeoutSeconds = 10
+    configure(&settings)
+    var source: CloudKitSource
+    do {
+        source = try CloudKitSource(settings: settings, logger: LogRecorder().logger)
+    } catch {
+        try? await server.stop()
+        throw error
+    }
+    source.recordTypes = recordTypes
+    do {
+        let result = try await body(server, source)
+        try await source.shutdown()
+        try await server.stop()
+        return result
+    } catch {
+        try? await source.shutdown()
         try? await server.stop()
         throw error
     }

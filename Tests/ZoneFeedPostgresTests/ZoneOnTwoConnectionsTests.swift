@@ -45,6 +45,26 @@ import ZoneFeedPostgres
         )
     }
 
+    /// Two batches of the zone: the earlier makes a Tag, the later a Folder of the same name
+    /// (the Tag was deleted and its name taken), following it.
+    static func aTagThenAFolderOfItsName(
+        _ batch: (_ sequence: Int, _ entries: [RecordEntry], _ token: String) -> ChangeBatch
+    ) -> (made: ChangeBatch, taken: ChangeBatch) {
+        let made = batch(0, [.record(Record(recordName: "TAKEN", recordType: "Tag", recordChangeTag: "t1", fields: ["label": .string("x")]))], "t-1")
+        var taken = batch(1, [.record(Record(recordName: "TAKEN", recordType: "Folder", recordChangeTag: "t2", fields: ["name": .string("x")]))], "t-2")
+        taken.follows = BatchPosition(sequence: 0, token: made.token)
+        return (made, taken)
+    }
+
+    /// Once both have committed: the Folder is live, the Tag deleted, and its deletion logged.
+    static func expectTheFolderAloneLive(_ p: FakePipeline) async throws {
+        let snapshot = try await DestinationSnapshot.read(p)
+        #expect(snapshot.namesLiveInTwoTables.isEmpty, "\(snapshot.namesLiveInTwoTables)")
+        let row = snapshot.rows[ExpectedState.Key(zoneName: "Zone01", recordName: "TAKEN")]
+        #expect(row?.description == "Folder t2", "the Folder is live, the Tag deleted: \(String(describing: row))")
+        #expect(snapshot.tombstonesByReason == ["deleted": 1])
+    }
+
     /// Deadlocks PostgreSQL has broken in the test database.
     static let deadlocks = "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"
 
@@ -142,9 +162,7 @@ import ZoneFeedPostgres
         let (p, hold) = try await Self.backfillOfOneZone("alongtype", seed: 89)
         defer { hold.close() }
         let (destination, zone, batch) = try await Self.destinationOfTheZone(p)
-        let made = batch(0, [.record(Record(recordName: "TAKEN", recordType: "Tag", recordChangeTag: "t1", fields: ["label": .string("x")]))], "t-1")
-        var taken = batch(1, [.record(Record(recordName: "TAKEN", recordType: "Folder", recordChangeTag: "t2", fields: ["name": .string("x")]))], "t-2")
-        taken.follows = BatchPosition(sequence: 0, token: made.token)
+        let (made, taken) = Self.aTagThenAFolderOfItsName(batch)
 
         try await hold.take()
         let first = Task { try await destination.apply(made) }
@@ -157,11 +175,7 @@ import ZoneFeedPostgres
         _ = try await second.value
         await destination.close()
 
-        let snapshot = try await DestinationSnapshot.read(p)
-        #expect(snapshot.namesLiveInTwoTables.isEmpty, "\(snapshot.namesLiveInTwoTables)")
-        let row = snapshot.rows[ExpectedState.Key(zoneName: "Zone01", recordName: "TAKEN")]
-        #expect(row?.description == "Folder t2", "the Folder is live, the Tag deleted: \(String(describing: row))")
-        #expect(snapshot.tombstonesByReason == ["deleted": 1])
+        try await Self.expectTheFolderAloneLive(p)
     }
 
     /// The same two batches the other way round in time: the later one (the Folder) notes its
@@ -175,9 +189,7 @@ import ZoneFeedPostgres
         let (p, hold) = try await Self.backfillOfOneZone("alongfirst", seed: 97)
         defer { hold.close() }
         let (destination, zone, batch) = try await Self.destinationOfTheZone(p)
-        let made = batch(0, [.record(Record(recordName: "TAKEN", recordType: "Tag", recordChangeTag: "t1", fields: ["label": .string("x")]))], "t-1")
-        var taken = batch(1, [.record(Record(recordName: "TAKEN", recordType: "Folder", recordChangeTag: "t2", fields: ["name": .string("x")]))], "t-2")
-        taken.follows = BatchPosition(sequence: 0, token: made.token)
+        let (made, taken) = Self.aTagThenAFolderOfItsName(batch)
 
         // The earlier batch's own lock (`lockBatch`), held by the test, and the folders table.
         let madeLock = "zonefeed:\(p.schema):\(p.name)/\(zone.ownerRecordName)/\(zone.zoneName)#\(made.runID).0"
@@ -201,11 +213,7 @@ import ZoneFeedPostgres
         _ = try await second.value
         await destination.close()
 
-        let snapshot = try await DestinationSnapshot.read(p)
-        #expect(snapshot.namesLiveInTwoTables.isEmpty, "\(snapshot.namesLiveInTwoTables)")
-        let row = snapshot.rows[ExpectedState.Key(zoneName: "Zone01", recordName: "TAKEN")]
-        #expect(row?.description == "Folder t2", "the Folder is live, the Tag deleted: \(String(describing: row))")
-        #expect(snapshot.tombstonesByReason == ["deleted": 1])
+        try await Self.expectTheFolderAloneLive(p)
     }
 
     /// The two batches meet in a deadlock that PostgreSQL breaks by rolling back the *earlier*
