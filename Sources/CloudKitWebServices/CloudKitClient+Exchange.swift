@@ -122,6 +122,7 @@ extension CloudKitClient {
                 code: code, httpStatus: status, reason: errorBody.reason.map { Self.scrub($0, secrets: secrets) },
                 uuid: errorBody.uuid, redirectURL: errorBody.redirectURL, operation: operation, path: path)
             error.signedWithServerKey = signer != nil
+            error.sentByCloudKit = errorBody.serverErrorCode != nil
             let headerDelay = head?.headers.first(name: "Retry-After").flatMap(Self.parseRetryAfter)
             // The server's number is taken at most as `maxRetryAfter`, whatever it is (1e300, a
             // date years away): the rest of the client only ever sees a bounded wait.

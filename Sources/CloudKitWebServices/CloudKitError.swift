@@ -110,6 +110,9 @@ public struct CloudKitError: Error, Sendable, CustomStringConvertible {
     /// The request was signed with a server-to-server key rather than a user's token: an
     /// authentication failure is the key's.
     public var signedWithServerKey = false
+    /// The answer was CloudKit's error body, with its `serverErrorCode`; false for a code read
+    /// from the status alone (a proxy's page, an empty answer) and for faults of the transport.
+    public var sentByCloudKit = false
 
     public init(
         code: Code, httpStatus: Int? = nil, reason: String? = nil, retryAfter: Double? = nil,

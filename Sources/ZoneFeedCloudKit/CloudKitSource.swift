@@ -211,13 +211,18 @@ public struct CloudKitSource: ChangeSource {
     }
 
     /// Whether a refusal of a call that carried a sync token stands for the token: BAD_REQUEST
-    /// or CHANGE_TOKEN_EXPIRED, and any other 4xx answer (NOT_FOUND, CONFLICT, a code not
-    /// documented) but those a new token cannot change: authentication, permission, quota and
-    /// throttling. Taken only as 400 BAD_REQUEST, a stale token answered otherwise failed its
-    /// zone in every run until a person ran `zonefeed reset`.
+    /// or CHANGE_TOKEN_EXPIRED (PRODUCT.md), and any other final 4xx answer in CloudKit's own
+    /// error body (NOT_FOUND, CONFLICT, a code not documented) but those a new token cannot
+    /// change: authentication, permission, quota, throttling. Taken only as 400, a stale token
+    /// answered otherwise failed its zone in every run until a person ran `zonefeed reset`. A
+    /// proxy's page, a 408 or an answer worth retrying is not taken so: each would cost a whole
+    /// zone's refetch.
     static func refusesTheToken(_ error: CloudKitError) -> Bool {
         if error.code == .badRequest || error.code == .changeTokenExpired { return true }
-        guard let status = error.httpStatus, (400..<500).contains(status), ![401, 403, 413, 421, 429].contains(status) else { return false }
-        return ![CloudKitError.Code.accessDenied, .quotaExceeded, .throttled, .authenticationFailed, .authenticationRequired].contains(error.code)
+        guard error.sentByCloudKit, !error.isRetryable, let status = error.httpStatus, (400..<500).contains(status),
+            ![401, 403, 408, 413, 421, 429].contains(status)
+        else { return false }
+        return ![CloudKitError.Code.accessDenied, .quotaExceeded, .throttled, .tryAgainLater, .internalError, .authenticationFailed, .authenticationRequired]
+            .contains(error.code)
     }
 }

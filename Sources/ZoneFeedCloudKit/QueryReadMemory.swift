@@ -77,6 +77,7 @@ final class QueryReadMemory: Sendable {
             } else if atRest {
                 state.carried = []
                 state.places = [:]
+                state.restarts = [:]
             }
         }
     }
@@ -109,7 +110,13 @@ final class QueryReadMemory: Sendable {
         put(key, given)
     }
 
-    /// Notes that the marker of the slice at `key` was refused; returns how often it was.
+    /// A marker of the slice at `key` was taken: the refusals before it led somewhere.
+    func markerTaken(_ key: Key) {
+        state.withLock { _ = $0.restarts.removeValue(forKey: key) }
+    }
+
+    /// Notes that the marker of the slice at `key` was refused; returns how often it was since
+    /// one was last taken.
     func restarted(_ key: Key) -> Int {
         state.withLock { state in
             state.restarts[key, default: 0] += 1

@@ -372,6 +372,7 @@ struct QueryZoneReader: Sendable {
                 message: "CloudKit gave back the continuation marker a query of \(item.type) was asked with: the read does not advance")
         }
         let key = QueryReadMemory.Key(kind: item.kind, type: item.type, from: slice.from)
+        if slice.marker != nil { memory.markerTaken(key) }
         let seen = memory.take(key)
         // Records at the slice's start that an earlier page of this run already gave.
         let records = response.records.filter { entry in
@@ -381,7 +382,10 @@ struct QueryZoneReader: Sendable {
         let times = Self.times(response.records)
         var next: QuerySlice?
         if let marker = response.continuationMarker {
-            if let last = Self.resumeTime(of: response.records, in: slice), last > slice.from {
+            // Never past this machine's clock: records stamped ahead would carry the slice past
+            // what is modified while it is read. Their pages go on by the marker instead (from
+            // the clock, the same records would come again, a page after page).
+            if let last = Self.resumeTime(of: response.records, in: slice), last > slice.from, last <= nowMs {
                 next = QuerySlice(from: last, to: slice.to)
                 let atLast = response.records.compactMap { entry -> ExactName? in
                     guard case .record(let record) = entry, record.modified.map({ Self.clamped($0.timestamp) }) == last else { return nil }
@@ -390,7 +394,7 @@ struct QueryZoneReader: Sendable {
                 memory.put(QueryReadMemory.Key(kind: key.kind, type: item.type, from: last), Set(atLast))
             } else {
                 // Every record of the page (or every one but the latest) shares the slice's
-                // start: the marker goes on.
+                // start, or the page is ahead of this machine's clock: the marker goes on.
                 next = QuerySlice(from: slice.from, to: slice.to, marker: marker)
                 memory.put(key, seen: seen, adding: records.compactMap { $0.recordName.map { ExactName($0) } })
             }

@@ -700,17 +700,24 @@ extension PostgresDestination {
 
     /// The rows of records the batch could not apply but which are at the source (an error
     /// entry for the record alone, an entry that cannot be read, a version that does not fit its
-    /// table) join the batch's generation as they are, in whichever table holds them: a resync's
-    /// sweep would otherwise take them for deleted. Outside a resync they are of the batch's
-    /// generation already, and nothing changes.
+    /// table) join the batch's generation as they are: a resync's sweep would otherwise take
+    /// them for deleted. A reject of a known type keeps the row of that type's table only (one
+    /// of a type without a table keeps none: the name's row of another type is no record's now,
+    /// and the sweep takes it); an error entry, whose type is not said, keeps the name's row in
+    /// whichever table holds it. Outside a resync the rows are of the batch's generation already,
+    /// and nothing changes.
     private func keepRejected(_ rejects: [Reject], of batch: ChangeBatch, schema: PostgresSchema, on c: Connection) throws {
         let nameRoom = Self.nameRoom(in: batch.zoneID)
-        let names = rejects.compactMap(\.entry.nameOfARecordStillThere).filter { !$0.containsNUL && $0.utf8.count <= nameRoom }
-        guard !names.isEmpty else { return }
-        var buffer = BinaryCopyBuffer(capacity: names.reduce(0) { $0 + $1.utf8.count + 16 })
-        for name in names {
+        let kept = rejects.compactMap { reject -> (recordType: String?, name: String)? in
+            guard let name = reject.entry.nameOfARecordStillThere, !name.containsNUL, name.utf8.count <= nameRoom else { return nil }
+            guard let recordType = reject.recordType else { return (nil, name) }
+            return schema.table(forRecordType: recordType) == nil ? nil : (recordType, name)
+        }
+        guard !kept.isEmpty else { return }
+        var buffer = BinaryCopyBuffer(capacity: kept.reduce(0) { $0 + $1.name.utf8.count + ($1.recordType?.utf8.count ?? 0) + 16 })
+        for (recordType, name) in kept {
             buffer.beginTuple(fieldCount: 2)
-            buffer.append(text: nil)
+            buffer.append(text: recordType)
             buffer.append(text: name)
         }
         buffer.finish()
@@ -722,10 +729,10 @@ extension PostgresDestination {
             try c.query(
                 """
                 UPDATE \(table.qualifiedName) AS t SET generation = $3::integer FROM zf_listed AS l
-                WHERE l.record_type IS NULL AND t.zone_owner = $1 AND t.zone_name = $2 AND t.record_name = l.record_name
-                    AND t.generation < $3::integer
+                WHERE (l.record_type IS NULL OR l.record_type = $4) AND t.zone_owner = $1 AND t.zone_name = $2
+                    AND t.record_name = l.record_name AND t.generation < $3::integer
                 """,
-                [batch.zoneID.ownerRecordName, batch.zoneID.zoneName, String(batch.generation)])
+                [batch.zoneID.ownerRecordName, batch.zoneID.zoneName, String(batch.generation), table.mapping.recordType])
         }
     }
 

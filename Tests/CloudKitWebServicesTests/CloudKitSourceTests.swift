@@ -114,6 +114,20 @@ import ZoneFeedCloudKit
         }
     }
 
+    /// A 4xx that is not CloudKit's own answer (a proxy's page, a 408 from one) is not taken as a
+    /// refused token: each would cost the zone's whole refetch. It fails the zone, which the next
+    /// run tries again from its token.
+    @Test(arguments: [(404, "<html>not here</html>"), (408, "{}"), (409, "")])
+    func aFourHundredThatIsNotCloudKitsAnswerIsNotARefusedToken(status: Int, body: String) async throws {
+        try await withSource { server, source in
+            server.always(.respond(status: status, headers: [("Content-Type", "text/html")], body: Array(body.utf8)))
+            let error = try await #require(throws: SyncError.self) {
+                _ = try await source.fetchZoneChanges(in: zone, since: ChangeToken("t"))
+            }
+            #expect(error.code == .failed, "\(error)")
+        }
+    }
+
     @Test func zonePagesCarryTheSettingsAndTheFeed() async throws {
         try await withSource { server, source in
             let answer = #"{"records":[{"recordName":"r","deleted":true}],"syncToken":"t2","moreComing":true}"#

@@ -126,15 +126,19 @@ import ZoneFeedCloudKit
         #expect(Set(given) == ["a1", "a2", "a3", "a4", "a5"], "every record of A is given: \(given)")
     }
 
-    /// A first backfill meets a record stamped in the year 2286 (a broken or hostile server, a
+    /// A first backfill meets records stamped in the year 2286 (a broken or hostile server, a
     /// client's clock). No query starts past this machine's clock: not the slice that reaches
-    /// the present, nor its read once more after the others, which before started near 2286 and
-    /// passed over every change made while the backfill ran.
+    /// the present, nor its page after one of such records, nor its read once more after the
+    /// others, which before started near 2286 and passed over every change made while the
+    /// backfill ran.
     @Test func noSliceOfABackfillStartsPastThisMachinesClock() async throws {
         let future = Self.record("future", "A", at: 10_000_000_000_000)
+        let future2 = Self.record("future2", "A", at: 10_000_000_000_001)
         let starts = try await withQuerySource(recordTypes: ["A"], maxConcurrentRequests: 4) { query in
             if query.isProbe { return Self.answer([query.ascending ? Self.record("a1", "A", at: 1_000) : future]) }
-            return Self.answer([Self.record("a1", "A", at: 1_000), future])
+            // More than a page ahead: the page after goes on by the marker, not from the time.
+            if query.marker == nil { return Self.answer([Self.record("a1", "A", at: 1_000), future, future2], marker: "mF") }
+            return Self.answer([])
         } _: { server, source in
             var token: ChangeToken?
             for _ in 0..<10 {
@@ -147,6 +151,39 @@ import ZoneFeedCloudKit
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         #expect(starts.count >= 4, "the slices were read: \(starts)")
         #expect(starts.allSatisfy { $0 <= now }, "every query starts before now: \(starts)")
+    }
+
+    /// A long run of ties whose every marker is refused once, then taken: each refusal is read
+    /// again from the ties' time and leads on. More than 3 refusals at one time in all must not
+    /// fail the zone: only refusals since a marker was last taken count.
+    @Test func markersRefusedNowAndThenButTakenInBetweenReadEveryRecord() async throws {
+        let asked = Mutex<[String: Int]>([:])
+        let given = try await withQuerySource(recordTypes: ["A"], resultsLimit: 2) { query in
+            if query.isProbe { return Self.answer([Self.record("a1", "A", at: 1_000)]) }
+            guard let marker = query.marker else {
+                return Self.answer([Self.record("a1", "A", at: 1_000), Self.record("a2", "A", at: 1_000)], marker: "m1")
+            }
+            let times = asked.withLock {
+                $0[marker, default: 0] += 1
+                return $0[marker]!
+            }
+            if times == 1 { return .error(400, code: "BAD_REQUEST", reason: "marker expired") }
+            let page = Int(marker.dropFirst())!
+            if page == 5 { return Self.answer([Self.record("a11", "A", at: 1_000)]) }
+            let records = [Self.record("a\(2 * page + 1)", "A", at: 1_000), Self.record("a\(2 * page + 2)", "A", at: 1_000)]
+            return Self.answer(records, marker: "m\(page + 1)")
+        } _: { _, source in
+            var given: [String] = []
+            var token: ChangeToken?
+            for _ in 0..<40 {
+                let page = try await source.fetchZoneChanges(in: zone, since: token)
+                given += Self.names(page)
+                token = page.syncToken
+                if !page.moreComing { break }
+            }
+            return given
+        }
+        #expect(Set(given) == Set((1...11).map { "a\($0)" }), "\(given)")
     }
 
     /// A run of ties read by marker, from a server whose markers never lead on: one that gives
