@@ -523,16 +523,18 @@ extension PostgresDestination {
             // The batch's own later version of the name in this table keeps the row.
             let laterHere =
                 staged.contains(u)
-                ? "AND NOT EXISTS (SELECT 1 FROM \(table.stagingName) AS s WHERE s.record_name = o.record_name AND s.seq > o.seq)" : ""
+                ? "WHERE NOT EXISTS (SELECT 1 FROM \(table.stagingName) AS s WHERE s.record_name = o.record_name AND s.seq > o.seq)" : ""
             let change =
                 hard
-                ? "DELETE FROM \(table.qualifiedName) AS t USING (\(names)) AS o"
-                : "UPDATE \(table.qualifiedName) AS t SET deleted_at = now(), synced_at = now(), run_id = $3::bigint FROM (\(names)) AS o"
+                ? "DELETE FROM \(table.qualifiedName) AS t"
+                : "UPDATE \(table.qualifiedName) AS t SET deleted_at = now(), synced_at = now(), run_id = $3::bigint"
+            // The names as one array looked up by the rows' key (see `byTheirNames`).
             deleted += try c.query(
                 """
                 WITH gone AS (
                     \(change)
-                    WHERE t.zone_owner = $1 AND t.zone_name = $2 AND t.record_name = o.record_name AND t.deleted_at IS NULL \(laterHere)
+                    WHERE t.zone_owner = $1 AND t.zone_name = $2 AND t.deleted_at IS NULL
+                        AND \(Self.byTheirNames("SELECT o.record_name FROM (\(names)) AS o \(laterHere)"))
                     RETURNING t.record_name, t.record_type)
                 INSERT INTO \(schema.tombstones) (pipeline, zone_owner, zone_name, record_name, record_type, reason, run_id)
                 SELECT $4, $1, $2, record_name, record_type, 'deleted', $3::bigint FROM gone
@@ -590,13 +592,13 @@ extension PostgresDestination {
         for table in schema.tables {
             let change =
                 hard
-                ? "DELETE FROM \(table.qualifiedName) AS t USING zf_deletes AS d"
-                : "UPDATE \(table.qualifiedName) AS t SET deleted_at = coalesce(t.deleted_at, now()), synced_at = now(), run_id = $3::bigint FROM zf_deletes AS d"
+                ? "DELETE FROM \(table.qualifiedName) AS t"
+                : "UPDATE \(table.qualifiedName) AS t SET deleted_at = coalesce(t.deleted_at, now()), synced_at = now(), run_id = $3::bigint"
             try c.query(
                 """
                 WITH gone AS (
                     \(change)
-                    WHERE d.final AND t.zone_owner = $1 AND t.zone_name = $2 AND t.record_name = d.record_name
+                    WHERE t.zone_owner = $1 AND t.zone_name = $2 AND \(Self.byTheirNames("SELECT record_name FROM zf_deletes WHERE final"))
                     RETURNING t.record_name, t.record_type)
                 UPDATE zf_deletes AS d SET record_type = gone.record_type FROM gone
                 WHERE d.record_name = gone.record_name AND d.record_type IS NULL
@@ -690,8 +692,8 @@ extension PostgresDestination {
         for table in schema.tables where types.contains(table.mapping.recordType) {
             try c.query(
                 """
-                UPDATE \(table.qualifiedName) AS t SET generation = $3::integer FROM zf_listed AS l
-                WHERE l.record_type = $4 AND t.zone_owner = $1 AND t.zone_name = $2 AND t.record_name = l.record_name
+                UPDATE \(table.qualifiedName) AS t SET generation = $3::integer
+                WHERE t.zone_owner = $1 AND t.zone_name = $2 AND \(Self.byTheirNames("SELECT record_name FROM zf_listed WHERE record_type = $4"))
                     AND t.generation < $3::integer
                 """,
                 [batch.zoneID.ownerRecordName, batch.zoneID.zoneName, String(batch.generation), table.mapping.recordType])
@@ -728,12 +730,23 @@ extension PostgresDestination {
         for table in schema.tables where holding.contains(table.mapping.table) {
             try c.query(
                 """
-                UPDATE \(table.qualifiedName) AS t SET generation = $3::integer FROM zf_listed AS l
-                WHERE (l.record_type IS NULL OR l.record_type = $4) AND t.zone_owner = $1 AND t.zone_name = $2
-                    AND t.record_name = l.record_name AND t.generation < $3::integer
+                UPDATE \(table.qualifiedName) AS t SET generation = $3::integer
+                WHERE t.zone_owner = $1 AND t.zone_name = $2
+                    AND \(Self.byTheirNames("SELECT record_name FROM zf_listed WHERE record_type IS NULL OR record_type = $4"))
+                    AND t.generation < $3::integer
                 """,
                 [batch.zoneID.ownerRecordName, batch.zoneID.zoneName, String(batch.generation), table.mapping.recordType])
         }
+    }
+
+    /// The condition that picks a zone's rows by the names `names` (a query of one text column)
+    /// gives: one array, made once, looked up by the rows' key. Joined to the names' temporary
+    /// table instead, a table just filled (a backfill, its statistics not yet analyzed) was
+    /// estimated at a row for the zone, and PostgreSQL read every row of the zone against every
+    /// name: a sweep's batch of names after a backfill of 35,000 Notes took 20 s where this takes
+    /// well under one (in a table of 200,000 stale rows, 5,000 names: 454 ms joined, 42 ms so).
+    static func byTheirNames(_ names: String) -> String {
+        "t.record_name = ANY (ARRAY(\(names)))"
     }
 
     /// Mark-and-sweep: after a refetch from a nil token, rows the refetch did not touch (an older
