@@ -66,8 +66,9 @@ import Testing
     /// Tokens arrive while requests are handed theirs: each request's token (or a newer one) is
     /// in the file when the request gets it, and the test counts the requests during which a
     /// token arrived, so that it proves the overlap it is about. The tokens arrive from a thread
-    /// of their own, and the requests go on until three overlapped: taken in turns on the tasks'
-    /// two threads, a loaded machine once ran every arrival between two requests.
+    /// of their own, and the requests go on until one overlapped (and 300 tokens came): taken in
+    /// turns on the tasks' two threads, a loaded machine once ran every arrival between two
+    /// requests, and one overlap in 100,000 tokens is what the full suite's load once left.
     @Test func aTokenHandedToARequestIsInTheFileWhileOthersArrive() async throws {
         try await withStore(syncInterval: .seconds(3600)) { store, file in
             let logger = self.logger
@@ -76,7 +77,7 @@ import Testing
             let stopped = Counter()
             Thread.detachNewThread {
                 var i = 0
-                while stopping.value == 0, i < 100_000 {
+                while stopping.value == 0 {
                     i += 1
                     store.received("rotated-\(i)", logger: logger)
                     arrived.add()
@@ -86,7 +87,7 @@ import Testing
             var missing: [String] = []
             var overlapped = 0
             let deadline = ContinuousClock.now + .seconds(120)
-            while overlapped < 3 || arrived.value < 300, stopped.value == 0, ContinuousClock.now < deadline {
+            while overlapped < 1 || arrived.value < 300, ContinuousClock.now < deadline {
                 let before = arrived.value
                 let token = try await store.tokenForRequest(logger: logger)
                 if arrived.value != before { overlapped += 1 }
@@ -98,7 +99,7 @@ import Testing
             }
             stopping.add()
             while stopped.value == 0 { try await Task.sleep(for: .milliseconds(1)) }
-            #expect(overlapped >= 3, "tokens arrived while a request was handed its token")
+            #expect(overlapped >= 1, "tokens arrived while a request was handed its token")
             #expect(missing == [], "every token a request carried was in the file, or a newer one, when it was handed out")
         }
     }
