@@ -72,10 +72,16 @@ import Testing
 
     /// Whatever server still runs on `cluster` (a test that failed before its own stop) is
     /// stopped at once (SIGQUIT, PostgreSQL's immediate shutdown), so that no failure leaves one
-    /// running until the machine's next clean-up; the folder goes with it.
+    /// running until the machine's next clean-up; the folder goes with it once it has stopped.
+    /// A pid the file names is signalled only while it is a postgres process: a pid left in a
+    /// stale file may be another process's by now.
     static func stopAtOnce(_ cluster: String) {
-        if let pid = EmbeddedPostgres.PIDFile.read(cluster + "/data/postmaster.pid")?.pid, kill(pid, SIGQUIT) == 0 {
-            for _ in 0..<50 where kill(pid, 0) == 0 { usleep(100_000) }
+        if let pid = EmbeddedPostgres.PIDFile.read(cluster + "/data/postmaster.pid")?.pid,
+            let name = try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8), name.hasPrefix("postgres"),
+            kill(pid, SIGQUIT) == 0
+        {
+            for _ in 0..<100 where kill(pid, 0) == 0 { usleep(100_000) }
+            guard kill(pid, 0) != 0 else { return }
         }
         try? FileManager.default.removeItem(atPath: cluster)
     }
