@@ -356,7 +356,8 @@ struct QueryZoneReader: Sendable {
                 throw SyncError(
                     .failed, zoneID: zone,
                     message: "CloudKit refused the continuation marker of a query of \(item.type) more than \(Self.maxMarkerRestarts) times "
-                        + "at one time: the read does not advance (\(error.message))")
+                        + "at one time: the read does not advance (\(error.message)); the next run reads the zone again from its last commit, "
+                        + "and if this persists, check that baseURL points at CloudKit Web Services")
             }
             logger.warning(
                 "the server no longer accepts a query's continuation marker; reading from the records' time again",
@@ -369,7 +370,9 @@ struct QueryZoneReader: Sendable {
             // The marker asked with, given back: the same page again, for ever.
             throw SyncError(
                 .failed, zoneID: zone,
-                message: "CloudKit gave back the continuation marker a query of \(item.type) was asked with: the read does not advance")
+                message: "CloudKit gave back the continuation marker a query of \(item.type) was asked with: the read does not advance; "
+                    + "the next run reads the zone again from its last commit, and if this persists, check that baseURL points at "
+                    + "CloudKit Web Services")
         }
         let key = QueryReadMemory.Key(kind: item.kind, type: item.type, from: slice.from)
         if slice.marker != nil { memory.markerTaken(key) }
@@ -384,7 +387,7 @@ struct QueryZoneReader: Sendable {
         if let marker = response.continuationMarker {
             // Never past this machine's clock: records stamped ahead would carry the slice past
             // what is modified while it is read. Their pages go on by the marker instead (from
-            // the clock, the same records would come again, a page after page).
+            // the clock, the same records would come again, page after page).
             if let last = Self.resumeTime(of: response.records, in: slice), last > slice.from, last <= nowMs {
                 next = QuerySlice(from: last, to: slice.to)
                 let atLast = response.records.compactMap { entry -> ExactName? in

@@ -74,7 +74,8 @@ import Testing
             let logger = self.logger
             let arrived = Counter()
             let stopping = Counter()
-            let stopped = Counter()
+            // Finished by the arrivals' thread as it ends.
+            let (ended, end) = AsyncStream.makeStream(of: Void.self)
             Thread.detachNewThread {
                 var i = 0
                 while stopping.value == 0 {
@@ -82,7 +83,7 @@ import Testing
                     store.received("rotated-\(i)", logger: logger)
                     arrived.add()
                 }
-                stopped.add()
+                end.finish()
             }
             var missing: [String] = []
             var overlapped = 0
@@ -98,7 +99,7 @@ import Testing
                 if number(newest) < number(token) { missing.append(token) }
             }
             stopping.add()
-            while stopped.value == 0 { try await Task.sleep(for: .milliseconds(1)) }
+            for await _ in ended {}
             #expect(overlapped >= 1, "tokens arrived while a request was handed its token")
             #expect(missing == [], "every token a request carried was in the file, or a newer one, when it was handed out")
         }

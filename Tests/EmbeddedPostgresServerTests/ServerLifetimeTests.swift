@@ -73,16 +73,31 @@ import Testing
     /// Whatever server still runs on `cluster` (a test that failed before its own stop) is
     /// stopped at once (SIGQUIT, PostgreSQL's immediate shutdown), so that no failure leaves one
     /// running until the machine's next clean-up; the folder goes with it once it has stopped.
-    /// A pid the file names is signalled only while it is a postgres process: a pid left in a
-    /// stale file may be another process's by now.
+    /// The process is held by a pidfd before it is looked at, signalled through it only while
+    /// /proc names it postgres (a pid left in a stale file may be another process's by now), and
+    /// waited for by it: it becomes readable when the process ends (not this process's child).
     static func stopAtOnce(_ cluster: String) {
-        if let pid = EmbeddedPostgres.PIDFile.read(cluster + "/data/postmaster.pid")?.pid,
-            let name = try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8), name.hasPrefix("postgres"),
-            kill(pid, SIGQUIT) == 0
-        {
-            for _ in 0..<100 where kill(pid, 0) == 0 { usleep(100_000) }
-            guard kill(pid, 0) != 0 else { return }
+        if let pid = EmbeddedPostgres.PIDFile.read(cluster + "/data/postmaster.pid")?.pid, let pidfdOpen, let pidfdSendSignal {
+            let handle = pidfdOpen(pid, 0)
+            if handle >= 0 {
+                defer { close(handle) }
+                if let name = try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8), name.hasPrefix("postgres"),
+                    pidfdSendSignal(handle, SIGQUIT, nil, 0) == 0
+                {
+                    var ending = pollfd(fd: handle, events: Int16(POLLIN), revents: 0)
+                    guard poll(&ending, 1, 10_000) == 1 else { return }
+                }
+            }
         }
         try? FileManager.default.removeItem(atPath: cluster)
+    }
+
+    // glibc's pidfd_open(2) and pidfd_send_signal(2) (2.36), which its Swift module does not
+    // bring in (`sys/pidfd.h`); `syscall` is variadic. Nil where the C library lacks them.
+    static let pidfdOpen = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "pidfd_open").map {
+        unsafeBitCast($0, to: (@convention(c) (pid_t, UInt32) -> Int32).self)
+    }
+    static let pidfdSendSignal = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "pidfd_send_signal").map {
+        unsafeBitCast($0, to: (@convention(c) (Int32, Int32, UnsafeMutableRawPointer?, UInt32) -> Int32).self)
     }
 }
