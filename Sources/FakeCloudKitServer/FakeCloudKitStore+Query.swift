@@ -18,8 +18,8 @@ import Foundation
 ///   names), not by name; without `sortBy`, every record does.
 /// - **Continuation.** A marker is a position in the query's answer as it is *when the next page
 ///   is asked*: a record changed between pages moves to the end of the order, and the records
-///   after it move one place up, so one of them can be passed over by that pass (the next run's
-///   watermark overlap must find it).
+///   after it move one place up, so one of them can be passed over by a chain of markers
+///   (zonefeed reads the ties once more when its chain ends).
 extension FakeCloudKitStore {
     struct QueryBody: Decodable {
         var zoneID: ZoneIDBody?

@@ -104,6 +104,11 @@ struct QuerySlice: Codable, Equatable, Sendable {
     var to: Int64?
     /// Within a run of records sharing `from` that is longer than a page.
     var marker: String?
+    /// The run of ties at `from` read once more by a slice of that time alone, after a marker
+    /// chain through it ended: a marker is a position in an answer that shifts, so a record
+    /// changed or deleted during the chain moved the records after it up a place, and the
+    /// chain passed over one. Nil (left out of the token) for any other slice.
+    var recheck: Bool?
 
     var isOpen: Bool { to == nil }
 

@@ -213,6 +213,8 @@ struct QueryZoneReader: Sendable {
         var records: [RecordEntry]
         /// nil when the slice is done.
         var next: QuerySlice?
+        /// A slice of the ties' time alone, to read them once more (`QuerySlice.recheck`).
+        var recheck: QuerySlice?
         /// The bytes of the answer, which its records keep alive.
         var byteCount = 0
     }
@@ -264,6 +266,7 @@ struct QueryZoneReader: Sendable {
                     return !memory.isDeleted(record.recordName, modifiedMs: record.modified?.timestamp)
                 }
                 state.slices?[item.index] = result.next ?? QuerySlice(from: .min, to: .min)
+                if let recheck = result.recheck { state.slices?.append(recheck) }
                 position.types[item.type] = state
                 page.byteCount += result.byteCount
             case .sweep:
@@ -279,6 +282,7 @@ struct QueryZoneReader: Sendable {
                 // how many, could hold gigabytes.
                 page.byteCount += result.byteCount
                 position.sweep?[item.type]?[item.index] = result.next ?? QuerySlice(from: .min, to: .min)
+                if let recheck = result.recheck { position.sweep?[item.type]?.append(recheck) }
             }
         }
         page.listed = listed.keys.sorted().map { ListedRecords(recordType: $0, names: listed[$0]!) }
@@ -390,15 +394,11 @@ struct QueryZoneReader: Sendable {
             // the clock, the same records would come again, page after page).
             if let last = Self.resumeTime(of: response.records, in: slice), last > slice.from, last <= nowMs {
                 next = QuerySlice(from: last, to: slice.to)
-                let atLast = response.records.compactMap { entry -> ExactName? in
-                    guard case .record(let record) = entry, record.modified.map({ Self.clamped($0.timestamp) }) == last else { return nil }
-                    return ExactName(record.recordName)
-                }
-                memory.put(QueryReadMemory.Key(kind: key.kind, type: item.type, from: last), Set(atLast))
+                memory.put(QueryReadMemory.Key(kind: key.kind, type: item.type, from: last), Set(Self.names(in: response.records, at: last)))
             } else {
                 // Every record of the page (or every one but the latest) shares the slice's
                 // start, or the page is ahead of this machine's clock: the marker goes on.
-                next = QuerySlice(from: slice.from, to: slice.to, marker: marker)
+                next = QuerySlice(from: slice.from, to: slice.to, marker: marker, recheck: slice.recheck)
                 memory.put(key, seen: seen, adding: records.compactMap { $0.recordName.map { ExactName($0) } })
             }
         } else if item.waitsForOthers {
@@ -410,14 +410,26 @@ struct QueryZoneReader: Sendable {
             next = QuerySlice(from: max(slice.from, last), to: nil)
             memory.put(
                 QueryReadMemory.Key(kind: key.kind, type: item.type, from: next!.from),
-                Set(
-                    response.records.compactMap { entry -> ExactName? in
-                        guard case .record(let record) = entry, record.modified.map({ Self.clamped($0.timestamp) }) == next!.from else { return nil }
-                        return ExactName(record.recordName)
-                    }
-                ).union(next!.from == slice.from ? seen : []))
+                Set(Self.names(in: response.records, at: next!.from)).union(next!.from == slice.from ? seen : []))
         }
-        return SliceResult(work: item, records: records, next: next, byteCount: response.byteCount)
+        // A marker chain through the ties at the slice's start has ended: the slice goes on from
+        // a later time, or is done. The ties are read once more by a slice of their time alone,
+        // with the names the chain gave dropped, for a record it passed over (see
+        // `QuerySlice.recheck`). That read is a chain of its own, and is not read again.
+        var recheck: QuerySlice?
+        if slice.marker != nil, slice.recheck != true, next.map({ $0.marker == nil && $0.from != slice.from }) ?? true {
+            recheck = QuerySlice(from: slice.from, to: slice.from + 1, recheck: true)
+            memory.put(key, seen: seen, adding: Self.names(in: records, at: slice.from))
+        }
+        return SliceResult(work: item, records: records, next: next, recheck: recheck, byteCount: response.byteCount)
+    }
+
+    /// The names of the records modified at `ms`.
+    static func names(in records: [RecordEntry], at ms: Int64) -> [ExactName] {
+        records.compactMap { entry in
+            guard case .record(let record) = entry, record.modified.map({ clamped($0.timestamp) }) == ms else { return nil }
+            return ExactName(record.recordName)
+        }
     }
 
     /// Where a slice's next page starts: the second latest time of the page's records within

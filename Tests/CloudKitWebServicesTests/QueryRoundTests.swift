@@ -19,6 +19,10 @@ import ZoneFeedCloudKit
         var ascending: Bool
         /// Its lower bound on the modification time, if any.
         var from: Int64?
+        /// Its upper bound (exclusive), if any.
+        var to: Int64?
+        /// A sweep's query: names only (no fields), not a probe.
+        var isSweep: Bool
 
         init?(_ request: CannedServer.Request) {
             guard let body = try? JSONDecoder().decode(JSONValue.self, from: Data(request.body)),
@@ -29,6 +33,12 @@ import ZoneFeedCloudKit
             isProbe = body["resultsLimit"] == .int(1)
             ascending = QueryRoundTests.first(body["query"]?["sortBy"])?["ascending"] != .bool(false)
             from = if case .int(let ms)? = QueryRoundTests.first(body["query"]?["filterBy"])?["fieldValue"]?["value"] { ms } else { nil }
+            let upper: JSONValue? =
+                if case .array(let filters)? = body["query"]?["filterBy"] {
+                    filters.first { $0["comparator"] == .string("LESS_THAN") }?["fieldValue"]?["value"]
+                } else { nil }
+            to = if case .int(let ms)? = upper { ms } else { nil }
+            isSweep = !isProbe && body["desiredKeys"] == .array([])
         }
     }
 
@@ -52,6 +62,7 @@ import ZoneFeedCloudKit
     /// each query by `route`, one attempt a request; shut down however `body` ends.
     func withQuerySource<T: Sendable>(
         recordTypes: [String], resultsLimit: Int = 200, maxConcurrentRequests: Int = 2,
+        configure: (inout CloudKitSettings) -> Void = { _ in },
         route: @escaping @Sendable (Query) -> CannedServer.Reply?,
         _ body: (CannedServer, CloudKitSource) async throws -> T
     ) async throws -> T {
@@ -60,6 +71,7 @@ import ZoneFeedCloudKit
             settings.resultsLimit = resultsLimit
             settings.maxConcurrentRequests = maxConcurrentRequests
             settings.maxAttempts = 1
+            configure(&settings)
         } _: { server, source in
             server.route { request in Query(request).flatMap(route) }
             return try await body(server, source)
@@ -184,6 +196,60 @@ import ZoneFeedCloudKit
             return given
         }
         #expect(Set(given) == Set((1...11).map { "a\($0)" }), "\(given)")
+    }
+
+    /// Six records at one millisecond, pages of two, so that a pass or a sweep follows the
+    /// server's markers through them. A marker is a place in the answer as it is when the next
+    /// page is asked (as the fake server's, and as CloudKit's may be): a1, read in the first
+    /// page, is modified before the second marker page, moves to the end of the order, and the
+    /// records after it move up a place, so that the chain passes over a3. Before, a pass never
+    /// gave a3 and a sweep did not list it (its row was taken for deleted); the ties are now
+    /// read once more when the chain ends.
+    @Test(arguments: ["pass", "sweep"])
+    func aRecordChangedWhileItsTiesAreReadByMarkerPassesOverNoOther(_ reading: String) async throws {
+        let index = Mutex((1...6).map { (name: "a\($0)", ms: Int64(1_000)) })
+        let (given, listed) = try await withQuerySource(recordTypes: ["A"], resultsLimit: 2, maxConcurrentRequests: 1) { settings in
+            settings.deletionSweep = .everyRuns(1)
+        } route: { query in
+            let answer = index.withLock { index -> [(name: String, ms: Int64)] in
+                if query.marker == "o2", query.isSweep == (reading == "sweep"), index[0].name == "a1" {
+                    // a1 is modified: a later time, the end of the order.
+                    index.append((name: "a1", ms: 2_000))
+                    index.removeFirst()
+                }
+                return index.filter { $0.ms >= (query.from ?? .min) && $0.ms < (query.to ?? .max) }
+            }
+            if query.isProbe { return Self.answer([query.ascending ? answer.first! : answer.last!].map { Self.record($0.name, "A", at: $0.ms) }) }
+            let offset = query.marker.flatMap { Int($0.dropFirst()) } ?? 0
+            let end = min(answer.count, offset + 2)
+            let page = answer[min(offset, end)..<end].map { Self.record($0.name, "A", at: $0.ms) }
+            return Self.answer(page, marker: end < answer.count ? "o\(end)" : nil)
+        } _: { _, source in
+            // The first run backfills; the second reads from the watermark again, then sweeps.
+            var given: [String] = []
+            var listed: [String] = []
+            var token: ChangeToken?
+            for run in 1...2 {
+                var ended = false
+                for _ in 0..<30 where !ended {
+                    let page = try await source.fetchZoneChanges(in: zone, since: token)
+                    if run == 1 { given += Self.names(page) }
+                    listed += page.listed.flatMap(\.names)
+                    token = page.syncToken
+                    ended = !page.moreComing
+                }
+                // The read once more is not itself read again: the run ends.
+                #expect(ended, "run \(run) ends")
+            }
+            return (given, listed)
+        }
+        #expect(index.withLock { $0.last?.name } == "a1", "a1 was modified while its ties were read by marker")
+        let all = Set((1...6).map { "a\($0)" })
+        if reading == "pass" {
+            #expect(Set(given) == all, "the backfill gives every record: \(given)")
+        } else {
+            #expect(Set(listed) == all, "the sweep lists every record: \(listed)")
+        }
     }
 
     /// A run of ties read by marker, from a server whose markers never lead on: one that gives
