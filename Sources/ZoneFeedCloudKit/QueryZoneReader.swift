@@ -396,8 +396,8 @@ struct QueryZoneReader: Sendable {
                 next = QuerySlice(from: last, to: slice.to)
                 memory.put(QueryReadMemory.Key(kind: key.kind, type: item.type, from: last), Set(Self.names(in: response.records, at: last)))
             } else {
-                // Every record of the page (or every one but the latest) shares the slice's
-                // start, or the page is ahead of this machine's clock: the marker goes on.
+                // The page ends within the run of ties at the slice's start (one of its last two
+                // records is there), or is ahead of this machine's clock: the marker goes on.
                 next = QuerySlice(from: slice.from, to: slice.to, marker: marker, recheck: slice.recheck)
                 memory.put(key, seen: seen, adding: records.compactMap { $0.recordName.map { ExactName($0) } })
             }
@@ -432,24 +432,24 @@ struct QueryZoneReader: Sendable {
         }
     }
 
-    /// Where a slice's next page starts: the second latest time of the page's records within
-    /// the slice (the latest, when it has one). CloudKit's query index lags, so an answer may
-    /// give a record's current version at the place its index entry still has: later than the
-    /// records after it, past the slice's end even. Going on from the page's latest time passed
-    /// over every record between, for good; one such record in a page moves this by nothing, and
-    /// a page without one reads its latest record again (counted unchanged).
+    /// Where a slice's next page starts: the earlier of the times of the page's last two records
+    /// within the slice, in the answer's order (the last's, when it has one). CloudKit's query
+    /// index lags, so an answer may give a record's current version at the place its index entry
+    /// still has: later than the records after it, past the slice's end even. Going on from the
+    /// page's latest time passed over every record between, for good, and so did going on from
+    /// its second latest with two such records in a page. The records that end a page are in
+    /// the index's order unless one of them is such a record: however many come before them,
+    /// and one of the two, move this by nothing. A page in order reads its last record again
+    /// (counted unchanged).
     static func resumeTime(of records: [RecordEntry], in slice: QuerySlice) -> Int64? {
-        var latest: Int64?
-        var second: Int64?
+        var last: Int64?
+        var beforeLast: Int64?
         for time in times(records) where time >= slice.from && slice.to.map({ time < $0 }) ?? true {
-            if latest.map({ time > $0 }) ?? true {
-                second = latest
-                latest = time
-            } else if second.map({ time > $0 }) ?? true {
-                second = time
-            }
+            beforeLast = last
+            last = time
         }
-        return second ?? latest
+        guard let last else { return nil }
+        return beforeLast.map { min($0, last) } ?? last
     }
 
     static func times(_ records: [RecordEntry]) -> [Int64] {

@@ -50,6 +50,31 @@ import ZoneFeedCloudKit
         .json(200, #"{"records":[\#(records.joined(separator: ","))]\#(marker.map { #","continuationMarker":"\#($0)""# } ?? "")}"#)
     }
 
+    /// A record in a canned query index: its place is by `ms` (then by the array's order), and
+    /// an answer shows it with the time `shown`, later than its place when the index lags.
+    struct Indexed {
+        var name: String
+        var ms: Int64
+        var shown: Int64
+
+        init(_ name: String, at ms: Int64, shown: Int64? = nil) {
+            self.name = name
+            self.ms = ms
+            self.shown = shown ?? ms
+        }
+    }
+
+    /// The answer of a server whose index is `index`, in its order: the probe's one record, or a
+    /// page of `limit` from the place a marker `o<place>` names, with the next page's marker.
+    static func answer(_ query: Query, from index: [Indexed], type: String, limit: Int) -> CannedServer.Reply {
+        let found = index.filter { $0.ms >= (query.from ?? .min) && $0.ms < (query.to ?? .max) }.sorted { $0.ms < $1.ms }
+        let shown = { (item: Indexed) in Self.record(item.name, type, at: item.shown) }
+        if query.isProbe { return answer((query.ascending ? found.first : found.last).map { [shown($0)] } ?? []) }
+        let place = query.marker.flatMap { Int($0.dropFirst()) } ?? 0
+        let end = min(found.count, place + limit)
+        return answer(found[min(place, end)..<end].map(shown), marker: end < found.count ? "o\(end)" : nil)
+    }
+
     static func first(_ list: JSONValue?) -> JSONValue? {
         if case .array(let items)? = list { items.first } else { nil }
     }
@@ -207,23 +232,18 @@ import ZoneFeedCloudKit
     /// read once more when the chain ends.
     @Test(arguments: ["pass", "sweep"])
     func aRecordChangedWhileItsTiesAreReadByMarkerPassesOverNoOther(_ reading: String) async throws {
-        let index = Mutex((1...6).map { (name: "a\($0)", ms: Int64(1_000)) })
+        let index = Mutex((1...6).map { Indexed("a\($0)", at: 1_000) })
         let (given, listed) = try await withQuerySource(recordTypes: ["A"], resultsLimit: 2, maxConcurrentRequests: 1) { settings in
             settings.deletionSweep = .everyRuns(1)
         } route: { query in
-            let answer = index.withLock { index -> [(name: String, ms: Int64)] in
+            index.withLock { index in
                 if query.marker == "o2", query.isSweep == (reading == "sweep"), index[0].name == "a1" {
                     // a1 is modified: a later time, the end of the order.
-                    index.append((name: "a1", ms: 2_000))
+                    index.append(Indexed("a1", at: 2_000))
                     index.removeFirst()
                 }
-                return index.filter { $0.ms >= (query.from ?? .min) && $0.ms < (query.to ?? .max) }
+                return Self.answer(query, from: index, type: "A", limit: 2)
             }
-            if query.isProbe { return Self.answer([query.ascending ? answer.first! : answer.last!].map { Self.record($0.name, "A", at: $0.ms) }) }
-            let offset = query.marker.flatMap { Int($0.dropFirst()) } ?? 0
-            let end = min(answer.count, offset + 2)
-            let page = answer[min(offset, end)..<end].map { Self.record($0.name, "A", at: $0.ms) }
-            return Self.answer(page, marker: end < answer.count ? "o\(end)" : nil)
         } _: { _, source in
             // The first run backfills; the second reads from the watermark again, then sweeps.
             var given: [String] = []
@@ -250,6 +270,30 @@ import ZoneFeedCloudKit
         } else {
             #expect(Set(listed) == all, "the sweep lists every record: \(listed)")
         }
+    }
+
+    /// Twenty records at times of their own, pages of seven. The index lags for r3 and r5: the
+    /// answer gives their current versions, modified later than every record of the first page,
+    /// at their old places. Going on from the page's second latest time passed over r8 to r20;
+    /// the earlier of its last two records' times passes over none.
+    @Test func recordsAheadOfTheirPlacesInAPageButTheLastPassOverNoOther() async throws {
+        var index = (1...20).map { Indexed("r\($0)", at: 1_000 + Int64($0)) }
+        index[2].shown = 1_090
+        index[4].shown = 1_080
+        let given = try await withQuerySource(recordTypes: ["A"], resultsLimit: 7, maxConcurrentRequests: 1) { [index] query in
+            Self.answer(query, from: index, type: "A", limit: 7)
+        } _: { _, source in
+            var given: [String] = []
+            var token: ChangeToken?
+            for _ in 0..<20 {
+                let page = try await source.fetchZoneChanges(in: zone, since: token)
+                given += Self.names(page)
+                token = page.syncToken
+                if !page.moreComing { break }
+            }
+            return given
+        }
+        #expect(Set(given) == Set((1...20).map { "r\($0)" }), "every record is given: \(given)")
     }
 
     /// A run of ties read by marker, from a server whose markers never lead on: one that gives
