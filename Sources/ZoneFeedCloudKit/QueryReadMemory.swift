@@ -28,6 +28,8 @@ final class QueryReadMemory: Sendable {
         /// How often each slice's marker was refused and the slice read again from its time,
         /// along the chain.
         var restarts: [Key: Int] = [:]
+        /// How many marker pages in a row gave each slice nothing it had not given.
+        var stale: [Key: Int] = [:]
         /// Deletions not yet given to a page.
         var pending: [String] = []
         /// When each record deleted by notification was heard of.
@@ -74,10 +76,12 @@ final class QueryReadMemory: Sendable {
                 state.places = [:]
                 state.ties = [:]
                 state.restarts = [:]
+                state.stale = [:]
             } else if atRest {
                 state.carried = []
                 state.places = [:]
                 state.restarts = [:]
+                state.stale = [:]
             }
         }
     }
@@ -121,6 +125,19 @@ final class QueryReadMemory: Sendable {
         state.withLock { state in
             state.restarts[key, default: 0] += 1
             return state.restarts[key]!
+        }
+    }
+
+    /// Notes whether a marker page of the slice at `key` gave anything it had not given;
+    /// returns how many in a row gave nothing.
+    func markerPage(_ key: Key, gaveNothingNew: Bool) -> Int {
+        state.withLock { state in
+            guard gaveNothingNew else {
+                state.stale[key] = nil
+                return 0
+            }
+            state.stale[key, default: 0] += 1
+            return state.stale[key]!
         }
     }
 

@@ -386,6 +386,21 @@ struct QueryZoneReader: Sendable {
             guard case .record(let record) = entry, record.modified.map({ Self.clamped($0.timestamp) }) == slice.from else { return true }
             return !seen.contains(ExactName(record.recordName))
         }
+        if slice.marker != nil, let marker = response.continuationMarker {
+            // Markers that lead to pages of names already given, for longer than the names
+            // given could fill (m1, m2, m1 …, or fresh markers to the same records), read for
+            // ever while other slices moved the zone's token on. A chain read again from its
+            // start, after a refused marker or to find what it passed over, gives that many.
+            let inARow = memory.markerPage(key, gaveNothingNew: records.isEmpty)
+            if inARow > seen.count / max(1, response.records.count) + Self.maxMarkerRestarts {
+                throw SyncError(
+                    .failed, zoneID: zone,
+                    message: "CloudKit's continuation markers for a query of \(item.type) led to \(inARow) pages in a row of records "
+                        + "already given at one time (the last marker \(marker.utf8.count) bytes long): the read does not advance; the next "
+                        + "run reads the zone again from its last commit, and if this persists, check that baseURL points at CloudKit "
+                        + "Web Services")
+            }
+        }
         let times = Self.times(response.records)
         var next: QuerySlice?
         if let marker = response.continuationMarker {

@@ -297,11 +297,12 @@ import ZoneFeedCloudKit
     }
 
     /// A run of ties read by marker, from a server whose markers never lead on: one that gives
-    /// back the marker it was asked with, or refuses every marker (each read again from the
-    /// ties' time gives the same first marker). Type B's slice changes the zone's token every
+    /// back the marker it was asked with, refuses every marker (each read again from the ties'
+    /// time gives the same first marker), goes round two markers, or gives a fresh marker to
+    /// the same record every page. Type B's slice changes the zone's token every
     /// page, so the engine sees progress; the reader itself must stop, and fail the zone,
     /// within a few pages. Before, it read the same page for ever.
-    @Test(arguments: ["gives back its marker", "refuses every marker"])
+    @Test(arguments: ["gives back its marker", "refuses every marker", "alternates two markers", "gives fresh markers to the same record"])
     func aMarkerThatNeverLeadsOnFailsTheZoneWithinAFewPages(_ misbehaviour: String) async throws {
         let bPages = Mutex(0)
         let failure = try await withQuerySource(recordTypes: ["A", "B"], resultsLimit: 2) { query in
@@ -319,11 +320,17 @@ import ZoneFeedCloudKit
             switch query.marker {
             case nil: return Self.answer([Self.record("a1", "A", at: 1_000), Self.record("a2", "A", at: 1_000)], marker: "m1")
             case _ where misbehaviour == "refuses every marker": return .error(400, code: "BAD_REQUEST", reason: "marker expired")
+            case "m1" where misbehaviour == "alternates two markers":
+                return Self.answer([Self.record("a3", "A", at: 1_000), Self.record("a4", "A", at: 1_000)], marker: "m2")
+            case "m2" where misbehaviour == "alternates two markers":
+                return Self.answer([Self.record("a5", "A", at: 1_000), Self.record("a6", "A", at: 1_000)], marker: "m1")
+            case let marker? where misbehaviour == "gives fresh markers to the same record":
+                return Self.answer([Self.record("a3", "A", at: 1_000)], marker: marker + "+")
             default: return Self.answer([Self.record("a3", "A", at: 1_000)], marker: query.marker)
             }
         } _: { _, source -> SyncError? in
             var token: ChangeToken?
-            for _ in 0..<12 {
+            for _ in 0..<16 {
                 do {
                     let page = try await source.fetchZoneChanges(in: zone, since: token)
                     #expect(page.syncToken != token, "the zone's token moves on")
@@ -335,9 +342,11 @@ import ZoneFeedCloudKit
             return nil
         }
         let said =
-            misbehaviour == "gives back its marker"
-            ? "CloudKit gave back the continuation marker a query of A was asked with"
-            : "CloudKit refused the continuation marker of a query of A more than 3 times"
+            switch misbehaviour {
+            case "gives back its marker": "CloudKit gave back the continuation marker a query of A was asked with"
+            case "refuses every marker": "CloudKit refused the continuation marker of a query of A more than 3 times"
+            default: "CloudKit's continuation markers for a query of A led to"
+            }
         #expect(failure?.code == .failed && failure?.message.contains(said) == true, "\(String(describing: failure))")
     }
 }
