@@ -108,12 +108,12 @@ extension PostgresDestination {
                 outcome.unknown = []
             }
             for zone in targets {
-                let lockKey = "\(zone.ownerRecordName)/\(zone.zoneName)"
-                guard try c.query("SELECT pg_try_advisory_lock(hashtext($1), hashtext($2))", [key, lockKey]).scalar(as: Bool.self) else {
+                let lock = Self.claimLock(key, zone)
+                guard try c.query("SELECT pg_try_advisory_lock(hashtextextended($1, 0))", [lock]).scalar(as: Bool.self) else {
                     outcome.busy.append(zone)
                     continue
                 }
-                defer { _ = try? c.query("SELECT pg_advisory_unlock(hashtext($1), hashtext($2))", [key, lockKey]) }
+                defer { _ = try? c.query("SELECT pg_advisory_unlock(hashtextextended($1, 0))", [lock]) }
                 _ = try self.beginResync(zone, on: c)
                 outcome.reset.append(zone)
             }

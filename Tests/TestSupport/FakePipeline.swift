@@ -261,16 +261,21 @@ public struct FakePipeline: Sendable {
     public func mostZoneHolders(
         while running: [ZonefeedBinary.Running], until enough: Int = .max, within limit: Duration = .seconds(300)
     ) async -> (most: Int, timedOut: Bool) {
-        let (url, key) = (url, "zonefeed:\(schema):\(name)")
+        let (url, name) = (url, name)
         return await withCheckedContinuation { continuation in
             Thread.detachNewThread {
                 var most = 0
                 let deadline = ContinuousClock.now + limit
                 let c = try? Connection(url)
                 while running.contains(where: \.isRunning), most < enough, ContinuousClock.now < deadline {
+                    // A zone's claim is this pipeline's sessions' one lock of a 64-bit key held
+                    // for a session (objsubid 1), which a batch's lock of its transaction is too,
+                    // held only by a session with a zone; a run's lock is of two keys (2).
                     let holders = try? c?.query(
-                        "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND granted "
-                            + "AND classid = (hashtext($1)::bigint & 4294967295)::text::oid", [key]
+                        """
+                        SELECT count(DISTINCT l.pid) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+                        WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted AND a.application_name = $1
+                        """, ["zonefeed/\(name)"]
                     ).scalar.flatMap { Int($0) }
                     most = max(most, holders ?? 0)
                     Thread.sleep(forTimeInterval: 0.005)

@@ -1,7 +1,11 @@
+import CloudKitModel
 import FakeCloudKit
+import LibPQ
+import Logging
 import TestSupport
 import Testing
 import ZoneFeed
+import ZoneFeedPostgres
 
 @Suite struct ConcurrencyTests {
     @Test func twoRunsAtOnceApplyEachZoneOnce() async throws {
@@ -20,6 +24,40 @@ import ZoneFeed
         #expect(first.totals.pages + second.totals.pages == expected.pages)
         #expect(snapshot.runTombstones == expected.tombstones)
         #expect(snapshot.tombstonesByReason["deleted"] == expected.tombstones)
+    }
+
+    /// Two zones whose names PostgreSQL's 32-bit `hashtext` gives one value (found among 300,000
+    /// names), claimed by two processes of one pipeline. Claimed by a 32-bit hash of the zone
+    /// beside the pipeline's, they were one lock: the second was taken for claimed elsewhere,
+    /// and skipped in every run that met the first held. Each claim still keeps its own zone
+    /// from another process until it is released.
+    @Test func zonesWhoseNamesCollideIn32BitsAreClaimedApart() async throws {
+        let p = try await FakePipeline(prefix: "claimhash", fake: FakeSettings(seed: 31, zones: 1, recordsPerZone: 1))
+        let owner = "_fakeOwner"
+        let pair = try await Connection.withConnectionOffPool(p.url) { c in
+            try c.query(
+                """
+                SELECT min(n), max(n) FROM (SELECT 'Zone-' || i AS n FROM generate_series(1, 300000) i) names
+                GROUP BY hashtext($1 || '/' || n) HAVING count(*) > 1 LIMIT 1
+                """, [owner]
+            ).rows.first.map { (try $0.decode(0, as: String.self), try $0.decode(1, as: String.self)) }
+        }
+        let (a, b) = try #require(pair, "two of 300,000 names share a 32-bit hash (about ten pairs are expected)")
+        let (x, y) = (ZoneID(zoneName: a, ownerRecordName: owner), ZoneID(zoneName: b, ownerRecordName: owner))
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let one = try PostgresDestination(pipeline: p.pipeline(), conninfo: p.url, logger: logger)
+        let other = try PostgresDestination(pipeline: p.pipeline(), conninfo: p.url, logger: logger)
+        try await one.prepare()
+        try await other.prepare()
+        #expect(try await one.claimZone(x))
+        #expect(try await other.claimZone(y), "\(b) is not \(a): the other process claims it")
+        #expect(try await !other.claimZone(x), "\(a) is held by the first process")
+        try await one.releaseZone(x)
+        try await other.releaseZone(y)
+        #expect(try await other.claimZone(x), "released, \(a) is free")
+        try await other.releaseZone(x)
+        await one.close()
+        await other.close()
     }
 }
 
