@@ -122,12 +122,16 @@ public struct UnreadableEntry: Sendable, Hashable {
     public var problem: String
     /// The entry as read (unreadable text replaced), for the rejects' `raw`.
     public var json: JSONValue
+    /// Whether `recordName` had bytes that are not UTF-8, replaced: then it is not the
+    /// record's name. A name that holds U+FFFD as sent is.
+    public var nameRepaired: Bool
 
-    public init(recordName: String?, recordType: String?, problem: String, json: JSONValue) {
+    public init(recordName: String?, recordType: String?, problem: String, json: JSONValue, nameRepaired: Bool = false) {
         self.recordName = recordName
         self.recordType = recordType
         self.problem = problem
         self.json = json
+        self.nameRepaired = nameRepaired
     }
 }
 
@@ -166,7 +170,7 @@ public enum RecordEntry: Sendable, Hashable {
         case .record(let r): return r.recordName
         case .deleted: return nil
         case .error(let e): return e.saysTheRecordIsGone ? nil : e.recordName
-        case .unreadable(let u): return u.recordName.flatMap { $0.unicodeScalars.contains("\u{FFFD}") ? nil : $0 }
+        case .unreadable(let u): return u.nameRepaired ? nil : u.recordName
         }
     }
 }

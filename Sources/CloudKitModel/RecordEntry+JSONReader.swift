@@ -21,6 +21,7 @@ extension RecordEntry {
         var uuid: String?
         var problems: [String] = []
         var badStamps: [String: JSONValue] = [:]
+        var nameRepaired = false
         try json.beginObject()
         var index = 0
         while let member = try json.nextRecordMember(at: index) {
@@ -28,7 +29,9 @@ extension RecordEntry {
             if try json.readNullIfPresent() { continue }
             let repairs = json.repairedStrings
             switch member {
-            case .recordName: recordName = try json.readString()
+            case .recordName:
+                recordName = try json.readString()
+                nameRepaired = json.repairedStrings != repairs
             case .recordType: recordType = try json.readRecurringString()
             case .recordChangeTag: changeTag = try json.readString()
             case .fields:
@@ -66,7 +69,7 @@ extension RecordEntry {
                 self = .unreadable(
                     UnreadableEntry(
                         recordName: recordName, recordType: nil, problem: problems.joined(separator: "; "),
-                        json: .object(["recordName": .string(recordName), "deleted": .bool(true)])))
+                        json: .object(["recordName": .string(recordName), "deleted": .bool(true)]), nameRepaired: nameRepaired))
                 return
             }
             self = .deleted(recordName: recordName)
@@ -82,7 +85,10 @@ extension RecordEntry {
                     for (key, value) in badStamps { members[key] = .object(["timestamp": value]) }
                     raw = .object(members)
                 }
-                self = .unreadable(UnreadableEntry(recordName: recordName, recordType: recordType, problem: problems.joined(separator: "; "), json: raw))
+                self = .unreadable(
+                    UnreadableEntry(
+                        recordName: recordName, recordType: recordType, problem: problems.joined(separator: "; "), json: raw,
+                        nameRepaired: nameRepaired))
                 return
             }
             // Made here, at the parts' last use. Made before the check of `problems`, whose
