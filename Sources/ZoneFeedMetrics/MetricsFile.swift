@@ -29,14 +29,22 @@ struct MetricsFile {
             text += Self.lines(of: ZoneFeedMetric.lastSuccess.name, in: previous)
         }
         let url = URL(fileURLWithPath: path)
-        let temporary = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(getpid()).tmp")
+        // A name no one can guess, made by this process alone (O_EXCL) and never through a link
+        // (O_NOFOLLOW): the textfile folder may be writable by others, and a link planted at a
+        // name made of the pid sent the write, and the mode, to whatever file it pointed at.
+        let temporary = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(UInt64.random(in: 0...UInt64.max)).tmp").path
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            throw MetricsExportError(.fileNotWritten, "the metrics file \(path) cannot be written: \(String(cString: strerror(errno)))")
+        }
+        let file = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
         do {
-            try Data(text.utf8).write(to: temporary)
-            // Readable by the collector, which may run as another user; the file holds no secret.
-            try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: temporary.path)
-            guard rename(temporary.path, path) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+            try file.write(contentsOf: Data(text.utf8))
+            // Readable by the collector, which may run as another user (the umask may have taken
+            // the bits away); the file holds no secret.
+            guard fchmod(fd, 0o644) == 0, rename(temporary, path) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
         } catch {
-            try? FileManager.default.removeItem(at: temporary)
+            unlink(temporary)
             throw MetricsExportError(.fileNotWritten, "the metrics file \(path) cannot be written: \(error.localizedDescription)")
         }
     }

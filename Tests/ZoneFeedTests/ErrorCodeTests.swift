@@ -47,6 +47,26 @@ import ZoneFeedPostgres
         #expect(unwritable.description.hasPrefix("the metrics file \(blocker)/zonefeed.prom cannot be written: "))
     }
 
+    /// The textfile folder may be writable by others. A link planted at the name the file was
+    /// written under before its rename (made of the pid) had the metrics written, and mode 0644
+    /// set, on whatever file it pointed at: a secret of the user running zonefeed, say.
+    @Test func aLinkPlantedBesideTheMetricsFileIsNotWrittenThrough() throws {
+        let folder = NSTemporaryDirectory() + "zonefeed-metrics-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let secret = folder + "/secret"
+        try "secret\n".write(toFile: secret, atomically: true, encoding: .utf8)
+        #expect(chmod(secret, 0o600) == 0)
+        try FileManager.default.createSymbolicLink(atPath: folder + "/.zonefeed.prom.\(getpid()).tmp", withDestinationPath: secret)
+
+        try MetricsFile(path: folder + "/zonefeed.prom").write("x 1\n")
+        #expect(try String(contentsOfFile: folder + "/zonefeed.prom", encoding: .utf8) == "x 1\n")
+        #expect(try String(contentsOfFile: secret, encoding: .utf8) == "secret\n", "the file the link points at is untouched")
+        #expect((try FileManager.default.attributesOfItem(atPath: secret)[.posixPermissions] as? Int) == 0o600)
+        let left = try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasSuffix(".tmp") && !$0.contains("\(getpid())") }
+        #expect(left.isEmpty, "no temporary file is left: \(left)")
+    }
+
     @Test func aPushgatewayThatCannotBeReachedOrRefusesSaysWhichWithACode() async throws {
         // The shared client: nothing to shut down on a path that throws (a missing gateway).
         let client = HTTPClient.shared
