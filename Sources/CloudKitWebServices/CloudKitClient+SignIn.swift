@@ -14,6 +14,14 @@ extension CloudKitClient {
     /// all): a longer one saved once stopped every later run until a person deleted the file.
     public static let maxWebAuthTokenBytes = 8 * 1024
 
+    /// Whether `text` can be a web auth token: at most `maxWebAuthTokenBytes` of printable ASCII
+    /// without spaces, as every token is (base64 and a few marks). Anything else is a proxy's or
+    /// a hostile server's, or a paste gone wrong: a line separator in it (U+2028, say) made the
+    /// token file read back as more lines than were written, a `user=` line among them.
+    public static func isWebAuthToken(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= maxWebAuthTokenBytes && text.utf8.allSatisfy { (0x21...0x7E).contains($0) }
+    }
+
     /// Where CloudKit sends a person to sign in: the `redirectURL` of the 421 that `users/caller`
     /// gets when sent with the API token alone. Throws the `CloudKitError` of any other answer
     /// (a wrong API token is 401), and `SignInError` when CloudKit answers without an address.

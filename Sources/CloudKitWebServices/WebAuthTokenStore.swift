@@ -164,6 +164,12 @@ final class WebAuthTokenStore: Sendable {
             )
             return
         }
+        guard CloudKitClient.isWebAuthToken(token) else {
+            logger.warning(
+                "an answer carried a web auth token that is not printable ASCII text, as a token is; it is not kept, and requests go on with the token before it"
+            )
+            return
+        }
         let now = Date()
         let changed = state.withLock { state -> Bool in
             guard state.contents.tokens.first != token else { return false }

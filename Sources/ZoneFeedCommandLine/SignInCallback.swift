@@ -35,7 +35,7 @@ enum SignInCallback: Sendable, Equatable {
                 if fields[name] == nil { fields[name] = pieces.count > 1 ? Self.percentDecoded(pieces[1]) : "" }
             }
         }
-        if let token = fields["ckWebAuthToken"], Self.isToken(token) {
+        if let token = fields["ckWebAuthToken"], CloudKitClient.isWebAuthToken(token) {
             self = .token(token)
         } else if let token = fields["ckWebAuthToken"], token.utf8.count > CloudKitClient.maxWebAuthTokenBytes {
             let most = CloudKitClient.maxWebAuthTokenBytes
@@ -47,13 +47,6 @@ enum SignInCallback: Sendable, Equatable {
         } else {
             self = .noToken(error: fields["error"] ?? fields["ckError"])
         }
-    }
-
-    /// A web auth token: printable, without spaces, at most `CloudKitClient.maxWebAuthTokenBytes`
-    /// (what the token file can keep twenty of).
-    static func isToken(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.count <= CloudKitClient.maxWebAuthTokenBytes
-            && text.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value != 0x7F && !(0x80...0x9F).contains($0.value) }
     }
 
     /// `%XX` as bytes; a `+` stays a `+` (base64 tokens hold them, and a token has no spaces).

@@ -436,6 +436,23 @@ import Testing
         }
     }
 
+    /// A rotation header of text no token is: a line separator in it made the token file,
+    /// read back, more lines than were written (a `user=` among them, shown by `status`); a
+    /// control character or a non-ASCII letter is no token either. None is kept, and requests
+    /// go on with the token before it.
+    @Test(arguments: ["A\u{2028}earlier=B\u{2028}user=mallory", "A\u{85}user=mallory", "tok\u{1}en", "tokén", "to ken"])
+    func aTokenThatIsNotPrintableASCIIIsNotTaken(_ header: String) async throws {
+        try await withStore(configured: "configured", syncInterval: .seconds(3600)) { store, file in
+            store.received("rotated", logger: logger)
+            store.received(header, logger: logger)
+            #expect(try await store.tokenForRequest(logger: logger) == "rotated")
+            try await store.flush(logger: logger)
+            let saved = try #require(try WebAuthTokenFile(path: file).load().flatMap(WebAuthTokenFile.contents(of:)))
+            #expect(saved.tokens == ["rotated", "configured"])
+            #expect(saved.userRecordName == nil)
+        }
+    }
+
     @Test func aTokenFileWithWindowsLineEndsIsRead() async throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
