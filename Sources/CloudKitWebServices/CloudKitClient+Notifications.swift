@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import NIOHTTP1
 
@@ -34,10 +35,43 @@ extension CloudKitClient {
         let created = try await send(
             PushToken.self, operation: "tokens/create", method: .POST, scope: .device,
             body: .object(["apnsEnvironment": .string(apnsEnvironment)]), logger: logger)
+        guard Self.isCourierAddress(created.webcourierURL, baseURL: configuration.baseURL) else {
+            // Never the address: it holds the push token.
+            throw CloudKitError(
+                code: .malformedResponse,
+                reason: "tokens/create answered a webcourierURL that is not an https:// address (nor one on this machine or the "
+                    + "baseURL's host); it is not polled",
+                operation: "tokens/create")
+        }
         _ = try await send(
             JSONValue.self, operation: "tokens/register", method: .POST, scope: .device,
             body: .object(["apnsEnvironment": .string(apnsEnvironment), "apnsToken": .string(created.apnsToken)]), logger: logger)
         return created
+    }
+}
+
+extension CloudKitClient {
+    /// Whether an answer's `webcourierURL` may be polled: an `https://` address, or an
+    /// `http://` one on this machine or on the baseURL's own host and port (a fake server). Its
+    /// notifications are taken as deletions, and it is polled four times a second: any scheme
+    /// the HTTP client takes (`http+unix://` to a local socket, plain `http://` to an address
+    /// inside the network) was polled as the server said.
+    static func isCourierAddress(_ address: String, baseURL: String) -> Bool {
+        guard let url = URLComponents(string: address), let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased(),
+            !host.isEmpty, url.user == nil, url.password == nil
+        else { return false }
+        if scheme == "https" { return true }
+        guard scheme == "http" else { return false }
+        if ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host) { return true }
+        guard let base = URLComponents(string: baseURL), base.scheme?.lowercased() == "http", base.host?.lowercased() == host else { return false }
+        return base.port == url.port
+    }
+
+    /// The host (and port) of an address, for a message: never its path or query, which may
+    /// hold a secret.
+    static func hostOnly(of address: String) -> String {
+        guard let url = URLComponents(string: address), let host = url.host, !host.isEmpty else { return "(an address without a host)" }
+        return url.port.map { "\(host):\($0)" } ?? host
     }
 }
 

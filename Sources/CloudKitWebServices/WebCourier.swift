@@ -41,7 +41,7 @@ public final class WebCourier: Sendable {
             throw CancellationError()
         } catch {
             // The URL holds the push token: only its host is named.
-            let host = CloudKitClient.hostDescription(ofOrigin: CloudKitClient.split(baseURL: url).origin)
+            let host = CloudKitClient.hostOnly(of: url)
             if let cause = TLSFailure.cause(of: error) {
                 var failure = CloudKitError(code: .tlsFailed, reason: "the TLS connection to the web courier \(host) failed: \(cause)", operation: "courier")
                 failure.tlsHost = host
@@ -54,7 +54,7 @@ public final class WebCourier: Sendable {
         // body that trickles a byte at a time would otherwise hold the notifications for good.
         let body = try await CloudKitClient.readBody(
             of: response, announced: nil, limit: 1 << 20, until: started + pollTimeout * 2, status: status,
-            host: CloudKitClient.hostDescription(ofOrigin: CloudKitClient.split(baseURL: url).origin)
+            host: CloudKitClient.hostOnly(of: url)
         ) { code, reason, status in
             CloudKitError(code: code, httpStatus: status, reason: "the web courier's answer was not read whole: \(reason)", operation: "courier")
         }
