@@ -115,12 +115,16 @@ extension CloudKitClient {
                 connections.renew(after: lease)
                 throw fault(.misdirected, "421 Misdirected Request without CloudKit's error body, from \(hostDescription)", status)
             }
+            // Every text of the body that a message may quote, scrubbed: a proxy or a server
+            // that echoes the request's tokens in its code or uuid must not put them in logs
+            // and tables.
             let code =
-                errorBody.serverErrorCode.map { CloudKitError.Code(serverErrorCode: $0) }
+                errorBody.serverErrorCode.map { CloudKitError.Code(serverErrorCode: Self.scrub($0, secrets: secrets)) }
                 ?? CloudKitError.Code(httpStatus: status) ?? CloudKitError.Code(serverErrorCode: "HTTP_\(status)")
             var error = CloudKitError(
                 code: code, httpStatus: status, reason: errorBody.reason.map { Self.scrub($0, secrets: secrets) },
-                uuid: errorBody.uuid, redirectURL: errorBody.redirectURL, operation: operation, path: path)
+                uuid: errorBody.uuid.map { Self.scrub($0, secrets: secrets) }, redirectURL: errorBody.redirectURL, operation: operation,
+                path: path)
             error.signedWithServerKey = signer != nil
             error.sentByCloudKit = errorBody.serverErrorCode != nil
             let headerDelay = head?.headers.first(name: "Retry-After").flatMap(Self.parseRetryAfter)

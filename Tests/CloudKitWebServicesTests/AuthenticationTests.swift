@@ -215,6 +215,8 @@ import Testing
             let replies: [CannedServer.Reply] = [
                 .error(400, code: "BAD_REQUEST", reason: "bad \(Secrets.apiToken)", headers: rotate),
                 .error(403, code: "ACCESS_DENIED", reason: Secrets.strictlyEncoded(Secrets.rotatedToken)),
+                // A proxy that echoes what it was sent in the error's code and uuid.
+                .json(400, #"{"serverErrorCode":"BAD_\#(Secrets.apiToken)","uuid":"\#(Secrets.rotatedToken)","reason":"r"}"#),
                 .error(404, code: "ZONE_NOT_FOUND"),
                 .error(418, code: "SOMETHING_NEW"),
                 .json(200, String(repeating: " ", count: 300)),
