@@ -55,6 +55,40 @@ extension EmbeddedPostgres {
                     + "choose a folder this user can write"
             )
         }
+        var owners: Set<uid_t> = [geteuid()]
+        if let account = try serverAccount() { owners.insert(account.uid) }
+        try checkFolderIsPrivate(toOwnersAmong: owners)
+    }
+
+    /// Refuses the folder unless it is a folder itself (not a link to one), of this user (or, as
+    /// root, of the server's account), and private. Another user's empty folder (made in a
+    /// shared working directory or in /tmp before zonefeed ran) was taken, its chmod failing
+    /// unnoticed: the socket that trusts whoever reaches it then sat in a folder its owner could
+    /// enter, read the tokens through, or put a socket of their own in.
+    func checkFolderIsPrivate(toOwnersAmong owners: Set<uid_t>) throws {
+        var info = stat()
+        guard lstat(directory, &info) == 0 else {
+            throw EmbeddedPostgresError(
+                .badDirectory, "could not look at the embedded PostgreSQL folder \(directory) (\(String(cString: strerror(errno))))")
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else {
+            throw EmbeddedPostgresError(
+                .badDirectory,
+                "the embedded PostgreSQL folder \(directory) is a symbolic link or not a folder: its server trusts whoever reaches "
+                    + "its socket, so it runs only in a folder of this user's own; name the folder itself, or a new one")
+        }
+        guard owners.contains(info.st_uid) else {
+            throw EmbeddedPostgresError(
+                .badDirectory,
+                "the embedded PostgreSQL folder \(directory) belongs to another user (uid \(info.st_uid)): its server trusts whoever "
+                    + "reaches its socket, so it runs only in a folder of this user's own; give a new folder, or remove that one")
+        }
+        guard info.st_mode & 0o077 == 0 else {
+            throw EmbeddedPostgresError(
+                .badDirectory,
+                "the embedded PostgreSQL folder \(directory) could not be made private (mode \(String(info.st_mode & 0o7777, radix: 8))): "
+                    + "its server trusts whoever reaches its socket; give a folder this user owns")
+        }
     }
 
     /// Refuses an existing folder that holds anything the embedded server did not put there. Only

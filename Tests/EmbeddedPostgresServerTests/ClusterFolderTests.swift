@@ -44,6 +44,33 @@ import Testing
     #expect(try FileManager.default.contentsOfDirectory(atPath: folder) == ["notes.txt"])
 }
 
+/// The folder is refused when it is a link to a folder (its target is whoever's), and when
+/// it belongs to another user: the server's socket trusts whoever reaches it. Another user's
+/// empty folder was taken before, its chmod failing unnoticed. (Another owner is had here by
+/// leaving this user out of the owners allowed: a test that is not root can make no folder of
+/// another user's.)
+@Test func aFolderOfAnotherUserOrALinkToOneIsRefused() async throws {
+    let folder = try makeTemporaryFolder()
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    // Reachable by the server's account as root, so that the cluster is not put elsewhere.
+    #expect(chmod(folder, 0o755) == 0)
+    let target = folder + "/elsewhere"
+    try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: false)
+    try FileManager.default.createSymbolicLink(atPath: folder + "/linked", withDestinationPath: target)
+    let linked = EmbeddedPostgres(EmbeddedPostgres.Configuration(directory: folder + "/linked", extraServerSettings: ["fsync": "off"]))
+    #expect(!linked.isRelocated)
+    let link = try #require(throws: EmbeddedPostgresError.self) { try linked.createDirectory() }
+    #expect(link.code == .badDirectory && link.message.contains("is a symbolic link or not a folder"), "\(link)")
+
+    let own = EmbeddedPostgres(EmbeddedPostgres.Configuration(directory: target, extraServerSettings: ["fsync": "off"]))
+    try own.createDirectory()
+    let others = try #require(throws: EmbeddedPostgresError.self) { try own.checkFolderIsPrivate(toOwnersAmong: [geteuid() &+ 1]) }
+    #expect(others.code == .badDirectory && others.message.contains("belongs to another user (uid \(geteuid()))"), "\(others)")
+    #expect(chmod(target, 0o750) == 0)
+    let open = try #require(throws: EmbeddedPostgresError.self) { try own.checkFolderIsPrivate(toOwnersAmong: [geteuid()]) }
+    #expect(open.message.contains("could not be made private (mode 750)"), "\(open)")
+}
+
 /// An empty folder someone made for the cluster is taken, and so is the folder once it holds a
 /// cluster: the second start finds only what the first one left there.
 @Test func anEmptyFolderIsTakenAndMadePrivateAndTakenAgainOnceItHoldsACluster() async throws {
