@@ -50,8 +50,8 @@ extension CloudKitClient {
     /// The token is saved before it is used, as every token is (a server that rotates it on this
     /// first answer must find its successor saved), with the fingerprint of the configured
     /// `webAuthToken`: the next run takes the saved tokens over that configured one, which is
-    /// the stale token a person signs in to replace. A token CloudKit refuses is not kept: the
-    /// store gets back what it held before. The store is read and written on NIO's pool for
+    /// the stale token a person signs in to replace. A token CloudKit refuses, or that could not
+    /// be checked, is not kept: the store gets back what it held before. The store is read and written on NIO's pool for
     /// blocking work.
     public static func storeSignedInToken(_ token: String, configuration: Configuration, logger: Logger) async throws -> UserIdentity {
         guard let vault = configuration.webAuthTokenVault ?? configuration.webAuthTokenFile.map(WebAuthTokenFile.init(path:)) else {
@@ -85,12 +85,14 @@ extension CloudKitClient {
                 client.tokens.signedIn(as: user.userRecordName)
                 return user
             }
-        } catch let error as CloudKitError where error.isAuthenticationFailure {
-            if let previous {
-                _ = try? await NIOThreadPool.singleton.runIfActive {
-                    try vault.save(previous)
-                    vault.sync()
-                }
+        } catch {
+            // A token not taken, or not checked (the network, a cancel): the tokens saved before
+            // are put back, or none when there were none (an empty text holds no token), not
+            // left for one that may be someone else's (a callback anyone on this machine could
+            // send).
+            _ = try? await NIOThreadPool.singleton.runIfActive {
+                try vault.save(previous ?? "")
+                vault.sync()
             }
             throw error
         }

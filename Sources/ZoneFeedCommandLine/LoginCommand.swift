@@ -70,33 +70,15 @@ struct LoginCommand: AsyncParsableCommand {
             throw Self.stop("could not ask CloudKit where to sign in: \(error)", Exit.failed)
         }
 
-        let callback = paste ? try await pasted(address: address) : try await caught(address: address, logger: logger)
-        let token: String
-        switch callback {
-        case .token(let value):
-            token = value
-        case .noToken(let error):
-            let why =
-                switch error {
-                case "cancelled"?: "the sign-in was cancelled in the browser"
-                case "refused"?: "CloudKit refused the sign-in"
-                case let other?: "the sign-in did not complete (\(InertText.escaped(other.prefix(200))))"
-                case nil: "the address has no ckWebAuthToken: the sign-in did not complete"
-                }
-            throw Self.stop("\(why); nothing was stored. To try again: \(Self.command(pipelineFile: options.pipelineFile))", Exit.authentication)
+        // A pasted address is one answer; the callback takes answers until one signs in.
+        let signIn = { (callback: SignInCallback) async throws -> (UserIdentity, String) in
+            try await self.signIn(with: callback, settings: settings, pipeline: pipeline, configuration: configuration, logger: logger)
         }
-
-        let user: UserIdentity
-        let location: String
+        let (user, location): (UserIdentity, String)
         do {
-            (user, location) = try await store(token, settings: settings, pipeline: pipeline, configuration: configuration, logger: logger)
-        } catch let error as CloudKitError where error.isAuthenticationFailure {
-            throw Self.stop(
-                "CloudKit refused the token the sign-in gave (\(error.code)); the stored tokens are as they were. Sign in again.", Exit.authentication)
-        } catch let error as ExitCode {
-            throw error
-        } catch {
-            throw Self.stop("the sign-in could not be checked or stored: \(error)", Exit.failed)
+            (user, location) = paste ? try await signIn(try await pasted(address: address)) : try await caught(address: address, logger: logger, signIn)
+        } catch let refusal as SignInRefusal {
+            throw Self.stop("\(refusal.sentence). To try again: \(Self.command(pipelineFile: options.pipelineFile))", Exit.authentication)
         }
         var who = user.userRecordName
         let name = [user.givenName, user.familyName].compactMap { $0 }.joined(separator: " ")
@@ -105,15 +87,61 @@ struct LoginCommand: AsyncParsableCommand {
         Self.say("The web auth token is stored in \(InertText.escaped(location)); the next run of \(InertText.escaped(options.pipelineFile)) uses it.")
     }
 
+    /// Why a sign-in gave no token, as a person reads it.
+    static func why(_ error: String?) -> String {
+        switch error {
+        case "cancelled"?: "the sign-in was cancelled in the browser"
+        case "refused"?: "CloudKit refused the sign-in"
+        case let other?: "the sign-in did not complete (\(InertText.escaped(other.prefix(200))))"
+        case nil: "the address has no ckWebAuthToken: the sign-in did not complete"
+        }
+    }
+
+    /// Checks the token a callback or a pasted address brings and stores it; throws the exit of a
+    /// sign-in that brought none, or whose token CloudKit refused (`SignInRefusal`, exit 3), or
+    /// that could not be checked or stored (exit 1).
+    private func signIn(
+        with callback: SignInCallback, settings: CloudKitSettings, pipeline: Pipeline, configuration: CloudKitClient.Configuration, logger: Logger
+    ) async throws -> (UserIdentity, String) {
+        let token: String
+        switch callback {
+        case .token(let value):
+            token = value
+        case .noToken(let error):
+            throw SignInRefusal(sentence: "\(Self.why(error)); nothing was stored")
+        }
+        do {
+            return try await store(token, settings: settings, pipeline: pipeline, configuration: configuration, logger: logger)
+        } catch let error as CloudKitError where error.isAuthenticationFailure {
+            throw SignInRefusal(sentence: "CloudKit refused the token the sign-in gave (\(error.code)); the stored tokens are as they were")
+        } catch let error as ExitCode {
+            throw error
+        } catch {
+            throw Self.stop("the sign-in could not be checked or stored: \(error)", Exit.failed)
+        }
+    }
+
+    /// A sign-in that brought no token CloudKit takes: the pasted one ends login (exit 3); at the
+    /// callback, login waits for the next.
+    struct SignInRefusal: Error {
+        var sentence: String
+    }
+
     /// Listens on the loopback callback, prints the address and opens a browser once it listens,
-    /// and waits for the browser to come back.
-    private func caught(address: String, logger: Logger) async throws -> SignInCallback {
+    /// and signs in with what comes back: an answer without a token, or with one CloudKit
+    /// refuses (a forged request from another process or a web page, or a cancelled sign-in),
+    /// is said and waited past, so that the port is held, and the real sign-in caught, until
+    /// one signs in or the time is up.
+    private func caught(
+        address: String, logger: Logger, _ signIn: (SignInCallback) async throws -> (UserIdentity, String)
+    ) async throws -> (UserIdentity, String) {
         let listener = SignInCallbackListener(port: callbackPort)
         let openBrowser = !noBrowser
         let seconds = timeout
-        let result: SignInCallback?
+        let result: (UserIdentity, String)?
+        var lastRefusal: String?
         do {
-            result = try await listener.waitForCallback(timeout: .seconds(timeout), logger: logger) {
+            result = try await listener.waitForSignIn(timeout: .seconds(timeout), logger: logger) {
                 Self.say("Sign in to CloudKit at this address:")
                 Self.say("")
                 Self.say("  \(InertText.escaped(address))")
@@ -128,11 +156,27 @@ struct LoginCommand: AsyncParsableCommand {
                 Self.say(
                     "Waiting up to \(seconds) s for the browser to come back to \(listener.url), "
                         + "the API token's sign-in callback in CloudKit Dashboard.")
+            } take: { callback in
+                do {
+                    return try await signIn(callback)
+                } catch let refusal as SignInRefusal {
+                    lastRefusal = refusal.sentence
+                    Self.say(
+                        "The browser came back to \(listener.url) without a sign-in: \(refusal.sentence). Still waiting, until \(seconds) s "
+                            + "have passed: sign in again at the address above, or press Ctrl-C to stop.")
+                    return nil
+                }
             }
         } catch let error as SignInCallbackListener.ListenError {
             throw Self.stop("\(error)", Exit.failed)
         }
         guard let result else {
+            if let lastRefusal {
+                throw Self.stop(
+                    "no sign-in came back to \(listener.url) within \(seconds) s (the last answer: \(lastRefusal)). To try again: "
+                        + Self.command(pipelineFile: options.pipelineFile),
+                    Exit.authentication)
+            }
             throw Self.stop(
                 "no sign-in came back to \(listener.url) within \(seconds) s; nothing was stored. Check that it is the API token's "
                     + "sign-in callback in CloudKit Dashboard, or sign in on another machine with --paste",

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import Logging
 import ServiceLifecycle
+import Synchronization
 
 /// What the browser brings back to the sign-in callback, or what a person pastes: the address
 /// CloudKit sent the browser to after the sign-in page.
@@ -77,24 +78,35 @@ enum SignInCallback: Sendable, Equatable {
     }
 }
 
-/// The one-shot loopback listener of `zonefeed login` (RFC 8252 §7.3): 127.0.0.1 only, the
-/// first request to `/callback` is the answer, and the browser is told it may close the tab.
-/// Anything else (a favicon) is answered 404 and waited past.
+/// The loopback listener of `zonefeed login` (RFC 8252 §7.3): 127.0.0.1 only, each request to
+/// `/callback` is handed on as it comes, and the browser is told what became of it. Anything else
+/// (a favicon) is answered 404.
+///
+/// CloudKit's sign-in carries no `state` that would tie the browser's return to this sign-in, so
+/// anyone on this machine (or a web page in its browser) can send a request to the callback. The
+/// listener keeps the port until a sign-in is taken or the time is up: had it stopped at the
+/// first request, a forged one would have let another local process take the port and catch the
+/// real token when the browser came back.
 struct SignInCallbackListener {
     /// The documented default, so that the callback set in CloudKit Dashboard stays the same:
     /// `http://127.0.0.1:8790/callback`.
     static let defaultPort = 8790
     static let portRange = 1...65_535
+    /// Callbacks waiting their turn: a flood of requests holds no more.
+    static let waitingCallbacks = 16
 
     let port: Int
 
     var url: String { "http://127.0.0.1:\(port)/callback" }
 
-    /// Listens, runs `onListening` once bound (print the address, open the browser), and returns
-    /// the first callback, or nil when none came within `timeout`. Throws `ListenError` when the
-    /// port cannot be had. The page reaches the browser before the listener stops.
-    func waitForCallback(timeout: Duration, logger: Logger, onListening: @escaping @Sendable () async -> Void) async throws -> SignInCallback? {
-        let (callbacks, arrived) = AsyncStream.makeStream(of: SignInCallback.self)
+    /// Listens, runs `onListening` once bound (print the address, open the browser), and hands
+    /// `take` each callback in turn until it returns a result, or no more come within `timeout`
+    /// (nil; a callback being taken is not cut short). Throws `ListenError` when the port cannot
+    /// be had, and what `take` throws. The page reaches the browser before the listener stops.
+    func waitForSignIn<T>(
+        timeout: Duration, logger: Logger, onListening: @escaping @Sendable () async -> Void, take: (SignInCallback) async throws -> T?
+    ) async throws -> T? {
+        let (callbacks, arrived) = AsyncStream.makeStream(of: SignInCallback.self, bufferingPolicy: .bufferingNewest(Self.waitingCallbacks))
         let router = Router()
         router.get("callback") { request, _ -> Response in
             let query = request.uri.query ?? ""
@@ -112,56 +124,53 @@ struct SignInCallbackListener {
             router: router, configuration: .init(address: .hostname("127.0.0.1", port: port), serverName: "zonefeed-login"),
             onServerRunning: { _ in await onListening() }, logger: quiet)
         let group = ServiceGroup(configuration: .init(services: [app], logger: quiet))
+        let failure = ServerFailure()
 
-        enum Event: Sendable {
-            case serverEnded
-            case serverFailed(String)
-            case answer(SignInCallback?)
-        }
-        return try await withThrowingTaskGroup(of: Event.self) { tasks in
+        return try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask {
                 do {
                     try await group.run()
-                    return .serverEnded
                 } catch {
-                    return .serverFailed("\(error)")
+                    failure.reason.withLock { $0 = "\(error)" }
                 }
-            }
-            tasks.addTask {
-                for await callback in callbacks { return .answer(callback) }
-                return .answer(nil)
+                // A server that could not listen, or has stopped: no callback comes any more.
+                arrived.finish()
             }
             tasks.addTask {
                 try? await Task.sleep(for: timeout)
-                return .answer(nil)
+                arrived.finish()
             }
-            var answer: SignInCallback?
-            var answered = false
-            while let event = try await tasks.next() {
-                switch event {
-                case .serverFailed(let reason):
-                    tasks.cancelAll()
-                    if answered { return answer }
-                    throw ListenError(port: port, reason: reason)
-                case .serverEnded:
-                    tasks.cancelAll()
-                    return answer
-                case .answer(let callback):
-                    // The first answer wins: the timer, or the stream's end, after it is nothing.
-                    guard !answered else { continue }
-                    answered = true
-                    answer = callback
-                    arrived.finish()
-                    // A graceful shutdown lets the page reach the browser, within 10 s.
-                    await group.triggerGracefulShutdown()
-                    tasks.addTask {
-                        try? await Task.sleep(for: .seconds(10))
-                        return .serverEnded
+            var result: T?
+            do {
+                for await callback in callbacks {
+                    if let taken = try await take(callback) {
+                        result = taken
+                        break
                     }
                 }
+            } catch {
+                arrived.finish()
+                await Self.stop(group, tasks: &tasks)
+                throw error
             }
-            return answer
+            arrived.finish()
+            await Self.stop(group, tasks: &tasks)
+            if result == nil, let reason = failure.reason.withLock({ $0 }) { throw ListenError(port: port, reason: reason) }
+            return result
         }
+    }
+
+    /// Why the server stopped, when it failed: said once no callback is left to take.
+    private final class ServerFailure: Sendable {
+        let reason = Mutex<String?>(nil)
+    }
+
+    /// A graceful shutdown lets the last page reach the browser, within 10 s.
+    private static func stop(_ group: ServiceGroup, tasks: inout ThrowingTaskGroup<Void, any Error>) async {
+        await group.triggerGracefulShutdown()
+        tasks.addTask { try await Task.sleep(for: .seconds(10)) }
+        _ = try? await tasks.next()
+        tasks.cancelAll()
     }
 
     struct ListenError: Error, CustomStringConvertible {
@@ -183,8 +192,8 @@ struct SignInCallbackListener {
         case .noToken(let error):
             title = "Sign-in did not complete"
             text =
-                "The sign-in did not complete\(error.map { " (\(htmlEscaped($0)))" } ?? ""); zonefeed has stopped and stored nothing. "
-                + "You may close this tab."
+                "The sign-in did not complete\(error.map { " (\(htmlEscaped($0)))" } ?? ""); zonefeed stored nothing, and waits for "
+                + "a sign-in until its time is up: sign in again at the address it printed, or stop it in the terminal."
         }
         return """
             <!doctype html>
