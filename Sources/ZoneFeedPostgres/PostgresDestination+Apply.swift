@@ -647,15 +647,24 @@ extension PostgresDestination {
             batch.isLast ? "true" : "false", batch.finishesResync ? "true" : "false",
             state(of: batch.zoneID).seenPendingSeq ?? "0", String(batch.generation),
         ]
-        if let follows = batch.follows { values.append(follows.token.value) }
+        var fences = ""
+        if let follows = batch.follows {
+            values.append(follows.token.value)
+            fences += " AND token = $\(values.count)"
+        }
+        // The row this run read, not one made since for a zone of the same name, deleted and
+        // made again (its generation starts at 1 again, as this one's may have).
+        if let incarnation = state(of: batch.zoneID).incarnation {
+            values.append(incarnation)
+            fences += " AND incarnation = $\(values.count)::bigint"
+        }
         let updated = try c.query(
             """
             UPDATE \(schema.checkpoints)
             SET token = $4, records_applied = records_applied + $5, updated_at = now(),
                 pending = pending AND NOT ($6::boolean AND pending_seq = $8::bigint),
                 resyncing = resyncing AND NOT $7::boolean, last_error = NULL
-            WHERE pipeline = $1 AND scope = 'zone' AND zone_owner = $2 AND zone_name = $3 AND generation = $9::integer
-            \(batch.follows == nil ? "" : "AND token = $10")
+            WHERE pipeline = $1 AND scope = 'zone' AND zone_owner = $2 AND zone_name = $3 AND generation = $9::integer\(fences)
             """, values)
         if batch.follows != nil, updated.affectedRows == 0 {
             throw SyncError(

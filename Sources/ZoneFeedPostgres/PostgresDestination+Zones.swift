@@ -66,11 +66,14 @@ extension PostgresDestination {
                 """
                 INSERT INTO \(schema.checkpoints) (pipeline, scope, zone_owner, zone_name) VALUES ($1, 'zone', $2, $3)
                 ON CONFLICT (pipeline, scope, zone_owner, zone_name) DO UPDATE SET pipeline = EXCLUDED.pipeline
-                RETURNING token, generation, resyncing, pending_seq
+                RETURNING token, generation, resyncing, pending_seq, incarnation
                 """, [name, zone.ownerRecordName, zone.zoneName]
             ).rows[0]
-            let seenPendingSeq: String = try row.decode(3)
-            self.updateState(of: zone) { $0.seenPendingSeq = seenPendingSeq }
+            let (seenPendingSeq, incarnation): (String, String) = (try row.decode(3), try row.decode(4))
+            self.updateState(of: zone) {
+                $0.seenPendingSeq = seenPendingSeq
+                $0.incarnation = incarnation
+            }
             return ZoneCheckpoint(
                 token: try row.decode(0, as: String?.self).map(ChangeToken.init), generation: try row.decode(1),
                 resyncing: try row.decode(2))
@@ -89,11 +92,14 @@ extension PostgresDestination {
             ON CONFLICT (pipeline, scope, zone_owner, zone_name) DO UPDATE
                 SET token = NULL, generation = \(schema.checkpoints).generation + 1, resyncing = true, pending = true,
                     pending_seq = \(schema.checkpoints).pending_seq + 1, updated_at = now()
-            RETURNING generation, pending_seq
+            RETURNING generation, pending_seq, incarnation
             """, [pipelineName, zone.ownerRecordName, zone.zoneName]
         ).rows[0]
-        let seenPendingSeq: String = try row.decode(1)
-        updateState(of: zone) { $0.seenPendingSeq = seenPendingSeq }
+        let (seenPendingSeq, incarnation): (String, String) = (try row.decode(1), try row.decode(2))
+        updateState(of: zone) {
+            $0.seenPendingSeq = seenPendingSeq
+            $0.incarnation = incarnation
+        }
         return ZoneCheckpoint(token: nil, generation: try row.decode(0), resyncing: true)
     }
 

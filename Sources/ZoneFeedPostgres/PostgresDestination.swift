@@ -89,6 +89,9 @@ public final class PostgresDestination: RunDestination, Sendable {
         /// The `pending_seq` this run read with the checkpoint: the zone's last batch clears
         /// `pending` only if no database-feed notice came in since.
         var seenPendingSeq: String?
+        /// The checkpoint row's `incarnation` this run read: a batch commits only into that row,
+        /// not into one made since for a zone of the same name (deleted and made again).
+        var incarnation: String?
         /// Per table name: whether batches are copied straight into the table. True while the
         /// zone had no rows in the table when this run first applied it and no copy has met a
         /// row already there; a merge through the staging table otherwise.

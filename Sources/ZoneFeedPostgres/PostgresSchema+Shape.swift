@@ -55,8 +55,15 @@ extension PostgresSchema {
             ColumnSpec(name: "updated_at", type: "timestamp with time zone", rest: "NOT NULL DEFAULT now()"),
             ColumnSpec(name: "last_error", type: "text"),
             ColumnSpec(name: "account_user", type: "text"),
+            // Drawn anew for every checkpoint row made: a zone deleted and made again gets a new
+            // row, whose generation starts at 1 again, and a batch read from the old zone must
+            // not commit into it (`moveCheckpoint` fences on it).
+            ColumnSpec(name: "incarnation", type: "bigint", rest: "NOT NULL DEFAULT \(PostgresSchema.newIncarnation)", addedLater: true),
         ],
         constraints: ["PRIMARY KEY (pipeline, scope, zone_owner, zone_name)"])
+
+    /// A random 63-bit number: two rows of one zone drawing the same is a chance of 1 in 2^63.
+    static let newIncarnation = "(floor(random() * 9223372036854775807))::bigint"
 
     static let runsTable = TableSpec(columns: [
         ColumnSpec(name: "run_id", type: "bigint", rest: "PRIMARY KEY"),

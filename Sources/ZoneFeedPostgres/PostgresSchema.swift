@@ -150,6 +150,10 @@ public struct PostgresSchema: Sendable {
         var statements: [String] = []
         if catalog?.columns.isEmpty ?? true { statements.append("CREATE SCHEMA IF NOT EXISTS \(quoteIdentifier(schema))") }
         if lacks("zonefeed_checkpoints") { statements.append(Self.checkpointsTable.create(checkpoints)) }
+        // Added after the table was first made: tables made before get it here, each row its own.
+        if catalog?.columns["zonefeed_checkpoints"].map({ !$0.contains("incarnation") }) ?? (catalog == nil) {
+            statements.append("ALTER TABLE \(checkpoints) ADD COLUMN IF NOT EXISTS incarnation bigint NOT NULL DEFAULT \(Self.newIncarnation)")
+        }
         if lacks("zonefeed_runs") { statements.append(Self.runsTable.create(runs)) }
         // Added after the table was first made: tables made before get it here.
         if catalog?.columns["zonefeed_runs"].map({ !$0.contains("throttled_seconds") }) ?? (catalog == nil) {

@@ -121,4 +121,20 @@ import ZoneFeed
         #expect(syncedAtDefault == "now()")
         #expect(try await DestinationSnapshot.read(p).differences(from: p.expected()) == [])
     }
+
+    /// A checkpoints table made before zones' rows had an incarnation gets the column, each row
+    /// its own, and the zones go on from their tokens.
+    @Test func aCheckpointsTableWithoutIncarnationsIsGivenThem() async throws {
+        let p = try await FakePipeline(prefix: "incarn", fake: FakeSettings(seed: 7, zones: 3, recordsPerZone: 200))
+        try await p.run()
+        let schema = quoteIdentifier(p.schema)
+        try Connection.withConnection(p.url) { c in try c.execute("ALTER TABLE \(schema).zonefeed_checkpoints DROP COLUMN incarnation") }
+        let again = try await p.run()
+        #expect(again.status == .succeeded)
+        let distinct = try Connection.withConnection(p.url) { c in
+            try c.query("SELECT count(DISTINCT incarnation) FROM \(schema).zonefeed_checkpoints WHERE scope = 'zone'").scalar
+        }
+        #expect(distinct == "3")
+        #expect(try await DestinationSnapshot.read(p).differences(from: p.expected()) == [])
+    }
 }

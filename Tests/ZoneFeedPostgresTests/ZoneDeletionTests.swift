@@ -65,4 +65,47 @@ import ZoneFeedPostgres
         }
         #expect(late == 1)
     }
+
+    /// A run applies a zone while another run's database feed reports it deleted and made
+    /// again (apps reset a zone so). The zone's checkpoint row is dropped and made anew, with
+    /// generation 1 again, as the old one's was: the first run's next batch, read from the zone
+    /// before it was deleted, passed that fence, committed into the new zone's checkpoint
+    /// (cleared its pending too, so the new zone was never fetched), and left its row live.
+    @Test func aBatchReadBeforeItsZoneWasDeletedAndMadeAgainCommitsNothing() async throws {
+        let p = try await FakePipeline(prefix: "zoneagain", fake: FakeSettings(seed: 31, zones: 1, recordsPerZone: 1))
+        let zone = ZoneID(zoneName: "Notes", ownerRecordName: "_owner")
+        let (applying, reading) = (try p.destination(), try p.destination())
+        try await applying.prepare()
+        try await reading.prepare()
+        let (run, otherRun) = (try await applying.startRun(), try await reading.startRun())
+        func feed(_ deleted: [ZoneDeletion], _ token: String, after: String?) async throws {
+            let page = DatabaseChangePage(modifiedZones: [zone], deletedZones: deleted, syncToken: ChangeToken(token), moreComing: false)
+            _ = try await reading.applyDatabaseChanges(page, after: after.map(ChangeToken.init), runID: otherRun)
+        }
+        func batch(_ sequence: Int, _ name: String, token: String, isLast: Bool) -> ChangeBatch {
+            let tag = Record(recordName: name, recordType: "Tag", recordChangeTag: "t-\(name)", fields: ["label": .string(name)])
+            var batch = ChangeBatch(
+                zoneID: zone, runID: run, generation: 1, pageCount: 1, entries: [.record(tag)], token: ChangeToken(token), isLast: isLast,
+                finishesResync: false)
+            batch.sequence = sequence
+            return batch
+        }
+        try await feed([], "db-1", after: nil)
+        #expect(try await applying.claimZone(zone))
+        #expect(try await applying.zoneCheckpoint(zone).generation == 1)
+        _ = try await applying.apply(batch(0, "OLD1", token: "old-1", isLast: false))
+        try await feed([ZoneDeletion(zoneID: zone, reason: .deleted)], "db-2", after: "db-1")
+
+        await #expect(throws: SyncError.self) { try await applying.apply(batch(1, "OLD2", token: "old-2", isLast: true)) }
+        await applying.close()
+        await reading.close()
+        let schema = quoteIdentifier(p.schema)
+        let (checkpoint, live) = try await Connection.withConnectionOffPool(p.url) { c in
+            let row = try c.query("SELECT coalesce(token, '-'), pending FROM \(schema).zonefeed_checkpoints WHERE scope = 'zone'").rows[0]
+            let live = try c.query("SELECT record_name FROM \(schema).tags WHERE deleted_at IS NULL").rows.compactMap { $0[0] }
+            return ("\(row[0] ?? "") \(row[1] ?? "")", live)
+        }
+        #expect(checkpoint == "- t", "the new zone's checkpoint is untouched and still pending")
+        #expect(live == [], "no row of the deleted zone is live")
+    }
 }
