@@ -249,6 +249,12 @@ public final class PostgresDestination: RunDestination, Sendable {
                     with: Result {
                         try self.openConnection(session)
                         let c = session.connection!
+                        let encoding = try c.query(
+                            "SELECT current_database(), pg_encoding_to_char(encoding) FROM pg_database WHERE datname = current_database()"
+                        ).rows.first
+                        if let encoding, let name = encoding[1], !DestinationEncodingError.accepted.contains(name) {
+                            throw DestinationEncodingError(database: encoding[0] ?? "", encoding: name)
+                        }
                         try c.transaction {
                             var catalog = try PostgresSchema.Catalog.read(schema: schema.schema, on: c)
                             // Two runs starting together take turns at making what is missing, and
