@@ -4,6 +4,7 @@ import LibPQ
 import TestSupport
 import Testing
 import ZoneFeed
+import ZoneFeedPostgres
 
 /// Each run makes sure the destination's tables are as the pipeline file says, and changes them
 /// only when they are not: changing a table locks it against every reader.
@@ -120,6 +121,21 @@ import ZoneFeed
         #expect(bodies != "0", "the column is back, filled, and in the view")
         #expect(syncedAtDefault == "now()")
         #expect(try await DestinationSnapshot.read(p).differences(from: p.expected()) == [])
+    }
+
+    /// Evolution made table `tags` for record type Tag; the file now maps Folder (Tag renamed,
+    /// say) to that table. Replayed, the recorded change gave `tags` to Tag as well: each
+    /// type's batches then took the rows they had just written for names another type had
+    /// taken, and tombstoned every one. The file's mapping wins, and the table is Folder's alone.
+    @Test func aTableTheFileGivesToAnotherRecordTypeIsNotGivenBackToTheOneItWasMadeFor() async throws {
+        var p = try await FakePipeline(prefix: "retyped", fake: FakeSettings(seed: 8, zones: 1, recordsPerZone: 1))
+        p.recordTypesSection = "recordTypes:\n  Folder:\n    table: tags\n"
+        let schema = try PostgresSchema(pipeline: p.pipeline())
+        let replayed = schema.applying([SchemaChange(kind: .tableCreated, recordType: "Tag", table: "tags", why: "a record of a new type")])
+        #expect(replayed.tables.map(\.mapping.recordType) == ["Folder"])
+        #expect(replayed.tables.map(\.mapping.table) == ["tags"])
+        let other = schema.applying([SchemaChange(kind: .tableCreated, recordType: "Tag", table: "tag_records", why: "a record of a new type")])
+        #expect(other.tables.map(\.mapping.recordType).sorted() == ["Folder", "Tag"], "a table of its own is still replayed")
     }
 
     /// A checkpoints table made before zones' rows had an incarnation gets the column, each row
