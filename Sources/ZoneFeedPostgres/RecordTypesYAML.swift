@@ -24,7 +24,8 @@ public enum RecordTypesYAML {
                     lines.append("      \(scalar(field.field)): \(type)")
                 } else {
                     let index = field.indexed ? ", index: true" : ""
-                    lines.append("      \(scalar(field.field)): { column: \(scalar(field.column)), type: \(type)\(index) }")
+                    let flowType = scalar(field.type.rawValue, inFlow: true)
+                    lines.append("      \(scalar(field.field)): { column: \(scalar(field.column, inFlow: true)), type: \(flowType)\(index) }")
                 }
             }
         }
@@ -32,11 +33,14 @@ public enum RecordTypesYAML {
     }
 
     /// A name or type as a YAML scalar: plain when it is letters, digits, `_`, spaces and `[]`
-    /// and cannot read as anything but a string; else double-quoted with JSON's escapes.
-    static func scalar(_ text: String) -> String {
+    /// (outside a flow mapping: inside `{ … }`, `[` begins a sequence, and `text[]` printed plain
+    /// there made a file zonefeed refused) and cannot read as anything but a string; else
+    /// double-quoted with JSON's escapes.
+    static func scalar(_ text: String, inFlow: Bool = false) -> String {
+        let marks = inFlow ? "_ " : "_ []"
         let plain =
             !text.isEmpty && text.first!.isLetter && text.last != " "
-            && text.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "_ []".unicodeScalars.contains($0)) }
+            && text.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || marks.unicodeScalars.contains($0)) }
             && !["true", "false", "yes", "no", "on", "off", "null", "y", "n"].contains(text.lowercased())
         if plain { return text }
         var out = "\""

@@ -92,6 +92,26 @@ import Testing
         #expect(fromExplicit.contains("\"location\" bytea") && fromExplicit.contains("\"tags\" text[]"))
     }
 
+    /// A list field whose column is renamed (here, two fields land on one snake_case name) is
+    /// written as `{ column: …, type: "text[]" }`: printed plain inside the braces, `[` began a
+    /// sequence, and the pasted section was refused as invalid YAML.
+    @Test func aRenamedListFieldIsWrittenOutAsAMappingThatReadsBack() async throws {
+        let zonefeed = try ZonefeedBinary(environment: [:])
+        defer { zonefeed.remove() }
+        let schema = zonefeed.directory.appendingPathComponent("lists.ckdb").path
+        try "DEFINE SCHEMA\n  RECORD TYPE Note (\n    tagList LIST<STRING>,\n    tag_list LIST<STRING>\n  );\n"
+            .write(toFile: schema, atomically: true, encoding: .utf8)
+        let written = try await zonefeed.run(["schema", "mapping", schema])
+        #expect(written.status == 0, "\(written.stderr)")
+        #expect(written.stdout.contains("type: \"text[]\" }"), "\(written.stdout)")
+        let file = zonefeed.directory.appendingPathComponent("lists.yml").path
+        try ("pipeline: lists\nsource:\n  fake: {}\ndestination:\n  url: embedded\n  schema: lists\n" + written.stdout)
+            .write(toFile: file, atomically: true, encoding: .utf8)
+        let validated = try await zonefeed.run(["validate", file])
+        #expect(validated.status == 0, "\(validated.stdout)\(validated.stderr)")
+        #expect(validated.stdout.contains("text[]"), "\(validated.stdout)")
+    }
+
     @Test func aSchemaFileThatCannotBeReadOrParsedExitsTwoSayingWhy() async throws {
         let zonefeed = try ZonefeedBinary(environment: [:])
         defer { zonefeed.remove() }
