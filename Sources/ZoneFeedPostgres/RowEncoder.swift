@@ -11,6 +11,10 @@ import ZoneFeed
 /// copied straight into the record type's table start with the zone, run and generation, the
 /// same for the whole batch and so encoded once (`PostgresSchema.directColumns`).
 public struct RowEncoder {
+    /// Why an INT64 is not written into a double precision column: it is past 2^53, where
+    /// doubles skip integers, and would be stored as another number.
+    static let int64PastDouble = "the INT64 value is past 2^53, where double precision no longer holds every integer: map the field to bigint"
+
     let mapping: PostgresRecordTypeMapping
     /// The mapping's index of each mapped field.
     let columnOf: [String: Int]
@@ -327,7 +331,9 @@ public struct RowEncoder {
         case (.doublePrecision, .double(let d)):
             buffer.append(double: d)
         case (.doublePrecision, .int64(let i)):
-            buffer.append(double: Double(i))
+            // Past 2^53 an INT64 has no double of its own: stored, it would be another number.
+            guard let d = Double(exactly: i) else { return Self.int64PastDouble }
+            buffer.append(double: d)
         case (.timestamptz, .timestamp(let ms)):
             guard let micros = Self.postgresMicroseconds(ms) else { return "the timestamp is outside PostgreSQL's range" }
             buffer.append(timestampMicroseconds: micros)
@@ -367,7 +373,8 @@ public struct RowEncoder {
                     buffer.append(double: d)
                     return true
                 case .int64(let i):
-                    buffer.append(double: Double(i))
+                    guard let d = Double(exactly: i) else { return false }
+                    buffer.append(double: d)
                     return true
                 default: return false
                 }
