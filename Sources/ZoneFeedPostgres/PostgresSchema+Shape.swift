@@ -122,6 +122,14 @@ extension PostgresSchema {
         ColumnSpec(name: "why", type: "text", rest: "NOT NULL"),
     ])
 
+    /// PostgreSQL's most columns in a table ("tables can have at most 1600 columns").
+    static let maxColumns = 1_600
+
+    /// The most fields one record type may map: its table's own columns and `fields` take the
+    /// rest. A mapping of more was taken, and every run failed at CREATE TABLE with PostgreSQL's
+    /// words and no place in the file.
+    public static var maxMappedFields: Int { maxColumns - recordTableColumns.count - 1 }
+
     /// The columns of every record type's table, before its mapped fields.
     static let recordTableColumns: [ColumnSpec] = [
         ColumnSpec(name: "zone_owner", type: "text", rest: "NOT NULL"),

@@ -39,6 +39,14 @@ extension PostgresSettingsReader {
                 continue
             }
             tableOwners[table.name.lowercased()] = recordType.key
+            if mapping.mapping.fields.count > PostgresSchema.maxMappedFields {
+                file.report(
+                    "record type \(recordType.key) maps \(mapping.mapping.fields.count) fields, and its table can have at most "
+                        + "\(PostgresSchema.maxMappedFields) (PostgreSQL's 1600 columns, less zonefeed's own): map fewer, and leave the rest to the fields column",
+                    at: recordType.keyPosition)
+                failed = true
+                continue
+            }
             mappings.append(mapping.mapping)
         }
         return failed ? nil : mappings

@@ -31,6 +31,16 @@ extension PostgresSettingsReader {
         var indexes: [String: Set<String>] = [:]
         // Looked up by name once made: the schema's own lookup searches its list, once a mapping.
         let definitions = Dictionary(schema.recordTypes.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        for mapping in mappings where mapping.fields.count > PostgresSchema.maxMappedFields {
+            let at = definitions[mapping.recordType]?.position ?? SchemaPosition(line: 0, column: 0)
+            file.report(
+                PipelineDiagnostic(
+                    file: resolved, line: at.line, column: at.column,
+                    message: "record type \(mapping.recordType) has \(mapping.fields.count) fields, and its table can have at most "
+                        + "\(PostgresSchema.maxMappedFields) (PostgreSQL's 1600 columns, less zonefeed's own): omit some "
+                        + "(recordTypes.override.\(mapping.recordType).fields.<field>: omit)"))
+        }
+        guard file.diagnostics.count == reported else { return nil }
         for mapping in mappings {
             indexes[mapping.recordType] = Set(
                 (definitions[mapping.recordType]?.systemFields ?? []).flatMap { field in

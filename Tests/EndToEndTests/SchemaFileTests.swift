@@ -112,6 +112,30 @@ import Testing
         #expect(validated.stdout.contains("text[]"), "\(validated.stdout)")
     }
 
+    /// A record type of more fields than a PostgreSQL table has columns (1600, zonefeed's own
+    /// among them) is refused where it is written, in a schema file or in the pipeline file.
+    /// Before, validate passed it and every run failed at CREATE TABLE with no place named.
+    @Test func aRecordTypeOfMoreFieldsThanATableHoldsIsRefusedWhereItIsWritten() async throws {
+        let zonefeed = try ZonefeedBinary(environment: [:])
+        defer { zonefeed.remove() }
+        let header = "pipeline: wide\nsource:\n  fake: {}\ndestination:\n  url: embedded\n  schema: wide\n"
+        let schema = zonefeed.directory.appendingPathComponent("wide.ckdb").path
+        let fields = (0..<1_700).map { "    f\($0) INT64" }.joined(separator: ",\n")
+        try "DEFINE SCHEMA\n  RECORD TYPE Wide (\n\(fields)\n  );\n".write(toFile: schema, atomically: true, encoding: .utf8)
+        let fromSchema = zonefeed.directory.appendingPathComponent("schema.yml").path
+        try (header + "recordTypes:\n  schemaFile: wide.ckdb\n").write(toFile: fromSchema, atomically: true, encoding: .utf8)
+        let refused = try await zonefeed.run(["validate", fromSchema])
+        #expect(refused.status == 2)
+        #expect(refused.stderr.contains("\(schema):2:15: record type Wide has 1700 fields, and its table can have at most 1586"), "\(refused.stderr)")
+
+        let written = zonefeed.directory.appendingPathComponent("written.yml").path
+        let mapped = (0..<1_700).map { "      f\($0): bigint" }.joined(separator: "\n")
+        try (header + "recordTypes:\n  Wide:\n    table: wide\n    fields:\n\(mapped)\n").write(toFile: written, atomically: true, encoding: .utf8)
+        let alsoRefused = try await zonefeed.run(["validate", written])
+        #expect(alsoRefused.status == 2)
+        #expect(alsoRefused.stderr.contains("written.yml:8:3: record type Wide maps 1700 fields"), "\(alsoRefused.stderr)")
+    }
+
     @Test func aSchemaFileThatCannotBeReadOrParsedExitsTwoSayingWhy() async throws {
         let zonefeed = try ZonefeedBinary(environment: [:])
         defer { zonefeed.remove() }
