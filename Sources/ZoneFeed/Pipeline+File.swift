@@ -35,8 +35,8 @@ extension Pipeline {
     ) throws -> Pipeline {
         let reader = PipelineFileReader(yaml: yaml, filePath: filePath, environment: environment)
         // Refused before composing: composing is where nested aliases take exponential time.
-        if let anchor = reader.firstAnchorOrAlias() {
-            reader.report(PipelineFileReader.anchorsAndAliasesRefused, at: anchor)
+        if let refused = reader.firstRefusedToken() {
+            reader.report(refused.why, at: refused.position)
             throw PipelineFileError(diagnostics: reader.sortedDiagnostics)
         }
         let root: Node?
