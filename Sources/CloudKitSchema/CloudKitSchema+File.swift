@@ -30,8 +30,10 @@ extension CloudKitSchema {
 
     /// At most `maxFileBytes`: reading stops at one byte more, whatever the path names, as the
     /// pipeline file's reader does (this module reads alone, so it has its own few lines).
+    /// A FIFO that nothing writes to within 10 s is refused, as the pipeline file's reader
+    /// refuses one: opened without O_NONBLOCK, it held the command in `open` for ever.
     static func readBounded(_ path: String) throws(SchemaFileError) -> Data {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else {
             var isFolder: ObjCBool = false
             let reason =
@@ -40,6 +42,12 @@ extension CloudKitSchema {
             throw SchemaFileError(path: path, reason: reason)
         }
         defer { close(fd) }
+        var info = stat()
+        if fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFIFO {
+            var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            if poll(&ready, 1, 10_000) == 0 { throw SchemaFileError(path: path, reason: "it is a FIFO that nothing wrote to within 10 s") }
+        }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
         var data = Data()
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while data.count <= maxFileBytes {

@@ -136,6 +136,26 @@ import ZoneFeed
         #expect(stat(fifo, &info) == 0 && info.st_mode & S_IFMT == S_IFIFO, "still a FIFO")
     }
 
+    /// A pipeline file or a schema file that is a FIFO nothing writes to: opened as a file is,
+    /// it held the command in `open` for ever (a cron job never ended). Each is refused once
+    /// nothing has come for 10 s, with the exit code of a bad file.
+    @Test(.timeLimit(.minutes(2)))
+    func aFIFONothingWritesToIsRefusedNotWaitedOnForEver() async throws {
+        let zonefeed = try ZonefeedBinary()
+        defer { zonefeed.remove() }
+        let fifo = zonefeed.directory.appendingPathComponent("silent.yml").path
+        #expect(mkfifo(fifo, 0o644) == 0)
+        let pipeline = try await zonefeed.run(["validate", "silent.yml"])
+        #expect(pipeline.status == 2)
+        #expect(pipeline.stderr == "silent.yml:0:0: cannot read pipeline file: it is a FIFO that nothing wrote to within 10 s\n", "\(pipeline.stderr)")
+
+        let schema = zonefeed.directory.appendingPathComponent("silent.ckdb").path
+        #expect(mkfifo(schema, 0o644) == 0)
+        let mapping = try await zonefeed.run(["schema", "mapping", schema])
+        #expect(mapping.status == 2)
+        #expect(mapping.stderr == "\(schema): cannot read the schema file: it is a FIFO that nothing wrote to within 10 s\n", "\(mapping.stderr)")
+    }
+
     // MARK: Diagnostics
 
     /// The largest pipeline file zonefeed reads, all unknown keys: fifty lines and a count, in

@@ -20,10 +20,22 @@ struct ReadFailure: Error {
 /// At most `maxBytes` are read: reading stops at `maxBytes + 1` whatever the path names (a FIFO,
 /// `/dev/zero`, a file of gigabytes), so a wrong path costs a small buffer, not the machine's
 /// memory. The size is not asked of `stat` first: a FIFO or a device has none worth trusting.
-func readTextFile(atPath path: String, maxBytes: Int) -> Result<String, ReadFailure> {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
+///
+/// A FIFO that nothing writes to within `fifoWait` is refused: opened without O_NONBLOCK, it
+/// held the command (a cron job's, say) in `open` for ever.
+func readTextFile(atPath path: String, maxBytes: Int, fifoWait: Duration = .seconds(10)) -> Result<String, ReadFailure> {
+    let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
     guard fd >= 0 else { return .failure(ReadFailure(reason: String(cString: strerror(errno)))) }
     defer { close(fd) }
+    var info = stat()
+    if fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFIFO {
+        var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        if poll(&ready, 1, Int32(fifoWait.components.seconds * 1000)) == 0 {
+            return .failure(ReadFailure(reason: "it is a FIFO that nothing wrote to within \(fifoWait.components.seconds) s"))
+        }
+    }
+    // Reads wait for a writer's next bytes, as they would have.
+    _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
     var bytes: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 64 * 1024)
     while bytes.count <= maxBytes {
