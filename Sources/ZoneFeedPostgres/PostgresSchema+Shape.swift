@@ -170,12 +170,25 @@ extension PostgresSchema {
     /// must be. Empty when every table there is one zonefeed can write (extra columns are fine).
     func shapeProblems(given catalog: Catalog) -> [String] {
         var problems: [String] = []
+        // A mapped field's column of another type: the file's mapping (or the schema file's
+        // type) changed since the column was made, not a table zonefeed did not make.
+        let fieldOfColumn = Dictionary(
+            tables.flatMap { table in table.mapping.fields.map { ("\(table.mapping.table)\u{0}\($0.column)", $0.field) } },
+            uniquingKeysWith: { first, _ in first })
         for (name, spec) in neededShapes {
             guard let existing = catalog.types[name] else { continue }
             var wrong: [String] = []
             for column in spec.columns {
                 if let type = existing[column.name] {
-                    if type != column.type { wrong.append("\(column.name) is \(type), not \(column.type)") }
+                    guard type != column.type else { continue }
+                    if let field = fieldOfColumn["\(name)\u{0}\(column.name)"] {
+                        problems.append(
+                            "column \(column.name) of table \(schema).\(name) is \(type), and field \(field) is now mapped as \(column.type): "
+                                + "zonefeed never changes a column's type (values could be lost). Map \(field) as \(type) again, or to a "
+                                + "column of its own ({ column: <a new name>, type: \(column.type) }), then reset the pipeline to fill it")
+                    } else {
+                        wrong.append("\(column.name) is \(type), not \(column.type)")
+                    }
                 } else if !column.addedLater {
                     wrong.append("no column \(column.name) (\(column.type))")
                 }
@@ -227,8 +240,16 @@ extension ColumnType {
 public struct DestinationShapeError: Error, Sendable, CustomStringConvertible {
     public var problems: [String]
     public var description: String {
-        problems.joined(separator: "; ")
-            + ". zonefeed makes these tables itself: drop or rename the ones above (they were not made by zonefeed, or were changed by hand), "
-            + "or give the pipeline another destination.schema"
+        // A field mapped anew says what to do itself; any other problem is a table of another's.
+        let tables = problems.filter { $0.hasPrefix("table ") }
+        let fields = problems.filter { !$0.hasPrefix("table ") }
+        var sentences = fields
+        if !tables.isEmpty {
+            sentences.append(
+                tables.joined(separator: "; ")
+                    + ". zonefeed makes these tables itself: drop or rename the ones above (they were not made by zonefeed, or were changed by "
+                    + "hand), or give the pipeline another destination.schema")
+        }
+        return sentences.joined(separator: ". ")
     }
 }

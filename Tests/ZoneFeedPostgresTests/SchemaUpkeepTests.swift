@@ -138,6 +138,23 @@ import ZoneFeedPostgres
         #expect(other.tables.map(\.mapping.recordType).sorted() == ["Folder", "Tag"], "a table of its own is still replayed")
     }
 
+    /// A field's type changed in the mapping after its column was made (a schema file's NUMBER
+    /// pinned as INT64, a type edited by hand): the run is refused with what to do, and not
+    /// told that the table was not made by zonefeed and should be dropped, which lost its rows.
+    @Test func aFieldMappedAnewAsAnotherTypeSaysHowToKeepItsColumn() async throws {
+        var p = try await FakePipeline(prefix: "retype", fake: FakeSettings(seed: 9, zones: 1, recordsPerZone: 50))
+        try await p.run()
+        p.recordTypesSection =
+            "recordTypes:\n  Note:\n    table: notes\n    fields:\n"
+            + FakePipeline.noteFields.replacingOccurrences(of: "wordCount: bigint", with: "wordCount: double precision") + "\n"
+        let error = await #expect(throws: DestinationShapeError.self) { try await p.run() }
+        #expect(
+            error?.description
+                == "column word_count of table \(p.schema).notes is bigint, and field wordCount is now mapped as double precision: zonefeed "
+                + "never changes a column's type (values could be lost). Map wordCount as bigint again, or to a column of its own "
+                + "({ column: <a new name>, type: double precision }), then reset the pipeline to fill it")
+    }
+
     /// A checkpoints table made before zones' rows had an incarnation gets the column, each row
     /// its own, and the zones go on from their tokens.
     @Test func aCheckpointsTableWithoutIncarnationsIsGivenThem() async throws {
