@@ -100,7 +100,7 @@ public final class WebAuthTokenTable: SourceVault, Sendable {
         // Made once: a process that finds it takes no lock (the schema's DDL lock may be held
         // for a while by a pipeline evolving its tables).
         let exists = try c.query("SELECT to_regclass($1) IS NOT NULL", [table]).scalar(as: Bool.self)
-        guard !exists else { return }
+        guard !exists else { return try checkPrivate(on: c) }
         try c.transaction {
             // The destination's DDL lock: CREATE … IF NOT EXISTS races with a concurrent creation.
             try PostgresSchema.lockDDL(of: schema, on: c)
@@ -116,4 +116,46 @@ public final class WebAuthTokenTable: SourceVault, Sendable {
             try c.execute("REVOKE ALL ON \(table) FROM PUBLIC")
         }
     }
+
+    /// Refuses a table found already made unless it is as zonefeed makes it: owned by the role
+    /// the pipeline connects as, no privilege for another, no trigger. A role that may create
+    /// tables in the schema could make it first, granted to itself or with a trigger, and
+    /// collect every token saved there; the table was taken as found.
+    private func checkPrivate(on c: Connection) throws {
+        let row = try c.query(
+            """
+            SELECT pg_get_userbyid(t.relowner), t.relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user), current_user,
+                coalesce((SELECT string_agg(DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee) END, ', ')
+                          FROM aclexplode(t.relacl) a WHERE a.grantee <> t.relowner), ''),
+                EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = t.oid AND NOT g.tgisinternal)
+            FROM pg_class t WHERE t.oid = to_regclass($1)
+            """, [table]
+        ).rows.first
+        guard let row else { return }
+        let (owner, owned, user, grantees, triggers): (String, Bool, String, String, Bool) = (
+            try row.decode(0), try row.decode(1), try row.decode(2), try row.decode(3), try row.decode(4)
+        )
+        let named = "the web auth token table \(schema).\(Self.tableName)"
+        if !owned {
+            throw WebAuthTokenTableRefusal(
+                description: "\(named) belongs to role \(owner), not to \(user), the role the pipeline connects as: its owner could read every "
+                    + "token saved there. Drop it (DROP TABLE \(table)), and the next run makes it for \(user) alone")
+        }
+        if !grantees.isEmpty {
+            throw WebAuthTokenTableRefusal(
+                description: "\(named) grants privileges to \(grantees), who could read every token saved there: REVOKE ALL ON \(table) "
+                    + "FROM \(grantees), or drop the table and let the next run make it")
+        }
+        if triggers {
+            throw WebAuthTokenTableRefusal(
+                description: "\(named) has triggers, which could copy every token saved there elsewhere: drop them, or drop the table and "
+                    + "let the next run make it")
+        }
+    }
+}
+
+/// The web auth token table is not as zonefeed makes it: a sentence that says how it could leak
+/// the tokens and what to do, never a token.
+public struct WebAuthTokenTableRefusal: Error, Sendable, CustomStringConvertible {
+    public var description: String
 }

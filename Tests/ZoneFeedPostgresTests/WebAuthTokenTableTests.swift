@@ -53,6 +53,49 @@ import ZoneFeedPostgres
         #expect(try first.load() == "start\nfirst\nsecond\n", "the second read what the first saved, and kept it")
     }
 
+    /// A table of that name found already made is used only as zonefeed makes it: owned by the
+    /// role the pipeline connects as, with no privilege for another and no trigger. A role that
+    /// may create tables in the schema could make it first, granted to itself or with a
+    /// trigger, and collect every token; it was taken as found. Nothing is saved in such a one.
+    @Test(arguments: ["granted to PUBLIC", "with a trigger", "of another role"])
+    func aTokenTableMadeByAnotherOrOpenToOthersIsRefused(_ how: String) async throws {
+        let conninfo = try await TestDatabase.connectionString()
+        let schema = TestDatabase.uniqueName("tokentrap")
+        let role = "zf_other_" + schema.suffix(12).filter { $0.isLetter || $0.isNumber }
+        let qualified = "\(quoteIdentifier(schema)).\(quoteIdentifier(WebAuthTokenTable.tableName))"
+        try Connection.withConnection(conninfo) { c in
+            try c.execute("CREATE SCHEMA \(quoteIdentifier(schema))")
+            try c.execute("CREATE TABLE \(qualified) (pipeline text PRIMARY KEY, tokens text NOT NULL, updated_at timestamptz NOT NULL DEFAULT now())")
+            switch how {
+            case "granted to PUBLIC":
+                try c.execute("GRANT SELECT ON \(qualified) TO PUBLIC")
+            case "with a trigger":
+                try c.execute("CREATE FUNCTION \(quoteIdentifier(schema)).copy() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END'")
+                try c.execute("CREATE TRIGGER copy BEFORE INSERT ON \(qualified) FOR EACH ROW EXECUTE FUNCTION \(quoteIdentifier(schema)).copy()")
+            default:
+                try c.execute("CREATE ROLE \(role) NOLOGIN")
+                try c.execute("ALTER TABLE \(qualified) OWNER TO \(role)")
+            }
+        }
+        let tokens = WebAuthTokenTable(pipelineName: "trapped", schema: schema, conninfo: conninfo)
+        let refusal = #expect(throws: WebAuthTokenTableRefusal.self) { try tokens.save("secret-token\n") }
+        tokens.close()
+        let said =
+            switch how {
+            case "granted to PUBLIC": "grants privileges to PUBLIC, who could read every token saved there"
+            case "with a trigger": "has triggers, which could copy every token saved there elsewhere"
+            default: "belongs to role \(role), not to "
+            }
+        #expect(refusal?.description.contains(said) == true, "\(String(describing: refusal))")
+        let saved = try Connection.withConnection(conninfo) { c in
+            let count = try c.query("SELECT count(*) FROM \(qualified)").scalar
+            try c.execute("DROP SCHEMA \(quoteIdentifier(schema)) CASCADE")
+            if how == "of another role" { try c.execute("DROP ROLE \(role)") }
+            return count
+        }
+        #expect(saved == "0", "nothing was saved in it")
+    }
+
     /// `conninfo` with an application name, whichever form it has.
     static func conninfo(_ conninfo: String, applicationName: String) -> String {
         guard conninfo.contains("://") else { return conninfo + " application_name=\(applicationName)" }
