@@ -45,7 +45,9 @@ extension CloudKitSchema {
         var info = stat()
         if fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFIFO {
             var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            if poll(&ready, 1, 10_000) == 0 { throw SchemaFileError(path: path, reason: "it is a FIFO that nothing wrote to within 10 s") }
+            var polled: Int32
+            repeat { polled = poll(&ready, 1, 10_000) } while polled < 0 && errno == EINTR
+            if polled <= 0 { throw SchemaFileError(path: path, reason: "it is a FIFO that nothing wrote to within 10 s") }
         }
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
         var data = Data()

@@ -52,7 +52,9 @@ extension PipelineFileReader {
                     depth += 1
                     if depth > Self.maxFlowDepth { return (position, Self.nestedTooDeep) }
                 case YAML_FLOW_SEQUENCE_END_TOKEN, YAML_FLOW_MAPPING_END_TOKEN:
-                    depth -= 1
+                    // As libyaml counts: a `]` with none open closes nothing (counted below
+                    // zero, a run of them let as many `[` through unrefused).
+                    depth = max(0, depth - 1)
                 case YAML_STREAM_END_TOKEN:
                     return nil
                 default:

@@ -30,7 +30,9 @@ func readTextFile(atPath path: String, maxBytes: Int, fifoWait: Duration = .seco
     var info = stat()
     if fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFIFO {
         var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        if poll(&ready, 1, Int32(fifoWait.components.seconds * 1000)) == 0 {
+        var polled: Int32
+        repeat { polled = poll(&ready, 1, Int32(fifoWait.components.seconds * 1000)) } while polled < 0 && errno == EINTR
+        if polled <= 0 {
             return .failure(ReadFailure(reason: "it is a FIFO that nothing wrote to within \(fifoWait.components.seconds) s"))
         }
     }
