@@ -9,7 +9,7 @@ import ZoneFeedCloudKit
 /// `gh auth login` does it (`field-notes.md` §8). CloudKit gives the sign-in address (the
 /// `redirectURL` of a 421 to `users/caller` with the API token alone); the person signs in
 /// there; CloudKit sends the browser to the API token's sign-in callback with `ckWebAuthToken`,
-/// which a one-shot listener on 127.0.0.1 catches (or the person pastes the final address);
+/// which a listener on 127.0.0.1 catches (or the person pastes the final address);
 /// the token is checked with `users/caller` and stored in the pipeline's token store, where the
 /// next run looks first. The token is never printed.
 struct LoginCommand: AsyncParsableCommand {
@@ -20,9 +20,11 @@ struct LoginCommand: AsyncParsableCommand {
             Prints the sign-in address CloudKit gives, opens a browser where there is one, and waits on \
             http://127.0.0.1:8790/callback (--callback-port) for the browser to come back with the token: \
             set that address as the API token's sign-in callback in CloudKit Dashboard. On a machine without \
-            a browser, --paste reads the address the browser ended at from stdin instead. Exit codes: 0 signed \
-            in and stored; 2 usage or pipeline-file error; 3 the sign-in was cancelled, refused or timed out, \
-            or CloudKit refused the token; 1 anything else.
+            a browser, --paste reads the address the browser ended at from stdin instead. At the callback, an \
+            answer without a token, or with one CloudKit refuses, is said and waited past until --timeout (anyone \
+            on the machine can call the callback). Exit codes: 0 signed in and stored; 2 usage or pipeline-file \
+            error; 3 no sign-in within the time, or (--paste) the sign-in was cancelled or refused or CloudKit \
+            refused the token; 1 anything else.
             """)
 
     @OptionGroup var options: PipelineOptions
@@ -78,7 +80,7 @@ struct LoginCommand: AsyncParsableCommand {
         do {
             (user, location) = paste ? try await signIn(try await pasted(address: address)) : try await caught(address: address, logger: logger, signIn)
         } catch let refusal as SignInRefusal {
-            throw Self.stop("\(refusal.sentence). To try again: \(Self.command(pipelineFile: options.pipelineFile))", Exit.authentication)
+            throw Self.stop("\(refusal.sentence). To try again: \(Self.command(pipelineFile: options.pipelineFile))", refusal.code)
         }
         var who = user.userRecordName
         let name = [user.givenName, user.familyName].compactMap { $0 }.joined(separator: " ")
@@ -117,14 +119,18 @@ struct LoginCommand: AsyncParsableCommand {
         } catch let error as ExitCode {
             throw error
         } catch {
-            throw Self.stop("the sign-in could not be checked or stored: \(error)", Exit.failed)
+            throw SignInRefusal(
+                sentence: "the sign-in could not be checked or stored (\(error)); the stored tokens are as they were", code: Exit.failed)
         }
     }
 
-    /// A sign-in that brought no token CloudKit takes: the pasted one ends login (exit 3); at the
-    /// callback, login waits for the next.
+    /// A sign-in that brought no token CloudKit takes, or whose token could not be checked: the
+    /// pasted one ends login (with `code`); at the callback, login waits for the next, whatever
+    /// the cause (a forged token CloudKit answers otherwise than with a refusal must not end
+    /// login and free the port either).
     struct SignInRefusal: Error {
         var sentence: String
+        var code = Exit.authentication
     }
 
     /// Listens on the loopback callback, prints the address and opens a browser once it listens,

@@ -308,6 +308,14 @@ import Testing
         let lines = (try? s.tokenFileLines()) ?? []
         #expect(!lines.contains { $0.contains("forged-token") }, "the forged token is not kept: \(lines)")
 
+        // A token CloudKit answers otherwise than with a refusal (here a 400, which the fake
+        // gives only past its check of the token: so a real sign-in's) is waited past too: a
+        // forged one answered so, ending login, would free the port as surely.
+        _ = try await s.server.admin("faults/fail", ["status": 400, "pathSuffix": "users/caller", "count": 1])
+        _ = try await Self.visit(try await Self.submitSignIn(s.server, "action=sign-in"))
+        try await Self.waitForSaying("the sign-in could not be checked or stored", login)
+        #expect(login.isRunning, "login waits on, holding the port")
+
         _ = try await Self.visit(try await Self.submitSignIn(s.server, "action=sign-in"))
         let (output, timedOut) = await login.wait(within: .seconds(300))
         #expect(!timedOut)
