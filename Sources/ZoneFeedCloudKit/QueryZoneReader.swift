@@ -363,6 +363,8 @@ struct QueryZoneReader: Sendable {
                         + "at one time: the read does not advance (\(error.message)); the next run reads the zone again from its last commit, "
                         + "and if this persists, check that baseURL points at CloudKit Web Services")
             }
+            // Read again from its start, the run gives its pages of names already given anew.
+            _ = memory.markerPage(key, gaveNothingNew: false)
             logger.warning(
                 "the server no longer accepts a query's continuation marker; reading from the records' time again",
                 metadata: ["recordType": "\(item.type)", "error": "\(error.message)"])
@@ -395,8 +397,8 @@ struct QueryZoneReader: Sendable {
             if inARow > seen.count / max(1, response.records.count) + Self.maxMarkerRestarts {
                 throw SyncError(
                     .failed, zoneID: zone,
-                    message: "CloudKit's continuation markers for a query of \(item.type) led to \(inARow) pages in a row of records "
-                        + "already given at one time (the last marker \(marker.utf8.count) bytes long): the read does not advance; the next "
+                    message: "CloudKit's continuation markers for a query of \(item.type) led to \(inARow) pages in a row that gave no record "
+                        + "not already given at one time (the last marker \(marker.utf8.count) bytes long): the read does not advance; the next "
                         + "run reads the zone again from its last commit, and if this persists, check that baseURL points at CloudKit "
                         + "Web Services")
             }

@@ -11,9 +11,11 @@ import ZoneFeed
 /// copied straight into the record type's table start with the zone, run and generation, the
 /// same for the whole batch and so encoded once (`PostgresSchema.directColumns`).
 public struct RowEncoder {
-    /// Why an INT64 is not written into a double precision column: it is past 2^53, where
-    /// doubles skip integers, and would be stored as another number.
-    static let int64PastDouble = "the INT64 value is past 2^53, where double precision no longer holds every integer: map the field to bigint"
+    /// Why an INT64 is not written into a double precision column: it has no double of its own
+    /// (past 2^53 doubles skip integers), and would be stored as another number.
+    static let int64PastDouble =
+        "the INT64 value has no double precision of its own (past 2^53 doubles skip integers) and would be stored as another number: "
+        + "map the field to bigint"
 
     let mapping: PostgresRecordTypeMapping
     /// The mapping's index of each mapped field.

@@ -272,6 +272,40 @@ import ZoneFeedCloudKit
         }
     }
 
+    /// Twenty records at one millisecond, pages of two: the chain of markers through them, then
+    /// the read once more, every page of which gives names already given. A marker of that read
+    /// refused part way has it start again from the ties' time: the pages it read before the
+    /// refusal must not count against it, or a healthy zone fails as one whose markers lead
+    /// nowhere.
+    @Test func aMarkerRefusedWhileTheTiesAreReadOnceMoreFailsNothing() async throws {
+        let index = (1...20).map { Indexed("a\($0)", at: 1_000) }
+        let asked = Mutex<[String: Int]>([:])
+        let given = try await withQuerySource(recordTypes: ["A"], resultsLimit: 2, maxConcurrentRequests: 1) { query in
+            let times = query.marker.map { marker in
+                asked.withLock {
+                    $0[marker, default: 0] += 1
+                    return $0[marker]!
+                }
+            }
+            if query.marker == "o16", times == 2 { return .error(400, code: "BAD_REQUEST", reason: "marker expired") }
+            return Self.answer(query, from: index, type: "A", limit: 2)
+        } _: { _, source in
+            var given: [String] = []
+            var token: ChangeToken?
+            var ended = false
+            for _ in 0..<60 where !ended {
+                let page = try await source.fetchZoneChanges(in: zone, since: token)
+                given += Self.names(page)
+                token = page.syncToken
+                ended = !page.moreComing
+            }
+            #expect(ended, "the run ends")
+            return given
+        }
+        #expect(asked.withLock { $0["o16"] } == 3, "o16 was refused once, in the read once more")
+        #expect(Set(given) == Set((1...20).map { "a\($0)" }))
+    }
+
     /// Twenty records at times of their own, pages of seven. The index lags for r3 and r5: the
     /// answer gives their current versions, modified later than every record of the first page,
     /// at their old places. Going on from the page's second latest time passed over r8 to r20;

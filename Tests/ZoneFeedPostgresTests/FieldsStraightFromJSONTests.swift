@@ -213,8 +213,8 @@ import ZoneFeedPostgres
         var encoder = RowEncoder(mapping: Self.mapping, keepUnmapped: true, evolving: false)
         #expect(encoder.append(records[0], seq: 0) == nil, "2^53 has a double of its own")
         let refusal =
-            "field d: the INT64 value is past 2^53, where double precision no longer holds every integer: map the field to bigint "
-            + "(column d, double precision)"
+            "field d: the INT64 value has no double precision of its own (past 2^53 doubles skip integers) and would be stored as another "
+            + "number: map the field to bigint (column d, double precision)"
         #expect(encoder.append(records[1], seq: 1) == refusal)
         #expect(encoder.append(records[2], seq: 2) == refusal)
         #expect(encoder.append(records[3], seq: 3) != nil, "a list holding one")
