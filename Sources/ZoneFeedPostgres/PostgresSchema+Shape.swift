@@ -182,10 +182,16 @@ extension PostgresSchema {
                 if let type = existing[column.name] {
                     guard type != column.type else { continue }
                     if let field = fieldOfColumn["\(name)\u{0}\(column.name)"] {
+                        // As the pipeline file writes types (timestamptz[], not PostgreSQL's
+                        // timestamp with time zone[]), quoted as a flow mapping needs a list's.
+                        let wanted = ColumnType.allCases.first { $0.formatTypeName == column.type }?.rawValue ?? column.type
+                        let keep =
+                            ColumnType.allCases.first { $0.formatTypeName == type }
+                            .map { "Map \(field) as \($0.rawValue) again, or" } ?? "zonefeed writes no \(type) column (was it changed by hand?):"
                         problems.append(
-                            "column \(column.name) of table \(schema).\(name) is \(type), and field \(field) is now mapped as \(column.type): "
-                                + "zonefeed never changes a column's type (values could be lost). Map \(field) as \(type) again, or to a "
-                                + "column of its own ({ column: <a new name>, type: \(column.type) }), then reset the pipeline to fill it")
+                            "column \(column.name) of table \(schema).\(name) is \(type), and field \(field) is now mapped as \(wanted): "
+                                + "zonefeed never changes a column's type (values could be lost). \(keep) map it to a column of its own "
+                                + "({ column: <a new name>, type: \"\(wanted)\" }), then reset the pipeline to fill it")
                     } else {
                         wrong.append("\(column.name) is \(type), not \(column.type)")
                     }

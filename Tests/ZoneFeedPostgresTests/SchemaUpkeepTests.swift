@@ -151,8 +151,19 @@ import ZoneFeedPostgres
         #expect(
             error?.description
                 == "column word_count of table \(p.schema).notes is bigint, and field wordCount is now mapped as double precision: zonefeed "
-                + "never changes a column's type (values could be lost). Map wordCount as bigint again, or to a column of its own "
-                + "({ column: <a new name>, type: double precision }), then reset the pipeline to fill it")
+                + "never changes a column's type (values could be lost). Map wordCount as bigint again, or map it to a column of its own "
+                + "({ column: <a new name>, type: \"double precision\" }), then reset the pipeline to fill it")
+
+        // A list's types as the pipeline file writes them, and quoted as a flow mapping needs.
+        p.recordTypesSection =
+            "recordTypes:\n  Note:\n    table: notes\n    fields:\n"
+            + FakePipeline.noteFields.replacingOccurrences(of: "reminders: timestamptz[]", with: "reminders: text[]") + "\n"
+        let list = await #expect(throws: DestinationShapeError.self) { try await p.run() }
+        #expect(
+            list?.description.contains(
+                "is timestamp with time zone[], and field reminders is now mapped as text[]: zonefeed never changes a column's type "
+                    + "(values could be lost). Map reminders as timestamptz[] again, or map it to a column of its own "
+                    + "({ column: <a new name>, type: \"text[]\" })") == true, "\(String(describing: list))")
     }
 
     /// A checkpoints table made before zones' rows had an incarnation gets the column, each row
