@@ -55,8 +55,10 @@ extension EmbeddedPostgres {
                     + "choose a folder this user can write"
             )
         }
+        // As root, the accounts the server is run as by default: not whoever owns a `data`
+        // folder found there, which another user could have made along with the folder.
         var owners: Set<uid_t> = [geteuid()]
-        if let account = try serverAccount() { owners.insert(account.uid) }
+        if geteuid() == 0 { owners.formUnion(["postgres", "nobody"].compactMap { Account(name: $0)?.uid }) }
         try checkFolderIsPrivate(toOwnersAmong: owners)
     }
 
