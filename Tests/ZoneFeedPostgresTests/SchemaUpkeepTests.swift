@@ -172,7 +172,7 @@ import ZoneFeedPostgres
         let p = try await FakePipeline(prefix: "incarn", fake: FakeSettings(seed: 7, zones: 3, recordsPerZone: 200))
         try await p.run()
         let schema = quoteIdentifier(p.schema)
-        try Connection.withConnection(p.url) { c in try c.execute("ALTER TABLE \(schema).zonefeed_checkpoints DROP COLUMN incarnation") }
+        _ = try Connection.withConnection(p.url) { c in try c.execute("ALTER TABLE \(schema).zonefeed_checkpoints DROP COLUMN incarnation") }
         let again = try await p.run()
         #expect(again.status == .succeeded)
         let distinct = try Connection.withConnection(p.url) { c in
