@@ -47,7 +47,10 @@ extension CloudKitSchema {
             var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             var polled: Int32
             repeat { polled = poll(&ready, 1, 10_000) } while polled < 0 && errno == EINTR
-            if polled <= 0 { throw SchemaFileError(path: path, reason: "it is a FIFO that nothing wrote to within 10 s") }
+            if polled <= 0 {
+                throw SchemaFileError(
+                    path: path, reason: "it is a FIFO that nothing wrote to within 10 s: name the .ckdb file itself, or write to the FIFO as zonefeed starts")
+            }
         }
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
         var data = Data()

@@ -40,7 +40,8 @@ extension CloudKitClient {
             throw CloudKitError(
                 code: .malformedResponse,
                 reason: "tokens/create answered a webcourierURL that is not an https:// address (nor one on this machine or the "
-                    + "baseURL's host); it is not polled",
+                    + "baseURL's host); it is not polled, and changes are found by polling: check that baseURL points at CloudKit Web "
+                    + "Services",
                 operation: "tokens/create")
         }
         _ = try await send(

@@ -105,6 +105,29 @@ import ZoneFeedCloudKit
 
     let zone = ZoneID(zoneName: ZoneID.defaultZoneName)
 
+    /// What a run of the zone gave: its records' names, the names its sweep listed, its last
+    /// token, and whether a page said nothing more comes.
+    struct Run {
+        var given: [String] = []
+        var listed: [String] = []
+        var token: ChangeToken?
+        var ended = false
+    }
+
+    /// Reads the zone page by page from `token` until a page says nothing more comes, or
+    /// `pages` have been read.
+    func run(_ source: CloudKitSource, from token: ChangeToken? = nil, pages: Int) async throws -> Run {
+        var run = Run(token: token)
+        for _ in 0..<pages where !run.ended {
+            let page = try await source.fetchZoneChanges(in: zone, since: run.token)
+            run.given += Self.names(page)
+            run.listed += page.listed.flatMap(\.names)
+            run.token = page.syncToken
+            run.ended = !page.moreComing
+        }
+        return run
+    }
+
     /// Type A has five records at one millisecond, more than its pages of two hold, so its
     /// slice follows the server's marker within that time; type B's query, in the same round
     /// as A's second marker page, fails. The page is asked again from the same token, as
@@ -177,12 +200,7 @@ import ZoneFeedCloudKit
             if query.marker == nil { return Self.answer([Self.record("a1", "A", at: 1_000), future, future2], marker: "mF") }
             return Self.answer([])
         } _: { server, source in
-            var token: ChangeToken?
-            for _ in 0..<10 {
-                let page = try await source.fetchZoneChanges(in: zone, since: token)
-                token = page.syncToken
-                if !page.moreComing { break }
-            }
+            _ = try await run(source, pages: 10)
             return server.requests.compactMap { Query($0)?.from }
         }
         let now = Int64(Date().timeIntervalSince1970 * 1000)
@@ -210,15 +228,7 @@ import ZoneFeedCloudKit
             let records = [Self.record("a\(2 * page + 1)", "A", at: 1_000), Self.record("a\(2 * page + 2)", "A", at: 1_000)]
             return Self.answer(records, marker: "m\(page + 1)")
         } _: { _, source in
-            var given: [String] = []
-            var token: ChangeToken?
-            for _ in 0..<40 {
-                let page = try await source.fetchZoneChanges(in: zone, since: token)
-                given += Self.names(page)
-                token = page.syncToken
-                if !page.moreComing { break }
-            }
-            return given
+            try await run(source, pages: 40).given
         }
         #expect(Set(given) == Set((1...11).map { "a\($0)" }), "\(given)")
     }
@@ -246,22 +256,11 @@ import ZoneFeedCloudKit
             }
         } _: { _, source in
             // The first run backfills; the second reads from the watermark again, then sweeps.
-            var given: [String] = []
-            var listed: [String] = []
-            var token: ChangeToken?
-            for run in 1...2 {
-                var ended = false
-                for _ in 0..<30 where !ended {
-                    let page = try await source.fetchZoneChanges(in: zone, since: token)
-                    if run == 1 { given += Self.names(page) }
-                    listed += page.listed.flatMap(\.names)
-                    token = page.syncToken
-                    ended = !page.moreComing
-                }
-                // The read once more is not itself read again: the run ends.
-                #expect(ended, "run \(run) ends")
-            }
-            return (given, listed)
+            // The read once more is not itself read again: each run ends.
+            let first = try await run(source, pages: 30)
+            let second = try await run(source, from: first.token, pages: 30)
+            #expect(first.ended && second.ended, "both runs end")
+            return (first.given, first.listed + second.listed)
         }
         #expect(index.withLock { $0.last?.name } == "a1", "a1 was modified while its ties were read by marker")
         let all = Set((1...6).map { "a\($0)" })
@@ -290,17 +289,9 @@ import ZoneFeedCloudKit
             if query.marker == "o16", times == 2 { return .error(400, code: "BAD_REQUEST", reason: "marker expired") }
             return Self.answer(query, from: index, type: "A", limit: 2)
         } _: { _, source in
-            var given: [String] = []
-            var token: ChangeToken?
-            var ended = false
-            for _ in 0..<60 where !ended {
-                let page = try await source.fetchZoneChanges(in: zone, since: token)
-                given += Self.names(page)
-                token = page.syncToken
-                ended = !page.moreComing
-            }
-            #expect(ended, "the run ends")
-            return given
+            let read = try await run(source, pages: 60)
+            #expect(read.ended, "the run ends")
+            return read.given
         }
         #expect(asked.withLock { $0["o16"] } == 3, "o16 was refused once, in the read once more")
         #expect(Set(given) == Set((1...20).map { "a\($0)" }))
@@ -317,15 +308,7 @@ import ZoneFeedCloudKit
         let given = try await withQuerySource(recordTypes: ["A"], resultsLimit: 7, maxConcurrentRequests: 1) { [index] query in
             Self.answer(query, from: index, type: "A", limit: 7)
         } _: { _, source in
-            var given: [String] = []
-            var token: ChangeToken?
-            for _ in 0..<20 {
-                let page = try await source.fetchZoneChanges(in: zone, since: token)
-                given += Self.names(page)
-                token = page.syncToken
-                if !page.moreComing { break }
-            }
-            return given
+            try await run(source, pages: 20).given
         }
         #expect(Set(given) == Set((1...20).map { "r\($0)" }), "every record is given: \(given)")
     }

@@ -26,18 +26,26 @@ import Testing
         }
     }
 
-    /// Waits (asynchronously, generously) for login to print the sign-in address.
-    static func signInAddress(of login: ZonefeedBinary.Running) async throws -> String {
+    /// Waits for login's stdout to give what `found` finds in it, 180 s at most: its output is
+    /// read as it comes (the binary's pipe has no event to await), looked at every 100 ms.
+    static func waitFor<T>(
+        _ what: String, of login: ZonefeedBinary.Running, _ found: (String) -> T?
+    ) async throws -> T {
         let deadline = ContinuousClock.now + .seconds(180)
         while ContinuousClock.now < deadline {
-            if let line = login.stdoutSoFar.split(separator: "\n").first(where: { $0.contains("/signin") }) {
-                return line.trimmingCharacters(in: .whitespaces)
-            }
+            if let found = found(login.stdoutSoFar) { return found }
             guard login.isRunning else { break }
             try await Task.sleep(for: .milliseconds(100))
         }
         let output = await login.stop()
-        throw LoginTestError("login printed no sign-in address: \(output.stdout) \(output.stderr)")
+        throw LoginTestError("login did not say \(what): \(output.stdout) \(output.stderr)")
+    }
+
+    /// The sign-in address login prints.
+    static func signInAddress(of login: ZonefeedBinary.Running) async throws -> String {
+        try await waitFor("the sign-in address", of: login) { stdout in
+            stdout.split(separator: "\n").first { $0.contains("/signin") }.map { $0.trimmingCharacters(in: .whitespaces) }
+        }
     }
 
     /// The sign-in form submitted as a browser does, the 303 not followed: the callback address.
@@ -244,16 +252,9 @@ import Testing
         #expect((try? s.tokenFileLines()) == nil, "no token file")
     }
 
-    /// Waits (asynchronously, generously) for login to say `words` on stdout.
+    /// Waits for login to say `words` on stdout.
     static func waitForSaying(_ words: String, _ login: ZonefeedBinary.Running) async throws {
-        let deadline = ContinuousClock.now + .seconds(180)
-        while ContinuousClock.now < deadline {
-            if login.stdoutSoFar.contains(words) { return }
-            guard login.isRunning else { break }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        let output = await login.stop()
-        throw LoginTestError("login did not say \(words): \(output.stdout) \(output.stderr)")
+        try await waitFor(words, of: login) { $0.contains(words) ? () : nil }
     }
 
     /// A sign-in cancelled in the browser, or refused by CloudKit, is said and stores nothing;

@@ -31,9 +31,11 @@ func readTextFile(atPath path: String, maxBytes: Int, fifoWait: Duration = .seco
     if fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFIFO {
         var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         var polled: Int32
-        repeat { polled = poll(&ready, 1, Int32(fifoWait.components.seconds * 1000)) } while polled < 0 && errno == EINTR
+        let milliseconds = Int32(clamping: min(fifoWait.components.seconds, 3_600) * 1000)
+        repeat { polled = poll(&ready, 1, milliseconds) } while polled < 0 && errno == EINTR
         if polled <= 0 {
-            return .failure(ReadFailure(reason: "it is a FIFO that nothing wrote to within \(fifoWait.components.seconds) s"))
+            let reason = "it is a FIFO that nothing wrote to within \(fifoWait.components.seconds) s: "
+            return .failure(ReadFailure(reason: reason + "name the file itself, or write to the FIFO as zonefeed starts"))
         }
     }
     // Reads wait for a writer's next bytes, as they would have.
