@@ -77,6 +77,10 @@ extension PostgresDestination {
         }
         let evolved = current.applying(changes)
         let touched = Set(changes.map(\.table))
+        // A table made now is named apart from every relation there is, so a claim on its name
+        // is one left by a table dropped since.
+        let made = Set(changes.filter { $0.kind == .tableCreated }.map(\.table))
+        try evolved.claimTables(made.sorted(), made: made, on: c)
         // ALTER TABLE waits for every reader of the table, and every reader after it waits for
         // it: a long query would stall the table for all. It waits this long at most; the
         // batch is then tried again (see `apply`).

@@ -286,6 +286,10 @@ public final class PostgresDestination: RunDestination, Sendable {
                             // The tables as earlier runs grew them, whether or not this one may
                             // grow them further: their rows are deleted, swept and merged whole.
                             let grown = try self.loadSchema(on: c)
+                            // Each of them this pipeline's alone; the ones made just now free
+                            // of any claim left by a table of their name dropped since.
+                            let made = Set(schema.tables.map(\.mapping.table).filter { catalog.columns[$0] == nil })
+                            try grown.claimTables(grown.tables.map(\.mapping.table), made: made, on: c)
                             // The catalog is read after the schema's changes, always: another
                             // process may have grown a table since the read above.
                             let grownProblems = grown.shapeProblems(given: try PostgresSchema.Catalog.read(schema: schema.schema, on: c))

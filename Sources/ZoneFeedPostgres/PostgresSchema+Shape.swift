@@ -122,6 +122,15 @@ extension PostgresSchema {
         ColumnSpec(name: "why", type: "text", rest: "NOT NULL"),
     ])
 
+    /// The pipeline that writes each record type's table (`claimTables`).
+    static let tableOwnersTable = TableSpec(
+        columns: [
+            ColumnSpec(name: "table_name", type: "text", rest: "NOT NULL"),
+            ColumnSpec(name: "pipeline", type: "text", rest: "NOT NULL"),
+            ColumnSpec(name: "claimed_at", type: "timestamp with time zone", rest: "NOT NULL DEFAULT now()"),
+        ],
+        constraints: ["PRIMARY KEY (table_name)"])
+
     /// PostgreSQL's most columns in a table ("tables can have at most 1600 columns").
     static let maxColumns = 1_600
 
@@ -162,6 +171,7 @@ extension PostgresSchema {
         [
             ("zonefeed_checkpoints", Self.checkpointsTable), ("zonefeed_runs", Self.runsTable), ("zonefeed_tombstones", Self.tombstonesTable),
             ("zonefeed_rejects", Self.rejectsTable), ("zonefeed_schema_changes", Self.schemaChangesTable),
+            ("zonefeed_tables", Self.tableOwnersTable),
         ] + tables.map { ($0.mapping.table, Self.recordTable($0.mapping)) }
     }
 

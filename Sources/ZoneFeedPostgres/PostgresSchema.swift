@@ -76,6 +76,7 @@ public struct PostgresSchema: Sendable {
     var tombstones: String { meta("zonefeed_tombstones") }
     var rejects: String { meta("zonefeed_rejects") }
     var schemaChanges: String { meta("zonefeed_schema_changes") }
+    var tableOwners: String { meta("zonefeed_tables") }
 
     /// Takes, until the transaction ends, the lock under which zonefeed makes things in
     /// `schema`: `CREATE … IF NOT EXISTS` is not safe against a concurrent creation of the same
@@ -172,6 +173,7 @@ public struct PostgresSchema: Sendable {
         if lacks("zonefeed_schema_changes_pipeline") {
             statements.append("CREATE INDEX IF NOT EXISTS zonefeed_schema_changes_pipeline ON \(schemaChanges) (pipeline, id)")
         }
+        if lacks("zonefeed_tables") { statements.append(Self.tableOwnersTable.create(tableOwners)) }
         for table in tables {
             statements += tableDDL(table, given: catalog)
         }
