@@ -137,7 +137,7 @@ extension CloudKitClient {
             }
             throw error
         }
-        return Answer(body: body, status: status, fault: fault)
+        return Answer(body: body, status: status, fault: fault, secrets: secrets)
     }
 
     /// A successful answer, not yet decoded.
@@ -145,6 +145,15 @@ extension CloudKitClient {
         let body: JSONBytes
         let status: Int
         let fault: @Sendable (CloudKitError.Code, String, Int?) -> CloudKitError
+        /// The request's secrets, and the token its answer rotated to.
+        let secrets: [String]
+
+        /// `response` with its error entries scrubbed of `secrets` (`ItemErrorScrubbing`).
+        func scrubbed<Response>(_ response: Response) -> Response {
+            guard var entries = response as? any ItemErrorScrubbing else { return response }
+            entries.scrubItemErrors { CloudKitClient.scrub($0, secrets: secrets) }
+            return entries as! Response
+        }
 
         /// The failure to report when `body` does not decode.
         func malformed(_ error: any Error) -> CloudKitError {

@@ -235,4 +235,37 @@ import Testing
         }
         #expect(Secrets.leaked(in: logs.text).isEmpty, "\(logs.text)")
     }
+
+    /// A page's error entries (a record's, a zone's) carry the server's words too, and are
+    /// quoted in logs, a zone's last_error and rejects: scrubbed as an error body is.
+    @Test func noSecretAppearsInAPagesErrorEntries() async throws {
+        let logs = LogRecorder()
+        try await withServer(logs: logs) { server, client in
+            let rotate = [("X-Apple-CloudKit-Web-Auth-Token", Secrets.rotatedToken)]
+            // A proxy that echoes what it was sent, in each text of each error entry.
+            let (code, reason, uuid) = ("BAD_\(Secrets.apiToken)", "echoed \(Secrets.rotatedToken)", Secrets.strictlyEncoded(Secrets.apiToken))
+            let echoed = #""serverErrorCode":"\#(code)","reason":"\#(reason)","uuid":"\#(uuid)""#
+            server.always(.json(200, #"{"records":[{"recordName":"a",\#(echoed)}],"syncToken":"s","moreComing":false}"#, headers: rotate))
+            let page = try await client.fetchRecordZoneChanges(zoneID: ZoneID(zoneName: "Notes"), syncToken: "t")
+            guard case .error(let entry) = try #require(page.records.first) else {
+                Issue.record("\(page.records)")
+                return
+            }
+            #expect(entry.serverErrorCode == "BAD_<redacted>" && entry.reason == "echoed <redacted>" && entry.uuid == "<redacted>", "\(entry)")
+            #expect(entry.recordName == "a")
+
+            server.always(.json(200, #"{"records":[{"recordName":"a",\#(echoed)}]}"#))
+            let query = try await client.queryRecords(recordType: "Note")
+            #expect(Secrets.leaked(in: "\(query.records)").isEmpty, "\(query.records)")
+
+            server.always(.json(200, #"{"zones":[{"zoneID":{"zoneName":"Notes"},\#(echoed)}],"syncToken":"d","moreComing":false}"#))
+            let zones = try await client.fetchDatabaseChanges(syncToken: nil)
+            #expect(zones.zones.first?.reason == "echoed <redacted>" && zones.zones.first?.serverErrorCode == "BAD_<redacted>", "\(zones)")
+
+            server.always(.json(200, #"{"zones":[{\#(echoed)}]}"#))
+            #expect(try await client.listZones().isEmpty)
+        }
+        #expect(logs.text.contains("zones/list returned a zone error entry"), "\(logs.text)")
+        #expect(Secrets.leaked(in: logs.text).isEmpty, "\(logs.text)")
+    }
 }
