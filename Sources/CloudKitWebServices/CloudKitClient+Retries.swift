@@ -43,7 +43,7 @@ extension CloudKitClient {
                 // wants one request at a time; a revoked session says nothing of the kind.
                 if oneAtATime, tokenRetries > 0 { tokens.learnOneAtATime() }
                 do {
-                    return try decode(answer.body)
+                    return answer.scrubbed(try decode(answer.body))
                 } catch let decoding {
                     error = answer.malformed(decoding)
                     error.attempts = attempt
