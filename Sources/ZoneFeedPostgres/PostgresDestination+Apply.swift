@@ -61,11 +61,12 @@ extension PostgresDestination {
             var lockWaits = 0
             while true {
                 do {
-                    defer { if session.remadeInTransaction { session.schemaVersion = nil } }
+                    var committed = false
+                    defer { session.transactionEnded(committed: committed) }
                     let (outcome, schema, changes) = try c.transaction { [growth] in
                         try self.applyBatch(batch, growing: growth, session: session, on: c)
                     }
-                    session.remadeInTransaction = false
+                    committed = true
                     self.publish(schema)
                     self.logShapeChanges(changes, runID: batch.runID)
                     // A zone whose feed is drained is merged from then on (`watch` brings it
@@ -444,6 +445,7 @@ extension PostgresDestination {
                 if rows.repeatsARecord { throw DirectCopyConflict(table: table.mapping.table) }
                 session.encoders[t].beginDirectRows(zone: zone, runID: batch.runID, generation: batch.generation)
             } else {
+                try stage(t, of: schema, session: session, on: c)
                 session.encoders[t].beginStagingRows()
             }
             var staged = 0

@@ -58,6 +58,20 @@ public final class PostgresDestination: RunDestination, Sendable {
         var stagingTableCount = 0
         /// Its staging tables were remade in the transaction still open.
         var remadeInTransaction = false
+        /// The staging tables (by record type's index) it has made for `schemaVersion`, and
+        /// those of them made in the transaction still open, which a rollback takes back.
+        var stagingMade: Set<Int> = []
+        var stagingMadeInTransaction: Set<Int> = []
+
+        /// The transaction still open has ended: committed, or rolled back.
+        func transactionEnded(committed: Bool) {
+            if !committed {
+                if remadeInTransaction { schemaVersion = nil }
+                stagingMade.subtract(stagingMadeInTransaction)
+            }
+            remadeInTransaction = false
+            stagingMadeInTransaction = []
+        }
 
         init(index: Int) {
             queue = DispatchQueue(label: "zonefeed.postgres.\(index)")
@@ -219,8 +233,13 @@ public final class PostgresDestination: RunDestination, Sendable {
         // In one transaction: each statement on its own committed, and every commit empties
         // every ON COMMIT DELETE ROWS table made before it, so making one a record type took
         // time in the square of their number (150 types: 39 s before a run could start).
-        try c.transaction { try ready(session, for: schema, on: c) }
-        session.remadeInTransaction = false
+        do {
+            try c.transaction { try ready(session, for: schema, on: c) }
+            session.transactionEnded(committed: true)
+        } catch {
+            session.transactionEnded(committed: false)
+            throw error
+        }
     }
 
     /// Makes `session`'s staging tables and encoders fit `schema`, unless they do. Inside a
@@ -229,13 +248,24 @@ public final class PostgresDestination: RunDestination, Sendable {
         guard session.schemaVersion != schema.version || session.encoders.count != schema.tables.count else { return }
         // pg_temp: never a table of the same name elsewhere on the search path.
         for i in 0..<session.stagingTableCount { try c.execute("DROP TABLE IF EXISTS pg_temp.zf_stage_\(i)") }
-        for statement in schema.stagingDDL { try c.execute(statement) }
+        for statement in PostgresSchema.sessionTablesDDL { try c.execute(statement) }
+        session.stagingMade = []
+        session.stagingMadeInTransaction = []
         session.encoders = schema.tables.map {
             RowEncoder(mapping: $0.mapping, keepUnmapped: self.settings.policies.unmappedFields == .keep, evolving: self.settings.evolves)
         }
         session.schemaVersion = schema.version
         session.stagingTableCount = max(session.stagingTableCount, schema.tables.count)
         session.remadeInTransaction = true
+    }
+
+    /// Makes the session's staging table of `schema.tables[t]` unless it has it, in the open
+    /// transaction.
+    func stage(_ t: Int, of schema: PostgresSchema, session: Session, on c: Connection) throws {
+        guard !session.stagingMade.contains(t) else { return }
+        try c.execute(schema.stagingTableDDL(schema.tables[t]))
+        session.stagingMade.insert(t)
+        session.stagingMadeInTransaction.insert(t)
     }
 
     /// Makes `schema` the one later batches start from, unless a newer one is known already.

@@ -227,21 +227,25 @@ public struct PostgresSchema: Sendable {
         IdentifierNames(maxBytes: 63).suffixed("\(table)_\(column)", hashing: "\(table)\u{0}\(column)")
     }
 
-    /// The session's temporary staging tables, emptied at every commit.
-    var stagingDDL: [String] {
-        var statements = tables.map { table in
-            let mapped = table.mapping.fields.map { "\(quoteIdentifier($0.column)) \($0.type.rawValue)" }
-            let columns =
-                [
-                    "seq integer", "record_name text", "record_type text", "change_tag text", "created_at timestamptz",
-                    "modified_at timestamptz", "created_by text", "modified_by text",
-                ] + mapped + ["fields jsonb"]
-            return "CREATE TEMP TABLE IF NOT EXISTS \(table.stagingName) (\(columns.joined(separator: ", "))) ON COMMIT DELETE ROWS"
-        }
-        statements.append("CREATE TEMP TABLE IF NOT EXISTS zf_deletes (seq integer, record_name text, record_type text, final boolean) ON COMMIT DELETE ROWS")
-        statements.append("CREATE TEMP TABLE IF NOT EXISTS zf_listed (record_type text, record_name text) ON COMMIT DELETE ROWS")
-        return statements
+    /// The temporary table a session stages a record type's rows in, emptied at every commit.
+    /// Made when the session first stages rows of the type (`PostgresDestination.stage`): every
+    /// commit empties every such table, about 0.35 ms each (docs/performance.md), so a session
+    /// that made one a mapped type paid for all of them at each batch.
+    func stagingTableDDL(_ table: Table) -> String {
+        let mapped = table.mapping.fields.map { "\(quoteIdentifier($0.column)) \($0.type.rawValue)" }
+        let columns =
+            [
+                "seq integer", "record_name text", "record_type text", "change_tag text", "created_at timestamptz",
+                "modified_at timestamptz", "created_by text", "modified_by text",
+            ] + mapped + ["fields jsonb"]
+        return "CREATE TEMP TABLE IF NOT EXISTS \(table.stagingName) (\(columns.joined(separator: ", "))) ON COMMIT DELETE ROWS"
     }
+
+    /// The session's temporary tables of deletions and listed names, emptied at every commit.
+    static let sessionTablesDDL = [
+        "CREATE TEMP TABLE IF NOT EXISTS zf_deletes (seq integer, record_name text, record_type text, final boolean) ON COMMIT DELETE ROWS",
+        "CREATE TEMP TABLE IF NOT EXISTS zf_listed (record_type text, record_name text) ON COMMIT DELETE ROWS",
+    ]
 
     /// The columns after the first of both row shapes, in the order `RowEncoder` writes them.
     static func dataColumns(_ mapping: PostgresRecordTypeMapping) -> [String] {
