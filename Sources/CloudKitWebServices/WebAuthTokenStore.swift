@@ -32,6 +32,8 @@ final class WebAuthTokenStore: Sendable {
     /// Where the tokens are kept between runs: a `WebAuthTokenFile`, or another vault.
     let file: (any WebAuthTokenVault)?
     let syncInterval: Duration
+    /// The token the pipeline file gives, if any. A secret: never print it.
+    private let configured: String?
     private let state: Mutex<State>
     /// File writes happen here, one at a time, off the callers' threads...
     private let writer = DispatchQueue(label: "zonefeed.web-auth-token-file")
@@ -80,9 +82,7 @@ final class WebAuthTokenStore: Sendable {
         self.file = vault
         self.syncInterval = syncInterval
         let configured = configured.flatMap { $0.isEmpty ? nil : $0 }
-        var contents = WebAuthTokenFile.Contents(
-            tokens: configured.map { [$0] } ?? [], configuredFingerprint: configured.map(WebAuthTokenFile.fingerprint(of:)))
-        var version = 0
+        self.configured = configured
         var failure: WebAuthTokenFileFailure?
         var saved: WebAuthTokenFile.Contents?
         if let vault {
@@ -92,6 +92,24 @@ final class WebAuthTokenStore: Sendable {
                 failure = WebAuthTokenFileFailure(error: error, reading: true)
             }
         }
+        let (contents, version) = Self.starting(configured: configured, saved: saved, vault: vault, logger: logger)
+        var state = State(contents: contents, version: version)
+        state.failure = failure
+        self.state = Mutex(state)
+        // What an alert on a session about to end watches (docs/metrics.md); absent when
+        // unknown (a token file from before these lines, a configured token).
+        if let rotated = contents.rotatedAt { CloudKitClient.Metrics.webAuthTokenRotated().record(rotated.timeIntervalSince1970) }
+        if let signedIn = contents.signedInAt { CloudKitClient.Metrics.webAuthTokenSignedIn().record(signedIn.timeIntervalSince1970) }
+    }
+
+    /// The tokens to start from, and their version (1: the vault is to be written): the vault's
+    /// saved tokens, unless a person has configured a new token since they were saved.
+    private static func starting(
+        configured: String?, saved: WebAuthTokenFile.Contents?, vault: (any WebAuthTokenVault)?, logger: Logger
+    ) -> (WebAuthTokenFile.Contents, Int) {
+        var contents = WebAuthTokenFile.Contents(
+            tokens: configured.map { [$0] } ?? [], configuredFingerprint: configured.map(WebAuthTokenFile.fingerprint(of:)))
+        var version = 0
         if let vault, let saved {
             let file = vault.location
             if configured != nil, let fingerprint = saved.configuredFingerprint, fingerprint != contents.configuredFingerprint {
@@ -113,13 +131,30 @@ final class WebAuthTokenStore: Sendable {
         } else if vault != nil, !contents.tokens.isEmpty {
             version = 1
         }
-        var state = State(contents: contents, version: version)
-        state.failure = failure
-        self.state = Mutex(state)
-        // What an alert on a session about to end watches (docs/metrics.md); absent when
-        // unknown (a token file from before these lines, a configured token).
-        if let rotated = contents.rotatedAt { CloudKitClient.Metrics.webAuthTokenRotated().record(rotated.timeIntervalSince1970) }
-        if let signedIn = contents.signedInAt { CloudKitClient.Metrics.webAuthTokenSignedIn().record(signedIn.timeIntervalSince1970) }
+        return (contents, version)
+    }
+
+    /// On the writer queue, while the saved tokens could not be read at start: reads them again
+    /// (a database vault whose server was down as a `watch` started, which keeps this store for
+    /// its life), and starts from them as `init` would have. Nil once read; else why not.
+    private func readAgain(_ file: any WebAuthTokenVault, logger: Logger) -> WebAuthTokenFileFailure? {
+        let saved: WebAuthTokenFile.Contents?
+        do {
+            saved = try file.load().flatMap(WebAuthTokenFile.contents(of:))
+        } catch {
+            let failure = WebAuthTokenFileFailure(error: error, reading: true)
+            state.withLock { $0.failure = failure }
+            return failure
+        }
+        let (contents, version) = Self.starting(configured: configured, saved: saved, vault: file, logger: logger)
+        state.withLock { state in
+            // No request was sent meanwhile (each needs the tokens), so no token came in.
+            state.contents = contents
+            state.version = state.savedVersion + version
+            state.failure = nil
+        }
+        logger.info("read the saved web auth tokens again", metadata: ["file": "\(file.location)"])
+        return nil
     }
 
     /// When the newest token arrived, from a sign-in or a response; who signed in and when.
@@ -302,7 +337,11 @@ final class WebAuthTokenStore: Sendable {
             return (state.contents, state.version, state.contents.tokens.first, state.failure)
         }
         // Unreadable saved tokens stop everything: which token the server expects is unknown.
-        if let failure, failure.reading { return .failure(failure) }
+        // They are read again at each request's turn, until they can be.
+        if let failure, failure.reading {
+            if let still = readAgain(file, logger: logger) { return .failure(still) }
+            return save(to: file, logger: logger)
+        }
         guard let contents else { return .success(saved) }
         do {
             try file.update { text in

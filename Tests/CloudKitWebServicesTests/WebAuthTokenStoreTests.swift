@@ -522,6 +522,30 @@ import Testing
         }
     }
 
+    /// Saved tokens that could not be read at start are read again at the next request's turn:
+    /// `watch` keeps its store for its life, and one started while its database vault's server
+    /// was down sent no request again until it was restarted.
+    @Test func savedTokensThatCouldNotBeReadAreReadAgainOnceTheyCanBe() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let file = folder + "/notes.web-auth-token"
+        try FileManager.default.createDirectory(atPath: file, withIntermediateDirectories: false)
+        let store = WebAuthTokenStore(configured: "configured", file: file, logger: logger)
+        for _ in 0..<2 {
+            let error = await #expect(throws: WebAuthTokenFileFailure.self) { _ = try await store.tokenForRequest(logger: logger) }
+            #expect(error?.reading == true)
+        }
+        // The vault is back, with the token an earlier run saved: it wins over the configured
+        // one, as it does at start.
+        try FileManager.default.removeItem(atPath: file)
+        try "saved-token\n".write(toFile: file, atomically: true, encoding: .utf8)
+        #expect(chmod(file, 0o600) == 0)
+        #expect(try await store.tokenForRequest(logger: logger) == "saved-token")
+        store.received("rotated", logger: logger)
+        #expect(try await store.tokenForRequest(logger: logger) == "rotated")
+        #expect(try lines(file).first == "rotated")
+    }
+
     /// A rotated token that cannot be written says so, with the path and the cause, and what to
     /// check. As root (CI) a folder's mode does not stop a write, so the folder is a file; as
     /// anyone else, a folder of mode 0500 is tried too.
