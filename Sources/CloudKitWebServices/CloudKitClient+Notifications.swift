@@ -21,12 +21,23 @@ extension CloudKitClient {
         try await modifySubscriptions(ids.map { ("delete", .object(["subscriptionID": .string($0)])) }, logger: logger)
     }
 
+    /// Sent `operationsPerRequest` at a time: Apple takes no more in one request (reference
+    /// §7), and a watch of more zones than that never had its subscriptions made.
     func modifySubscriptions(_ operations: [(String, JSONValue)], logger: Logger?) async throws -> [Subscription] {
-        let body = JSONValue.object([
-            "operations": .array(operations.map { .object(["operationType": .string($0.0), "subscription": $0.1]) })
-        ])
-        return try await send(SubscriptionsResponse.self, operation: "subscriptions/modify", method: .POST, body: body, logger: logger).subscriptions
+        var results: [Subscription] = []
+        for start in stride(from: 0, to: operations.count, by: Self.operationsPerRequest) {
+            let chunk = operations[start..<min(operations.count, start + Self.operationsPerRequest)]
+            let body = JSONValue.object([
+                "operations": .array(chunk.map { .object(["operationType": .string($0.0), "subscription": $0.1]) })
+            ])
+            results += try await send(SubscriptionsResponse.self, operation: "subscriptions/modify", method: .POST, body: body, logger: logger)
+                .subscriptions
+        }
+        return results
     }
+
+    /// The most operations CloudKit takes in one request.
+    static let operationsPerRequest = 200
 
     /// `POST /device/1/…/tokens/create` then `tokens/register`: a push token whose notifications
     /// the web courier at `courierURL` hands out. A secret: never print either.

@@ -35,7 +35,7 @@ import Foundation
 /// | | | every `faults/…` but `stall` also takes `zone`: only that zone's `records/changes` meets the fault |
 /// | `faults/misdirect` | `{count: 1}` | the next CloudKit request marks the connection it came on as misdirected: that request and the next `count - 1` on the same connection are answered 421 Misdirected Request with an HTML page, not CloudKit's JSON body (Apple's edge, for a connection made for another host); other connections are answered as usual, and the fault ends when the connection closes |
 /// | `faults/clear` | `{}` | drops every pending fault, stall and delay |
-/// | `notifications` | `{drop?, delayMilliseconds?, refuseCourier?, courierTimeoutMilliseconds?}` | drops the notifications of changes from now on (lost, as pushes may be), delays them, makes the courier answer 401 to every token, or sets how long an empty long poll waits (25 s unless told) |
+/// | `notifications` | `{drop?, delayMilliseconds?, refuseCourier?, courierTimeoutMilliseconds?, courierAnswer?}` | drops the notifications of changes from now on (lost, as pushes may be), delays them, makes the courier answer 401 to every token, sets how long an empty long poll waits (25 s unless told), or makes it answer every poll at once with a body (`""`: no longer) |
 /// | `stats/reset` | `{}` | starts the traffic counters of `state` over (the prepared pages stay) |
 /// | `state` (GET or POST) | | counts: requests served, faults served, prepared pages served, zones with their history length and epoch, zone events, the default zone's history length and its entries queries do not see yet (`indexPending`); and `traffic`: CloudKit requests since `stats/reset`, the peak in flight, how many arrived while another was in flight (`overlapped`), how many were throttled for too many in flight and the peak in flight once the first of those had its `retryAfter` waited out, among requests sent after it (with a token window: carrying a token issued since) (`peakInFlightAfterThrottle`), how many carried a web auth token the server no longer accepts (`staleTokenRefusals`), how many connections carried them (`connections`) and how many were answered 421 by `faults/misdirect` (`misdirected`), and the bytes of the answers' bodies (`bodyBytes`) |
 extension FakeCloudKitStore {
@@ -83,6 +83,7 @@ extension FakeCloudKitStore {
         var delayMilliseconds: Int?
         var refuseCourier: Bool?
         var courierTimeoutMilliseconds: Int?
+        var courierAnswer: String?
     }
 
     func handleAdmin(method: String, path: String, body bytes: [UInt8]) -> Reply {

@@ -44,6 +44,8 @@ extension FakeCloudKitStore {
         var delay: Duration = .zero
         var refuseCourier = false
         var courierTimeout: Duration = .seconds(25)
+        /// A body the courier answers every poll with at once, as a broken proxy before it may.
+        var courierAnswer: [UInt8]?
     }
 
     struct NotificationCounts: Sendable {
@@ -56,6 +58,8 @@ extension FakeCloudKitStore {
 
     // MARK: Subscriptions
 
+    static let operationsPerRequest = 200
+
     func subscriptionsList(database: String) -> Reply {
         let items = subscriptions.values.filter { $0.database == database }.sorted { $0.id < $1.id }.map(\.json)
         return .json(.object(["subscriptions": .array(items)]))
@@ -64,6 +68,11 @@ extension FakeCloudKitStore {
     func subscriptionsModify(database: String, body: [UInt8]) -> Reply {
         guard let json = body.withUnsafeBytes({ try? JSONValue(parsing: $0) }), let operations = json["operations"]?.arrayItems else {
             return .badRequest("subscriptions/modify needs {\"operations\": [{\"operationType\", \"subscription\"}]}")
+        }
+        // Apple's limit of operations a request (reference §7): refused whole, as the strictest
+        // reading has it.
+        guard operations.count <= Self.operationsPerRequest else {
+            return .badRequest("subscriptions/modify takes at most \(Self.operationsPerRequest) operations a request, not \(operations.count)")
         }
         var results: [JSONValue] = []
         for operation in operations {
@@ -209,6 +218,7 @@ extension FakeCloudKitStore {
         guard let pushToken = pushTokens[token], pushToken.registered else {
             return .error(401, "AUTHENTICATION_FAILED", "unknown or unregistered push token")
         }
+        if let answer = notificationSwitches.courierAnswer { return Reply(status: 200, body: answer) }
         let now = ContinuousClock.now
         guard let due = pushToken.queue.firstIndex(where: { $0.notBefore <= now }) else { return nil }
         notificationCounts.delivered += 1
@@ -290,12 +300,14 @@ extension FakeCloudKitStore {
         }
     }
 
-    /// `POST /admin/notifications`: `{drop?, delayMilliseconds?, refuseCourier?, courierTimeoutMilliseconds?}`.
+    /// `POST /admin/notifications`: `{drop?, delayMilliseconds?, refuseCourier?, courierTimeoutMilliseconds?, courierAnswer?}`
+    /// (`courierAnswer` "" for none).
     func setNotificationSwitches(_ body: AdminBody) -> Reply {
         if let drop = body.drop { notificationSwitches.drop = drop }
         if let delay = body.delayMilliseconds { notificationSwitches.delay = .milliseconds(max(0, delay)) }
         if let refuse = body.refuseCourier { notificationSwitches.refuseCourier = refuse }
         if let timeout = body.courierTimeoutMilliseconds { notificationSwitches.courierTimeout = .milliseconds(max(1, timeout)) }
+        if let answer = body.courierAnswer { notificationSwitches.courierAnswer = answer.isEmpty ? nil : Array(answer.utf8) }
         return .admin(.object(["ok": .bool(true)]))
     }
 }

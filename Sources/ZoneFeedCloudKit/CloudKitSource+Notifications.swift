@@ -78,17 +78,20 @@ extension CloudKitSource: ChangeNotifying {
                                 answered = true
                                 continuation.yield(ChangeHint(zone: nil, kind: .confirmed))
                             }
-                            guard let notification else {
-                                // An empty answer sooner than a long poll's: a courier (or a proxy
-                                // before it) that does not hold the poll is asked again at most
-                                // four times a second, as MistKit waits 250 ms, not at once for ever.
-                                try await Task.sleep(until: began + Self.leastCourierPoll)
-                                continue
+                            if let notification {
+                                // A query subscription names a deleted record: it is tombstoned by
+                                // the next pass, which a query could not bring before the next sweep.
+                                if let deleted = Self.deletedRecord(in: notification, subscriptionPrefix: prefix) {
+                                    queryMemory.noteDeletion(deleted)
+                                }
+                                continuation.yield(ChangeHint(zone: Self.zone(of: notification)))
                             }
-                            // A query subscription names a deleted record: it is tombstoned by the
-                            // next pass, which a query could not bring before the next sweep.
-                            if let deleted = Self.deletedRecord(in: notification, subscriptionPrefix: prefix) { queryMemory.noteDeletion(deleted) }
-                            continuation.yield(ChangeHint(zone: Self.zone(of: notification)))
+                            // An answer sooner than a long poll's, empty or not: a courier (or a
+                            // proxy before it) that does not hold the poll is asked again at most
+                            // four times a second, as MistKit waits 250 ms, not at once for ever.
+                            // One that answered every poll at once with a body (a page of HTML,
+                            // `{}`) was asked in a loop, and each answer started a cycle.
+                            try await Task.sleep(until: began + Self.leastCourierPoll)
                         }
                     } catch {
                         // Failures count in a row until a token's courier has answered and served

@@ -240,6 +240,15 @@ import Testing
         let first = try await polls()
         let took = await Self.within(.seconds(30)) { try await polls() >= first + 8 }
         #expect(took.map { $0 >= .milliseconds(1_700) } == true, "eight polls in \(took.map { "\($0)" } ?? "more than 30 s")")
+        // The same when every answer has a body (a proxy's page, `{}`), which was asked again at
+        // once, each answer a cycle.
+        try await s.server.admin("notifications", ["courierAnswer": "{}"])
+        let answered = try await polls()
+        #expect(await Self.within(.seconds(30)) { try await polls() >= answered + 2 } != nil, "the courier is polled again")
+        let firstAnswered = try await polls()
+        let tookAnswered = await Self.within(.seconds(30)) { try await polls() >= firstAnswered + 8 }
+        #expect(tookAnswered.map { $0 >= .milliseconds(1_700) } == true, "eight polls answered with {} in \(tookAnswered.map { "\($0)" } ?? "more than 30 s")")
+        try await s.server.admin("notifications", ["courierAnswer": ""])
         try await s.addTag("QUICK-COURIER", to: "Zone01")
         #expect(await Self.within(.seconds(30)) { try await s.hasRow("QUICK-COURIER", in: "Zone01") } != nil, "\(watching.stderrSoFar)")
     }
