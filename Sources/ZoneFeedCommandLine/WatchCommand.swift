@@ -1,7 +1,9 @@
 import ArgumentParser
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import Logging
+import NIOCore
 import ServiceLifecycle
 import ZoneFeed
 import ZoneFeedMetrics
@@ -127,6 +129,11 @@ struct WatchCommand: AsyncParsableCommand {
         return summary
     }
 
+    /// How long a connection to `/healthz` and `/metrics` may stay idle (a probe's or a
+    /// scrape's is done in milliseconds), and how many may be open at once.
+    static let probeIdleTimeout = TimeAmount.seconds(30)
+    static let probeConnections = 64
+
     /// `/healthz` (200 once caught up and while cycles succeed or have failed for less than
     /// `unhealthyAfter`; 503 otherwise) and `/metrics` (the run metrics, live).
     static func healthServer(
@@ -154,8 +161,15 @@ struct WatchCommand: AsyncParsableCommand {
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                 body: .init(byteBuffer: ByteBuffer(string: metrics.text)))
         }
+        // Whoever can reach the address (any pod of a cluster, with `0.0.0.0`) must not be able
+        // to hold the process's file descriptors, which it shares with its CloudKit and
+        // PostgreSQL connections: a connection idle for `probeIdleTimeout` is closed, and no
+        // more than `probeConnections` are taken at once.
         return Application(
-            router: router, configuration: .init(address: .hostname(host, port: port), serverName: "zonefeed"),
+            router: router, server: .http1(configuration: .init(idleTimeout: Self.probeIdleTimeout)),
+            configuration: .init(
+                address: .hostname(host, port: port), serverName: "zonefeed",
+                availableConnectionsDelegate: MaximumAvailableConnections(Self.probeConnections)),
             onServerRunning: { channel in
                 // The bound address, so that port 0 (any free port) can be found from the log.
                 let address = channel.localAddress.map { "\($0.ipAddress ?? host):\($0.port ?? port)" } ?? "\(host):\(port)"

@@ -271,6 +271,9 @@ import Testing
         #expect(log.components(separatedBy: "the web courier failed; getting a new push token").count - 1 == 5, "five new tokens first: \(log)")
         let health = try await Self.get(base + "/healthz")
         #expect(health.status == 200 && health.text.contains("notifications: off (polling)"), "\(health)")
+        // A connection that sends nothing is closed after the probes' idle timeout (30 s), not
+        // held open for ever with the process's file descriptors.
+        let idle = Task { try await Self.secondsUntilClosed(idleConnectionTo: base) }
 
         try await s.addTag("WITHOUT-PUSH", to: "Zone01")
         #expect(await Self.within(.seconds(30)) { try await s.hasRow("WITHOUT-PUSH", in: "Zone01") } != nil, "\(watching.stderrSoFar)\n\(Self.sessions(s))")
@@ -280,6 +283,37 @@ import Testing
         #expect(await Self.within(.seconds(90)) { watching.stderrSoFar.contains("change notifications are back") } != nil, "\(watching.stderrSoFar)")
         #expect(try await Self.get(base + "/healthz", until: 200).text.contains("notifications: on"))
         #expect(watching.stderrSoFar.components(separatedBy: unavailable).count - 1 == 1, "said once")
+        let closedAfter = try await idle.value
+        #expect(closedAfter.map { $0 >= 25 && $0 < 60 } == true, "an idle connection closed after \(closedAfter.map { "\($0) s" } ?? "more than 90 s")")
+    }
+
+    /// Opens a TCP connection to `base` (`http://host:port`), sends nothing, and returns how many
+    /// seconds passed until the server closed it; nil if it had not within 90 s. Blocking reads,
+    /// on a thread of NIO's pool rather than of the tasks'.
+    static func secondsUntilClosed(idleConnectionTo base: String) async throws -> Double? {
+        let address = base.dropFirst("http://".count)
+        let host = String(address.prefix { $0 != ":" })
+        let port = try #require(UInt16(address.drop { $0 != ":" }.dropFirst()))
+        return try await offPool {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(fd) }
+            var peer = sockaddr_in()
+            peer.sin_family = sa_family_t(AF_INET)
+            peer.sin_port = port.bigEndian
+            inet_pton(AF_INET, host, &peer.sin_addr)
+            let connected = withUnsafePointer(to: &peer) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard connected == 0 else { return nil }
+            var wait = timeval(tv_sec: 90, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+            let start = ContinuousClock.now
+            var byte: UInt8 = 0
+            // 0: closed by the server; -1: the 90 s passed.
+            guard recv(fd, &byte, 1, 0) == 0 else { return nil }
+            let elapsed = ContinuousClock.now - start
+            return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        }
     }
 
     /// A zone created while watching has no subscription yet: the safety poll finds it through
