@@ -113,6 +113,9 @@ struct WatchCommand: AsyncParsableCommand {
             return failed
         } catch {
             await destination.close()
+            // A cycle that could not start (its destination unreachable or refusing it) is
+            // live in /metrics as refused, not as the last cycle that ended.
+            if !(error is CancellationError) { metrics.run.finish(status: nil, exitCode: 1, runID: nil, seconds: nil) }
             throw error
         }
         await destination.close()

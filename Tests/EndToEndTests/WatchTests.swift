@@ -524,5 +524,22 @@ import Testing
         try await s.server.admin("faults/clear")
         let recovered = try await healthz(until: 200)
         #expect(recovered.status == 200, "healthy again once a cycle succeeds: \(recovered)")
+
+        // A cycle that cannot start (its destination refuses it: here its tables are another
+        // pipeline's) is live in /metrics too, not the last success's status and exit code.
+        let tables = "\(quoteIdentifier(s.p.schema)).zonefeed_tables"
+        _ = try await Connection.withConnectionOffPool(s.p.url) { c in try c.execute("UPDATE \(tables) SET pipeline = 'another'") }
+        var refusedText = ""
+        let refused = await Self.within(.seconds(30)) {
+            refusedText = try await get("/metrics").text
+            let exposed = try PrometheusText(parsing: refusedText)
+            return exposed.value("zonefeed_run_status", ["pipeline": s.p.name, "status": "refused"]) == 1
+                && exposed.value("zonefeed_run_exit_code", ["pipeline": s.p.name]) == 1
+        }
+        #expect(refused != nil, "the refused cycle is live in /metrics: \(refusedText)\n\(watching.stderrSoFar)")
+        _ = try await Connection.withConnectionOffPool(s.p.url) { [name = s.p.name] c in
+            try c.query("UPDATE \(tables) SET pipeline = $1", [name])
+        }
+        #expect(try await healthz(until: 200).status == 200)
     }
 }
