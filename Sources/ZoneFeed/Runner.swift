@@ -92,6 +92,9 @@ public struct Runner: Sendable {
         logger[metadataKey: "run"] = "\(runID)"
         let started = ContinuousClock.now
         var summary = RunSummary(runID: runID, pipeline: configuration.pipeline, status: .running)
+        // The source's count is its life's (`watch` keeps one source for every cycle): the run's
+        // is what it adds from here.
+        let throttledBefore = await source.throttledSeconds()
         await events(.willFetchChanges(runID: runID))
 
         do {
@@ -114,7 +117,7 @@ public struct Runner: Sendable {
             summary.status = Self.isCancellation(error) ? .interrupted : .failed
             summary.error = summary.status == .interrupted ? "interrupted" : "\(error)"
             summary.seconds = (ContinuousClock.now - started).seconds
-            await finish(&summary, logger: logger)
+            await finish(&summary, throttledBefore: throttledBefore, logger: logger)
             if summary.status == .interrupted { throw RunError(.interrupted, summary: summary, message: "the run was interrupted") }
             if let runError = error as? RunError { throw RunError(runError.kind, summary: summary, message: runError.message) }
             if let sourceError = error as? SyncError, sourceError.code == .authenticationRequired {
@@ -123,12 +126,12 @@ public struct Runner: Sendable {
             throw RunError(.failed, summary: summary, message: "\(error)")
         }
         summary.seconds = (ContinuousClock.now - started).seconds
-        await finish(&summary, logger: logger)
+        await finish(&summary, throttledBefore: throttledBefore, logger: logger)
         return summary
     }
 
-    private func finish(_ summary: inout RunSummary, logger: Logger) async {
-        summary.throttledSeconds = await source.throttledSeconds()
+    private func finish(_ summary: inout RunSummary, throttledBefore: Double, logger: Logger) async {
+        summary.throttledSeconds = max(0, await source.throttledSeconds() - throttledBefore)
         do {
             try await destination.finishRun(
                 summary.runID, status: summary.status, error: summary.error, throttledSeconds: summary.throttledSeconds)

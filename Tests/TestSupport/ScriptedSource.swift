@@ -21,9 +21,13 @@ public final class ScriptedSource: ChangeSource, @unchecked Sendable {
         var deletedZones: [ZoneDeletion] = []
         var databaseFetches: [String?] = []
         var endlessDatabaseFeed = false
+        var throttled = 0.0
     }
 
     public let pageSize: Int
+    /// Seconds each fetch of a zone's page counts as throttled (`throttledSeconds`, which adds up
+    /// over the source's life, as a client's does).
+    public var throttledPerFetch = 0.0
     /// The bytes each record of a page is said to have come in (`ZoneChangePage.byteCount`).
     public let bytesPerRecord: Int
     private let state: NIOLockedValueBox<State>
@@ -79,6 +83,7 @@ public final class ScriptedSource: ChangeSource, @unchecked Sendable {
 
     public func currentUser() async throws -> String? { nil }
     public var namedZones: [ZoneID]? { nil }
+    public func throttledSeconds() async -> Double { state.withLockedValue { $0.throttled } }
 
     public func fetchDatabaseChanges(since token: ChangeToken?) async throws -> DatabaseChangePage {
         state.withLockedValue { state in
@@ -98,6 +103,7 @@ public final class ScriptedSource: ChangeSource, @unchecked Sendable {
     }
 
     public func fetchZoneChanges(in zone: ZoneID, since token: ChangeToken?) async throws -> ZoneChangePage {
+        state.withLockedValue { $0.throttled += throttledPerFetch }
         let name = zone.zoneName
         return try state.withLockedValue { state in
             state.fetches.append(Fetch(zone: name, token: token?.value))

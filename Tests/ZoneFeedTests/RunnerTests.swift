@@ -33,6 +33,21 @@ import Testing
         #expect(source.fetches.map(\.token) == [nil, "A@3", "A@6", "A@9"], "each page from the token the one before ended with")
     }
 
+    /// A run reports the time its own requests were throttled: `watch` keeps one source (one
+    /// client) for all its cycles, and every cycle after a throttle reported the process's time
+    /// since it started.
+    @Test func aRunReportsTheThrottledTimeOfItsOwnRequests() async throws {
+        let source = ScriptedSource(feeds: ["A": Self.names("A", 10)], pageSize: 3)
+        source.throttledPerFetch = 2
+        let destination = MemoryDestination()
+        let first = try await runner(source, destination, commitEvery: 5).run()
+        #expect(first.throttledSeconds == 8, "four fetches")
+        source.append(Self.names("B", 2), to: "A")
+        let second = try await runner(source, destination, commitEvery: 5).run()
+        #expect(source.fetches.count == 5)
+        #expect(second.throttledSeconds == 2, "its one fetch, not the source's 10 s")
+    }
+
     /// A page of large records holds their bytes until its batch is written: a batch ends at
     /// the page that brings it to `commitEveryBytes`, before `commitEvery` records.
     @Test func aBatchOfLargeRecordsEndsAtItsBytesBeforeItsRecords() async throws {
