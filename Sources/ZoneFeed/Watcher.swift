@@ -100,6 +100,7 @@ public struct Watcher: Sendable {
 
     func runCycle(_ trigger: Trigger) async {
         guard !Task.isCancelled else { return }
+        await health.cycleBegan()
         do {
             let summary = try await cycle(trigger)
             releaseMemory()
@@ -210,6 +211,9 @@ public actor WatchHealth {
     private var failingSince: Duration?
     public private(set) var lastError: String?
     public private(set) var cycles = 0
+    /// When the cycle running now last showed a sign of life (its start, a page, a batch, a
+    /// zone), as a time on `now`; nil between cycles.
+    private var cycleLastProgressed: Duration?
     /// The time on the health's clock, counted from when the health was made: a clock's instants
     /// have a type of their own, which the actor would otherwise have to be generic over.
     private let now: @Sendable () -> Duration
@@ -220,7 +224,28 @@ public actor WatchHealth {
         now = { start.duration(to: clock.now) }
     }
 
+    func cycleBegan() { cycleLastProgressed = now() }
+
+    /// The cycle running now went on (any event of its run).
+    public func cycleProgressed() {
+        if cycleLastProgressed != nil { cycleLastProgressed = now() }
+    }
+
+    /// How long the cycle running now has shown no sign of life, once that is at least
+    /// `threshold` and `leastStall`; nil otherwise.
+    public func cycleStalled(for threshold: Duration) -> Duration? {
+        guard let cycleLastProgressed else { return nil }
+        let quiet = now() - cycleLastProgressed
+        return quiet >= max(threshold, Self.leastStall) ? quiet : nil
+    }
+
+    /// The shortest quiet a cycle is taken as stalled after, whatever `unhealthyAfter` is: a
+    /// request waiting out a throttle shows nothing for minutes (`maxRetryAfter`, 300 s, is
+    /// the longest one wait), and a watch told 1 s must not turn unhealthy at every slow cycle.
+    public static let leastStall = Duration.seconds(120)
+
     func cycleEnded(succeeded: Bool, error: String?) {
+        cycleLastProgressed = nil
         cycles += 1
         if succeeded {
             caughtUp = true
@@ -234,9 +259,13 @@ public actor WatchHealth {
 
     func pushChanged(_ state: Push) { push = state }
 
-    /// Ready once caught up; unhealthy when cycles have failed for longer than `threshold`.
+    /// Ready once caught up; unhealthy when cycles have failed for longer than `threshold`, or
+    /// the cycle running now has shown no sign of life for that long (`cycleStalled`): one
+    /// waiting for ever on PostgreSQL (a lock held by another session, a server gone without a
+    /// word) ends no cycle, failed or not, and was reported healthy for as long as it waited.
     public func isHealthy(failingFor threshold: Duration) -> Bool {
         guard caughtUp else { return false }
+        if cycleStalled(for: threshold) != nil { return false }
         guard let failingSince else { return true }
         return now() - failingSince < threshold
     }

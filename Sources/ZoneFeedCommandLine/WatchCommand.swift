@@ -51,7 +51,7 @@ struct WatchCommand: AsyncParsableCommand {
                     notifier: source as? any ChangeNotifying, health: health, logger: logger
                 ) { trigger in
                     try await Self.cycle(
-                        pipeline, source: source, destination: opened, trigger: trigger, metrics: metrics, logger: logger,
+                        pipeline, source: source, destination: opened, trigger: trigger, metrics: metrics, health: health, logger: logger,
                         pipelineFile: options.pipelineFile)
                 }
                 var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
@@ -81,12 +81,13 @@ struct WatchCommand: AsyncParsableCommand {
     /// One incremental run on a destination of its own: the same work as `zonefeed run`.
     static func cycle(
         _ pipeline: Pipeline, source: any ChangeSource, destination opened: any OpenedDestination, trigger: Watcher.Trigger, metrics: MetricsExport,
-        logger: Logger,
+        health: WatchHealth, logger: Logger,
         pipelineFile: String
     ) async throws -> RunSummary {
         let (runner, destination) = PipelineOptions.runner(
             for: pipeline, source: source, destination: opened, logger: logger,
             events: { event in
+                await health.cycleProgressed()
                 metrics.run.record(event)
                 // A cycle's start is news only when debugging: the cycles that brought something
                 // say so when they end ("cycle succeeded").
@@ -138,7 +139,7 @@ struct WatchCommand: AsyncParsableCommand {
     static let probeConnections = 64
 
     /// `/healthz` (200 once caught up and while cycles succeed or have failed for less than
-    /// `unhealthyAfter`; 503 otherwise) and `/metrics` (the run metrics, live).
+    /// `unhealthyAfter`, and the cycle running now has not stalled; 503 otherwise) and `/metrics` (the run metrics, live).
     static func healthServer(
         host: String, port: Int, health: WatchHealth, metrics: MetricsExport, unhealthyAfter: Duration, logger: Logger
     ) -> some Service {
@@ -152,6 +153,9 @@ struct WatchCommand: AsyncParsableCommand {
             case .on: text += "\nnotifications: on"
             case .starting: text += "\nnotifications: starting (waiting for the web courier's first answer; polling meanwhile)"
             case .off: text += "\nnotifications: off (polling)"
+            }
+            if let stalled = await health.cycleStalled(for: unhealthyAfter) {
+                text += "\nthe cycle running now has shown no progress for \(Int(stalled.seconds)) s (waiting on PostgreSQL or CloudKit)"
             }
             // A server's reason, printed by whoever curls the probe.
             if let error { text += "\nlast error: \(InertText.escaped("\(error)"))" }

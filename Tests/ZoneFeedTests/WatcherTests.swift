@@ -372,6 +372,48 @@ import ZoneFeed
         }
     }
 
+    /// A cycle that waits for ever (on a lock another session holds, on a server gone without a
+    /// word) ends no cycle: /healthz said ok for as long as it waited. It is unhealthy once the
+    /// cycle has shown no sign of life for `unhealthyAfter`, and never sooner than 120 s.
+    @Test func healthTurnsUnhealthyWhenTheCycleRunningShowsNoProgressForUnhealthyAfter() async throws {
+        let unhealthyAfter = Duration.seconds(600)
+        let release = Observed(false)
+        try await watching(
+            nil,
+            outcome: { number in
+                if number == 1 { _ = await release.wait { $0 } }
+                return .succeeded
+            }
+        ) { w in
+            try await w.healthTook(1)
+            try await w.clock.sleepers(wakingAt: Self.poll)
+            w.clock.advance(by: Self.poll)
+            try await w.began(2)
+            // Quiet for 119 s: not stalled even for a watch told 1 s.
+            w.clock.advance(by: .seconds(119))
+            #expect(await w.health.cycleStalled(for: .seconds(1)) == nil)
+            #expect(await w.health.isHealthy(failingFor: .seconds(1)))
+            w.clock.advance(by: .seconds(1))
+            #expect(await w.health.cycleStalled(for: .seconds(1)) == .seconds(120))
+            #expect(await !w.health.isHealthy(failingFor: .seconds(1)))
+            #expect(await w.health.isHealthy(failingFor: unhealthyAfter))
+
+            // A sign of life (a page, a batch) starts the count again.
+            await w.health.cycleProgressed()
+            w.clock.advance(by: unhealthyAfter - .milliseconds(1))
+            #expect(await w.health.isHealthy(failingFor: unhealthyAfter))
+            w.clock.advance(by: .milliseconds(1))
+            #expect(await !w.health.isHealthy(failingFor: unhealthyAfter))
+            #expect(await w.health.cycleStalled(for: unhealthyAfter) == unhealthyAfter)
+
+            // The cycle ends: healthy again, and nothing is running to stall.
+            release.update { $0 = true }
+            try await w.healthTook(2)
+            #expect(await w.health.isHealthy(failingFor: unhealthyAfter))
+            #expect(await w.health.cycleStalled(for: unhealthyAfter) == nil)
+        }
+    }
+
     /// Where the watcher is when it is cancelled.
     enum Moment: CaseIterable { case waiting, inACycle }
 
