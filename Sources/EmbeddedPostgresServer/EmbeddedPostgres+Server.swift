@@ -22,7 +22,7 @@ extension EmbeddedPostgres {
         let deadline = Date().addingTimeInterval(60)
         while true {
             guard let pidFile = PIDFile.read(postmasterPIDFile) else { return nil }
-            if !isOurPostmaster(pidFile.pid) {
+            if !isOurPostmaster(pidFile) {
                 removeStaleLockFiles(knownStale: pidFile.pid)
                 return nil
             }
@@ -48,20 +48,57 @@ extension EmbeddedPostgres {
         }
     }
 
-    /// Whether `pid` is a live postmaster of this very data folder. A PID file left by a crash can
-    /// name a PID the system has since given to another process (containers restart with small
-    /// PIDs): pg_ctl and postgres then believe a server is running and refuse to start. On Linux the
-    /// postmaster's working directory is its data folder (it chdirs there), which tells them apart.
-    func isOurPostmaster(_ pid: Int32) -> Bool {
+    /// Whether the process a PID file names is a live postmaster of this very data folder. A PID
+    /// file left by a crash can name a PID the system has since given to another process
+    /// (containers restart with small PIDs): pg_ctl and postgres then believe a server is running
+    /// and refuse to start. On Linux the postmaster's working directory is its data folder (it
+    /// chdirs there), which tells them apart.
+    func isOurPostmaster(_ file: PIDFile) -> Bool {
+        let pid = file.pid
         guard pid > 0 else { return false }
         if kill(pid, 0) != 0 && errno == ESRCH { return false }
         guard FileManager.default.fileExists(atPath: "/proc/self/cwd") else {
             return true  // no /proc (macOS): trust pg_ctl status
         }
         guard let cwd = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/cwd") else {
-            return false  // gone, or another user's process: not our server
+            // Another user's process: as root, the server account's, whose working directory
+            // only CAP_SYS_PTRACE may read, which a container's root lacks. Taken as gone, the
+            // live server's PID file and socket were removed under it, and it shut itself down.
+            return Self.isProcess(pid, ownedBy: Self.owner(of: dataDirectory), startedAt: file.startedAt)
         }
         return Self.realPath(cwd) == Self.realPath(dataDirectory)
+    }
+
+    /// Whether `pid` is a process of `owner` that started at `startedAt` (seconds since 1970,
+    /// as a PID file says), give or take 2 s: what /proc tells anyone of another user's process.
+    static func isProcess(_ pid: Int32, ownedBy owner: uid_t?, startedAt: Int64?) -> Bool {
+        guard let owner, let startedAt, let began = processStartTime(pid) else { return false }
+        var status = stat()
+        guard stat("/proc/\(pid)", &status) == 0, status.st_uid == owner else { return false }
+        return abs(began - startedAt) <= 2
+    }
+
+    /// When `pid` started, in seconds since 1970: its start in clock ticks after boot
+    /// (/proc/PID/stat, field 22) and the boot's time (`btime` of /proc/stat).
+    static func processStartTime(_ pid: Int32) -> Int64? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")"),
+            let boot = try? String(contentsOfFile: "/proc/stat", encoding: .utf8)
+        else { return nil }
+        // The command's name, between the parentheses, may hold spaces: fields are counted after
+        // it, from field 3 (the state).
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        let ticks = sysconf(Int32(_SC_CLK_TCK))
+        guard fields.count > 19, let started = Int64(fields[19]), ticks > 0,
+            let line = boot.split(separator: "\n").first(where: { $0.hasPrefix("btime ") }),
+            let btime = Int64(line.dropFirst("btime ".count).trimmingCharacters(in: .whitespaces))
+        else { return nil }
+        return btime + started / Int64(ticks)
+    }
+
+    static func owner(of path: String) -> uid_t? {
+        var status = stat()
+        return stat(path, &status) == 0 ? status.st_uid : nil
     }
 
     func removeStaleLockFiles(knownStale pid: Int32) {
@@ -91,7 +128,7 @@ extension EmbeddedPostgres {
             binaries.pgCtl, ["start", "-w", "-t", "120", "-D", dataDirectory, "-l", logFile, "-o", options]
         )
         guard result.status == 0 else {
-            if PIDFile.read(postmasterPIDFile).map({ isOurPostmaster($0.pid) }) != true { _ = unlink(markerFile) }
+            if PIDFile.read(postmasterPIDFile).map({ isOurPostmaster($0) }) != true { _ = unlink(markerFile) }
             throw EmbeddedPostgresError(
                 .startFailed,
                 "the embedded PostgreSQL server in \(dataDirectory) did not start (pg_ctl exit \(result.status)): read "
@@ -117,7 +154,7 @@ extension EmbeddedPostgres {
         if Int32(marker) == postmaster.pid { return true }
         let parts = marker.split(separator: " ")
         guard parts.count == 2, parts[0] == Self.startingMarker, let began = Int64(parts[1]), let started = postmaster.startedAt,
-            isOurPostmaster(postmaster.pid)
+            isOurPostmaster(postmaster)
         else { return false }
         return started >= began - 60 && started <= began + 180
     }
@@ -125,7 +162,7 @@ extension EmbeddedPostgres {
     /// The socket's lock file holds the postmaster's PID too, and postgres refuses it the same way.
     func removeStaleSocketLockIfAny() {
         let socketLock = "\(directory)/.s.PGSQL.\(configuration.port).lock"
-        if let lock = PIDFile.read(socketLock), !isOurPostmaster(lock.pid) {
+        if let lock = PIDFile.read(socketLock), !isOurPostmaster(lock) {
             _ = unlink(socketLock)
             _ = unlink("\(directory)/.s.PGSQL.\(configuration.port)")
         }

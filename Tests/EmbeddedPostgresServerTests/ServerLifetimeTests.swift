@@ -44,6 +44,37 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: configuration.directory + "/data/postmaster.pid"), "the server is stopped")
     }
 
+    /// As root without CAP_SYS_PTRACE (a container's root), the server account's postmaster's
+    /// working directory cannot be read, and a live server was taken for a dead one: its PID
+    /// file and socket were removed under it, and it shut itself down. Such a process is told
+    /// by what /proc shows anyone: its owner and when it started, which the PID file says.
+    @Test func aPostmasterIsKnownByItsOwnerAndStartTimeWhereItsFolderCannotBeRead() async throws {
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let cluster = "/tmp/zonefeed-lifetime-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let embedded = EmbeddedPostgres(EmbeddedPostgres.Configuration(directory: cluster, extraServerSettings: ["fsync": "off"]), logger: logger)
+        defer { Self.stopAtOnce(cluster) }
+        let handle = try await embedded.start()
+        try await embedded.deleteWhenThisProcessEnds(handle)
+        let file = try #require(EmbeddedPostgres.PIDFile.read(cluster + "/data/postmaster.pid"))
+        let owner = try #require(EmbeddedPostgres.owner(of: cluster + "/data"))
+        let started = try #require(file.startedAt)
+        #expect(EmbeddedPostgres.isProcess(file.pid, ownedBy: owner, startedAt: started))
+        // Another start time (a PID given to another process since), another owner, no time.
+        #expect(!EmbeddedPostgres.isProcess(file.pid, ownedBy: owner, startedAt: started - 60))
+        #expect(!EmbeddedPostgres.isProcess(file.pid, ownedBy: owner &+ 1, startedAt: started))
+        #expect(!EmbeddedPostgres.isProcess(file.pid, ownedBy: owner, startedAt: nil))
+        // A process started now is said to have started now.
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: "/bin/sleep")
+        child.arguments = ["5"]
+        let now = Int64(Date().timeIntervalSince1970)
+        try child.run()
+        defer { child.terminate() }
+        let childStarted = try #require(EmbeddedPostgres.processStartTime(child.processIdentifier))
+        #expect(abs(childStarted - now) <= 2, "\(childStarted) against \(now)")
+        await embedded.stop(handle)
+    }
+
     /// A marker left by a start of zonefeed's that brought no server up (zonefeed ended while
     /// pg_ctl waited) says `starting` and when. A server a person starts on the folder later is
     /// not zonefeed's to stop: it is left running when the run lets go, and stopped once the
