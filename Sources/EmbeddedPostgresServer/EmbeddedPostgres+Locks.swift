@@ -18,12 +18,19 @@ func flockRetryingOnInterrupt(_ descriptor: Int32, _ operation: Int32) -> Int32 
 
 private func openLockFile(_ path: String) throws -> Int32 {
     // O_CLOEXEC: the postmaster that pg_ctl forks must never inherit (and so keep) our locks.
-    let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+    // O_NOFOLLOW and O_NONBLOCK, and a regular file only: the folder is the server account's,
+    // and a link it put there made root create (or open) a file wherever it pointed; a FIFO
+    // would have held the open for ever.
+    let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o600)
     guard descriptor >= 0 else {
+        let reason = errno == ELOOP ? "it is a symbolic link" : String(cString: strerror(errno))
         throw EmbeddedPostgresError(
-            .badDirectory,
-            "could not open the lock file \(path) (\(String(cString: strerror(errno)))): choose a folder this user can write"
-        )
+            .badDirectory, "could not open the lock file \(path) (\(reason)): remove it, or choose a folder this user can write")
+    }
+    var status = stat()
+    guard fstat(descriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG else {
+        _ = close(descriptor)
+        throw EmbeddedPostgresError(.badDirectory, "the lock file \(path) is not a regular file: remove it, and run again")
     }
     return descriptor
 }

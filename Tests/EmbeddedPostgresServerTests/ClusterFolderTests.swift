@@ -104,3 +104,24 @@ func fileStatus(_ path: String) throws -> stat {
     guard stat(path, &info) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
     return info
 }
+
+/// The folder's lock files are opened without following a link and must be regular files: the
+/// folder is the server account's, and a link it put at `init.lock` made root create a file
+/// wherever the link pointed; a FIFO there would have held the open for ever.
+@Test func aLockFileThatIsALinkOrAFIFOIsRefusedAndNothingIsMadeWhereItPoints() async throws {
+    let folder = "/tmp/zonefeed-locks-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+    try FileManager.default.createDirectory(atPath: folder + "/elsewhere", withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    try FileManager.default.createSymbolicLink(atPath: folder + "/init.lock", withDestinationPath: folder + "/elsewhere/made-through-the-link")
+    let linked = await #expect(throws: EmbeddedPostgresError.self) { _ = try await EmbeddedPostgres.FileLock.exclusive(path: folder + "/init.lock") }
+    #expect(linked?.description.contains("it is a symbolic link") == true, "\(String(describing: linked))")
+    #expect(!FileManager.default.fileExists(atPath: folder + "/elsewhere/made-through-the-link"))
+
+    #expect(mkfifo(folder + "/users.lock", 0o600) == 0)
+    let fifo = await #expect(throws: EmbeddedPostgresError.self) { _ = try await EmbeddedPostgres.FileLock.exclusive(path: folder + "/users.lock") }
+    #expect(fifo?.description.contains("is not a regular file") == true, "\(String(describing: fifo))")
+
+    // A regular file is taken.
+    let lock = try await EmbeddedPostgres.FileLock.exclusive(path: folder + "/fine.lock")
+    lock.release()
+}
