@@ -123,7 +123,7 @@ extension EmbeddedPostgres {
         // Marked before pg_ctl starts it: a server that comes up after pg_ctl gave up waiting
         // (a long recovery), or after zonefeed was ended while it waited, is zonefeed's to stop
         // when the last run lets go of it, not left running for a person to find.
-        try? "\(Self.startingMarker) \(Int64(Date().timeIntervalSince1970))\n".write(toFile: markerFile, atomically: true, encoding: .utf8)
+        writeMarker("\(Self.startingMarker) \(Int64(Date().timeIntervalSince1970))\n")
         let result = try await runner.run(
             binaries.pgCtl, ["start", "-w", "-t", "120", "-D", dataDirectory, "-l", logFile, "-o", options]
         )
@@ -138,8 +138,22 @@ extension EmbeddedPostgres {
             )
         }
         if let pidFile = PIDFile.read(postmasterPIDFile) {
-            try? "\(pidFile.pid)\n".write(toFile: markerFile, atomically: true, encoding: .utf8)
+            writeMarker("\(pidFile.pid)\n")
         }
+    }
+
+    /// Writes the marker in place, without following a link. Not a temporary file renamed over
+    /// it: one left by a kill between the write and the rename (Foundation's `.dat.nosync…`)
+    /// is a file the folder's check does not know, and every later start refused the folder.
+    /// A marker torn by a power loss names no server, which is then left running, not lost.
+    func writeMarker(_ text: String) {
+        let descriptor = open(markerFile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o600)
+        guard descriptor >= 0 else { return }
+        defer { _ = close(descriptor) }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG else { return }
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
     }
 
     /// The marker's text while a start of zonefeed's has not seen its server up, followed by
