@@ -47,7 +47,6 @@ extension EmbeddedPostgres {
         }
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            _ = chmod(directory, 0o700)
         } catch {
             throw EmbeddedPostgresError(
                 .badDirectory,
@@ -59,6 +58,11 @@ extension EmbeddedPostgres {
         // folder found there, which another user could have made along with the folder.
         var owners: Set<uid_t> = [geteuid()]
         if geteuid() == 0 { owners.formUnion(["postgres", "nobody"].compactMap { Account(name: $0)?.uid }) }
+        // The folder itself, and its owner's, before its mode is changed: chmod follows a link,
+        // and made the folder a link pointed at (as root, any empty folder) private to its owner
+        // before the link was refused.
+        try checkFolderIsPrivate(toOwnersAmong: owners, modeToo: false)
+        _ = chmod(directory, 0o700)
         try checkFolderIsPrivate(toOwnersAmong: owners)
     }
 
@@ -67,7 +71,7 @@ extension EmbeddedPostgres {
     /// shared working directory or in /tmp before zonefeed ran) was taken, its chmod failing
     /// unnoticed: the socket that trusts whoever reaches it then sat in a folder its owner could
     /// enter, read the tokens through, or put a socket of their own in.
-    func checkFolderIsPrivate(toOwnersAmong owners: Set<uid_t>) throws {
+    func checkFolderIsPrivate(toOwnersAmong owners: Set<uid_t>, modeToo: Bool = true) throws {
         var info = stat()
         guard lstat(directory, &info) == 0 else {
             throw EmbeddedPostgresError(
@@ -85,7 +89,7 @@ extension EmbeddedPostgres {
                 "the embedded PostgreSQL folder \(directory) belongs to another user (uid \(info.st_uid)): its server trusts whoever "
                     + "reaches its socket, so it runs only in a folder of this user's own; give a new folder, or remove that one")
         }
-        guard info.st_mode & 0o077 == 0 else {
+        guard !modeToo || info.st_mode & 0o077 == 0 else {
             throw EmbeddedPostgresError(
                 .badDirectory,
                 "the embedded PostgreSQL folder \(directory) could not be made private (mode \(String(info.st_mode & 0o7777, radix: 8))): "

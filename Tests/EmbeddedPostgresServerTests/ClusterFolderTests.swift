@@ -56,11 +56,15 @@ import Testing
     #expect(chmod(folder, 0o755) == 0)
     let target = folder + "/elsewhere"
     try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: false)
+    #expect(chmod(target, 0o755) == 0)
     try FileManager.default.createSymbolicLink(atPath: folder + "/linked", withDestinationPath: target)
     let linked = EmbeddedPostgres(EmbeddedPostgres.Configuration(directory: folder + "/linked", extraServerSettings: ["fsync": "off"]))
     #expect(!linked.isRelocated)
     let link = try #require(throws: EmbeddedPostgresError.self) { try linked.createDirectory() }
     #expect(link.code == .badDirectory && link.message.contains("is a symbolic link or not a folder"), "\(link)")
+    // Refused before its mode was changed: chmod follows the link, and made what it pointed at
+    // (as root, any empty folder) private first.
+    #expect(try FileManager.default.attributesOfItem(atPath: target)[.posixPermissions] as? Int == 0o755, "the folder pointed at is left as it was")
 
     let own = EmbeddedPostgres(EmbeddedPostgres.Configuration(directory: target, extraServerSettings: ["fsync": "off"]))
     try own.createDirectory()
