@@ -105,15 +105,20 @@ public struct Watcher: Sendable {
             let summary = try await cycle(trigger)
             releaseMemory()
             await health.cycleEnded(succeeded: summary.status == .succeeded, error: summary.error)
+            var unannounced = false
             if trigger == .poll, summary.totals.records > 0, await health.push == .on {
                 // What the safety net is for: say it caught something, as it hints at lost pushes.
                 logger.notice(
                     "the safety poll found changes no notification had announced (lost or late)",
                     metadata: ["records": "\(summary.totals.records)", "zones": "\(summary.zonesApplied.map(\.zoneName).joined(separator: ","))"])
+                unannounced = true
             }
-            // Subscriptions follow the zones: asked again only when a zone appeared that was not
-            // followed yet or one went away, not after every cycle (two requests each time).
-            if let notifier, await followed.changed(applied: summary.zonesApplied, deleted: summary.zonesDeleted.map(\.zoneID)) {
+            // Subscriptions follow the zones: asked again when a zone appeared that was not
+            // followed yet or one went away, not after every cycle (two requests each time); and
+            // when the safety poll found changes no notification announced, which a subscription
+            // deleted since (by hand, by CloudKit) explains: it is made again.
+            let zonesChanged = await followed.changed(applied: summary.zonesApplied, deleted: summary.zonesDeleted.map(\.zoneID))
+            if let notifier, zonesChanged || unannounced {
                 do {
                     try await notifier.follow(logger: logger)
                 } catch {

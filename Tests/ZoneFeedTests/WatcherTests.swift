@@ -84,7 +84,8 @@ import ZoneFeed
     /// told otherwise.
     static func watcher(
         _ notifier: ScriptedNotifier?, pageMemory: PageMemory = PageMemory(mostKept: 16 << 20),
-        outcome: @escaping @Sendable (Int) async throws -> RunStatus = { _ in .succeeded }
+        outcome: @escaping @Sendable (Int) async throws -> RunStatus = { _ in .succeeded },
+        records: @escaping @Sendable (Int) -> Int = { _ in 0 }
     ) -> Watching {
         let clock = ManualClock()
         let cycles = Observed<[Cycle]>([])
@@ -100,6 +101,7 @@ import ZoneFeed
             }
             var summary = RunSummary(runID: Int64(number + 1), pipeline: "test", status: try await outcome(number))
             if summary.status == .failed { summary.error = "cycle \(number) failed (scripted)" }
+            summary.totals.upserts = records(number)
             return summary
         }
         return Watching(watcher: watcher, clock: clock, health: health, cycles: cycles, logs: logs)
@@ -109,9 +111,10 @@ import ZoneFeed
     /// pages' memory is a pool of its own unless the test gives one (`pageMemory`).
     func watching(
         _ notifier: ScriptedNotifier?, pageMemory: PageMemory = PageMemory(mostKept: 16 << 20),
-        outcome: @escaping @Sendable (Int) async throws -> RunStatus = { _ in .succeeded }, _ body: (Watching) async throws -> Void
+        outcome: @escaping @Sendable (Int) async throws -> RunStatus = { _ in .succeeded },
+        records: @escaping @Sendable (Int) -> Int = { _ in 0 }, _ body: (Watching) async throws -> Void
     ) async throws {
-        let watching = Self.watcher(notifier, pageMemory: pageMemory, outcome: outcome)
+        let watching = Self.watcher(notifier, pageMemory: pageMemory, outcome: outcome, records: records)
         try await withTaskExecutorPreference(Self.executor) {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { await watching.watcher.run() }
@@ -143,6 +146,31 @@ import ZoneFeed
             try await w.clock.sleepers(wakingAt: .seconds(10) + Self.poll)
             #expect(notifier.state.current.follows == 1, "subscribed once")
             #expect(w.cycles.current == [Cycle(.catchUp, at: .zero)])
+        }
+    }
+
+    /// A safety poll that finds changes no notification announced, while push works, hints at
+    /// a subscription gone (deleted by hand or by CloudKit): the subscriptions are made again,
+    /// where they were only when zones came or went, and the zone was polled only for ever.
+    @Test func aSafetyPollThatFindsUnannouncedChangesMakesTheSubscriptionsAgain() async throws {
+        let notifier = ScriptedNotifier()
+        try await watching(notifier, records: { $0 == 1 ? 5 : 0 }) { w in
+            try await w.healthTook(1)
+            try await notifier.listening()
+            notifier.send(.confirmed)
+            try await notifier.handled()
+            #expect(await w.health.push == .on)
+            #expect(notifier.state.current.follows == 1)
+            try await w.clock.sleepers(wakingAt: Self.poll)
+            w.clock.advance(by: Self.poll)
+            try await w.healthTook(2)
+            #expect(w.logged("the safety poll found changes no notification had announced").count == 1, "\(w.logs.current)")
+            #expect(notifier.state.current.follows == 2, "made again after the poll that found changes")
+            // A poll that finds nothing asks nothing.
+            try await w.clock.sleepers(wakingAt: Self.poll * 2)
+            w.clock.advance(by: Self.poll)
+            try await w.healthTook(3)
+            #expect(notifier.state.current.follows == 2)
         }
     }
 
