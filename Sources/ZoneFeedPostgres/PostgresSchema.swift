@@ -160,6 +160,11 @@ public struct PostgresSchema: Sendable {
         if catalog?.columns["zonefeed_runs"].map({ !$0.contains("throttled_seconds") }) ?? (catalog == nil) {
             statements.append("ALTER TABLE \(runs) ADD COLUMN IF NOT EXISTS throttled_seconds double precision NOT NULL DEFAULT 0")
         }
+        // A run's start looks for the pipeline's runs still `running`; the table gains a row a
+        // run (a watch, one a cycle) and is never emptied, and was read whole each time.
+        if lacks("zonefeed_runs_running") {
+            statements.append("CREATE INDEX IF NOT EXISTS zonefeed_runs_running ON \(runs) (pipeline) WHERE status = 'running'")
+        }
         if lacks("zonefeed_tombstones") { statements.append(Self.tombstonesTable.create(tombstones)) }
         if lacks("zonefeed_tombstones_record") {
             statements.append("CREATE INDEX IF NOT EXISTS zonefeed_tombstones_record ON \(tombstones) (zone_owner, zone_name, record_name)")
