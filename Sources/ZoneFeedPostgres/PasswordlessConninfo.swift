@@ -1,3 +1,4 @@
+import Foundation
 import LibPQ
 
 /// A connection string with its password taken out, for a program whose command line others can
@@ -10,25 +11,48 @@ import LibPQ
 /// libpq itself splits the string (`Connection.parameters(of:)`), so a URI's percent-encoding,
 /// quotes and backslash escapes mean what they mean to libpq; what is left is written back in the
 /// `key='value'` form, which says the same to libpq. A string without a password comes back as
-/// given. `sslpassword` stays: libpq takes it from the connection string only.
+/// given. `sslpassword` (the client key's passphrase), which no environment variable carries,
+/// goes into a connection service file (`serviceFile`, named by `service=`), unless the string
+/// or the environment names a service of its own, or the value cannot be a line of one.
 public struct PasswordlessConninfo: Sendable, Equatable {
-    /// The connection string without `password`.
+    /// The connection string without `password` (nor `sslpassword` when `serviceFile` has it).
     public var conninfo: String
     /// The password it held; nil when none, or an empty one (which libpq takes as none).
     public var password: String?
+    /// The text of a connection service file holding the `sslpassword` taken out, for
+    /// `PGSERVICEFILE`; nil when there was none to take out.
+    public var serviceFile: String?
 
-    /// Nil when libpq cannot parse `conninfo`.
-    public init?(_ conninfo: String) {
-        guard let parameters = Connection.parameters(of: conninfo) else { return nil }
-        guard let password = parameters.first(where: { $0.keyword == "password" })?.value, !password.isEmpty else {
+    /// The service `serviceFile` defines.
+    static let service = "zonefeed"
+
+    /// Nil when libpq cannot parse `conninfo`. `environment`: whether PGSERVICE names a service.
+    public init?(_ conninfo: String, environmentNamesAService: Bool = ProcessInfo.processInfo.environment["PGSERVICE"].map { !$0.isEmpty } ?? false) {
+        guard var parameters = Connection.parameters(of: conninfo) else { return nil }
+        let password = parameters.first(where: { $0.keyword == "password" })?.value
+        // > "Leading and trailing whitespace is ignored" in a service file's lines, and a line
+        // > holds one parameter: such a passphrase stays where it was.
+        let namesAService = environmentNamesAService || parameters.contains { $0.keyword == "service" }
+        var sslPassword = parameters.first(where: { $0.keyword == "sslpassword" }).map(\.value)
+        if let value = sslPassword,
+            value.isEmpty || namesAService || value.unicodeScalars.contains(where: { $0 == "\n" || $0 == "\r" })
+                || value.trimmingCharacters(in: .whitespaces) != value
+        {
+            sslPassword = nil
+        }
+        guard (password.map { !$0.isEmpty } ?? false) || sslPassword != nil else {
             self.conninfo = conninfo
-            password = nil
+            self.password = nil
             return
         }
-        self.password = password
-        self.conninfo = parameters.filter { $0.keyword != "password" }
-            .map { "\($0.keyword)='\(Self.quoted($0.value))'" }
-            .joined(separator: " ")
+        self.password = password.flatMap { $0.isEmpty ? nil : $0 }
+        parameters.removeAll { $0.keyword == "password" || (sslPassword != nil && $0.keyword == "sslpassword") }
+        var pairs = parameters.map { "\($0.keyword)='\(Self.quoted($0.value))'" }
+        if let sslPassword {
+            serviceFile = "[\(Self.service)]\nsslpassword=\(sslPassword)\n"
+            pairs.append("service='\(Self.service)'")
+        }
+        self.conninfo = pairs.joined(separator: " ")
     }
 
     /// A value inside single quotes in a `key='value'` string.

@@ -81,14 +81,24 @@ struct PostgresOpenedDestination: OpenedDestination {
                 "libpq cannot parse the destination's connection string; check its syntax (it is not shown, as it may hold a password)")
         }
         var environment: [String: String?] = ["PGOPTIONS": "-c " + Self.optionEscaped("search_path=\(quoteIdentifier(settings.schema)),public")]
+        Self.removeFilesLeftByEndedProcesses()
         var passwordFile: String?
-        defer { if let passwordFile { unlink(passwordFile) } }
+        var serviceFile: String?
+        defer {
+            if let passwordFile { unlink(passwordFile) }
+            if let serviceFile { unlink(serviceFile) }
+        }
+        if let text = connection.serviceFile {
+            // The client key's passphrase, which no environment variable carries.
+            serviceFile = try Self.writePrivateFile(text, kind: "pgservice")
+            environment["PGSERVICEFILE"] = serviceFile
+        }
         if let password = connection.password {
             // > "PGPASSWORD behaves the same as the password connection parameter."
             // It would win over the file, and one inherited from the shell is not this pipeline's.
             environment.updateValue(nil, forKey: "PGPASSWORD")
             if let line = connection.passwordFileLine {
-                passwordFile = try Self.writePasswordFile(line)
+                passwordFile = try Self.writePrivateFile(line, kind: "pgpass")
                 environment["PGPASSFILE"] = passwordFile
             } else {
                 // A line break cannot be written in a password file; the environment of a
@@ -102,9 +112,31 @@ struct PostgresOpenedDestination: OpenedDestination {
         return try await body(shell)
     }
 
-    /// A new file of mode 0600 in the temporary folder holding `line`, for `PGPASSFILE`; its path.
-    static func writePasswordFile(_ line: String) throws(PsqlError) -> String {
-        let parent = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+    /// The folder the files for psql go in.
+    static var temporaryFolder: String { ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp" }
+
+    /// Removes this user's password and service files (`zonefeed-pgpass-PID-…`,
+    /// `zonefeed-pgservice-PID-…`) whose process has ended: one killed while psql ran (SIGKILL,
+    /// the OOM killer) could not remove its own, and left the password in a file for good.
+    static func removeFilesLeftByEndedProcesses() {
+        let folder = temporaryFolder
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [] {
+            guard let kind = ["zonefeed-pgpass-", "zonefeed-pgservice-"].first(where: { name.hasPrefix($0) }),
+                let pid = Int32(name.dropFirst(kind.count).prefix { $0 != "-" }), pid > 0,
+                kill(pid, 0) != 0, errno == ESRCH
+            else { continue }
+            var status = stat()
+            let path = folder + "/" + name
+            guard lstat(path, &status) == 0, status.st_uid == geteuid(), (status.st_mode & S_IFMT) == S_IFREG else { continue }
+            unlink(path)
+        }
+    }
+
+    /// A new file of mode 0600 in the temporary folder holding `text` (a password file's line
+    /// for `PGPASSFILE`, a service file for `PGSERVICEFILE`), named with this process's ID
+    /// (`removeFilesLeftByEndedProcesses`); its path.
+    static func writePrivateFile(_ text: String, kind: String) throws(PsqlError) -> String {
+        let parent = temporaryFolder
         func failure() -> PsqlError {
             PsqlError(
                 .passwordFileNotWritten,
@@ -113,12 +145,12 @@ struct PostgresOpenedDestination: OpenedDestination {
         }
         // > mkstemp: "The file is created with permissions 0600, that is, read plus write for
         // > owner only." libpq ignores a password file that group or others may read.
-        var template = Array("\(parent)/zonefeed-pgpass-XXXXXX".utf8CString)
+        var template = Array("\(parent)/zonefeed-\(kind)-\(getpid())-XXXXXX".utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard fd >= 0 else { throw failure() }
         let path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
         defer { close(fd) }
-        var bytes = Array(line.utf8)[...]
+        var bytes = Array(text.utf8)[...]
         while !bytes.isEmpty {
             let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
             if written < 0 {

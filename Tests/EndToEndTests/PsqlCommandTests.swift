@@ -32,7 +32,10 @@ import ZoneFeedPostgres
         defer { hba.drop() }
         let role = hba.role
 
-        for (form, url) in [("URI", hba.uri), ("key=value", hba.keyValue)] {
+        // A client key's passphrase too, which no environment variable carries: it goes in a
+        // service file of this user's own (libpq reads it only with a client certificate).
+        let keyPassphrase = "k3y:pass'phrase"
+        for (form, url) in [("URI", hba.uri), ("key=value", hba.keyValue + " sslpassword='k3y:pass\\'phrase'")] {
             // psql reads its query from a pipe the test closes only once it has looked at the
             // running psql: however slow the machine, psql is there to be seen.
             let (zonefeed, running, input) = try await Self.startPsql("psqlpw", url: url)
@@ -56,7 +59,43 @@ import ZoneFeedPostgres
             let path = try #require(passfile, "\(form): psql was given a password file: \(seen.environment.filter { $0.hasPrefix("PG") })")
             #expect(seen.passfileMode == 0o600, "\(form): the password file is private")
             #expect(!FileManager.default.fileExists(atPath: path), "\(form): the password file is removed once psql ends")
+            #expect(!arguments.contains(keyPassphrase) && !arguments.contains("k3y"), "\(form): nor the key's passphrase: \(arguments)")
+            let serviceFile = seen.environment.first { $0.hasPrefix("PGSERVICEFILE=") }.map { String($0.dropFirst("PGSERVICEFILE=".count)) }
+            if form == "key=value" {
+                let file = try #require(serviceFile, "the passphrase went in a service file: \(seen.environment.filter { $0.hasPrefix("PG") })")
+                #expect(!FileManager.default.fileExists(atPath: file), "the service file is removed once psql ends")
+            } else {
+                #expect(serviceFile == nil)
+            }
         }
+    }
+
+    /// A password file left by a zonefeed killed while psql ran (SIGKILL, the OOM killer) is
+    /// removed by the next `zonefeed psql` of the same user; one of a process still running is
+    /// left alone.
+    @Test func aPasswordFileLeftByAKilledZonefeedIsRemovedByTheNextPsql() async throws {
+        let folder = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        let ended = Process()
+        ended.executableURL = URL(fileURLWithPath: "/bin/true")
+        try ended.run()
+        ended.waitUntilExit()
+        let left = "\(folder)/zonefeed-pgpass-\(ended.processIdentifier)-left\(UInt32.random(in: 0...UInt32.max))"
+        let live = "\(folder)/zonefeed-pgpass-\(getpid())-live\(UInt32.random(in: 0...UInt32.max))"
+        for path in [left, live] {
+            #expect(FileManager.default.createFile(atPath: path, contents: Data("*:*:*:*:secret\n".utf8), attributes: [.posixPermissions: 0o600]))
+        }
+        defer { for path in [left, live] { try? FileManager.default.removeItem(atPath: path) } }
+        let hba = try await Self.passwordRole("psqlleft")
+        defer { hba.drop() }
+        let (zonefeed, running, input) = try await Self.startPsql("psqlleft", url: hba.uri)
+        defer { zonefeed.remove() }
+        defer { running.end(SIGKILL) }
+        input.fileHandleForWriting.write(Data("SELECT 1;\n".utf8))
+        try input.fileHandleForWriting.close()
+        let output = await running.wait()
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: left), "the ended process's file is removed")
+        #expect(FileManager.default.fileExists(atPath: live), "a running process's file is left")
     }
 
     /// A hang-up (the terminal closed) or a termination sent to zonefeed while psql runs is

@@ -47,6 +47,23 @@ import ZoneFeedPostgres
         #expect(split.passwordFileLine == nil, "a password file cannot hold it; psql gets PGPASSWORD instead")
     }
 
+    /// A client key's passphrase goes into a service file, which the string then names; it
+    /// stays where it was when a service is named already (by the string or PGSERVICE), or it
+    /// cannot be one line of a service file.
+    @Test func aKeyPassphraseGoesInAServiceFileWhereOneCanHoldIt() throws {
+        let moved = try #require(PasswordlessConninfo("host=db sslpassword='s3cret' sslmode=require", environmentNamesAService: false))
+        #expect(moved.conninfo == "host='db' sslmode='require' service='zonefeed'")
+        #expect(moved.serviceFile == "[zonefeed]\nsslpassword=s3cret\n")
+        #expect(moved.password == nil)
+        for (conninfo, environment) in [
+            ("host=db sslpassword=s3cret service=prod", false), ("host=db sslpassword=s3cret", true),
+            ("host=db sslpassword='two\nlines'", false), ("host=db sslpassword=' padded'", false),
+        ] {
+            let kept = try #require(PasswordlessConninfo(conninfo, environmentNamesAService: environment))
+            #expect(kept.serviceFile == nil && kept.conninfo == conninfo, "\(conninfo.debugDescription): \(kept.conninfo)")
+        }
+    }
+
     @Test func aStringLibpqCannotParseIsNotSplit() {
         #expect(PasswordlessConninfo("host=db password='unclosed") == nil)
     }
