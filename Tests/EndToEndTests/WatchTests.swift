@@ -231,23 +231,22 @@ import Testing
         #expect(await Self.within(.seconds(30)) { watching.stderrSoFar.contains("subscribed to the zone's changes") } != nil, "\(watching.stderrSoFar)")
         try await s.server.admin("notifications", ["courierTimeoutMilliseconds": 1])
         func polls() async throws -> Int { try await s.server.notifications()["courierPolls", default: 0] }
-        // Once the poll begun before has waited out its second, polls answered at once follow.
-        let set = try await polls()
-        #expect(await Self.within(.seconds(30)) { try await polls() >= set + 2 } != nil, "the courier is polled again")
-        // Eight more polls begin at least 250 ms apart, so the eighth begins seven pauses at
-        // least after the first (which began after the count was read): 1.75 s. Asked again at
-        // once, they took a few milliseconds.
-        let first = try await polls()
-        let took = await Self.within(.seconds(30)) { try await polls() >= first + 8 }
-        #expect(took.map { $0 >= .milliseconds(1_700) } == true, "eight polls in \(took.map { "\($0)" } ?? "more than 30 s")")
+        /// Once the poll begun before has waited out its second (or been answered), polls
+        /// answered at once follow. Eight more begin at least 250 ms apart, so the eighth begins
+        /// seven pauses at least after the first (which began after the count was read): 1.75 s.
+        /// Asked again at once, they took a few milliseconds.
+        func expectEightPollsPaced(_ answered: String) async throws {
+            let set = try await polls()
+            #expect(await Self.within(.seconds(30)) { try await polls() >= set + 2 } != nil, "the courier is polled again")
+            let first = try await polls()
+            let took = await Self.within(.seconds(30)) { try await polls() >= first + 8 }
+            #expect(took.map { $0 >= .milliseconds(1_700) } == true, "eight polls answered \(answered) in \(took.map { "\($0)" } ?? "more than 30 s")")
+        }
+        try await expectEightPollsPaced("with nothing")
         // The same when every answer has a body (a proxy's page, `{}`), which was asked again at
         // once, each answer a cycle.
         try await s.server.admin("notifications", ["courierAnswer": "{}"])
-        let answered = try await polls()
-        #expect(await Self.within(.seconds(30)) { try await polls() >= answered + 2 } != nil, "the courier is polled again")
-        let firstAnswered = try await polls()
-        let tookAnswered = await Self.within(.seconds(30)) { try await polls() >= firstAnswered + 8 }
-        #expect(tookAnswered.map { $0 >= .milliseconds(1_700) } == true, "eight polls answered with {} in \(tookAnswered.map { "\($0)" } ?? "more than 30 s")")
+        try await expectEightPollsPaced("with {}")
         try await s.server.admin("notifications", ["courierAnswer": ""])
         try await s.addTag("QUICK-COURIER", to: "Zone01")
         #expect(await Self.within(.seconds(30)) { try await s.hasRow("QUICK-COURIER", in: "Zone01") } != nil, "\(watching.stderrSoFar)")
