@@ -69,13 +69,16 @@ extension EmbeddedPostgres {
         return Self.realPath(cwd) == Self.realPath(dataDirectory)
     }
 
-    /// Whether `pid` is a process of `owner` that started at `startedAt` (seconds since 1970,
-    /// as a PID file says), give or take 2 s: what /proc tells anyone of another user's process.
+    /// Whether `pid` is a process of `owner` that started when a PID file says the postmaster did
+    /// (`startedAt`, seconds since 1970): what /proc tells anyone of another user's process. The
+    /// postmaster writes its time after its exec and start-up (seconds later on a loaded
+    /// machine), and /proc's is rounded down twice (the boot's time, the ticks): the file's may
+    /// be up to 2 s before the process's and 30 s after.
     static func isProcess(_ pid: Int32, ownedBy owner: uid_t?, startedAt: Int64?) -> Bool {
         guard let owner, let startedAt, let began = processStartTime(pid) else { return false }
         var status = stat()
         guard stat("/proc/\(pid)", &status) == 0, status.st_uid == owner else { return false }
-        return abs(began - startedAt) <= 2
+        return (-2...30).contains(startedAt - began)
     }
 
     /// When `pid` started, in seconds since 1970: its start in clock ticks after boot
@@ -146,8 +149,11 @@ extension EmbeddedPostgres {
     /// it: one left by a kill between the write and the rename (Foundation's `.dat.nosync…`)
     /// is a file the folder's check does not know, and every later start refused the folder.
     /// A marker torn by a power loss names no server, which is then left running, not lost.
+    /// Made anew (`O_EXCL`), not truncated: a hard link the server account put there in the
+    /// marker's place would have had root truncate and write the file it links to.
     func writeMarker(_ text: String) {
-        let descriptor = open(markerFile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o600)
+        _ = unlink(markerFile)
+        let descriptor = open(markerFile, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o600)
         guard descriptor >= 0 else { return }
         defer { _ = close(descriptor) }
         var status = stat()
