@@ -461,6 +461,7 @@ public struct Runner: Sendable {
                     // The feed ends after a page that says no more are coming, and the loop with it.
                     guard let next = try await pages.next() else { throw CancellationError() }
                     page = next
+                    await events(.fetchedZonePage(zone))
                 } catch let error as SyncError where error.code == .changeTokenExpired {
                     guard checkpoint.token != nil || token != nil, !resyncedThisRun else {
                         throw SyncError(

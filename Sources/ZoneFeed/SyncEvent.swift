@@ -18,6 +18,9 @@ public enum SyncEvent: Sendable {
     case didFetchChanges(RunSummary)
     /// A token was stored (nil zone: the database token).
     case stateUpdate(ZoneID?, ChangeToken)
+    /// A page of the zone's feed came (before its batch is applied): a sign of life of a
+    /// cycle whose pages are slow to come (`watch`'s /healthz).
+    case fetchedZonePage(ZoneID)
 }
 
 /// Receives events; called serially by the runner.

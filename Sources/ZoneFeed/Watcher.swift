@@ -216,8 +216,8 @@ public actor WatchHealth {
     private var failingSince: Duration?
     public private(set) var lastError: String?
     public private(set) var cycles = 0
-    /// When the cycle running now last showed a sign of life (its start, a page, a batch, a
-    /// zone), as a time on `now`; nil between cycles.
+    /// When the cycle running now last showed a sign of life (its start, any event of its run:
+    /// a page of a zone's feed, a batch, a zone), as a time on `now`; nil between cycles.
     private var cycleLastProgressed: Duration?
     /// The time on the health's clock, counted from when the health was made: a clock's instants
     /// have a type of their own, which the actor would otherwise have to be generic over.
@@ -244,10 +244,11 @@ public actor WatchHealth {
         return quiet >= max(threshold, Self.leastStall) ? quiet : nil
     }
 
-    /// The shortest quiet a cycle is taken as stalled after, whatever `unhealthyAfter` is: a
-    /// request waiting out a throttle shows nothing for minutes (`maxRetryAfter`, 300 s, is
-    /// the longest one wait), and a watch told 1 s must not turn unhealthy at every slow cycle.
-    public static let leastStall = Duration.seconds(120)
+    /// The shortest quiet a cycle is taken as stalled after, whatever `unhealthyAfter` is: one
+    /// page's request may wait out throttles for its whole retry budget (300 s by default) and
+    /// its timeout, and a watch told 1 s must not turn unhealthy at every slow cycle (a liveness
+    /// probe would restart it in a loop while CloudKit throttles it).
+    public static let leastStall = Duration.seconds(900)
 
     func cycleEnded(succeeded: Bool, error: String?) {
         cycleLastProgressed = nil

@@ -178,7 +178,7 @@ struct RunCommand: AsyncParsableCommand {
                 "zone deleted at the source; its rows were tombstoned",
                 metadata: ["zone": "\(deletion.zoneID.zoneName)", "reason": "\(deletion.reason.rawValue)"])
         // A zone's failure is logged by the runner, with the run and the zone.
-        case .fetchedDatabaseChanges, .didFetchRecordZoneChanges, .appliedDatabaseChanges, .didFetchChanges, .stateUpdate:
+        case .fetchedDatabaseChanges, .didFetchRecordZoneChanges, .appliedDatabaseChanges, .didFetchChanges, .stateUpdate, .fetchedZonePage:
             break
         }
     }

@@ -98,6 +98,7 @@ struct WatchCommand: AsyncParsableCommand {
                 }
             })
         let summary: RunSummary
+        let began = ContinuousClock.now
         do {
             summary = try await runner.run()
         } catch let error as RunError {
@@ -116,7 +117,9 @@ struct WatchCommand: AsyncParsableCommand {
             await destination.close()
             // A cycle that could not start (its destination unreachable or refusing it) is
             // live in /metrics as refused, not as the last cycle that ended.
-            if !(error is CancellationError) { metrics.run.finish(status: nil, exitCode: 1, runID: nil, seconds: nil) }
+            if !(error is CancellationError) {
+                metrics.run.finish(status: nil, exitCode: 1, runID: nil, seconds: (ContinuousClock.now - began).seconds)
+            }
             throw error
         }
         await destination.close()

@@ -50,7 +50,7 @@ public final class RunMetrics: Sendable {
             zones["up_to_date"]?.increment(by: summary.zonesUpToDate.count)
             zones["failed"]?.increment(by: summary.zonesFailed.count)
             zonesClaimed.record(summary.zonesClaimed)
-        case .willFetchChanges, .fetchedDatabaseChanges, .willFetchRecordZoneChanges, .didFetchRecordZoneChanges, .stateUpdate:
+        case .willFetchChanges, .fetchedDatabaseChanges, .willFetchRecordZoneChanges, .didFetchRecordZoneChanges, .stateUpdate, .fetchedZonePage:
             break
         }
     }
