@@ -44,6 +44,15 @@ extension DatabaseChangesResponse: ItemErrorScrubbing {
     }
 }
 
+extension SubscriptionsResponse: ItemErrorScrubbing {
+    mutating func scrubItemErrors(_ scrub: (String) -> String) {
+        for i in subscriptions.indices where subscriptions[i].serverErrorCode != nil || subscriptions[i].reason != nil {
+            subscriptions[i].serverErrorCode = subscriptions[i].serverErrorCode.map(scrub)
+            subscriptions[i].reason = subscriptions[i].reason.map(scrub)
+        }
+    }
+}
+
 extension ZoneListResponse: ItemErrorScrubbing {
     mutating func scrubItemErrors(_ scrub: (String) -> String) {
         for i in errors.indices {

@@ -96,8 +96,12 @@ final class WebAuthTokenStore: Sendable {
         var state = State(contents: contents, version: version)
         state.failure = failure
         self.state = Mutex(state)
-        // What an alert on a session about to end watches (docs/metrics.md); absent when
-        // unknown (a token file from before these lines, a configured token).
+        Self.recordSession(of: contents)
+    }
+
+    /// What an alert on a session about to end watches (docs/metrics.md); absent when unknown
+    /// (a token file from before these lines, a configured token).
+    private static func recordSession(of contents: WebAuthTokenFile.Contents) {
         if let rotated = contents.rotatedAt { CloudKitClient.Metrics.webAuthTokenRotated().record(rotated.timeIntervalSince1970) }
         if let signedIn = contents.signedInAt { CloudKitClient.Metrics.webAuthTokenSignedIn().record(signedIn.timeIntervalSince1970) }
     }
@@ -153,6 +157,7 @@ final class WebAuthTokenStore: Sendable {
             state.version = state.savedVersion + version
             state.failure = nil
         }
+        Self.recordSession(of: contents)
         logger.info("read the saved web auth tokens again", metadata: ["file": "\(file.location)"])
         return nil
     }

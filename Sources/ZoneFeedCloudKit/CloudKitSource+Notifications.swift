@@ -78,7 +78,9 @@ extension CloudKitSource: ChangeNotifying {
                                 answered = true
                                 continuation.yield(ChangeHint(zone: nil, kind: .confirmed))
                             }
-                            if let notification {
+                            // Only CloudKit's own (`{"ck": …}`): a body without it (a proxy's
+                            // page, `{}`) answered at once started a cycle each time.
+                            if let notification, notification["ck"] != nil {
                                 // A query subscription names a deleted record: it is tombstoned by
                                 // the next pass, which a query could not bring before the next sweep.
                                 if let deleted = Self.deletedRecord(in: notification, subscriptionPrefix: prefix) {

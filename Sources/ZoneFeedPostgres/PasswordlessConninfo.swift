@@ -36,7 +36,7 @@ public struct PasswordlessConninfo: Sendable, Equatable {
         var sslPassword = parameters.first(where: { $0.keyword == "sslpassword" }).map(\.value)
         if let value = sslPassword,
             value.isEmpty || namesAService || value.unicodeScalars.contains(where: { $0 == "\n" || $0 == "\r" })
-                || value.trimmingCharacters(in: .whitespaces) != value
+                || [value.unicodeScalars.first, value.unicodeScalars.last].contains(where: { $0.map(Self.isCSpace) ?? false })
         {
             sslPassword = nil
         }
@@ -54,6 +54,9 @@ public struct PasswordlessConninfo: Sendable, Equatable {
         }
         self.conninfo = pairs.joined(separator: " ")
     }
+
+    /// What C's `isspace` takes for space, which libpq trims a service file's values of.
+    static func isCSpace(_ scalar: Unicode.Scalar) -> Bool { [" ", "\t", "\n", "\u{0B}", "\u{0C}", "\r"].contains(scalar) }
 
     /// A value inside single quotes in a `key='value'` string.
     static func quoted(_ value: String) -> String {

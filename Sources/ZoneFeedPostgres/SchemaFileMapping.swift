@@ -53,7 +53,7 @@ public struct SchemaFileMapping: Sendable {
     /// type that would start with `zonefeed_`, and a suffix after one that would end in `_live`
     /// (the views) or `_pkey` (PostgreSQL's name for a table's primary key index).
     static let tableNames = IdentifierNames(maxBytes: 63 - "_live".utf8.count, reservedEndings: ["_live", "_pkey"])
-    /// `seq` is the staging tables' own column (see `PostgresSchema.stagingDDL`); `xmin`, `ctid`
+    /// `seq` is the staging tables' own column (see `PostgresSchema.stagingTableDDL`); `xmin`, `ctid`
     /// and the others are PostgreSQL's, which no table may have a column of.
     static let columnNames = IdentifierNames(maxBytes: 63, reserved: Set(systemColumns + postgresSystemColumns + [stagingSequenceColumn]))
 

@@ -264,6 +264,10 @@ import Testing
 
             server.always(.json(200, #"{"zones":[{\#(echoed)}]}"#))
             #expect(try await client.listZones().isEmpty)
+
+            server.always(.json(200, #"{"subscriptions":[{"subscriptionID":"zonefeed.notes.Zone01",\#(echoed)}]}"#))
+            let made = try await client.createSubscriptions([Subscription(subscriptionID: "zonefeed.notes.Zone01", subscriptionType: "zone")])
+            #expect(made.first?.reason == "echoed <redacted>" && made.first?.serverErrorCode == "BAD_<redacted>", "\(made)")
         }
         #expect(logs.text.contains("zones/list returned a zone error entry"), "\(logs.text)")
         #expect(Secrets.leaked(in: logs.text).isEmpty, "\(logs.text)")

@@ -58,6 +58,7 @@ import ZoneFeedPostgres
         for (conninfo, environment) in [
             ("host=db sslpassword=s3cret service=prod", false), ("host=db sslpassword=s3cret", true),
             ("host=db sslpassword='two\nlines'", false), ("host=db sslpassword=' padded'", false),
+            ("host=db sslpassword='tab\t'", false), ("host=db sslpassword='\u{0B}vertical'", false),
         ] {
             let kept = try #require(PasswordlessConninfo(conninfo, environmentNamesAService: environment))
             #expect(kept.serviceFile == nil && kept.conninfo == conninfo, "\(conninfo.debugDescription): \(kept.conninfo)")
