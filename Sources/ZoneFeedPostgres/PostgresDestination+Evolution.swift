@@ -59,7 +59,14 @@ extension PostgresDestination {
         if !growth.recordTypes.isEmpty { try PostgresSchema.lockDDL(of: schema.schema, on: c) }
         let current = try loadSchema(on: c)
         let catalog = try PostgresSchema.Catalog.read(schema: current.schema, on: c)
-        var changes = growth.changes(to: current, catalog: catalog)
+        let claimed =
+            growth.recordTypes.isEmpty
+            ? []
+            : Set(
+                try c.query("SELECT table_name FROM \(current.tableOwners) WHERE pipeline <> $1", [pipelineName]).rows.map {
+                    try $0.decode(0, as: String.self)
+                })
+        var changes = growth.changes(to: current, catalog: catalog, claimed: claimed)
         guard !changes.isEmpty else { return (current, []) }
         for i in changes.indices {
             let change = changes[i]

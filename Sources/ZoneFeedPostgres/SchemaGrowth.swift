@@ -57,7 +57,9 @@ struct SchemaGrowth: Error {
     /// The changes that give `schema` what this growth needs, named beside what `catalog` holds
     /// (another pipeline's tables, columns made by hand): nothing for what `schema` has already
     /// (another process made it first).
-    func changes(to schema: PostgresSchema, catalog: PostgresSchema.Catalog) -> [SchemaChange] {
+    /// `claimed`: table names other pipelines have claimed (`zonefeed_tables`), whose tables may
+    /// have been dropped since: a name taken from one locked its pipeline out.
+    func changes(to schema: PostgresSchema, catalog: PostgresSchema.Catalog, claimed: Set<String> = []) -> [SchemaChange] {
         let settings = schema.settings
         let naming = SchemaFileMapping(stripCoreDataPrefix: settings.stripsCoreDataPrefix)
         let reason = "first seen in zone \(zoneName)"
@@ -71,6 +73,7 @@ struct SchemaGrowth: Error {
             // A relation of that name, or of its view's name, takes it.
             let relations = Set(catalog.columns.keys)
             let taken = relations.union(tables.values).union(relations.filter { $0.hasSuffix("_live") }.map { String($0.dropLast(5)) })
+                .union(claimed)
             let (names, renamed) = SchemaFileMapping.tableNames.names(for: newTypes, taken: taken, plain: naming.plainTable)
             for type in newTypes {
                 tables[type] = names[type]!

@@ -82,6 +82,26 @@ import ZoneFeedPostgres
         #expect(owners == [second.name])
     }
 
+    /// A name another pipeline has claimed is not one evolution gives a new table, even once
+    /// that table was dropped (to be rebuilt): taking it locked the other pipeline out.
+    @Test func evolutionDoesNotNameATableAfterAnotherPipelinesClaim() async throws {
+        var (first, second) = try await Self.twoPipelines("claimed")
+        first.recordTypesSection = "recordTypes:\n  Folder:\n    table: folder\n"
+        first.mappedTypes = ["Folder"]
+        try await first.run()
+        _ = try Connection.withConnection(first.url) { c in try c.execute("DROP TABLE \(quoteIdentifier(first.schema)).folder CASCADE") }
+        second.recordTypesSection = "recordTypes: auto\n"
+        #expect(try await second.run().status == .succeeded)
+        let owners = try Connection.withConnection(first.url) { c in
+            try c.query("SELECT table_name || ' ' || pipeline FROM \(quoteIdentifier(first.schema)).zonefeed_tables ORDER BY 1").rows.map {
+                try $0.decode(0, as: String.self)
+            }
+        }
+        #expect(owners.contains("folder \(first.name)"), "\(owners)")
+        #expect(!owners.contains("folder \(second.name)"), "\(owners)")
+        #expect(try await first.run().status == .succeeded, "the first makes its table again")
+    }
+
     @Test func aTableMadeByEvolutionIsItsPipelinesAlone() async throws {
         var (first, second) = try await Self.twoPipelines("evolved")
         first.recordTypesSection = "recordTypes: auto\n"
