@@ -120,14 +120,20 @@ struct PostgresOpenedDestination: OpenedDestination {
     /// the OOM killer) could not remove its own, and left the password in a file for good.
     static func removeFilesLeftByEndedProcesses() {
         let folder = temporaryFolder
+        let dayAgo = Int(Date().timeIntervalSince1970) - 86_400
         for name in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [] {
-            guard let kind = ["zonefeed-pgpass-", "zonefeed-pgservice-"].first(where: { name.hasPrefix($0) }),
-                let pid = Int32(name.dropFirst(kind.count).prefix { $0 != "-" }), pid > 0,
-                kill(pid, 0) != 0, errno == ESRCH
-            else { continue }
+            guard let kind = ["zonefeed-pgpass-", "zonefeed-pgservice-"].first(where: { name.hasPrefix($0) }) else { continue }
             var status = stat()
             let path = folder + "/" + name
             guard lstat(path, &status) == 0, status.st_uid == geteuid(), (status.st_mode & S_IFMT) == S_IFREG else { continue }
+            let rest = name.dropFirst(kind.count)
+            if let pid = Int32(rest.prefix { $0 != "-" }), rest.contains("-") {
+                guard pid > 0, kill(pid, 0) != 0, errno == ESRCH else { continue }
+            } else {
+                // Named by an older release, without the process's ID: removed once a day old,
+                // when no psql session it served can still need it.
+                guard Int(status.st_mtim.tv_sec) < dayAgo else { continue }
+            }
             unlink(path)
         }
     }

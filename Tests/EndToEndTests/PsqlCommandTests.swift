@@ -1,6 +1,7 @@
 import FakeCloudKit
 import Foundation
 import LibPQ
+import Synchronization
 import TestSupport
 import Testing
 import ZoneFeedPostgres
@@ -81,10 +82,14 @@ import ZoneFeedPostgres
         ended.waitUntilExit()
         let left = "\(folder)/zonefeed-pgpass-\(ended.processIdentifier)-left\(UInt32.random(in: 0...UInt32.max))"
         let live = "\(folder)/zonefeed-pgpass-\(getpid())-live\(UInt32.random(in: 0...UInt32.max))"
-        for path in [left, live] {
+        // Named by an older release, without a process's ID: removed once a day old.
+        let olderRelease = "\(folder)/zonefeed-pgpass-old\(UInt32.random(in: 0...UInt32.max))"
+        let olderToday = "\(folder)/zonefeed-pgpass-new\(UInt32.random(in: 0...UInt32.max))"
+        for path in [left, live, olderRelease, olderToday] {
             #expect(FileManager.default.createFile(atPath: path, contents: Data("*:*:*:*:secret\n".utf8), attributes: [.posixPermissions: 0o600]))
         }
-        defer { for path in [left, live] { try? FileManager.default.removeItem(atPath: path) } }
+        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-2 * 86_400)], ofItemAtPath: olderRelease)
+        defer { for path in [left, live, olderRelease, olderToday] { try? FileManager.default.removeItem(atPath: path) } }
         let hba = try await Self.passwordRole("psqlleft")
         defer { hba.drop() }
         let (zonefeed, running, input) = try await Self.startPsql("psqlleft", url: hba.uri)
@@ -96,6 +101,8 @@ import ZoneFeedPostgres
         #expect(output.status == 0, "\(output.stderr)")
         #expect(!FileManager.default.fileExists(atPath: left), "the ended process's file is removed")
         #expect(FileManager.default.fileExists(atPath: live), "a running process's file is left")
+        #expect(!FileManager.default.fileExists(atPath: olderRelease), "an older release's file two days old is removed")
+        #expect(FileManager.default.fileExists(atPath: olderToday), "one of today is left")
     }
 
     /// A hang-up (the terminal closed) or a termination sent to zonefeed while psql runs is
@@ -184,22 +191,33 @@ struct PasswordRole {
     let role: String
     let uri: String
     let keyValue: String
-    /// The server's pg_hba.conf as it was, when this test changed it.
-    let hbaFile: (path: String, original: String)?
+    /// The server's pg_hba.conf, when this test added its rules to it.
+    let hbaFile: String?
+
+    /// Tests of this suite run at once, each adding its role's rules and taking them out: each
+    /// change is made whole (read, changed, written, reloaded) under this lock, and touches its
+    /// own lines only. Each wrote back the file as it had found it, and a server reloading a
+    /// file another test was writing refused every connection ("no pg_hba.conf entry").
+    static let hbaLock = Mutex(())
+
+    /// The rules that let `role` in with its password only.
+    static func rules(for role: String) -> [String] { ["local all \(role) scram-sha-256", "host all \(role) all scram-sha-256"] }
 
     /// The throwaway server trusts every local connection: a rule for this role alone comes
     /// first in its pg_hba.conf (the test's user owns the server or is root). A configured server
     /// (`ZONEFEED_TEST_DATABASE_URL`) elsewhere is left as it is, and must ask for passwords.
     static func create(_ role: String, password: String, on base: String) async throws -> PasswordRole {
-        var hbaFile: (String, String)?
+        var hbaFile: String?
         try Connection.withConnection(base) { c in
             let create = try c.query("SELECT format('CREATE ROLE %I LOGIN PASSWORD %L', $1::text, $2::text)", [role, password]).scalar ?? ""
             try c.execute(create)
-            if let path = try c.query("SHOW hba_file").scalar, let original = try? String(contentsOfFile: path, encoding: .utf8) {
-                let rules = "local all \(role) scram-sha-256\nhost all \(role) all scram-sha-256\n"
-                try (rules + original).write(toFile: path, atomically: false, encoding: .utf8)
-                try c.query("SELECT pg_reload_conf()")
-                hbaFile = (path, original)
+            if let path = try c.query("SHOW hba_file").scalar {
+                try hbaLock.withLock { _ in
+                    guard let current = try? String(contentsOfFile: path, encoding: .utf8) else { return }
+                    try (rules(for: role).joined(separator: "\n") + "\n" + current).write(toFile: path, atomically: false, encoding: .utf8)
+                    try c.query("SELECT pg_reload_conf()")
+                    hbaFile = path
+                }
             }
         }
         var parameters = try #require(Connection.parameters(of: base)).filter { $0.keyword != "user" && $0.keyword != "password" }
@@ -234,8 +252,13 @@ struct PasswordRole {
     func drop() {
         _ = try? Connection.withConnection(base) { c in
             if let hbaFile {
-                try? hbaFile.original.write(toFile: hbaFile.path, atomically: false, encoding: .utf8)
-                try c.query("SELECT pg_reload_conf()")
+                try Self.hbaLock.withLock { _ in
+                    guard let current = try? String(contentsOfFile: hbaFile, encoding: .utf8) else { return }
+                    let own = Set(Self.rules(for: role))
+                    let kept = current.split(separator: "\n", omittingEmptySubsequences: false).filter { !own.contains(String($0)) }
+                    try? kept.joined(separator: "\n").write(toFile: hbaFile, atomically: false, encoding: .utf8)
+                    try c.query("SELECT pg_reload_conf()")
+                }
             }
             try c.execute("DROP ROLE IF EXISTS \(quoteIdentifier(role))")
         }

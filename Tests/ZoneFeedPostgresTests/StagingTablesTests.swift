@@ -32,7 +32,8 @@ import ZoneFeedPostgres
         let seen = Mutex<[[String]]>([])
         let summary = try await p.run(events: { event in
             guard case .fetchedRecordZoneChanges = event else { return }
-            let tables = try? Connection.withConnection(url) { c in
+            // Off the tasks' threads: libpq blocks.
+            let tables = try? await Connection.withConnectionOffPool(url) { c in
                 try c.query("SELECT relname FROM pg_class WHERE relpersistence = 't' AND relkind = 'r' ORDER BY relname").rows.map {
                     try $0.decode(0, as: String.self)
                 }
