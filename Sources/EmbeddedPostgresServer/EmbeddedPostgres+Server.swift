@@ -78,7 +78,9 @@ extension EmbeddedPostgres {
         guard let owner, let startedAt, let began = processStartTime(pid) else { return false }
         var status = stat()
         guard stat("/proc/\(pid)", &status) == 0, status.st_uid == owner else { return false }
-        return (-2...30).contains(startedAt - began)
+        // Compared without subtracting: the file is the server account's, and its number may
+        // be anything (Int64.min would trap a subtraction).
+        return began - 2 <= startedAt && startedAt <= began + 30
     }
 
     /// When `pid` started, in seconds since 1970: its start in clock ticks after boot
@@ -96,6 +98,7 @@ extension EmbeddedPostgres {
             let line = boot.split(separator: "\n").first(where: { $0.hasPrefix("btime ") }),
             let btime = Int64(line.dropFirst("btime ".count).trimmingCharacters(in: .whitespaces))
         else { return nil }
+        guard (0...latestTime).contains(btime), (0...latestTime).contains(started / Int64(ticks)) else { return nil }
         return btime + started / Int64(ticks)
     }
 
@@ -162,6 +165,9 @@ extension EmbeddedPostgres {
         _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
     }
 
+    /// Far past any time a PID file or marker holds (seconds since 1970, the year 36812).
+    static let latestTime: Int64 = 1 << 40
+
     /// The marker's text while a start of zonefeed's has not seen its server up, followed by
     /// when that start began (seconds since 1970).
     static let startingMarker = "starting"
@@ -173,8 +179,9 @@ extension EmbeddedPostgres {
     func markerNames(_ postmaster: PIDFile, marker: String) -> Bool {
         if Int32(marker) == postmaster.pid { return true }
         let parts = marker.split(separator: " ")
-        guard parts.count == 2, parts[0] == Self.startingMarker, let began = Int64(parts[1]), let started = postmaster.startedAt,
-            isOurPostmaster(postmaster)
+        // Times from files another account may write: any Int64, bounded before the sums below.
+        guard parts.count == 2, parts[0] == Self.startingMarker, let began = Int64(parts[1]), (0...Self.latestTime).contains(began),
+            let started = postmaster.startedAt, isOurPostmaster(postmaster)
         else { return false }
         return started >= began - 60 && started <= began + 180
     }

@@ -158,7 +158,7 @@ struct WatchCommand: AsyncParsableCommand {
             case .off: text += "\nnotifications: off (polling)"
             }
             if let stalled = await health.cycleStalled(for: unhealthyAfter) {
-                text += "\nthe cycle running now has shown no progress for \(Int(stalled.seconds)) s (waiting on PostgreSQL or CloudKit)"
+                text += "\nthe cycle running now has shown no progress for \(stalled.components.seconds) s (waiting on PostgreSQL or CloudKit)"
             }
             // A server's reason, printed by whoever curls the probe.
             if let error { text += "\nlast error: \(InertText.escaped("\(error)"))" }
