@@ -34,7 +34,8 @@ import Foundation
 /// | `faults/garbage` | `{count: 1, status: 200, pathSuffix?}` | answers with an HTML page instead of JSON |
 /// | | | every `faults/…` but `stall` also takes `zone`: only that zone's `records/changes` meets the fault |
 /// | `faults/misdirect` | `{count: 1}` | the next CloudKit request marks the connection it came on as misdirected: that request and the next `count - 1` on the same connection are answered 421 Misdirected Request with an HTML page, not CloudKit's JSON body (Apple's edge, for a connection made for another host); other connections are answered as usual, and the fault ends when the connection closes |
-/// | `faults/clear` | `{}` | drops every pending fault, stall and delay |
+/// | `faults/gate` | `{count, pathSuffix?, milliseconds: 60000}` | keeps the next `count` CloudKit requests (ending in `pathSuffix`, if set) until the last of them has arrived, then lets them all on at once; each waits at most `milliseconds` (up to ten minutes): clients started one after another begin together |
+/// | `faults/clear` | `{}` | drops every pending fault, gate, stall and delay, and lets through what a gate keeps |
 /// | `notifications` | `{drop?, delayMilliseconds?, refuseCourier?, courierTimeoutMilliseconds?, courierAnswer?}` | drops the notifications of changes from now on (lost, as pushes may be), delays them, makes the courier answer 401 to every token, sets how long an empty long poll waits (25 s unless told), or makes it answer every poll at once with a body (`""`: no longer) |
 /// | `stats/reset` | `{}` | starts the traffic counters of `state` over (the prepared pages stay) |
 /// | `state` (GET or POST) | | counts: requests served, faults served, prepared pages served, zones with their history length and epoch, zone events, the default zone's history length and its entries queries do not see yet (`indexPending`); and `traffic`: CloudKit requests since `stats/reset`, the peak in flight, how many arrived while another was in flight (`overlapped`), how many were throttled for too many in flight and the peak in flight once the first of those had its `retryAfter` waited out, among requests sent after it (with a token window: carrying a token issued since) (`peakInFlightAfterThrottle`), how many carried a web auth token the server no longer accepts (`staleTokenRefusals`), how many connections carried them (`connections`) and how many were answered 421 by `faults/misdirect` (`misdirected`), and the bytes of the answers' bodies (`bodyBytes`) |
@@ -274,8 +275,17 @@ extension FakeCloudKitStore {
             delayRemaining = body.count
             return .admin(.object(["ok": .bool(true)]))
 
+        case "faults/gate":
+            guard let count = body.count, (1...1_000).contains(count) else { return .adminError("faults/gate needs a count (1...1000)") }
+            let milliseconds = body.milliseconds ?? 60_000
+            guard (1...600_000).contains(milliseconds) else { return .adminError("faults/gate's milliseconds must be 1...600000") }
+            gatesMade += 1
+            gates.append(Gate(id: gatesMade, count: count, pathSuffix: body.pathSuffix, timeout: .milliseconds(milliseconds)))
+            return .admin(.object(["ok": .bool(true)]))
+
         case "faults/clear":
             faults = []
+            gates = []
             stalls = [:]
             delayMilliseconds = 0
             delayRemaining = nil

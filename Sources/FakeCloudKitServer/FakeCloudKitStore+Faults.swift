@@ -40,6 +40,45 @@ extension FakeCloudKitStore {
         return action
     }
 
+    /// A door that keeps the next `count` requests ending in `pathSuffix` until the last of
+    /// them arrives, then lets them all through at once (`faults/gate`): clients started one
+    /// after another made to begin together, whatever each took to start.
+    struct Gate: Sendable {
+        var id: Int
+        var count: Int
+        var arrived = 0
+        var pathSuffix: String?
+        /// How long a request waits at most, in case the others never come.
+        var timeout: Duration
+    }
+
+    /// Counts a request at the first gate that still waits for requests of its path: the gate's
+    /// id and how long it may wait, or nil when no gate keeps it.
+    func arriveAtGate(path: String) -> (id: Int, timeout: Duration)? {
+        guard let index = gates.firstIndex(where: { $0.arrived < $0.count && ($0.pathSuffix.map { path.hasSuffix($0) } ?? true) }) else {
+            return nil
+        }
+        gates[index].arrived += 1
+        return (gates[index].id, gates[index].timeout)
+    }
+
+    /// Whether the gate lets its requests through: all it waited for have come, or it was
+    /// cleared (`faults/clear`).
+    func gateIsOpen(_ id: Int) -> Bool {
+        guard let gate = gates.first(where: { $0.id == id }) else { return true }
+        return gate.arrived >= gate.count
+    }
+
+    /// Keeps a request at its gate, if one keeps it, until the gate opens or its time is up.
+    nonisolated func waitAtGate(path: String) async {
+        guard let (id, timeout) = await arriveAtGate(path: path) else { return }
+        let deadline = ContinuousClock.now + timeout
+        // Looked at every few milliseconds rather than woken: a test's door, not a hot path.
+        while await !gateIsOpen(id), ContinuousClock.now < deadline {
+            do { try await Task.sleep(for: .milliseconds(5)) } catch { return }
+        }
+    }
+
     func takeDelay() -> Int {
         guard delayMilliseconds > 0 else { return 0 }
         if let remaining = delayRemaining {

@@ -94,6 +94,9 @@ actor FakeCloudKitStore {
     var stalls: [String: StalledZone] = [:]
     var delayMilliseconds = 0
     var delayRemaining: Int?
+    /// Doors that keep requests until enough are waiting (`faults/gate`).
+    var gates: [Gate] = []
+    var gatesMade = 0
 
     var requestsServed = 0
     var faultsServed = 0

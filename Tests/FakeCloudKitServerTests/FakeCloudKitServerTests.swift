@@ -310,6 +310,38 @@ import Testing
         }
     }
 
+    /// A gate keeps the requests of its path until as many as it waits for have come, then lets
+    /// them on together; requests of other paths, and those after, pass. `faults/clear` opens it.
+    @Test func aGateKeepsRequestsUntilTheLastItWaitsForHasCome() async throws {
+        try await Harness.with { server in
+            let body: JSONValue = .object(["zoneID": .object(["zoneName": .string("Zone01")]), "resultsLimit": .int(3)])
+            try await server.admin("faults/gate", .object(["count": .int(2), "pathSuffix": .string("records/changes")]))
+            let first = Task {
+                let answer = try await server.cloudKit("records/changes", body: body)
+                return (answer.status, ContinuousClock.now)
+            }
+            try await Task.sleep(for: .milliseconds(400))
+            #expect(try await server.cloudKit("zones/list", method: "GET").status == 200, "another path passes the gate")
+            let secondSent = ContinuousClock.now
+            #expect(try await server.cloudKit("records/changes", body: body).status == 200)
+            let (status, firstAnswered) = try await first.value
+            #expect(status == 200)
+            #expect(firstAnswered >= secondSent, "the first request was kept until the second came")
+            #expect(try await server.cloudKit("records/changes", body: body).status == 200, "the gate keeps no more than it waited for")
+
+            try await server.admin("faults/gate", .object(["count": .int(5), "milliseconds": .int(120_000)]))
+            let kept = Task {
+                _ = try await server.cloudKit("records/changes", body: body)
+                return ContinuousClock.now
+            }
+            try await Task.sleep(for: .milliseconds(400))
+            let cleared = ContinuousClock.now
+            try await server.admin("faults/clear")
+            let keptAnswered = try await kept.value
+            #expect(keptAnswered >= cleared && keptAnswered - cleared < .seconds(30), "faults/clear let the kept request on")
+        }
+    }
+
     @Test func cutShortBodyFailsInTheClient() async throws {
         try await Harness.with { server in
             try await server.admin("faults/cut")
