@@ -10,7 +10,8 @@ import Logging
 /// - the safety poll, every `pollInterval` whatever the hints say: notifications may be lost,
 ///   delayed or coalesced, and a zone created since the last cycle has no subscription yet;
 /// - without notifications (none offered, or they failed), the safety poll alone; push is tried
-///   again every `pushRetryInterval`.
+///   again after `pushRetryInterval`, then after twice as long each time it fails again, up to
+///   `pushRetryLimit`, and after `pushRetryInterval` once more when it has worked.
 ///
 /// Cancellation (a graceful shutdown) stops the current cycle between batches, as it stops a run.
 public struct Watcher: Sendable {
@@ -18,11 +19,20 @@ public struct Watcher: Sendable {
         public var pollInterval: Duration = .seconds(300)
         public var debounce: Duration = .milliseconds(250)
         public var pushRetryInterval: Duration = .seconds(30)
+        /// The longest wait between two tries of push. Each try asks CloudKit for the zones and
+        /// the subscriptions and makes a new push token (five, when the courier keeps failing):
+        /// push that never works (a container without it, a courier a proxy blocks) cost that
+        /// every 30 s for as long as the watch ran, where the safety poll keeps the data fresh.
+        public var pushRetryLimit: Duration = .seconds(900)
 
-        public init(pollInterval: Duration = .seconds(300), debounce: Duration = .milliseconds(250), pushRetryInterval: Duration = .seconds(30)) {
+        public init(
+            pollInterval: Duration = .seconds(300), debounce: Duration = .milliseconds(250), pushRetryInterval: Duration = .seconds(30),
+            pushRetryLimit: Duration = .seconds(900)
+        ) {
             self.pollInterval = pollInterval
             self.debounce = debounce
             self.pushRetryInterval = pushRetryInterval
+            self.pushRetryLimit = max(pushRetryLimit, pushRetryInterval)
         }
     }
 
@@ -142,9 +152,11 @@ public struct Watcher: Sendable {
     }
 
     /// Subscribes, then turns every hint into a trigger; when push fails, says so once and tries
-    /// again every `pushRetryInterval` while the safety poll carries on.
+    /// again after `pushRetryInterval`, twice as long after each failure that follows, up to
+    /// `pushRetryLimit`, while the safety poll carries on.
     func listen(to notifier: any ChangeNotifying, trigger: AsyncStream<Trigger>.Continuation, notifications: HeardNotifications) async {
         var saidUnavailable = false
+        var retry = configuration.pushRetryInterval
         while !Task.isCancelled {
             do {
                 try await notifier.follow(logger: logger)
@@ -156,6 +168,7 @@ public struct Watcher: Sendable {
                     case .confirmed:
                         guard await health.push != .on else { continue }
                         await health.pushChanged(.on)
+                        retry = configuration.pushRetryInterval
                         if saidUnavailable { logger.notice("change notifications are back") }
                         saidUnavailable = false
                     }
@@ -171,7 +184,8 @@ public struct Watcher: Sendable {
                         metadata: ["error": "\(error)"])
                     saidUnavailable = true
                 }
-                do { try await clock.sleep(for: configuration.pushRetryInterval) } catch { return }
+                do { try await clock.sleep(for: retry) } catch { return }
+                retry = min(retry * 2, configuration.pushRetryLimit)
             }
         }
     }

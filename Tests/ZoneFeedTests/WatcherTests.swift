@@ -262,19 +262,18 @@ import ZoneFeed
     enum PushFailure: CaseIterable { case follow, hints }
 
     @Test(arguments: PushFailure.allCases)
-    func unavailablePushIsSaidOnceAndTriedAgainEveryRetryIntervalWhileThePollGoesOn(failure: PushFailure) async throws {
+    func unavailablePushIsSaidOnceAndTriedAgainLessAndLessOftenWhileThePollGoesOn(failure: PushFailure) async throws {
         let notifier = ScriptedNotifier(unavailable: failure == .follow)
+        let limit = Self.configuration.pushRetryLimit
         try await watching(notifier) { w in
-            /// Attempt `k`, at `k` retry intervals, fails; the watcher sleeps until the next.
-            func attemptFails(_ k: Int) async throws {
-                if failure == .hints {
-                    try await notifier.listening(k + 1)
-                    notifier.failHints()
-                }
-                let now = Self.retry * k
-                try await w.clock.sleepers(wakingAt: now + Self.retry, now < Self.poll ? Self.poll : Self.poll * 2)
+            /// The attempt that follows `listens` earlier ones fails; the watcher sleeps.
+            func attemptFails(after listens: Int) async throws {
+                guard failure == .hints else { return }
+                try await notifier.listening(listens + 1)
+                notifier.failHints()
             }
-            try await attemptFails(0)
+            try await attemptFails(after: 0)
+            try await w.clock.sleepers(wakingAt: Self.retry, Self.poll)
             #expect(await w.health.push == .off)
             #expect(w.logged("change notifications are unavailable; polling every 300 s until they are back").count == 1)
 
@@ -283,30 +282,59 @@ import ZoneFeed
             #expect(w.clock.deadlines == [Self.retry, Self.poll])
             #expect(notifier.state.current.follows == 1)
             w.clock.advance(by: .milliseconds(1))
-            try await attemptFails(1)
-            #expect(notifier.state.current.follows == 2)
 
-            // Every retry interval up to the first poll, which runs all the same.
-            for k in 2...10 {
-                w.clock.advance(by: Self.retry)
-                try await attemptFails(k)
+            // Each wait twice the one before, up to the limit, and the polls all the same: the
+            // clock moved on to whichever comes first.
+            var attempts: [Duration] = [.zero, Self.retry]
+            var wait = Self.retry * 2
+            var (nextAttempt, nextPoll) = (Self.retry + wait, Self.poll)
+            /// The clock moves on to the poll due next, which runs its cycle.
+            func pollRuns() async throws {
+                let cycles = w.cycles.current.count
+                w.clock.advance(by: nextPoll - w.clock.now.offset)
+                try await w.began(cycles + 1)
+                nextPoll += Self.poll
             }
-            try await w.began(2)
-            #expect(w.cycles.current == [Cycle(.catchUp, at: .zero), Cycle(.poll, at: Self.poll)])
-            #expect(notifier.state.current.follows == 11)
+            try await attemptFails(after: 1)
+            while attempts.count < 8 {
+                try await w.clock.sleepers(wakingAt: nextAttempt, nextPoll)
+                if nextPoll < nextAttempt {
+                    try await pollRuns()
+                } else {
+                    let listens = notifier.state.current.listens
+                    w.clock.advance(by: nextAttempt - w.clock.now.offset)
+                    try await attemptFails(after: listens)
+                    attempts.append(nextAttempt)
+                    wait = min(wait * 2, limit)
+                    nextAttempt += wait
+                }
+            }
+            try await w.clock.sleepers(wakingAt: nextAttempt, nextPoll)
+            #expect(attempts == [0, 30, 90, 210, 450, 930, 1_830, 2_730].map { Duration.seconds($0) })
+            #expect(notifier.state.current.follows == 8)
+            #expect(w.cycles.current.map(\.trigger) == [.catchUp] + Array(repeating: .poll, count: 9), "a poll every 300 s to 2,700")
             #expect(w.logged("change notifications are unavailable").count == 1, "said once: \(w.logs.current)")
             #expect(await w.health.push == .off)
 
-            // Back at the next attempt, once the courier answers.
+            // Back at the next attempt, once the courier answers: the polls before it run first.
             notifier.state.update { $0.unavailable = false }
+            while nextPoll < nextAttempt {
+                try await pollRuns()
+                try await w.clock.sleepers(wakingAt: nextAttempt, nextPoll)
+            }
             let listens = notifier.state.current.listens
-            w.clock.advance(by: Self.retry)
+            w.clock.advance(by: nextAttempt - w.clock.now.offset)
             try await notifier.listening(listens + 1)
             notifier.send(.confirmed)
             try await notifier.handled()
             #expect(await w.health.push == .on)
             #expect(w.logged("change notifications are back").count == 1)
-            #expect(w.clock.deadlines == [Self.poll * 2], "no more retries")
+            try await w.clock.sleepers(wakingAt: nextPoll)
+
+            // Push that worked and fails again is tried again after the first interval.
+            notifier.failHints()
+            try await w.clock.sleepers(wakingAt: nextAttempt + Self.retry, nextPoll)
+            #expect(await w.health.push == .off)
         }
     }
 
