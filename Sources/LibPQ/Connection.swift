@@ -14,12 +14,12 @@ public final class Connection: @unchecked Sendable {
     private var handle: OpaquePointer?
 
     /// Connects with anything libpq accepts: a `postgresql://` URI or a `key=value` string, with
-    /// `PG*` environment variables, `PGPASSFILE` and `PGSERVICE` applying as usual.
+    /// `PG*` environment variables, `PGPASSFILE` and `PGSERVICE` applying as usual. Its waits are
+    /// bounded (`waitBounds`) where none of those bounds them.
     public init(_ conninfo: String) throws {
-        // > PQconnectdb: "Makes a new connection to the database server. … The passed string can
-        // > be empty to use all default parameters, or it can contain one or more parameter
-        // > settings separated by whitespace, or it can contain a URI."
-        let conn = PQconnectdb(conninfo)
+        var environment: [String: String] = [:]
+        for name in ["PGSERVICE", "PGCONNECT_TIMEOUT"] { environment[name] = getenv(name).map { String(cString: $0) } }
+        let conn = Self.connect(conninfo, adding: Self.waitBounds(for: conninfo, environment: environment))
         guard let conn, PQstatus(conn) == CONNECTION_OK else {
             let message = conn.flatMap { PQerrorMessage($0) }.map { String(cString: $0) } ?? "out of memory"
             PQfinish(conn)
@@ -30,6 +30,51 @@ public final class Connection: @unchecked Sendable {
         PQsetNoticeProcessor(conn, { _, _ in }, nil)
         handle = conn
         widenSendBuffer()
+    }
+
+    /// libpq waits for ever by default: for a server that accepts the connection and never
+    /// answers (a proxy or a load balancer before a server that is gone, a host that hung), and
+    /// for one that went away without a word while a query waited (until the kernel gives up on
+    /// an idle connection: two hours). A run held there forever, and a scheduled job's next run
+    /// found it still holding its zones. These bound both: a connection is given up after 30 s,
+    /// and a server that stops answering, after about two minutes (keepalive probes from 60 s
+    /// of silence, 10 s apart, 6 of them; data unacknowledged for 120 s). A server that is
+    /// there but slow (a lock waited on, a long statement) answers the probes and is waited for.
+    /// Each applies only over TCP, but `connect_timeout`, and only where the connection string,
+    /// `PGCONNECT_TIMEOUT` or a service file does not set it.
+    public static let defaultWaitBounds: [(keyword: String, value: String)] = [
+        ("connect_timeout", "30"), ("keepalives_idle", "60"), ("keepalives_interval", "10"), ("keepalives_count", "6"),
+        ("tcp_user_timeout", "120000"),
+    ]
+
+    /// The bounds of `defaultWaitBounds` that `conninfo` and `environment` leave unset. None with
+    /// a service (`service`, `PGSERVICE`): a service file's settings apply only where nothing
+    /// else set them, and these would hide its own.
+    public static func waitBounds(for conninfo: String, environment: [String: String]) -> [(keyword: String, value: String)] {
+        let given = Set((parameters(of: conninfo) ?? []).map(\.keyword))
+        guard !given.contains("service"), environment["PGSERVICE"].map(\.isEmpty) ?? true else { return [] }
+        return defaultWaitBounds.filter { bound in
+            !given.contains(bound.keyword) && parameterNames.contains(bound.keyword)
+                && !(bound.keyword == "connect_timeout" && !(environment["PGCONNECT_TIMEOUT"] ?? "").isEmpty)
+        }
+    }
+
+    /// `PQconnectdbParams` with `settings` first and `conninfo` last, as its `dbname` expanded:
+    /// what the string sets wins.
+    private static func connect(_ conninfo: String, adding settings: [(keyword: String, value: String)]) -> OpaquePointer? {
+        // > PQconnectdbParams: "If expand_dbname is non-zero, the value for the first dbname key
+        // > word is checked to see if it is a connection string. If so, it is "expanded" into the
+        // > individual connection parameters extracted from the string." … "when key words are
+        // > repeated, the last processed value is retained."
+        let pairs = settings + [("dbname", conninfo)]
+        let keywords = pairs.map { strdup($0.keyword) } + [nil]
+        let values = pairs.map { strdup($0.value) } + [nil]
+        defer { for pointer in keywords + values { free(pointer) } }
+        let constantKeywords = keywords.map { UnsafePointer($0) }
+        let constantValues = values.map { UnsafePointer($0) }
+        return constantKeywords.withUnsafeBufferPointer { k in
+            constantValues.withUnsafeBufferPointer { v in PQconnectdbParams(k.baseAddress, v.baseAddress, 1) }
+        }
     }
 
     /// What a connection over a Unix-domain socket asks the kernel for as its send buffer. A
@@ -58,6 +103,22 @@ public final class Connection: @unchecked Sendable {
         // > overhead) when it is set using setsockopt(2), and this doubled value is returned by
         // > getsockopt(2)." A refusal leaves the default, which works, only slower.
         _ = setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+    }
+
+    /// The value of each parameter the open connection was made with (`connect_timeout`,
+    /// `keepalives_idle`, …), defaults included; empty when closed. Never the password.
+    public var settings: [String: String] {
+        // > PQconninfo: "Returns the connection options used by a live connection."
+        guard let handle, let options = PQconninfo(handle) else { return [:] }
+        defer { PQconninfoFree(options) }
+        var settings: [String: String] = [:]
+        var option = options
+        while let keyword = option.pointee.keyword {
+            let name = String(cString: keyword)
+            if name != "password", let value = option.pointee.val { settings[name] = String(cString: value) }
+            option += 1
+        }
+        return settings
     }
 
     /// The send buffer the kernel gave the connection's socket, in bytes (Linux reports twice

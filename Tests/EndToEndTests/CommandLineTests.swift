@@ -65,6 +65,29 @@ import ZoneFeed
         #expect(try await DestinationSnapshot.read(p).runStatuses == ["interrupted"])
     }
 
+    /// A database that accepts the connection and never answers (a proxy before a server that
+    /// is gone) held a run for ever, and a SIGTERM's graceful stop waited on it for ever too: the
+    /// connection is given up after its bound (30 s) and the run ends, with a sentence that says
+    /// so.
+    @Test func aDatabaseThatNeverAnswersEndsTheRunAfterTheConnectBoundEvenWhenStopped() async throws {
+        let silent = try await SilentServer()
+        defer { silent.stop() }
+        var p = try await FakePipeline(prefix: "silentdb", fake: FakeSettings(seed: 47, zones: 1, recordsPerZone: 10))
+        p.url = "postgresql://zonefeed@127.0.0.1:\(silent.port)/zonefeed?sslmode=disable"
+        let zonefeed = try ZonefeedBinary(environment: p.environment)
+        defer { zonefeed.remove() }
+        let file = try p.write(to: zonefeed.directory)
+        let running = try await zonefeed.start(["run", file, "--progress", "never"])
+        let deadline = ContinuousClock.now + .seconds(20)
+        while silent.connections == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(silent.connections >= 1, "the run was connecting to the database")
+        running.signal(SIGTERM)
+        let (output, timedOut) = await running.wait(within: .seconds(90))
+        #expect(!timedOut, "the run ended")
+        #expect(output.status == 1, "\(output.status) \(output.stderr)")
+        #expect(output.stderr.contains("timeout expired"), "\(output.stderr)")
+    }
+
     /// Starts a long backfill and sends `signal` once it has committed something.
     func interruptedRun(_ signal: Int32, seed: UInt64) async throws -> (FakePipeline, ZonefeedBinary, String, ZonefeedBinary.Output) {
         var p = try await FakePipeline(prefix: "signal", fake: FakeSettings(seed: seed, zones: 2, recordsPerZone: 40_000))

@@ -113,6 +113,41 @@ import Testing
         #expect(Connection.parameters(of: "host=db password='unclosed") == nil)
     }
 
+    /// libpq waits for ever unless told: a connection has its waits bounded, unless its string,
+    /// `PGCONNECT_TIMEOUT` or a service says otherwise.
+    @Test func aConnectionsWaitsAreBoundedUnlessItsStringSaysOtherwise() async throws {
+        let url = try await TestDatabase.connectionString()
+        let c = try Connection(url)
+        let bounds = Dictionary(uniqueKeysWithValues: Connection.defaultWaitBounds.map { ($0.keyword, $0.value) })
+        #expect(bounds["connect_timeout"] == "30")
+        for (keyword, value) in bounds { #expect(c.settings[keyword] == value, "\(keyword)") }
+        #expect(c.settings["password"] == nil)
+
+        let own = url.contains("://") ? url + (url.contains("?") ? "&" : "?") + "connect_timeout=7" : url + " connect_timeout=7"
+        #expect(try Connection(own).settings["connect_timeout"] == "7", "the string's own wins")
+        #expect(Connection.waitBounds(for: "host=db keepalives_idle=5", environment: [:]).map(\.keyword).contains("keepalives_idle") == false)
+        #expect(Connection.waitBounds(for: "host=db", environment: ["PGCONNECT_TIMEOUT": "4"]).map(\.keyword).contains("connect_timeout") == false)
+        #expect(Connection.waitBounds(for: "host=db", environment: ["PGSERVICE": "prod"]).isEmpty, "a service file sets its own")
+        #expect(Connection.waitBounds(for: "service=prod", environment: [:]).isEmpty)
+    }
+
+    /// A server that accepts the connection and never answers (a proxy before a server that is
+    /// gone) is given up after the bound, not waited on for ever.
+    @Test func aServerThatNeverAnswersIsGivenUpAfterTheConnectTimeout() async throws {
+        let silent = try await SilentServer()
+        defer { silent.stop() }
+        let began = ContinuousClock.now
+        do {
+            _ = try await offPool { try Connection("host=127.0.0.1 port=\(silent.port) user=x dbname=x sslmode=disable") }
+            Issue.record("a silent server gave a connection")
+        } catch {
+            let took = ContinuousClock.now - began
+            print("a silent server was given up after \(took): \(error)")
+            #expect("\(error)".contains("timeout expired"), "\(error)")
+            #expect(took >= .seconds(25) && took < .seconds(120), "\(took)")
+        }
+    }
+
     @Test func aFailedConnectionNeverPrintsThePassword() async throws {
         let secret = "hunter2-very-secret"
         do {
