@@ -122,6 +122,7 @@ struct BenchCommand: AsyncParsableCommand {
         // embedded server is stopped on the way out as on any other failure. A second signal
         // exits at once.
         let signals = await ShutdownSignals()
+        defer { signals.end() }
         let interruption = Bench.Interruption()
         let work: String
         do {
@@ -194,15 +195,11 @@ struct BenchCommand: AsyncParsableCommand {
         options.publicRecords = publicRecords
         options.scaleOutProcesses = scaleOutProcesses
         options.scaleOutRecordsPerZone = scaleOutRecords / options.scaleOutZones
-        return try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask {
-                await signals.watch {
-                    interruption.interrupt()
-                    ChildProcess.terminateAll()
-                }
-            }
-            defer { tasks.cancelAll() }
-            return try await withDatabase(logger: logger) { conninfo in
+        return try await signals.handling(onFirst: {
+            interruption.interrupt()
+            ChildProcess.terminateAll()
+        }) {
+            try await withDatabase(logger: logger) { conninfo in
                 try await body(
                     Bench(
                         options: options, conninfo: conninfo, work: work, interruption: interruption,

@@ -40,6 +40,9 @@ struct RunCommand: AsyncParsableCommand {
     var metricsInstance: String?
 
     func run() async throws {
+        // Trapped from the start: a signal before the run can stop gracefully exits at once.
+        let signals = await ShutdownSignals()
+        defer { signals.end() }
         let pipeline = try options.loadPipeline()
         let logger = options.makeLogger(for: pipeline)
         let metrics = try metricsExport(for: pipeline)
@@ -48,7 +51,7 @@ struct RunCommand: AsyncParsableCommand {
         var failure: RunError?
         var exitCode: Int32 = 0
         do {
-            let (ran, failed, signal) = try await execute(pipeline, logger: logger, metrics: metrics)
+            let (ran, failed, signal) = try await execute(pipeline, signals: signals, logger: logger, metrics: metrics)
             summary = ran
             failure = failed
             exitCode = failed.map { Self.exitCode(of: $0, signal: signal) } ?? 0
@@ -110,7 +113,9 @@ struct RunCommand: AsyncParsableCommand {
 
     /// Runs the pipeline as a service in a group that shuts down gracefully on SIGINT and SIGTERM;
     /// returns the summary, the failure and the signal that stopped it.
-    func execute(_ pipeline: Pipeline, logger: Logger, metrics: MetricsExport?) async throws -> (RunSummary?, RunError?, Int32?) {
+    func execute(
+        _ pipeline: Pipeline, signals: ShutdownSignals, logger: Logger, metrics: MetricsExport?
+    ) async throws -> (RunSummary?, RunError?, Int32?) {
         let showProgress = progress == .always || (progress == .auto && Terminal.shared.isTTY)
         let progressLine = Progress(enabled: showProgress)
         return try await options.withDestination(pipeline, logger: logger) { opened in
@@ -122,8 +127,6 @@ struct RunCommand: AsyncParsableCommand {
                         await progressLine.handle(event)
                         RunCommand.log(event, logger: logger)
                     })
-                // The signals are trapped before the run starts, so no signal finds the default action.
-                let signals = await ShutdownSignals()
                 let service = RunService(runner: runner)
                 let group = ServiceGroup(
                     configuration: .init(

@@ -33,6 +33,9 @@ struct WatchCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // Trapped from the start: a signal before the watch can stop gracefully exits at once.
+        let signals = await ShutdownSignals()
+        defer { signals.end() }
         let pipeline = try options.loadPipeline()
         let logger = options.makeLogger(for: pipeline)
         var settings = pipeline.section(WatchSettings.self) ?? WatchSettings()
@@ -64,7 +67,6 @@ struct WatchCommand: AsyncParsableCommand {
                                 host: host, port: port, health: health, metrics: metrics,
                                 unhealthyAfter: settings.unhealthyAfter, logger: logger)))
                 }
-                let signals = await ShutdownSignals()
                 logger.info(
                     "watching",
                     metadata: [
