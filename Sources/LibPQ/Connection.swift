@@ -211,6 +211,14 @@ public final class Connection: @unchecked Sendable {
             if name.hasSuffix("password"), let value = option.pointee.val {
                 let secret = String(cString: value)
                 if !secret.isEmpty { cleaned = cleaned.replacingAll(secret, with: "<redacted>") }
+            } else if name == "host" || name == "hostaddr", let value = option.pointee.val, String(cString: value).utf8.contains(UInt8(ascii: "@")) {
+                // A URI whose password holds an unencoded '@': libpq ends the password at the
+                // first, and takes the rest of it for the host, which its errors print.
+                let host = String(cString: value)
+                cleaned = cleaned.replacingAll(host, with: "<redacted>")
+                if let last = host.utf8.lastIndex(of: UInt8(ascii: "@")), last > host.utf8.startIndex {
+                    cleaned = cleaned.replacingAll(String(host[..<last]), with: "<redacted>")
+                }
             } else if name == "dbname", let value = option.pointee.val {
                 // A connection string pasted as the database name, password and all: a server
                 // that has no such database quotes the name whole in its FATAL message.

@@ -96,6 +96,14 @@ struct PostgresSettingsReader {
             return "is empty: write 'embedded', a postgresql:// URI or a key=value connection string"
         }
         if lowered.hasPrefix("postgresql://") || lowered.hasPrefix("postgres://") {
+            // libpq ends the user name and password at the first '@': with another after it,
+            // the rest of the password is taken for the host, which its errors then print
+            // ("could not translate host name \"rd@db\"").
+            let afterScheme = trimmed.utf8.drop { $0 != UInt8(ascii: "/") }.dropFirst(2)
+            let authority = afterScheme.prefix { $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") }
+            if authority.filter({ $0 == UInt8(ascii: "@") }).count > 1 {
+                return "has more than one '@' before its host: percent-encode an '@' in the user name or password as %40"
+            }
             // libpq's own sentence may quote the part it could not parse, a password perhaps.
             if Connection.canParse(trimmed) { return nil }
             return "is not a connection URI libpq can parse: check its host, port, percent-encoding and parameters"

@@ -159,6 +159,18 @@ import Testing
         }
     }
 
+    /// A URI whose password holds an unencoded '@': libpq ends the password at the first and
+    /// takes the rest for the host, which its error names; that part is cut out too.
+    @Test func aPasswordCutShortByAnAtSignIsNotPrintedAsTheHost() {
+        do {
+            _ = try Connection("postgresql://app:Tr0ub@dor-tail@db.invalid/app?connect_timeout=1")
+            Issue.record("the connection should have failed")
+        } catch {
+            #expect(!"\(error)".contains("dor-tail"), "\(error)")
+            #expect(!"\(error)".contains("Tr0ub"), "\(error)")
+        }
+    }
+
     @Test func binaryCopyWritesEveryTypeExactly() async throws {
         do {
             let c = try Connection(try await TestDatabase.connectionString())

@@ -236,6 +236,16 @@ private let fakeHeader = """
     #expect(!uri.joined().contains("s3cret"))
     #expect(urlProblems("postgresql://app:s3cret@db:5432/app?sslmode=require").isEmpty)
     #expect(urlProblems("host=db dbname=app password='se cret'").isEmpty)
+    // libpq ends the password at the first '@' and takes the rest for the host, which its
+    // errors print: refused before anything connects.
+    let atSign = urlProblems("postgresql://app:Tr0ub@dor@db/app")
+    #expect(
+        atSign == [
+            "notes.yml:5:8: destination.url has more than one '@' before its host: percent-encode an '@' in the user name or password as %40"
+        ])
+    #expect(!atSign.joined().contains("dor"))
+    #expect(urlProblems("postgresql://app:Tr0ub%40dor@db/app").isEmpty)
+    #expect(urlProblems("postgresql://app@db/app?options=a@b").isEmpty, "an '@' after the host is not the password's")
 }
 
 // MARK: - redactConnectionString
