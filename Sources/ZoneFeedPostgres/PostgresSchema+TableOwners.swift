@@ -30,7 +30,7 @@ extension PostgresSchema {
 /// `values` as a PostgreSQL `text[]` literal, every element quoted (a parameter, never SQL).
 private func textArray(_ values: [String]) -> String {
     let elements = values.map { value in
-        "\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+        "\"" + value.replacingOccurrences(of: "\\", with: "\\\\", options: .literal).replacingOccurrences(of: "\"", with: "\\\"", options: .literal) + "\""
     }
     return "{" + elements.joined(separator: ",") + "}"
 }

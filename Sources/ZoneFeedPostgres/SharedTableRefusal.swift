@@ -11,7 +11,7 @@ public struct SharedTableRefusal: Error, Sendable, CustomStringConvertible {
 
     public var description: String {
         let taken = others.map { "table \(schema).\($0.table) is written by pipeline \($0.pipeline)" }.joined(separator: "; ")
-        func literal(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "''") + "'" }
+        func literal(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "''", options: .literal) + "'" }
         let owners = Array(Set(others.map(\.pipeline))).sorted()
         // Those tables only: the other pipeline may write tables of its own still.
         let release = owners.map { owner in

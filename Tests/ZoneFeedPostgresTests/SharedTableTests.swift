@@ -68,6 +68,34 @@ import ZoneFeedPostgres
         #expect(await Self.prepareRefusal(first)?.description.hasPrefix("table \(first.schema).folders is written by pipeline \(second.name)") == true)
     }
 
+    /// A table's name is one element of the claims' array and one literal of the release
+    /// statement whatever it holds. A quote followed by a combining mark is one Character to
+    /// Swift, and was left unescaped: the array was malformed (every run of the pipeline failed
+    /// before writing), and the release statement's literal ended early, the rest run as SQL
+    /// by whoever pasted it.
+    @Test(arguments: [("q\"\u{301}", #"q\"\u0301"#), ("o'\u{301}; DROP TABLE keep; --", #"o'\u0301; DROP TABLE keep; --"#)])
+    func aTableNamedWithAQuoteAndAMarkIsClaimedAndReleasedAsItIsWritten(name: String, yaml: String) async throws {
+        var (first, second) = try await Self.twoPipelines("marks")
+        for i in [0, 1] {
+            var p = i == 0 ? first : second
+            p.mappedTypes = ["Tag"]
+            p.recordTypesSection = "recordTypes:\n  Tag:\n    table: \"\(yaml)\"\n"
+            p.tables = ["Tag": name]
+            if i == 0 { first = p } else { second = p }
+        }
+        try await first.run()
+        #expect(try Self.liveRows(first, in: name) > 0)
+        _ = try Connection.withConnection(first.url) { c in try c.execute("CREATE TABLE \(quoteIdentifier(first.schema)).keep (id int)") }
+        let text = await Self.prepareRefusal(second)?.description ?? ""
+        let release = try #require(text.range(of: "release its tables: ").map { String(text[$0.upperBound...]) }, "\(text)")
+        _ = try Connection.withConnection(first.url) { c in try c.execute(release) }
+        let kept = try Connection.withConnection(first.url) { c in
+            try c.query("SELECT to_regclass($1) IS NOT NULL", [quoteIdentifier(first.schema) + ".keep"]).scalar(as: Bool.self)
+        }
+        #expect(kept, "the statement released the table and did nothing else")
+        #expect(try await second.run().status == .succeeded)
+    }
+
     @Test func aTableDroppedByHandFreesItsNameForAnotherPipeline() async throws {
         let (first, second) = try await Self.twoPipelines("dropped")
         try await first.run()
