@@ -29,14 +29,19 @@ public struct RecordQueryResponse: Sendable, Hashable, Decodable {
 
 extension RecordQueryResponse: JSONReadable {
     /// The page straight from its bytes, as a change feed's page is read.
+    /// An answer without `records` (`{}`, `"records": null`: a proxy's, a body of another
+    /// shape) is refused: taken as an empty last page, it ended its slice unread, and in a
+    /// deletion sweep every row of the slice's times was tombstoned.
     init(reading json: inout JSONReader) throws {
         var records: [RecordEntry] = []
         var marker: String?
+        var sawRecords = false
         try json.beginObject()
         while let member = try json.nextKey() {
             if try json.readNullIfPresent() { continue }
             switch member {
             case "records":
+                sawRecords = true
                 try json.beginArray()
                 while try json.nextElement() { records.append(try RecordEntry(reading: &json)) }
             case "continuationMarker": marker = try json.readString()
@@ -44,6 +49,7 @@ extension RecordQueryResponse: JSONReadable {
             }
         }
         try json.end()
+        guard sawRecords else { throw json.failure("a query answer without records") }
         if let marker { try json.checkTokenLength(marker, "continuationMarker") }
         self.init(records: records, continuationMarker: marker)
         byteCount = json.bytesHeld

@@ -316,6 +316,28 @@ import ZoneFeed
         #expect(try await DestinationSnapshot.read(s.p).runTombstones == 0)
     }
 
+    /// An answer without `records` (`{}` from a proxy, a body of another shape) was taken for
+    /// an empty last page: a sweep then listed nothing and tombstoned every row of its times. It
+    /// is refused as malformed, and the run fails with nothing tombstoned.
+    @Test func aQueryAnswerWithoutRecordsIsRefusedNotTakenForAnEmptyPage() async throws {
+        let s = try await Setup("pubnorecords", seed: 303, records: 120) {
+            $0.moreCloudKit = ["deletionSweep: every 1 runs"]
+            $0.retryBudgetSeconds = 5
+        }
+        defer { s.stop() }
+        let expected = s.generated().mapValues { $0.recordChangeTag ?? "-" }
+        let first = try await s.run()
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(try await s.differences(from: expected) == [])
+
+        _ = try await s.server.admin("faults/fail", ["count": 1_000, "status": 200, "pathSuffix": "records/query", "body": [String: Any]()])
+        let second = try await s.run()
+        #expect(second.status == 1, "\(second.stderr)")
+        #expect(second.stderr.contains("a query answer without records"), "\(second.stderr)")
+        #expect(try await s.differences(from: expected) == [], "every row stays live")
+        #expect(try await DestinationSnapshot.read(s.p).runTombstones == 0)
+    }
+
     /// CloudKit's query index lags: an answer may give a record's current version at the place
     /// its index entry still has, so that its time is later than those of the records after it
     /// (the answers here say one record was modified at the latest time there is). The backfill
