@@ -235,7 +235,12 @@ struct QueryZoneReader: Sendable {
                 }
             }
         }
-        let reading = work.prefix(sliceTarget)
+        // Bounded slices first: an open slice that reaches the present while a bounded one of
+        // its type is left (`waitsForOthers`) reads the present again until that one is done.
+        // With fewer requests at once than slices (one: `maxConcurrentRequests: 1`), an open
+        // slice read first, with the ties' read once more appended after it, was the only slice
+        // read, round after round, and the read never ended.
+        let reading = (work.filter { !$0.slice.isOpen } + work.filter { $0.slice.isOpen }).prefix(sliceTarget)
         let results = try await withThrowingTaskGroup(of: SliceResult.self) { group in
             for item in reading { group.addTask { try await read(item) } }
             var results: [SliceResult] = []

@@ -297,6 +297,21 @@ import ZoneFeedCloudKit
         #expect(Set(given) == Set((1...20).map { "a\($0)" }))
     }
 
+    /// One request at a time, more ties than a page holds and more records after them than a
+    /// page holds: the chain of markers through the ties ends on a page that goes on by time,
+    /// and the ties' read once more is a slice after the open one. The open slice waited for it
+    /// at the present, and was the only slice read, round after round: the read never ended.
+    @Test func withOneRequestAtATimeTheTiesReadOnceMoreAreReadBeforeThePresentAgain() async throws {
+        let index = (1...6).map { Indexed("a\($0)", at: 1_000) } + (1...6).map { Indexed("b\($0)", at: 2_000 + Int64($0)) }
+        let read = try await withQuerySource(recordTypes: ["A"], resultsLimit: 2, maxConcurrentRequests: 1) { query in
+            Self.answer(query, from: index, type: "A", limit: 2)
+        } _: { _, source in
+            try await run(source, pages: 60)
+        }
+        #expect(read.ended, "the read ends")
+        #expect(Set(read.given) == Set(index.map(\.name)))
+    }
+
     /// Twenty records at times of their own, pages of seven. The index lags for r3 and r5: the
     /// answer gives their current versions, modified later than every record of the first page,
     /// at their old places. Going on from the page's second latest time passed over r8 to r20;
