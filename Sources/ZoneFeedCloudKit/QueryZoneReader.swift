@@ -158,7 +158,23 @@ struct QueryZoneReader: Sendable {
                     async let first = query(type, sort: .ascending, filters: [], marker: nil, limit: 1, desiredKeys: [])
                     async let last = query(type, sort: .descending, filters: [], marker: nil, limit: 1, desiredKeys: [])
                     let (a, b) = try await (first, last)
-                    guard let earliest = Self.times(a.records).min(), let latest = Self.times(b.records).max() else { return (type, nil) }
+                    // Either answer's time stands for both: a record made between the two
+                    // queries is the type's only one.
+                    guard let earliest = Self.times(a.records).min() ?? Self.times(b.records).max(),
+                        let latest = Self.times(b.records).max() ?? Self.times(a.records).min()
+                    else {
+                        // No records only when both answers say so. An error entry, an entry
+                        // without a time, or none with more to come, taken for that, left the
+                        // type unread, and in a resync had the end of it tombstone its rows.
+                        guard a.records.isEmpty, b.records.isEmpty, a.continuationMarker == nil, b.continuationMarker == nil else {
+                            throw SyncError(
+                                .failed, zoneID: zone,
+                                message: "CloudKit answered the query of the earliest and latest \(type) records without a record "
+                                    + "and its modification time (an error entry, an entry without a time, or more to come): the "
+                                    + "type's range is unknown, so nothing of it is read this run; the next run asks again")
+                        }
+                        return (type, nil)
+                    }
                     // A record stamped ahead of this machine's clock (the year 2300, say) would
                     // spread the slices over the centuries before it and start the open one
                     // there, past every change made while the backfill runs.

@@ -312,6 +312,35 @@ import ZoneFeedCloudKit
         #expect(Set(read.given) == Set(index.map(\.name)))
     }
 
+    /// The probe of a type's earliest and latest records answered without a time (an error
+    /// entry for a record, or no record with more to come) was taken for a type without records:
+    /// left unread without a word, and in a resync, every row of it tombstoned at its end. The
+    /// run fails instead, and the next reads the type.
+    @Test(arguments: ["an error entry", "no record with more to come"])
+    func aProbeAnsweredWithoutATimeFailsRatherThanCallingTheTypeEmpty(_ answer: String) async throws {
+        let index = (1...5).map { Indexed("a\($0)", at: 1_000 + Int64($0)) }
+        let probes = Mutex(0)
+        let next = try await withQuerySource(recordTypes: ["A"], resultsLimit: 2) { query in
+            let probe =
+                query.isProbe
+                ? probes.withLock { count in
+                    count += 1
+                    return count
+                } : 0
+            if query.isProbe, probe <= 2 {
+                return answer == "an error entry"
+                    ? Self.answer([#"{"recordName":"a1","serverErrorCode":"TRY_AGAIN_LATER","reason":"busy"}"#])
+                    : Self.answer([], marker: "p1")
+            }
+            return Self.answer(query, from: index, type: "A", limit: 2)
+        } _: { _, source in
+            await #expect(throws: SyncError.self) { _ = try await run(source, pages: 30) }
+            return try await run(source, pages: 30)
+        }
+        #expect(next.ended)
+        #expect(Set(next.given) == Set(index.map(\.name)), "the next run reads the type")
+    }
+
     /// Twenty records at times of their own, pages of seven. The index lags for r3 and r5: the
     /// answer gives their current versions, modified later than every record of the first page,
     /// at their old places. Going on from the page's second latest time passed over r8 to r20;
