@@ -521,8 +521,12 @@ struct QueryZoneReader: Sendable {
         case .everyRuns(let runs):
             return position.runsSinceSweep + 1 >= runs
         case .interval(let seconds):
-            guard let last = position.lastSweepAt else { return true }
-            return now().timeIntervalSince1970 - last >= seconds
+            let now = now().timeIntervalSince1970
+            // A sweep stamped later than now (by a clock that was ahead for a run, a position
+            // edited by hand) would have put off every sweep until that date, and deletions
+            // were never applied meanwhile: it is taken as long past.
+            guard let last = position.lastSweepAt, last.isFinite, last <= now + Double(Self.aheadWarningMs / 1_000) else { return true }
+            return now - last >= seconds
         }
     }
 

@@ -341,6 +341,25 @@ import ZoneFeedCloudKit
         #expect(Set(next.given) == Set(index.map(\.name)), "the next run reads the type")
     }
 
+    /// A last sweep stamped in the future (a clock that was ahead for one run) put off every
+    /// sweep of `deletionSweep: every N seconds` until that date: it is taken as long past.
+    @Test func aLastSweepStampedAheadOfTheClockLeavesTheNextSweepDue() async throws {
+        let index = (1...3).map { Indexed("a\($0)", at: 1_000 + Int64($0)) }
+        let listed = try await withQuerySource(recordTypes: ["A"]) { settings in
+            settings.deletionSweep = .interval(seconds: 3_600)
+        } route: { query in
+            Self.answer(query, from: index, type: "A", limit: 200)
+        } _: { _, source in
+            let first = try await run(source, pages: 30)
+            #expect(first.listed.isEmpty, "the backfill counts as a sweep")
+            let token = try #require(first.token?.value)
+            let ahead = token.replacing(/"lastSweepAt":[0-9.e+]+/, with: #""lastSweepAt":4102444800"#)
+            #expect(ahead != token && ahead.contains("4102444800"), "the last sweep is now in the year 2100")
+            return try await run(source, from: ChangeToken(ahead), pages: 30).listed
+        }
+        #expect(Set(listed) == Set(index.map(\.name)), "the next run sweeps")
+    }
+
     /// Twenty records at times of their own, pages of seven. The index lags for r3 and r5: the
     /// answer gives their current versions, modified later than every record of the first page,
     /// at their old places. Going on from the page's second latest time passed over r8 to r20;
