@@ -26,15 +26,21 @@ public struct TLSTrust: Sendable, CustomStringConvertible {
     /// cannot be read, is larger than `maxFileBytes`, or holds no PEM certificate, with a
     /// sentence that names the file and never quotes it.
     public init(caFile: String) throws(Refusal) {
-        guard let handle = FileHandle(forReadingAtPath: caFile) else {
+        // Opened without waiting, then looked at: a FIFO opened for reading waits in `open` for
+        // a writer, and held `validate` and every run there for ever.
+        let fd = open(caFile, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else {
             let reason = FileManager.default.fileExists(atPath: caFile) ? "it cannot be read by the user running zonefeed" : "there is no such file"
             throw Refusal(description: "the CA certificate file \(caFile) was not read: \(reason)")
         }
+        let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
         defer { try? handle.close() }
-        var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: caFile, isDirectory: &isDirectory), isDirectory.boolValue {
-            throw Refusal(description: "the CA certificate file \(caFile) was not read: it is a folder; name the PEM file itself")
+        var status = stat()
+        guard fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
+            let what = status.st_mode & S_IFMT == S_IFDIR ? "a folder" : "not a regular file (a FIFO, a device or a socket)"
+            throw Refusal(description: "the CA certificate file \(caFile) was not read: it is \(what); name the PEM file itself")
         }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
         let data: Data
         do {
             data = try handle.read(upToCount: Self.maxFileBytes + 1) ?? Data()

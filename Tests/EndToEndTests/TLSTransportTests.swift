@@ -181,21 +181,33 @@ import Testing
         #expect(took < .seconds(120), "not retried for the whole budget")
     }
 
-    /// A CA file that is not one is refused by `validate` at its line, before anything runs.
-    @Test func aCAFileThatHoldsNoCertificateIsRefusedAtItsLine() async throws {
+    /// A CA file that is not one is refused by `validate` at its line, before anything runs: a
+    /// file without a certificate, a folder, and a FIFO nothing writes to, which held `validate`
+    /// (and every run) in `open` for ever.
+    @Test(arguments: ["a file without a certificate", "a folder", "a FIFO"])
+    func aCAFileThatHoldsNoCertificateIsRefusedAtItsLine(_ kind: String) async throws {
         var p = try await FakePipeline(prefix: "tlsbadca", fake: FakeSettings(seed: 215, zones: 1, recordsPerZone: 10))
         let zonefeed = try ZonefeedBinary(environment: p.environment)
         defer { zonefeed.remove() }
         let notACertificate = zonefeed.directory.appendingPathComponent("ca.pem")
-        try "not a certificate\n".write(to: notACertificate, atomically: true, encoding: .utf8)
+        switch kind {
+        case "a folder": try FileManager.default.createDirectory(at: notACertificate, withIntermediateDirectories: false)
+        case "a FIFO": #expect(mkfifo(notACertificate.path, 0o600) == 0)
+        default: try "not a certificate\n".write(to: notACertificate, atomically: true, encoding: .utf8)
+        }
         p.serverURL = "https://127.0.0.1:9"
         p.moreCloudKit = ["tls:", "  caFile: \(notACertificate.path)"]
         let file = try p.write(to: zonefeed.directory)
         let line = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
             .firstIndex { $0.contains("caFile:") }.map { $0 + 1 }
-        let output = try await zonefeed.run(["validate", file])
+        let (output, timedOut) = await try zonefeed.start(["validate", file]).wait(within: .seconds(60))
+        #expect(!timedOut, "validate ended")
         #expect(output.status == 2, "\(output.stderr)")
         #expect(output.stderr.contains(":\(line ?? 0):"), "the caFile line: \(output.stderr)")
-        #expect(output.stderr.contains("holds no PEM certificate"), "\(output.stderr)")
+        let reason = [
+            "a file without a certificate": "holds no PEM certificate", "a folder": "it is a folder",
+            "a FIFO": "not a regular file (a FIFO, a device or a socket)",
+        ][kind]!
+        #expect(output.stderr.contains(reason), "\(output.stderr)")
     }
 }
