@@ -214,7 +214,9 @@ struct RunCommand: AsyncParsableCommand {
             lines.append("  throttled   \(String(format: "%.1f", s.throttledSeconds)) s waiting because CloudKit asked to slow down")
         }
         for (zone, error) in s.zonesFailed { lines.append("  failed      \(zone.zoneName): \(error)") }
-        lines += pipeline.destination.summaryHints(rejects: t.rejects) { "\(Invocation.command) \($0) \(Invocation.shellWord(pipelineFile))" }
+        lines += pipeline.destination.summaryHints(rejects: t.rejects) { subcommand, arguments in
+            ([Invocation.command, subcommand] + ([pipelineFile] + arguments).map(Invocation.shellWord)).joined(separator: " ")
+        }
         // Each line is ours; what a line holds from outside (a zone's name, a server's error)
         // is escaped, so that the summary stays these lines whatever a server said.
         return lines.map { InertText.escaped($0) }.joined(separator: "\n")

@@ -106,15 +106,17 @@ extension PostgresSettings {
     }
 
     /// A query on the first record type's live view, and on the rejects when there were some.
-    public func summaryHints(rejects: Int, command: (String) -> String) -> [String] {
+    /// The SQL goes to `command` as one argument, which it quotes for the shell: a table named
+    /// `x';touch /tmp/p;'` ended the hint's quotes, and pasting the hint ran the rest.
+    public func summaryHints(rejects: Int, command: (_ subcommand: String, _ arguments: [String]) -> String) -> [String] {
         var lines: [String] = []
         if let table = recordTypes.first {
             let view = "\(Self.sqlName(schema)).\(Self.sqlName(table.table + "_live"))"
-            lines.append("Query it:    \(command("psql")) -c 'SELECT count(*) FROM \(view)'")
+            lines.append("Query it:    \(command("psql", ["-c", "SELECT count(*) FROM \(view)"]))")
         }
         if rejects > 0 {
-            lines.append(
-                "Rejects:     \(command("psql")) -c 'SELECT record_name, error FROM \(Self.sqlName(schema)).zonefeed_rejects ORDER BY id DESC LIMIT 20'")
+            let sql = "SELECT record_name, error FROM \(Self.sqlName(schema)).zonefeed_rejects ORDER BY id DESC LIMIT 20"
+            lines.append("Rejects:     \(command("psql", ["-c", sql]))")
         }
         return lines
     }

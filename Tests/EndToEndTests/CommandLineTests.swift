@@ -88,6 +88,25 @@ import ZoneFeed
         #expect(output.stderr.contains("timeout expired"), "\(output.stderr)")
     }
 
+    /// The summary's hint is a command to paste: its SQL is one shell word whatever a table is
+    /// named. A table named to end the quotes (`t';touch pwned;'`) ran the rest when pasted.
+    @Test func theSummarysHintRunsAsOneQueryWhateverTheTableIsNamed() async throws {
+        var p = try await FakePipeline(prefix: "hintquote", fake: FakeSettings(seed: 49, zones: 1, recordsPerZone: 40))
+        p.mappedTypes = ["Tag"]
+        p.recordTypesSection = "recordTypes:\n  Tag:\n    table: \"t';touch pwned;'\"\n"
+        p.tables = ["Tag": "t';touch pwned;'"]
+        let zonefeed = try ZonefeedBinary(environment: p.environment)
+        defer { zonefeed.remove() }
+        let file = try p.write(to: zonefeed.directory)
+        let run = try await zonefeed.run(["run", file, "--progress", "never"])
+        #expect(run.status == 0, "\(run.stderr)")
+        let hint = try #require(run.stdout.split(separator: "\n").first { $0.hasPrefix("Query it:") }, "\(run.stdout)")
+        let queried = try await zonefeed.shell(String(hint.dropFirst("Query it:".count)).trimmingCharacters(in: .whitespaces))
+        #expect(queried.status == 0, "\(hint)\n\(queried.stderr)")
+        #expect(queried.stdout.contains("count"), "the hint ran its query: \(queried.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: zonefeed.directory.appendingPathComponent("pwned").path), "and nothing else")
+    }
+
     /// Starts a long backfill and sends `signal` once it has committed something.
     func interruptedRun(_ signal: Int32, seed: UInt64) async throws -> (FakePipeline, ZonefeedBinary, String, ZonefeedBinary.Output) {
         var p = try await FakePipeline(prefix: "signal", fake: FakeSettings(seed: seed, zones: 2, recordsPerZone: 40_000))

@@ -85,9 +85,10 @@ public protocol DestinationConfiguration: Sendable {
     func setup(pipelineName: String) -> DestinationSetup?
 
     /// Lines after a run's summary on how to look at what it wrote; none by default. `command`
-    /// writes a zonefeed command on this pipeline as the person would type it: `command("psql")`
-    /// is `zonefeed psql pipelines/x.yml`.
-    func summaryHints(rejects: Int, command: (String) -> String) -> [String]
+    /// writes a zonefeed command on this pipeline as the person would type it into a shell,
+    /// every argument quoted as it needs: `command("psql", ["-c", "SELECT 1"])` is
+    /// `zonefeed psql pipelines/x.yml -c 'SELECT 1'`.
+    func summaryHints(rejects: Int, command: (_ subcommand: String, _ arguments: [String]) -> String) -> [String]
 
     /// Every key of `destination` and of `topLevelKeys` (`zonefeed config reference`).
     static var reference: PipelineReference { get }
@@ -107,7 +108,7 @@ extension DestinationConfiguration {
     public var declaredIndexes: [String: Set<String>]? { nil }
     public func vaultLocation(pipelineName: String) -> String? { nil }
     public func setup(pipelineName: String) -> DestinationSetup? { nil }
-    public func summaryHints(rejects: Int, command: (String) -> String) -> [String] { [] }
+    public func summaryHints(rejects: Int, command: (_ subcommand: String, _ arguments: [String]) -> String) -> [String] { [] }
 }
 
 /// What a run does to make a destination ready (PostgreSQL: the DDL, each statement idempotent),
