@@ -80,30 +80,33 @@ private func redactConninfo(_ s: String) -> String {
     // No '=', no pair: `embedded`, or a database's plain name inside `dbname`.
     guard s.contains("=") else { return s }
     let parsed = ConninfoParser.parse(s)
+    // Sliced by scalars: the parser's places need not fall between Characters.
+    let scalars = s.unicodeScalars
+    func text(_ range: Range<String.Index>) -> String { String(scalars[range]) }
     var out = ""
     var copied = s.startIndex
     for pair in parsed.pairs {
         if !ConninfoParser.isParameter(pair.key) {
-            out += s[copied..<pair.start] + "<redacted>"
+            out += text(copied..<pair.start) + "<redacted>"
             copied = pair.value.upperBound
         } else if isSecretParameter(pair.key) {
-            out += s[copied..<pair.value.lowerBound] + "<redacted>"
+            out += text(copied..<pair.value.lowerBound) + "<redacted>"
             copied = pair.value.upperBound
         } else if pair.key == "dbname" {
-            let value = s[pair.value]
-            let quoted = value.hasPrefix("'")
-            let inner = quoted ? value.dropFirst().dropLast() : value
-            let redacted = redactConnectionString(String(inner))
-            if redacted != inner {
-                out += s[copied..<pair.value.lowerBound] + (quoted ? "'\(redacted)'" : redacted)
+            let value = scalars[pair.value]
+            let quoted = value.first == "'"
+            let inner = String(quoted ? value.dropFirst().dropLast() : value)
+            let redacted = redactConnectionString(inner)
+            if redacted.utf8.elementsEqual(inner.utf8) == false {
+                out += text(copied..<pair.value.lowerBound) + (quoted ? "'\(redacted)'" : redacted)
                 copied = pair.value.upperBound
             }
         }
     }
-    guard let failure = parsed.failure else { return out + s[copied...] }
+    guard let failure = parsed.failure else { return out + text(copied..<s.endIndex) }
     // libpq would refuse the rest too, and a word that is not a pair is most likely part of a
     // password that needed quotes: none of it is printed.
-    out += s[copied..<failure.index]
+    out += text(copied..<failure.index)
     return out + "<redacted>"
 }
 
@@ -159,42 +162,49 @@ struct ConninfoParser {
         return "\(n)\(suffix)"
     }
 
+    /// Read by Unicode scalars, as libpq reads bytes, never by `Character`s: a backslash or a
+    /// quote after a prepended mark (U+0600), or before a combining one, is part of a larger
+    /// Character, which a Character scan passes by; the quoted password then ended early here,
+    /// where libpq read on, and its rest was printed as the next pair. Whitespace is ASCII's, as
+    /// libpq's `isspace`.
     static func parse(_ s: String) -> ConninfoParser {
         var result = ConninfoParser()
-        var i = s.startIndex
+        let scalars = s.unicodeScalars
+        var i = scalars.startIndex
+        func isSpace(_ scalar: Unicode.Scalar) -> Bool { scalar == " " || ("\t"..."\r").contains(scalar) }
         func skipSpaces() {
-            while i < s.endIndex, s[i].isWhitespace { i = s.index(after: i) }
+            while i < scalars.endIndex, isSpace(scalars[i]) { i = scalars.index(after: i) }
         }
         while true {
             skipSpaces()
-            guard i < s.endIndex else { break }
+            guard i < scalars.endIndex else { break }
             let pairStart = i
-            while i < s.endIndex, !s[i].isWhitespace, s[i] != "=" { i = s.index(after: i) }
-            let key = s[pairStart..<i]
+            while i < scalars.endIndex, !isSpace(scalars[i]), scalars[i] != "=" { i = scalars.index(after: i) }
+            let key = Substring(scalars[pairStart..<i])
             skipSpaces()
-            guard i < s.endIndex, s[i] == "=" else {
+            guard i < scalars.endIndex, scalars[i] == "=" else {
                 let place = ordinal(result.pairs.count + 1)
                 result.failure = Failure(
                     index: pairStart,
                     problem: "its \(place) word is not followed by '=' (a value with a space must be single-quoted, as in password='two words')")
                 break
             }
-            i = s.index(after: i)
+            i = scalars.index(after: i)
             skipSpaces()
             let valueStart = i
-            if i < s.endIndex, s[i] == "'" {
-                i = s.index(after: i)
+            if i < scalars.endIndex, scalars[i] == "'" {
+                i = scalars.index(after: i)
                 var closed = false
-                while i < s.endIndex {
-                    if s[i] == "\\" {
-                        i = s.index(after: i)
-                        if i < s.endIndex { i = s.index(after: i) }
-                    } else if s[i] == "'" {
-                        i = s.index(after: i)
+                while i < scalars.endIndex {
+                    if scalars[i] == "\\" {
+                        i = scalars.index(after: i)
+                        if i < scalars.endIndex { i = scalars.index(after: i) }
+                    } else if scalars[i] == "'" {
+                        i = scalars.index(after: i)
                         closed = true
                         break
                     } else {
-                        i = s.index(after: i)
+                        i = scalars.index(after: i)
                     }
                 }
                 guard closed else {
@@ -203,9 +213,9 @@ struct ConninfoParser {
                     break
                 }
             } else {
-                while i < s.endIndex, !s[i].isWhitespace {
-                    if s[i] == "\\" { i = s.index(after: i) }
-                    if i < s.endIndex { i = s.index(after: i) }
+                while i < scalars.endIndex, !isSpace(scalars[i]) {
+                    if scalars[i] == "\\" { i = scalars.index(after: i) }
+                    if i < scalars.endIndex { i = scalars.index(after: i) }
                 }
             }
             result.pairs.append(Pair(key: key, value: valueStart..<i, start: pairStart))

@@ -268,6 +268,11 @@ private let fakeHeader = """
     ("postgresql://app:\u{301}s3cret@db/app", "postgresql://app:<redacted>@db/app"),
     ("postgresql://app:s3cret@\u{301}db/app", "postgresql://app:<redacted>@\u{301}db/app"),
     ("postgresql://db/app?password=\u{301}s3cret&sslmode=require", "postgresql://db/app?password=<redacted>&sslmode=require"),
+    // A backslash after a prepended mark (U+0600) is one Character with it: read by Characters,
+    // the escaped quote ended the password early and `user=x'`, its rest, was printed.
+    ("password='ab\u{600}\\' user=x' host=db", "password=<redacted> host=db"),
+    ("host=db password=s3\u{600}\\ cret dbname=app", "host=db password=<redacted> dbname=app"),
+    ("password='s3cret' \u{301}host=db", "password=<redacted> <redacted>"),
 ])
 func redactConnectionStringHidesPasswords(input: String, expected: String) {
     #expect(Array(redactConnectionString(input).utf8) == Array(expected.utf8), "\(redactConnectionString(input).debugDescription)")
