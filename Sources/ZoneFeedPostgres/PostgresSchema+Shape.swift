@@ -139,6 +139,13 @@ extension PostgresSchema {
     /// words and no place in the file.
     public static var maxMappedFields: Int { maxColumns - recordTableColumns.count - 1 }
 
+    /// The most record types a pipeline file or schema file may map. A run makes every missing
+    /// table in one transaction, each holding about four of PostgreSQL's locks until it commits,
+    /// from a lock table of 6,400 by default shared by every session (one transaction making
+    /// 1,607 tables ran out: "out of shared memory"): a mapping of more passed `validate`, and
+    /// then every run failed with no place in the file.
+    public static let maxMappedTables = 1_000
+
     /// The columns of every record type's table, before its mapped fields.
     static let recordTableColumns: [ColumnSpec] = [
         ColumnSpec(name: "zone_owner", type: "text", rest: "NOT NULL"),

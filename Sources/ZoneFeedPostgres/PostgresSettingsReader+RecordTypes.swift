@@ -21,6 +21,10 @@ extension PostgresSettingsReader {
     func readExplicitRecordTypes(_ entry: PipelineEntry) -> [PostgresRecordTypeMapping]? {
         guard let pairs = file.entries(of: entry.value, path: "recordTypes", what: "a mapping of record type names to tables")
         else { return nil }
+        guard pairs.count <= PostgresSchema.maxMappedTables else {
+            file.report(PostgresSettingsReader.tooManyTables(pairs.count, what: "recordTypes maps"), at: entry.keyPosition)
+            return nil
+        }
 
         var mappings: [PostgresRecordTypeMapping] = []
         var failed = false

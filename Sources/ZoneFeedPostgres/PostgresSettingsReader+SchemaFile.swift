@@ -18,19 +18,27 @@ extension PostgresSettingsReader {
             let (schema, resolved) = readSchemaFile(path)
         else { return nil }
 
-        for name in options.skip.sorted() where schema[recordType: name] == nil {
+        // Looked up by name once made: the schema's own lookup searches its list, and a skip
+        // list or overrides of 100,000 names over a schema of as many types took hours.
+        let definitions = Dictionary(schema.recordTypes.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        let typeNames = schema.recordTypes.map(\.name)
+        for name in options.skip.sorted() where definitions[name] == nil {
             file.report(
-                "recordTypes.skip names record type \(name), which \(path.text) does not define\(suggestion(name, schema.recordTypes.map(\.name)))",
+                "recordTypes.skip names record type \(name), which \(path.text) does not define\(suggestion(name, typeNames))",
                 at: section["skip"]!.valuePosition)
         }
         if let overrides = section["override"], !file.isNull(overrides.value) {
-            options.overrides = readOverrides(overrides, schema: schema, schemaPath: path.text, options: options)
+            options.overrides = readOverrides(overrides, schema: schema, definitions: definitions, schemaPath: path.text, options: options)
         }
         guard file.diagnostics.count == reported else { return nil }
         let mappings = options.mappings(from: schema)
+        guard mappings.count <= PostgresSchema.maxMappedTables else {
+            file.report(
+                PostgresSettingsReader.tooManyTables(mappings.count, what: "\(path.text) defines record types for") + " (recordTypes.skip)",
+                at: path.position)
+            return nil
+        }
         var indexes: [String: Set<String>] = [:]
-        // Looked up by name once made: the schema's own lookup searches its list, once a mapping.
-        let definitions = Dictionary(schema.recordTypes.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         for mapping in mappings where mapping.fields.count > PostgresSchema.maxMappedFields {
             let at = definitions[mapping.recordType]?.position ?? SchemaPosition(line: 0, column: 0)
             file.report(
@@ -70,17 +78,20 @@ extension PostgresSettingsReader {
         }
     }
 
-    func readOverrides(_ entry: PipelineEntry, schema: CloudKitSchema, schemaPath: String, options: SchemaFileMapping) -> [String: SchemaFileMapping.Override] {
+    func readOverrides(
+        _ entry: PipelineEntry, schema: CloudKitSchema, definitions: [String: RecordTypeDefinition], schemaPath: String, options: SchemaFileMapping
+    ) -> [String: SchemaFileMapping.Override] {
         guard let pairs = file.entries(of: entry.value, path: "recordTypes.override", what: "a mapping of record type names to their overrides") else {
             return [:]
         }
         var overrides: [String: SchemaFileMapping.Override] = [:]
         var tableOwners: [String: String] = [:]
+        let typeNames = schema.recordTypes.map(\.name)
         for pair in pairs {
             let path = "recordTypes.override.\(pair.key)"
-            guard let recordType = schema[recordType: pair.key] else {
+            guard let recordType = definitions[pair.key] else {
                 file.report(
-                    "\(path): \(schemaPath) defines no record type \(pair.key)\(suggestion(pair.key, schema.recordTypes.map(\.name)))", at: pair.keyPosition)
+                    "\(path): \(schemaPath) defines no record type \(pair.key)\(suggestion(pair.key, typeNames))", at: pair.keyPosition)
                 continue
             }
             if options.skip.contains(pair.key) {
@@ -117,10 +128,12 @@ extension PostgresSettingsReader {
         var fields: [String: SchemaFileMapping.FieldOverride] = [:]
         var columnOwners: [String: String] = [:]
         let system = Set(systemColumns)
+        let fieldNames = recordType.fields.map(\.name)
+        let defined = Set(fieldNames)
         for pair in pairs {
-            guard recordType[field: pair.key] != nil else {
+            guard defined.contains(pair.key) else {
                 file.report(
-                    "\(path): record type \(recordType.name) in \(schemaPath) has no field \(pair.key)\(suggestion(pair.key, recordType.fields.map(\.name)))",
+                    "\(path): record type \(recordType.name) in \(schemaPath) has no field \(pair.key)\(suggestion(pair.key, fieldNames))",
                     at: pair.keyPosition)
                 continue
             }
@@ -162,7 +175,18 @@ extension PostgresSettingsReader {
         return fields
     }
 
+    /// A close name to suggest, for the first few mistakes only: each is an edit distance to
+    /// every candidate, and a file of 100,000 unknown names over a schema of as many types took
+    /// hours to refuse.
     func suggestion(_ name: String, _ candidates: [String]) -> String {
-        NameSuggestion.closest(to: name, among: candidates).map { " (did you mean \($0)?)" } ?? ""
+        guard file.diagnostics.count < 50 else { return "" }
+        return NameSuggestion.closest(to: name, among: candidates).map { " (did you mean \($0)?)" } ?? ""
+    }
+
+    /// The sentence for a mapping of `count` tables, more than `PostgresSchema.maxMappedTables`.
+    static func tooManyTables(_ count: Int, what: String) -> String {
+        "\(what) \(count) tables, and a pipeline may map at most \(PostgresSchema.maxMappedTables): a run makes the missing ones in one "
+            + "transaction, and PostgreSQL's lock table (6,400 locks by default, about four a table) runs out; map fewer, or split "
+            + "the record types across pipelines"
     }
 }

@@ -117,6 +117,48 @@ import ZoneFeedPostgres
         #expect(mapping.renamed.count == 20_001, "one of each pair, and the long name")
     }
 
+    /// A skip list of thousands of names the schema lacks, over a schema of thousands of types,
+    /// is refused in bounded time: each name searched the schema's list, and was given a
+    /// suggestion measured against every type (minutes for 8,000 of each, hours for 100,000).
+    /// The first mistakes still get one.
+    @Test(.timeLimit(.minutes(1))) func thousandsOfUnknownNamesAreRefusedInBoundedTime() throws {
+        let types = (0..<8_000).map { "RECORD TYPE Kind\($0) ( n INT64 );" }.joined(separator: "\n")
+        let unknown = (0..<8_000).map { "Kinde\($0)" }
+        let files = try Files(
+            recordTypes: "recordTypes:\n  schemaFile: cloudkit/schema.ckdb\n  skip: [\(unknown.joined(separator: ", "))]\n",
+            schema: "DEFINE SCHEMA\n\(types)\n")
+        defer { files.remove() }
+        let began = ContinuousClock.now
+        let problems = files.problems()
+        print("8,000 unknown names refused in \(ContinuousClock.now - began)")
+        #expect(problems.count == 8_000)
+        #expect(problems.first?.hasSuffix("(did you mean Kind0?)") == true, "\(problems.first ?? "")")
+        #expect(problems.last?.hasSuffix("does not define") == true, "\(problems.last ?? "")")
+    }
+
+    /// A pipeline maps at most `maxMappedTables` tables: a run makes the missing ones in one
+    /// transaction, and more ran out of PostgreSQL's lock table at every run, after `validate`
+    /// passed. Refused where the file names them, a schema file's or a written-out mapping.
+    @Test func moreTablesThanARunCanMakeAreRefusedWhereTheFileNamesThem() throws {
+        let many = PostgresSchema.maxMappedTables + 1
+        let schemaFile = try Files(
+            recordTypes: "recordTypes:\n  schemaFile: cloudkit/schema.ckdb\n",
+            schema: "DEFINE SCHEMA\n" + (0..<many).map { "RECORD TYPE Kind\($0) ( n INT64 );" }.joined(separator: "\n") + "\n")
+        defer { schemaFile.remove() }
+        #expect(schemaFile.problems().count == 1)
+        let refusal = "pipeline.yml:7:15: cloudkit/schema.ckdb defines record types for 1001 tables, and a pipeline may map at most 1000"
+        #expect(schemaFile.problems().first?.hasPrefix(refusal) == true, "\(schemaFile.problems())")
+        let skipOne = try Files(
+            recordTypes: "recordTypes:\n  schemaFile: cloudkit/schema.ckdb\n  skip: [Kind0]\n",
+            schema: "DEFINE SCHEMA\n" + (0..<many).map { "RECORD TYPE Kind\($0) ( n INT64 );" }.joined(separator: "\n") + "\n")
+        defer { skipOne.remove() }
+        #expect(skipOne.problems() == [], "1000 are taken")
+        let written = try Files(recordTypes: "recordTypes:\n" + (0..<many).map { "  Kind\($0): kind_\($0)\n" }.joined(), schema: Self.schema)
+        defer { written.remove() }
+        #expect(written.problems().count == 1)
+        #expect(written.problems().first?.hasPrefix("pipeline.yml:6:1: recordTypes maps 1001 tables") == true, "\(written.problems())")
+    }
+
     @Test func aSchemaFileThatDoesNotParseIsReportedAtItsOwnLineAndColumn() throws {
         let files = try Files(
             recordTypes: "recordTypes:\n  schemaFile: cloudkit/schema.ckdb\n",
