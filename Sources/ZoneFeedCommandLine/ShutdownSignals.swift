@@ -30,7 +30,11 @@ final class ShutdownSignals: Sendable {
                 if let onFirst = state.take(signal) {
                     await onFirst()
                 } else {
-                    exit(128 + signal.rawValue)
+                    // What is written is flushed, then the process ends at once: `exit` would
+                    // run handlers and destructors while libpq's and NIO's threads are busy,
+                    // which may wait on them, where the default action waited on nothing.
+                    fflush(nil)
+                    _exit(128 + signal.rawValue)
                 }
             }
         }

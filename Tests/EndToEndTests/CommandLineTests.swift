@@ -88,6 +88,31 @@ import ZoneFeed
         #expect(output.stderr.contains("timeout expired"), "\(output.stderr)")
     }
 
+    /// The first SIGTERM asks the run to stop between batches, which waits on the database; a
+    /// second ends the process at once, by its own hand (status 143, not ended by the signal),
+    /// with the open transaction left to the server to roll back.
+    @Test func aSecondSignalEndsTheProcessAtOnce() async throws {
+        let silent = try await SilentServer()
+        defer { silent.stop() }
+        var p = try await FakePipeline(prefix: "twosignals", fake: FakeSettings(seed: 51, zones: 1, recordsPerZone: 10))
+        p.url = "postgresql://zonefeed@127.0.0.1:\(silent.port)/zonefeed?sslmode=disable"
+        let zonefeed = try ZonefeedBinary(environment: p.environment)
+        defer { zonefeed.remove() }
+        let file = try p.write(to: zonefeed.directory)
+        let running = try await zonefeed.start(["run", file, "--progress", "never"])
+        let deadline = ContinuousClock.now + .seconds(20)
+        while silent.connections == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        running.signal(SIGTERM)
+        try await Task.sleep(for: .seconds(1))
+        #expect(running.isRunning, "the first signal waits for the run to stop")
+        let sent = ContinuousClock.now
+        running.signal(SIGTERM)
+        let (output, timedOut) = await running.wait(within: .seconds(20))
+        #expect(!timedOut)
+        #expect(output.status == 143, "\(output.status) \(output.stderr)")
+        #expect(ContinuousClock.now - sent < .seconds(10), "at once, not after the connection's bound")
+    }
+
     /// The summary's hint is a command to paste: its SQL is one shell word whatever a table is
     /// named. A table named to end the quotes (`t';touch pwned;'`) ran the rest when pasted.
     @Test func theSummarysHintRunsAsOneQueryWhateverTheTableIsNamed() async throws {
