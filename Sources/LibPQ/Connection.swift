@@ -37,14 +37,17 @@ public final class Connection: @unchecked Sendable {
     /// for one that went away without a word while a query waited (until the kernel gives up on
     /// an idle connection: two hours). A run held there forever, and a scheduled job's next run
     /// found it still holding its zones. These bound both: a connection is given up after 30 s,
-    /// and a server that stops answering, after about two minutes (keepalive probes from 60 s
-    /// of silence, 10 s apart, 6 of them; data unacknowledged for 120 s). A server that is
-    /// there but slow (a lock waited on, a long statement) answers the probes and is waited for.
-    /// Each applies only over TCP, but `connect_timeout`, and only where the connection string,
-    /// `PGCONNECT_TIMEOUT` or a service file does not set it.
+    /// and a server that stops answering while a query waits, after about two minutes
+    /// (keepalive probes from 60 s of silence, 10 s apart, 6 of them). A server that is there
+    /// but slow (a lock waited on, a long statement) answers the probes and is waited for. Not
+    /// `tcp_user_timeout`: a COPY that waits on another transaction's rows stops the server
+    /// reading, and since Linux 5.11 that timeout closes a connection whose data waits behind
+    /// a closed window however well its peer answers; a server gone in the middle of a COPY is
+    /// given up by the kernel's retransmissions (about 15 minutes). Each applies only over TCP,
+    /// but `connect_timeout`, and only where the connection string, `PGCONNECT_TIMEOUT` or a
+    /// service file does not set it.
     public static let defaultWaitBounds: [(keyword: String, value: String)] = [
         ("connect_timeout", "30"), ("keepalives_idle", "60"), ("keepalives_interval", "10"), ("keepalives_count", "6"),
-        ("tcp_user_timeout", "120000"),
     ]
 
     /// The bounds of `defaultWaitBounds` that `conninfo` and `environment` leave unset. None with
@@ -216,8 +219,10 @@ public final class Connection: @unchecked Sendable {
                 // first, and takes the rest of it for the host, which its errors print.
                 let host = String(cString: value)
                 cleaned = cleaned.replacingAll(host, with: "<redacted>")
-                if let last = host.utf8.lastIndex(of: UInt8(ascii: "@")), last > host.utf8.startIndex {
-                    cleaned = cleaned.replacingAll(String(host[..<last]), with: "<redacted>")
+                // The password's piece alone too (by scalars: a prepended mark before the '@'
+                // is one Character with it), wherever the message quotes it apart from the host.
+                if let last = host.unicodeScalars.lastIndex(of: "@"), last > host.startIndex {
+                    cleaned = cleaned.replacingAll(String(host.unicodeScalars[..<last]), with: "<redacted>")
                 }
             } else if name == "dbname", let value = option.pointee.val {
                 // A connection string pasted as the database name, password and all: a server
