@@ -65,7 +65,7 @@ extension FakeCloudKitStore {
         // A cancelled sleep means the client has gone; the request is no longer in flight.
         if latency > .zero { try? await Task.sleep(for: latency / 2) }
         // A gate (`faults/gate`) ends at a graceful shutdown as a held answer does.
-        _ = try? await cancelWhenGracefulShutdown { await self.waitAtGate(path: request.path) }
+        await cancelWhenGracefulShutdown { await self.waitAtGate(path: request.path) }
         let response = await handle(request, tooManyInFlight: tooMany)
         let rest = latency / 2 + response.delay
         // A held answer (`faults/hold`, up to ten minutes) ends at a graceful shutdown, which

@@ -200,7 +200,7 @@ import Testing
         let file = try p.write(to: zonefeed.directory)
         let line = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
             .firstIndex { $0.contains("caFile:") }.map { $0 + 1 }
-        let (output, timedOut) = await try zonefeed.start(["validate", file]).wait(within: .seconds(60))
+        let (output, timedOut) = try await zonefeed.start(["validate", file]).wait(within: .seconds(60))
         #expect(!timedOut, "validate ended")
         #expect(output.status == 2, "\(output.stderr)")
         #expect(output.stderr.contains(":\(line ?? 0):"), "the caFile line: \(output.stderr)")
