@@ -78,7 +78,7 @@ import ZoneFeed
         defer { zonefeed.remove() }
         let file = try p.write(to: zonefeed.directory)
         let running = try await zonefeed.start(["run", file, "--progress", "never"])
-        let deadline = ContinuousClock.now + .seconds(20)
+        let deadline = ContinuousClock.now + .seconds(90)
         while silent.connections == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
         #expect(silent.connections >= 1, "the run was connecting to the database")
         running.signal(SIGTERM)
@@ -95,22 +95,24 @@ import ZoneFeed
         let silent = try await SilentServer()
         defer { silent.stop() }
         var p = try await FakePipeline(prefix: "twosignals", fake: FakeSettings(seed: 51, zones: 1, recordsPerZone: 10))
-        p.url = "postgresql://zonefeed@127.0.0.1:\(silent.port)/zonefeed?sslmode=disable"
+        // Ten minutes to connect: on a loaded machine the test's own steps may lag by seconds.
+        p.url = "postgresql://zonefeed@127.0.0.1:\(silent.port)/zonefeed?sslmode=disable&connect_timeout=600"
         let zonefeed = try ZonefeedBinary(environment: p.environment)
         defer { zonefeed.remove() }
         let file = try p.write(to: zonefeed.directory)
         let running = try await zonefeed.start(["run", file, "--progress", "never"])
-        let deadline = ContinuousClock.now + .seconds(20)
+        let deadline = ContinuousClock.now + .seconds(90)
         while silent.connections == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(silent.connections >= 1, "the run was connecting to the database")
         running.signal(SIGTERM)
         try await Task.sleep(for: .seconds(1))
         #expect(running.isRunning, "the first signal waits for the run to stop")
         let sent = ContinuousClock.now
         running.signal(SIGTERM)
-        let (output, timedOut) = await running.wait(within: .seconds(20))
+        let (output, timedOut) = await running.wait(within: .seconds(120))
         #expect(!timedOut)
         #expect(output.status == 143, "\(output.status) \(output.stderr)")
-        #expect(ContinuousClock.now - sent < .seconds(10), "at once, not after the connection's bound")
+        #expect(ContinuousClock.now - sent < .seconds(120), "at once, not after the connection's ten minutes")
     }
 
     /// The summary's hint is a command to paste: its SQL is one shell word whatever a table is
