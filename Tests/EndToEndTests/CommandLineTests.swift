@@ -65,22 +65,38 @@ import ZoneFeed
         #expect(try await DestinationSnapshot.read(p).runStatuses == ["interrupted"])
     }
 
-    /// A database that accepts the connection and never answers (a proxy before a server that
-    /// is gone) held a run for ever, and a SIGTERM's graceful stop waited on it for ever too: the
-    /// connection is given up after its bound (30 s) and the run ends, with a sentence that says
-    /// so.
-    @Test func aDatabaseThatNeverAnswersEndsTheRunAfterTheConnectBoundEvenWhenStopped() async throws {
+    /// Runs the pipeline against a database that accepts the connection and never answers
+    /// (`connectionOptions` added to its URI); returns once the run is connecting, with the
+    /// process and what to stop when done.
+    func runConnectingToASilentDatabase(
+        _ prefix: String, seed: UInt64, connectionOptions: String = ""
+    ) async throws -> (running: ZonefeedBinary.Running, cleanUp: () -> Void) {
         let silent = try await SilentServer()
-        defer { silent.stop() }
-        var p = try await FakePipeline(prefix: "silentdb", fake: FakeSettings(seed: 47, zones: 1, recordsPerZone: 10))
-        p.url = "postgresql://zonefeed@127.0.0.1:\(silent.port)/zonefeed?sslmode=disable"
+        var p = try await FakePipeline(prefix: prefix, fake: FakeSettings(seed: seed, zones: 1, recordsPerZone: 10))
+        p.url = "postgresql://zonefeed@127.0.0.1:\(silent.port)/zonefeed?sslmode=disable\(connectionOptions)"
         let zonefeed = try ZonefeedBinary(environment: p.environment)
-        defer { zonefeed.remove() }
         let file = try p.write(to: zonefeed.directory)
         let running = try await zonefeed.start(["run", file, "--progress", "never"])
         let deadline = ContinuousClock.now + .seconds(90)
         while silent.connections == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
         #expect(silent.connections >= 1, "the run was connecting to the database")
+        return (
+            running,
+            {
+                running.end(SIGKILL)
+                silent.stop()
+                zonefeed.remove()
+            }
+        )
+    }
+
+    /// A database that accepts the connection and never answers (a proxy before a server that
+    /// is gone) held a run for ever, and a SIGTERM's graceful stop waited on it for ever too: the
+    /// connection is given up after its bound (30 s) and the run ends, with a sentence that says
+    /// so.
+    @Test func aDatabaseThatNeverAnswersEndsTheRunAfterTheConnectBoundEvenWhenStopped() async throws {
+        let (running, cleanUp) = try await runConnectingToASilentDatabase("silentdb", seed: 47)
+        defer { cleanUp() }
         running.signal(SIGTERM)
         let (output, timedOut) = await running.wait(within: .seconds(90))
         #expect(!timedOut, "the run ended")
@@ -92,18 +108,9 @@ import ZoneFeed
     /// second ends the process at once, by its own hand (status 143, not ended by the signal),
     /// with the open transaction left to the server to roll back.
     @Test func aSecondSignalEndsTheProcessAtOnce() async throws {
-        let silent = try await SilentServer()
-        defer { silent.stop() }
-        var p = try await FakePipeline(prefix: "twosignals", fake: FakeSettings(seed: 51, zones: 1, recordsPerZone: 10))
         // Ten minutes to connect: on a loaded machine the test's own steps may lag by seconds.
-        p.url = "postgresql://zonefeed@127.0.0.1:\(silent.port)/zonefeed?sslmode=disable&connect_timeout=600"
-        let zonefeed = try ZonefeedBinary(environment: p.environment)
-        defer { zonefeed.remove() }
-        let file = try p.write(to: zonefeed.directory)
-        let running = try await zonefeed.start(["run", file, "--progress", "never"])
-        let deadline = ContinuousClock.now + .seconds(90)
-        while silent.connections == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(silent.connections >= 1, "the run was connecting to the database")
+        let (running, cleanUp) = try await runConnectingToASilentDatabase("twosignals", seed: 51, connectionOptions: "&connect_timeout=600")
+        defer { cleanUp() }
         running.signal(SIGTERM)
         try await Task.sleep(for: .seconds(1))
         #expect(running.isRunning, "the first signal waits for the run to stop")
