@@ -61,11 +61,11 @@ extension FakeCloudKitStore {
     /// server) and half after (the answer travels back), so a token is issued halfway through
     /// the round trip, as a server far away issues it; an injected delay comes on top.
     nonisolated func handleInFlight(_ request: CloudKitRequest) async -> CloudKitResponse {
-        let (tooMany, latency, afterThrottle) = await arrive(webAuthToken: request.webAuthToken)
+        let (tooMany, latency, afterThrottle, gate) = await arrive(webAuthToken: request.webAuthToken, path: request.path)
         // A cancelled sleep means the client has gone; the request is no longer in flight.
         if latency > .zero { try? await Task.sleep(for: latency / 2) }
         // A gate (`faults/gate`) ends at a graceful shutdown as a held answer does.
-        await cancelWhenGracefulShutdown { await self.waitAtGate(path: request.path) }
+        if let gate { await cancelWhenGracefulShutdown { await self.wait(at: gate) } }
         let response = await handle(request, tooManyInFlight: tooMany)
         let rest = latency / 2 + response.delay
         // A held answer (`faults/hold`, up to ten minutes) ends at a graceful shutdown, which

@@ -50,16 +50,22 @@ extension FakeCloudKitStore {
         var pathSuffix: String?
         /// How long a request waits at most, in case the others never come.
         var timeout: Duration
+
+        /// A request kept at a gate: which, and how long it may wait.
+        struct Arrival: Sendable {
+            var id: Int
+            var timeout: Duration
+        }
     }
 
-    /// Counts a request at the first gate that still waits for requests of its path: the gate's
-    /// id and how long it may wait, or nil when no gate keeps it.
-    func arriveAtGate(path: String) -> (id: Int, timeout: Duration)? {
-        guard let index = gates.firstIndex(where: { $0.arrived < $0.count && ($0.pathSuffix.map { path.hasSuffix($0) } ?? true) }) else {
-            return nil
-        }
+    /// Counts a request at the first gate that still waits for requests of its path (by
+    /// `arrive`, in the hop every request makes): nil, and nothing more to do, when none keeps it.
+    func arriveAtGate(path: String) -> Gate.Arrival? {
+        guard !gates.isEmpty,
+            let index = gates.firstIndex(where: { $0.arrived < $0.count && ($0.pathSuffix.map { path.hasSuffix($0) } ?? true) })
+        else { return nil }
         gates[index].arrived += 1
-        return (gates[index].id, gates[index].timeout)
+        return Gate.Arrival(id: gates[index].id, timeout: gates[index].timeout)
     }
 
     /// Whether the gate lets its requests through: all it waited for have come, or it was
@@ -69,12 +75,11 @@ extension FakeCloudKitStore {
         return gate.arrived >= gate.count
     }
 
-    /// Keeps a request at its gate, if one keeps it, until the gate opens or its time is up.
-    nonisolated func waitAtGate(path: String) async {
-        guard let (id, timeout) = await arriveAtGate(path: path) else { return }
-        let deadline = ContinuousClock.now + timeout
+    /// Keeps a request at its gate until the gate opens or its time is up.
+    nonisolated func wait(at gate: Gate.Arrival) async {
+        let deadline = ContinuousClock.now + gate.timeout
         // Looked at every few milliseconds rather than woken: a test's door, not a hot path.
-        while await !gateIsOpen(id), ContinuousClock.now < deadline {
+        while await !gateIsOpen(gate.id), ContinuousClock.now < deadline {
             do { try await Task.sleep(for: .milliseconds(5)) } catch { return }
         }
     }

@@ -36,10 +36,11 @@ extension FakeCloudKitStore {
 
     /// A CloudKit request arrives: counts it in flight. Returns whether it is one too many
     /// (`maxInFlight`), to be throttled, and its round trip's latency, give or take the jitter.
-    /// `afterThrottle` is the request's to hand back to `depart`.
-    func arrive(webAuthToken: String? = nil) -> (tooMany: Bool, latency: Duration, afterThrottle: Bool) {
+    /// `afterThrottle` is the request's to hand back to `depart`; `gate`, the gate that keeps it
+    /// (`faults/gate`), if one does.
+    func arrive(webAuthToken: String? = nil, path: String) -> (tooMany: Bool, latency: Duration, afterThrottle: Bool, gate: Gate.Arrival?) {
         let (tooMany, afterThrottle) = countArrival(webAuthToken: webAuthToken)
-        return (tooMany, latency(), afterThrottle)
+        return (tooMany, latency(), afterThrottle, arriveAtGate(path: path))
     }
 
     private func countArrival(webAuthToken: String?) -> (tooMany: Bool, afterThrottle: Bool) {
