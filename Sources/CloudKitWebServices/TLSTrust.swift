@@ -20,39 +20,16 @@ public struct TLSTrust: Sendable, CustomStringConvertible {
 
     public struct Refusal: Error, Sendable, CustomStringConvertible {
         public var description: String
+
+        public init(description: String) { self.description = description }
     }
 
-    /// The system's store plus every certificate of the PEM file at `caFile`. Refuses a file that
-    /// cannot be read, is larger than `maxFileBytes`, or holds no PEM certificate, with a
-    /// sentence that names the file and never quotes it.
-    public init(caFile: String) throws(Refusal) {
-        // Opened without waiting, then looked at: a FIFO opened for reading waits in `open` for
-        // a writer, and held `validate` and every run there for ever.
-        let fd = open(caFile, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
-        guard fd >= 0 else {
-            let reason = FileManager.default.fileExists(atPath: caFile) ? "it cannot be read by the user running zonefeed" : "there is no such file"
-            throw Refusal(description: "the CA certificate file \(caFile) was not read: \(reason)")
-        }
-        let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
-        defer { try? handle.close() }
-        var status = stat()
-        guard fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
-            let what = status.st_mode & S_IFMT == S_IFDIR ? "a folder" : "not a regular file (a FIFO, a device or a socket)"
-            throw Refusal(description: "the CA certificate file \(caFile) was not read: it is \(what); name the PEM file itself")
-        }
-        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
-        let data: Data
-        do {
-            data = try handle.read(upToCount: Self.maxFileBytes + 1) ?? Data()
-        } catch {
-            throw Refusal(description: "the CA certificate file \(caFile) was not read: \(error.localizedDescription)")
-        }
-        guard data.count <= Self.maxFileBytes else {
-            throw Refusal(
-                description: "the CA certificate file \(caFile) was not read: it is larger than \(Self.maxFileBytes >> 20) MiB, "
-                    + "and a bundle of every public CA is a few hundred kilobytes; check that this is the CA certificate")
-        }
-        let certificates = try? NIOSSLCertificate.fromPEMBytes(Array(data))
+    /// The system's store plus every certificate of `pem`, the text of the file at `caFile`
+    /// (read by the caller, as every file of the pipeline is read: bounded in size and, for a
+    /// FIFO, in time). Refuses text that holds no PEM certificate, with a sentence that names the
+    /// file and never quotes it.
+    public init(caFile: String, pem: String) throws(Refusal) {
+        let certificates = try? NIOSSLCertificate.fromPEMBytes(Array(pem.utf8))
         guard let certificates, !certificates.isEmpty else {
             throw Refusal(
                 description: "the CA certificate file \(caFile) holds no PEM certificate (-----BEGIN CERTIFICATE-----): "

@@ -131,7 +131,7 @@ extension CloudKitSettings: SourceConfiguration {
             let value = file.nonEmptyText("caFile", in: section, expected: "the path of a PEM file of CA certificates")
         else { return nil }
         do {
-            _ = try TLSTrust(caFile: value)
+            _ = try TLSTrust.reading(caFile: value)
         } catch {
             file.report("\(section.path(of: "caFile")): \(error)", at: section["caFile"]?.valuePosition ?? section.position)
             return nil

@@ -63,7 +63,7 @@ public struct CloudKitSource: ChangeSource {
         configuration.serverKey = settings.auth.serverKey
         if let caFile = settings.tlsCAFile {
             do {
-                configuration.tlsTrust = try TLSTrust(caFile: caFile)
+                configuration.tlsTrust = try TLSTrust.reading(caFile: caFile)
             } catch {
                 throw SyncError(.failed, message: "source.cloudkit.tls.caFile: \(error)", underlying: error)
             }

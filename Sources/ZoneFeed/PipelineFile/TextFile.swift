@@ -8,10 +8,11 @@ import Foundation
     import Darwin
 #endif
 
-struct ReadFailure: Error {
-    var reason: String
+public struct ReadFailure: Error, Sendable {
+    /// `strerror`'s sentence, or what else kept the file from being read.
+    public var reason: String
     /// The file is larger than the most that is read: the reason says so, the caller says why.
-    var tooLarge = false
+    public var tooLarge = false
 }
 
 /// Reads with POSIX calls rather than Foundation so that the reason a read failed is `strerror`'s
@@ -67,6 +68,12 @@ public enum TextFile {
     /// The file's text; nil when it cannot be read, is larger than `maxBytes` or is not UTF-8.
     public static func read(atPath path: String, maxBytes: Int) -> String? {
         try? readTextFile(atPath: path, maxBytes: maxBytes).get()
+    }
+
+    /// The file's text, or why it could not be read: for files a pipeline names, which a FIFO
+    /// must not hold up for ever nor a huge file fill memory with.
+    public static func readOrSayWhy(atPath path: String, maxBytes: Int) -> Result<String, ReadFailure> {
+        readTextFile(atPath: path, maxBytes: maxBytes)
     }
 }
 
