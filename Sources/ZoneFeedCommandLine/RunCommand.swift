@@ -134,7 +134,7 @@ struct RunCommand: AsyncParsableCommand {
                         logger: logger))
                 let outcome: Result<RunSummary, any Error>
                 do {
-                    try await signals.run(group)
+                    try await signals.run(group, logger: logger)
                     outcome = service.result ?? .failure(RunError(.failed, summary: nil, message: "the run ended without a result"))
                 } catch {
                     outcome = .failure(error)

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import ServiceLifecycle
 import Synchronization
 import UnixSignals
@@ -54,9 +55,15 @@ final class ShutdownSignals: Sendable {
         return try await body()
     }
 
-    /// Runs `group` until it ends, shutting it down gracefully on the first signal.
-    func run(_ group: ServiceGroup) async throws {
-        try await handling(onFirst: { await group.triggerGracefulShutdown() }) { try await group.run() }
+    /// Runs `group` until it ends, shutting it down gracefully on the first signal, which says
+    /// so: a person who pressed Ctrl-C learns that a second one stops at once.
+    func run(_ group: ServiceGroup, logger: Logger) async throws {
+        try await handling(onFirst: {
+            logger.notice(
+                "stopping: the open transaction commits or rolls back first; a second signal stops at once",
+                metadata: ["signal": "\(self.received.map { "\($0)" } ?? "?")"])
+            await group.triggerGracefulShutdown()
+        }) { try await group.run() }
     }
 
     /// Stops listening; the signals have their default action again (the sequence left them

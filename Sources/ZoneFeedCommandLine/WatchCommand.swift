@@ -73,7 +73,7 @@ struct WatchCommand: AsyncParsableCommand {
                         "pollInterval": "\(Duration.secondsText(settings.pollIntervalSeconds))", "listen": "\(settings.listen ?? "off")",
                         "notifications": "\(source is any ChangeNotifying ? "subscriptions" : "none (polling)")",
                     ])
-                try await signals.run(ServiceGroup(configuration: .init(services: services, logger: logger)))
+                try await signals.run(ServiceGroup(configuration: .init(services: services, logger: logger)), logger: logger)
                 logger.notice("watch stopped", metadata: ["signal": "\(signals.received.map { "\($0)" } ?? "none")"])
             }
         }

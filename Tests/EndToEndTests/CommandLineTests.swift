@@ -112,7 +112,11 @@ import ZoneFeed
         let (running, cleanUp) = try await runConnectingToASilentDatabase("twosignals", seed: 51, connectionOptions: "&connect_timeout=600")
         defer { cleanUp() }
         running.signal(SIGTERM)
-        try await Task.sleep(for: .seconds(1))
+        let deadline = ContinuousClock.now + .seconds(60)
+        while !running.stderrSoFar.contains("a second signal stops at once"), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(running.stderrSoFar.contains("stopping: the open transaction commits or rolls back first"), "\(running.stderrSoFar)")
         #expect(running.isRunning, "the first signal waits for the run to stop")
         let sent = ContinuousClock.now
         running.signal(SIGTERM)

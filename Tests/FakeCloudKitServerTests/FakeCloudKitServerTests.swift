@@ -314,13 +314,21 @@ import Testing
     /// them on together; requests of other paths, and those after, pass. `faults/clear` opens it.
     @Test func aGateKeepsRequestsUntilTheLastItWaitsForHasCome() async throws {
         try await Harness.with { server in
+            /// Returns once the server keeps `count` requests at its gates, within 30 s.
+            func keptAtGates(_ count: Int) async throws {
+                let deadline = ContinuousClock.now + .seconds(30)
+                while try await server.admin("state")["keptAtGates"] != .int(Int64(count)) {
+                    try #require(ContinuousClock.now < deadline, "\(count) requests kept at the gate within 30 s")
+                    try await Task.sleep(for: .milliseconds(10))
+                }
+            }
             let body: JSONValue = .object(["zoneID": .object(["zoneName": .string("Zone01")]), "resultsLimit": .int(3)])
             try await server.admin("faults/gate", .object(["count": .int(2), "pathSuffix": .string("records/changes")]))
             let first = Task {
                 let answer = try await server.cloudKit("records/changes", body: body)
                 return (answer.status, ContinuousClock.now)
             }
-            try await Task.sleep(for: .milliseconds(400))
+            try await keptAtGates(1)
             #expect(try await server.cloudKit("zones/list", method: "GET").status == 200, "another path passes the gate")
             let secondSent = ContinuousClock.now
             #expect(try await server.cloudKit("records/changes", body: body).status == 200)
@@ -334,7 +342,7 @@ import Testing
                 _ = try await server.cloudKit("records/changes", body: body)
                 return ContinuousClock.now
             }
-            try await Task.sleep(for: .milliseconds(400))
+            try await keptAtGates(1)
             let cleared = ContinuousClock.now
             try await server.admin("faults/clear")
             let keptAnswered = try await kept.value
