@@ -139,8 +139,10 @@ struct WatchCommand: AsyncParsableCommand {
     }
 
     /// How long a connection to `/healthz` and `/metrics` may stay idle (a probe's or a
-    /// scrape's is done in milliseconds), and how many may be open at once.
+    /// scrape's is done in milliseconds), how long a request may take to arrive once begun, and
+    /// how many may be open at once.
     static let probeIdleTimeout = TimeAmount.seconds(30)
+    static let probeRequestDeadline = TimeAmount.seconds(10)
     static let probeConnections = 64
 
     /// `/healthz` (200 once caught up and while cycles succeed or have failed for less than
@@ -175,10 +177,14 @@ struct WatchCommand: AsyncParsableCommand {
         }
         // Whoever can reach the address (any pod of a cluster, with `0.0.0.0`) must not be able
         // to hold the process's file descriptors, which it shares with its CloudKit and
-        // PostgreSQL connections: a connection idle for `probeIdleTimeout` is closed, and no
-        // more than `probeConnections` are taken at once.
+        // PostgreSQL connections: a connection idle for `probeIdleTimeout`, or whose request is
+        // not whole `probeRequestDeadline` after it began, is closed, and no more than
+        // `probeConnections` are taken at once.
         return Application(
-            router: router, server: .http1(configuration: .init(idleTimeout: Self.probeIdleTimeout)),
+            router: router,
+            server: .http1(
+                configuration: .init(
+                    additionalChannelHandlers: [RequestDeadline(limit: Self.probeRequestDeadline)], idleTimeout: Self.probeIdleTimeout)),
             configuration: .init(
                 address: .hostname(host, port: port), serverName: "zonefeed",
                 availableConnectionsDelegate: MaximumAvailableConnections(Self.probeConnections)),

@@ -270,9 +270,12 @@ import Testing
         #expect(log.components(separatedBy: "the web courier failed; getting a new push token").count - 1 == 5, "five new tokens first: \(log)")
         let health = try await Self.get(base + "/healthz")
         #expect(health.status == 200 && health.text.contains("notifications: off (polling)"), "\(health)")
-        // A connection that sends nothing is closed after the probes' idle timeout (30 s), not
-        // held open for ever with the process's file descriptors.
-        let idle = Task { try await Self.secondsUntilClosed(idleConnectionTo: base) }
+        // A connection that sends nothing is closed after the probes' idle timeout (30 s), and
+        // one that trickles its request's body 10 s after the request began (the idle timeout
+        // counts from the last piece read, and each byte was one), not held open for ever with
+        // the process's file descriptors.
+        let idle = Task { try await Self.secondsUntilClosed(.idle, connectionTo: base) }
+        let trickling = Task { try await Self.secondsUntilClosed(.trickling, connectionTo: base) }
 
         try await s.addTag("WITHOUT-PUSH", to: "Zone01")
         #expect(await Self.within(.seconds(30)) { try await s.hasRow("WITHOUT-PUSH", in: "Zone01") } != nil, "\(watching.stderrSoFar)\n\(Self.sessions(s))")
@@ -284,12 +287,18 @@ import Testing
         #expect(watching.stderrSoFar.components(separatedBy: unavailable).count - 1 == 1, "said once")
         let closedAfter = try await idle.value
         #expect(closedAfter.map { $0 >= 25 && $0 < 60 } == true, "an idle connection closed after \(closedAfter.map { "\($0) s" } ?? "more than 90 s")")
+        let trickledFor = try await trickling.value
+        #expect(
+            trickledFor.map { $0 >= 8 && $0 < 25 } == true, "a trickling request's connection closed after \(trickledFor.map { "\($0) s" } ?? "more than 90 s")"
+        )
     }
 
-    /// Opens a TCP connection to `base` (`http://host:port`), sends nothing, and returns how many
-    /// seconds passed until the server closed it; nil if it had not within 90 s. Blocking reads,
-    /// on a thread of NIO's pool rather than of the tasks'.
-    static func secondsUntilClosed(idleConnectionTo base: String) async throws -> Double? {
+    /// Opens a TCP connection to `base` (`http://host:port`) and returns how many seconds passed
+    /// until the server closed it; nil if it had not within 90 s. Idle, it sends nothing;
+    /// trickling, it begins a request with a long body and sends a byte of the body every second
+    /// (whatever the server answers meanwhile). Blocking reads, on a thread of NIO's pool rather
+    /// than of the tasks'.
+    static func secondsUntilClosed(_ kind: ProbeClient, connectionTo base: String) async throws -> Double? {
         let address = base.dropFirst("http://".count)
         let host = String(address.prefix { $0 != ":" })
         let port = try #require(UInt16(address.drop { $0 != ":" }.dropFirst()))
@@ -304,16 +313,29 @@ import Testing
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
             }
             guard connected == 0 else { return nil }
-            var wait = timeval(tv_sec: 90, tv_usec: 0)
+            func send(_ text: String) -> Bool {
+                var bytes = Array(text.utf8)
+                return Glibc.send(fd, &bytes, bytes.count, Int32(MSG_NOSIGNAL)) == bytes.count
+            }
+            var wait = timeval(tv_sec: kind == .idle ? 90 : 1, tv_usec: 0)
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
             let start = ContinuousClock.now
-            var byte: UInt8 = 0
-            // 0: closed by the server; -1: the 90 s passed.
-            guard recv(fd, &byte, 1, 0) == 0 else { return nil }
+            if kind == .trickling, !send("POST /healthz HTTP/1.1\r\nHost: probe\r\nContent-Length: 100000\r\n\r\n") { return nil }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while ContinuousClock.now - start < .seconds(90) {
+                // 0: closed by the server; -1: the wait passed; more: an answer, read and let be.
+                let got = recv(fd, &buffer, buffer.count, 0)
+                if got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK) { break }
+                if kind == .idle, got < 0 { return nil }
+                if kind == .trickling, got < 0, !send("x") { break }
+            }
             let elapsed = ContinuousClock.now - start
+            guard elapsed < .seconds(90) else { return nil }
             return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         }
     }
+
+    enum ProbeClient { case idle, trickling }
 
     /// A zone created while watching has no subscription yet: the safety poll finds it through
     /// the database feed, and from then on it is subscribed to; deleted, its rows are tombstoned
