@@ -269,9 +269,11 @@ struct WebAuthTokenFile: WebAuthTokenVault {
         renamed = true
     }
 
-    /// Flushes the file and the folder's entry for it to the disk.
+    /// Flushes the file and the folder's entry for it to the disk. The file is opened as it is
+    /// read (not through a link, without waiting): a run refused for a token file that is a FIFO
+    /// went on to this at its end, and waited for ever for a writer to open it.
     func sync() {
-        for (target, flags) in [(path, O_RDONLY), (folder, O_RDONLY | O_DIRECTORY)] {
+        for (target, flags) in [(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK), (folder, O_RDONLY | O_DIRECTORY)] {
             let fd = open(target, flags | O_CLOEXEC)
             guard fd >= 0 else { continue }
             _ = fsync(fd)

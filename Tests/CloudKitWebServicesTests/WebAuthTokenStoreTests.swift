@@ -347,6 +347,14 @@ import Testing
         #expect(error?.description.contains(expected) == true, "\(error.map(\.description) ?? "")")
         #expect(error?.description.contains(file) == true)
         #expect(error?.description.contains("root:") != true, "nothing of the file is quoted")
+        // The run's end flushes the store: that returns too (it opened a FIFO to sync it and
+        // waited for a writer for ever).
+        let flushed = Mutex(false)
+        Task {
+            try? await store.flush(logger: logger)
+            flushed.withLock { $0 = true }
+        }
+        try await waitUntil { flushed.withLock { $0 } }
     }
 
     @Test func aTokenFileOfAnotherUserIsRefused() async throws {
