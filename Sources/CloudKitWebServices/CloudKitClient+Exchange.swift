@@ -247,14 +247,34 @@ extension CloudKitClient {
 
     // MARK: Helpers
 
-    /// Replaces every secret (raw or percent-encoded) with `<redacted>`.
+    /// A text of the server's (an error's code, reason or uuid) as zonefeed may quote it in
+    /// logs, a zone's `last_error`, rejects and `zonefeed status`: every secret (raw or
+    /// percent-encoded) replaced with `<redacted>`, and at most `quotedServerTextLength`
+    /// characters. An error body may be as large as any answer (32 MiB), and a reason of that
+    /// size was written whole into each of those, for every zone it failed.
     static func scrub(_ text: String, secrets: [String]) -> String {
-        var text = text
+        // Cut first at a length far past the last one, so that megabytes are not searched for
+        // every secret; a secret cut there is cut away with the rest below.
+        var (kept, cut) = prefix(of: text, scalars: 16 * quotedServerTextLength)
         for secret in secrets where !secret.isEmpty {
-            text = text.replacingOccurrences(of: secret, with: "<redacted>", options: .literal)
-            text = text.replacingOccurrences(of: PercentEncoding.encode(secret), with: "<redacted>", options: .literal)
+            kept = kept.replacingOccurrences(of: secret, with: "<redacted>", options: .literal)
+            kept = kept.replacingOccurrences(of: PercentEncoding.encode(secret), with: "<redacted>", options: .literal)
         }
-        return text
+        let (quoted, cutAgain) = prefix(of: kept, scalars: quotedServerTextLength)
+        return cut || cutAgain ? quoted + "… (cut; \(text.utf8.count) bytes in all)" : quoted
+    }
+
+    /// How many characters of a server's text (see `scrub`) are kept; CloudKit's reasons are a
+    /// sentence.
+    public static let quotedServerTextLength = 1_000
+
+    /// The first `count` Unicode scalars of `text`, and whether there were more.
+    private static func prefix(of text: String, scalars count: Int) -> (String, cut: Bool) {
+        let scalars = text.unicodeScalars
+        guard let end = scalars.index(scalars.startIndex, offsetBy: count, limitedBy: scalars.endIndex), end < scalars.endIndex else {
+            return (text, false)
+        }
+        return (String(scalars[..<end]), true)
     }
 
     /// A decoding error in a few words, without the data.

@@ -236,6 +236,36 @@ import Testing
         #expect(Secrets.leaked(in: logs.text).isEmpty, "\(logs.text)")
     }
 
+    /// A server's words are quoted in logs, a zone's last_error, rejects and `zonefeed status`:
+    /// a reason of megabytes (an error body may be as large as a page) is cut to a sentence's
+    /// length there, in a failed request's error and in a page's error entry alike, and a
+    /// secret in it is not quoted.
+    @Test func aServersReasonOfMegabytesIsCutBeforeItIsQuoted() async throws {
+        let logs = LogRecorder()
+        try await withServer(logs: logs, configure: { $0.retry.maxAttempts = 1 }) { server, client in
+            let long = Secrets.apiToken + String(repeating: "blah ", count: 400_000) + Secrets.apiToken
+            let quotedAtMost = CloudKitClient.quotedServerTextLength + 100
+            server.always(.error(400, code: "BAD_REQUEST", reason: long))
+            let error = try await #require(throws: CloudKitError.self) {
+                _ = try await client.fetchRecordZoneChanges(zoneID: ZoneID(zoneName: "Notes"), syncToken: "t")
+            }
+            let reason = try #require(error.reason)
+            #expect(reason.count <= quotedAtMost && reason.hasSuffix("… (cut; \(long.utf8.count) bytes in all)"), "\(reason.prefix(2_000))")
+            #expect("\(error)".count < 2 * quotedAtMost, "\("\(error)".prefix(3_000))")
+
+            server.always(.json(200, #"{"records":[{"recordName":"a","serverErrorCode":"BAD","reason":"\#(long)"}],"syncToken":"s","moreComing":false}"#))
+            let page = try await client.fetchRecordZoneChanges(zoneID: ZoneID(zoneName: "Notes"), syncToken: "t")
+            guard case .error(let entry) = try #require(page.records.first) else {
+                Issue.record("\(page.records)")
+                return
+            }
+            #expect(entry.reason.map { $0.count <= quotedAtMost && $0.contains("cut;") } == true, "\(entry.reason?.prefix(2_000) ?? "")")
+            #expect(Secrets.leaked(in: "\(error) \(entry)").isEmpty)
+        }
+        #expect(logs.text.count < 100_000, "\(logs.text.count) characters logged")
+        #expect(Secrets.leaked(in: logs.text).isEmpty)
+    }
+
     /// A page's error entries (a record's, a zone's) carry the server's words too, and are
     /// quoted in logs, a zone's last_error and rejects: scrubbed as an error body is.
     @Test func noSecretAppearsInAPagesErrorEntries() async throws {
