@@ -277,6 +277,21 @@ struct ServerErrorBody: Decodable {
             }
         }
     }
+
+    /// An error entry within an answer (a zone's in `zones/list`), read as tolerantly as a
+    /// body is: a member of an unexpected type (`"retryAfter":"soon"`, a numeric uuid) is left
+    /// out, where the synthesized reading refused the whole answer, and a run of `zones: all`
+    /// failed for one odd entry.
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        uuid = try? c.decodeIfPresent(String.self, forKey: .uuid)
+        serverErrorCode = try? c.decodeIfPresent(String.self, forKey: .serverErrorCode)
+        reason = try? c.decodeIfPresent(String.self, forKey: .reason)
+        retryAfter = try? c.decodeIfPresent(Double.self, forKey: .retryAfter)
+        redirectURL = try? c.decodeIfPresent(String.self, forKey: .redirectURL)
+    }
+
+    private enum CodingKeys: String, CodingKey { case uuid, serverErrorCode, reason, retryAfter, redirectURL }
 }
 
 extension CloudKitError {

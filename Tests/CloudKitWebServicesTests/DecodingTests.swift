@@ -147,6 +147,8 @@ import Testing
         }
     }
 
+    /// An error entry of a type the client does not expect in a member is an error entry
+    /// still, not a malformed answer.
     @Test func zoneListKeepsZonesAndTheirTokens() async throws {
         try await withServer { server, client in
             server.enqueue(
@@ -155,7 +157,8 @@ import Testing
                     #"""
                     {"zones":[{"zoneID":{"zoneName":"_defaultZone","ownerRecordName":"_o"}},
                               {"zoneID":{"zoneName":"Notes","ownerRecordName":"_o"},"syncToken":"now","atomic":true},
-                              {"zoneID":{"zoneName":"Broken"},"serverErrorCode":"ACCESS_DENIED","reason":"no"}]}
+                              {"zoneID":{"zoneName":"Broken"},"serverErrorCode":"ACCESS_DENIED","reason":"no"},
+                              {"zoneID":{"zoneName":"Odd"},"serverErrorCode":"ACCESS_DENIED","retryAfter":"soon","uuid":7,"reason":null}]}
                     """#))
             let zones = try await client.listZones()
             #expect(
