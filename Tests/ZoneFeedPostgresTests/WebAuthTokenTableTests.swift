@@ -96,6 +96,41 @@ import ZoneFeedPostgres
         #expect(saved == "0", "nothing was saved in it")
     }
 
+    /// The table zonefeed makes is private from its first token, whatever privileges the
+    /// database grants on new tables (`ALTER DEFAULT PRIVILEGES … GRANT SELECT ON TABLES TO
+    /// analysts`, as warehouses do): it was readable by them until a later process refused it.
+    @Test func theTableIsMadePrivateWhateverNewTablesAreGranted() async throws {
+        let conninfo = try await TestDatabase.connectionString()
+        let schema = TestDatabase.uniqueName("tokengrant")
+        let role = "zf_reader_" + schema.suffix(12).filter { $0.isLetter || $0.isNumber }
+        let qualified = "\(quoteIdentifier(schema)).\(quoteIdentifier(WebAuthTokenTable.tableName))"
+        try Connection.withConnection(conninfo) { c in
+            try c.execute("CREATE ROLE \(role) NOLOGIN")
+            try c.execute("CREATE SCHEMA \(quoteIdentifier(schema))")
+            try c.execute("ALTER DEFAULT PRIVILEGES IN SCHEMA \(quoteIdentifier(schema)) GRANT SELECT, UPDATE ON TABLES TO \(role)")
+        }
+        let tokens = WebAuthTokenTable(pipelineName: "granted", schema: schema, conninfo: conninfo)
+        try tokens.save("secret-token\n")
+        tokens.close()
+        let (reads, grantees, again) = try Connection.withConnection(conninfo) { c in
+            defer {
+                _ = try? c.execute("DROP SCHEMA \(quoteIdentifier(schema)) CASCADE")
+                _ = try? c.execute("DROP ROLE \(role)")
+            }
+            let reads = try c.query("SELECT has_table_privilege($1, $2, 'SELECT')", [role, qualified]).scalar(as: Bool.self)
+            let grantees = try c.query(
+                "SELECT count(*) FROM pg_class t, aclexplode(t.relacl) a WHERE t.oid = to_regclass($1) AND a.grantee <> t.relowner", [qualified]
+            ).scalar
+            // The next process finds it made, and takes it.
+            let next = WebAuthTokenTable(pipelineName: "granted", schema: schema, conninfo: conninfo)
+            defer { next.close() }
+            return (reads, grantees, try next.load())
+        }
+        #expect(!reads, "\(role) may not read the tokens")
+        #expect(grantees == "0")
+        #expect(again == "secret-token\n")
+    }
+
     /// `conninfo` with an application name, whichever form it has.
     static func conninfo(_ conninfo: String, applicationName: String) -> String {
         guard conninfo.contains("://") else { return conninfo + " application_name=\(applicationName)" }
