@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NIOPosix
+import Synchronization
 
 // The browser sign-in (reference §5.1): a request with the API token alone is answered 421
 // `AUTHENTICATION_REQUIRED` with a `redirectURL`; the person signs in there, and CloudKit sends
@@ -43,16 +44,20 @@ extension CloudKitClient {
             "CloudKit answered users/caller without a signed-in user: this API token needs no sign-in, or baseURL is not CloudKit Web Services")
     }
 
-    /// Stores `token`, which a person has just signed in for, in the configured token store
-    /// (`webAuthTokenVault`, else `webAuthTokenFile`) ahead of every saved one, checks it with
-    /// `users/caller`, and records who signed in and when. Returns the user.
+    /// Checks `token`, which a person has just signed in for, with `users/caller`, and stores it
+    /// in the configured token store (`webAuthTokenVault`, else `webAuthTokenFile`) in place of
+    /// every saved one, with who signed in and when. Returns the user.
     ///
-    /// The token is saved before it is used, as every token is (a server that rotates it on this
-    /// first answer must find its successor saved), with the fingerprint of the configured
-    /// `webAuthToken`: the next run takes the saved tokens over that configured one, which is
-    /// the stale token a person signs in to replace. A token CloudKit refuses, or that could not
-    /// be checked, is not kept: the store gets back what it held before. The store is read and written on NIO's pool for
-    /// blocking work.
+    /// The token is checked from a store in memory, and reaches the configured one only once
+    /// CloudKit has taken it (with its successor, when the answer rotated it), with the
+    /// fingerprint of the configured `webAuthToken`: the next run takes the saved tokens over
+    /// that configured one, which is the stale token a person signs in to replace. It was
+    /// saved there first and the old text put back when CloudKit refused it: meanwhile a run
+    /// or a pod starting read only a token that may be someone else's (a callback anyone on
+    /// this machine can send), a Ctrl-C during the check left it there alone, and the text put
+    /// back dropped what other processes sharing the store had saved in between. A process
+    /// killed between the answer and the save loses the sign-in, which a person, there to sign
+    /// in, does again. The store is read and written on NIO's pool for blocking work.
     public static func storeSignedInToken(_ token: String, configuration: Configuration, logger: Logger) async throws -> UserIdentity {
         guard let vault = configuration.webAuthTokenVault ?? configuration.webAuthTokenFile.map(WebAuthTokenFile.init(path:)) else {
             throw SignInError("the pipeline names no place to keep web auth tokens (auth.webAuthTokenFile or auth.webAuthTokenStore)")
@@ -71,31 +76,23 @@ extension CloudKitClient {
         contents.signedInAt = now
         contents.rotatedAt = now
         contents.usedAt = saved?.usedAt
-        let text = WebAuthTokenFile.text(of: contents)
+        let checked = TokensBeingChecked(WebAuthTokenFile.text(of: contents), location: vault.location)
+        var checking = configuration
+        checking.webAuthTokenVault = checked
+        let user = try await withClient(configuration: checking, logger: logger) { client in
+            let user = try await client.caller(logger: logger)
+            client.tokens.signedIn(as: user.userRecordName)
+            return user
+        }
         do {
-            try await NIOThreadPool.singleton.runIfActive { try vault.save(text) }
+            try await NIOThreadPool.singleton.runIfActive {
+                try vault.save(checked.load() ?? "")
+                vault.sync()
+            }
         } catch {
             throw WebAuthTokenFileFailure(error: error, reading: false)
         }
-        var checking = configuration
-        checking.webAuthTokenVault = vault
-        do {
-            return try await withClient(configuration: checking, logger: logger) { client in
-                let user = try await client.caller(logger: logger)
-                client.tokens.signedIn(as: user.userRecordName)
-                return user
-            }
-        } catch {
-            // A token not taken, or not checked (the network, a cancel): the tokens saved before
-            // are put back, or none when there were none (an empty text holds no token), not
-            // left for one that may be someone else's (a callback anyone on this machine could
-            // send).
-            _ = try? await NIOThreadPool.singleton.runIfActive {
-                try vault.save(previous ?? "")
-                vault.sync()
-            }
-            throw error
-        }
+        return user
     }
 
     /// Who signed in for the newest token, when, and when it last rotated, as the token store
@@ -136,4 +133,26 @@ public struct WebAuthTokenSummary: Sendable, Equatable {
 public struct SignInError: Error, Sendable, CustomStringConvertible {
     public let description: String
     public init(_ description: String) { self.description = description }
+}
+
+/// The tokens of a sign-in being checked: the token store of the check's client, in memory
+/// (see `storeSignedInToken`).
+private final class TokensBeingChecked: WebAuthTokenVault {
+    let location: String
+    private let text: Mutex<String?>
+
+    init(_ text: String, location: String) {
+        self.text = Mutex(text)
+        self.location = location
+    }
+
+    func load() -> String? { text.withLock { $0 } }
+
+    func save(_ text: String) { self.text.withLock { $0 = text } }
+
+    func update(_ change: (String?) throws -> String) throws {
+        try text.withLock { $0 = try change($0) }
+    }
+
+    func sync() {}
 }

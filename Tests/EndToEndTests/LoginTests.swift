@@ -326,6 +326,43 @@ import Testing
         #expect(!stored.contains { $0.contains("forged") })
     }
 
+    /// A token is checked before it is stored: while CloudKit has not answered, the store holds
+    /// the tokens of the sign-in before, and a Ctrl-C then leaves them there, the next run
+    /// using them. The token was written over them first and they were put back only when the
+    /// check failed: a run starting meanwhile had only a token that may be anyone's (the
+    /// callback has no `state`), and a stop during the check left that token alone.
+    @Test func aTokenBeingCheckedIsNotStoredAndAStopLeavesTheStoreAsItWas() async throws {
+        let port = try TestPushgateway.freeLoopbackPort()
+        let s = try await Self.setup("login-held", callbackPort: port)
+        defer { s.stop() }
+        var z = s.zonefeed
+        z.environment.merge(s.p.environment) { _, new in new }
+        let first = try await Self.submitSignIn(s.server, "action=sign-in")
+        let pasted = try await z.shell("printf '%s\\n' '\(first)' | '\(ZonefeedBinary.path)' login '\(s.file)' --paste")
+        #expect(pasted.status == 0, "\(pasted.stdout)\n\(pasted.stderr)")
+        let before = try s.tokenFileLines()
+
+        let login = try await z.start(["login", s.file, "--no-browser", "--callback-port", "\(port)", "--timeout", "900"])
+        defer { login.end() }
+        _ = try await Self.signInAddress(of: login)
+        // The check's users/caller is kept at the server until the gate is opened.
+        _ = try await s.server.admin("faults/gate", ["count": 2, "pathSuffix": "users/caller", "milliseconds": 120_000])
+        _ = try await Self.visit(try await Self.submitSignIn(s.server, "action=sign-in"))
+        let held = await WatchTests.within(.seconds(120)) {
+            let state = try JSONSerialization.jsonObject(with: Data(try await s.server.admin("state").utf8)) as? [String: Any]
+            return (state?["keptAtGates"] as? NSNumber)?.intValue == 1
+        }
+        try #require(held != nil, "the check reached the server: \(login.stdoutSoFar)")
+        #expect(try s.tokenFileLines() == before, "the store holds the sign-in before's tokens while the new one is checked")
+        login.signal(SIGINT)
+        let (stopped, timedOut) = await login.wait(within: .seconds(60))
+        #expect(!timedOut && stopped.status != 0, "\(stopped.stdout)\n\(stopped.stderr)")
+        _ = try await s.server.admin("faults/clear")
+        #expect(try s.tokenFileLines() == before, "a stop during the check leaves the store as it was")
+        let run = try await s.run()
+        #expect(run.status == 0, "the next run signs in with the tokens kept: \(run.stderr)")
+    }
+
     @Test func aSignInThatNeverComesBackTimesOutWithExitThree() async throws {
         let port = try TestPushgateway.freeLoopbackPort()
         let s = try await Self.setup("login-timeout", callbackPort: port)
