@@ -1,6 +1,7 @@
 import CloudKitWebServices
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import Logging
 import ServiceLifecycle
 import Synchronization
@@ -106,22 +107,36 @@ struct SignInCallbackListener {
     func waitForSignIn<T>(
         timeout: Duration, logger: Logger, onListening: @escaping @Sendable () async -> Void, take: (SignInCallback) async throws -> T?
     ) async throws -> T? {
-        let (callbacks, arrived) = AsyncStream.makeStream(of: SignInCallback.self, bufferingPolicy: .bufferingNewest(Self.waitingCallbacks))
+        // The oldest are kept: a flood of callbacks must not push out the browser's, which came
+        // first; one that finds no room is told to come again (a reload sends the same address).
+        let (callbacks, arrived) = AsyncStream.makeStream(of: SignInCallback.self, bufferingPolicy: .bufferingOldest(Self.waitingCallbacks))
         let router = Router()
         router.get("callback") { request, _ -> Response in
             let query = request.uri.query ?? ""
             let callback =
                 query.utf8.count > SignInCallback.maxAddressBytes
                 ? SignInCallback.noToken(error: "the callback's address is longer than a sign-in's") : SignInCallback(address: "?" + query)
-            arrived.yield(callback)
+            let taken: Bool
+            switch arrived.yield(callback) {
+            case .enqueued: taken = true
+            case .dropped, .terminated: taken = false
+            @unknown default: taken = false
+            }
             return Response(
-                status: .ok, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
-                body: .init(byteBuffer: ByteBuffer(string: Self.page(for: callback))))
+                status: taken ? .ok : .serviceUnavailable, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
+                body: .init(byteBuffer: ByteBuffer(string: taken ? Self.page(for: callback) : Self.busyPage)))
         }
         var quiet = logger
         quiet.logLevel = .error
+        // A browser's request comes whole at once; connections that linger or trickle are closed,
+        // and no more are taken than a person's browser needs.
         let app = Application(
-            router: router, configuration: .init(address: .hostname("127.0.0.1", port: port), serverName: "zonefeed-login"),
+            router: router,
+            server: .http1(
+                configuration: .init(additionalChannelHandlers: [RequestDeadline(limit: .seconds(10))], idleTimeout: .seconds(30))),
+            configuration: .init(
+                address: .hostname("127.0.0.1", port: port), serverName: "zonefeed-login",
+                availableConnectionsDelegate: MaximumAvailableConnections(64)),
             onServerRunning: { _ in await onListening() }, logger: quiet)
         let group = ServiceGroup(configuration: .init(services: [app], logger: quiet))
         let failure = ServerFailure()
@@ -187,8 +202,8 @@ struct SignInCallbackListener {
         let (title, text): (String, String)
         switch callback {
         case .token:
-            title = "Signed in"
-            text = "zonefeed has the sign-in and is checking it with CloudKit. You may close this tab and go back to the terminal."
+            title = "Sign-in received"
+            text = "zonefeed has the sign-in and is checking it with CloudKit; the terminal says whether it was taken. You may close this tab."
         case .noToken(let error):
             title = "Sign-in did not complete"
             text =
@@ -202,6 +217,16 @@ struct SignInCallbackListener {
 
             """
     }
+
+    /// The page of a callback that found every place taken (a flood of them, from another
+    /// program or page): the sign-in is in this page's address, and a reload brings it again.
+    static let busyPage = """
+        <!doctype html>
+        <html lang="en"><head><meta charset="utf-8"><title>zonefeed: busy</title></head>
+        <body><h1 id="result">Busy</h1><p>zonefeed has more sign-in callbacks waiting than it takes at once (another program or \
+        page may be sending them), and has not taken this one: reload this page in a moment to hand it the sign-in again.</p></body></html>
+
+        """
 
     static func htmlEscaped(_ text: String) -> String {
         text.replacingOccurrences(of: "&", with: "&amp;", options: .literal).replacingOccurrences(of: "<", with: "&lt;", options: .literal)

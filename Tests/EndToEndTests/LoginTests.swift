@@ -363,6 +363,43 @@ import Testing
         #expect(run.status == 0, "the next run signs in with the tokens kept: \(run.stderr)")
     }
 
+    /// A flood of forged callbacks (from any program on this machine, or a page in its
+    /// browser) does not push out the browser's: the callbacks that came first are kept, and
+    /// those past what login takes at once are told to reload. The newest were kept before, and
+    /// the browser's, which had been told it was signed in, was dropped unchecked.
+    @Test func aFloodOfForgedCallbacksDoesNotPushOutTheBrowsers() async throws {
+        let port = try TestPushgateway.freeLoopbackPort()
+        let s = try await Self.setup("login-flood", callbackPort: port)
+        defer { s.stop() }
+        var z = s.zonefeed
+        z.environment.merge(s.p.environment) { _, new in new }
+        let login = try await z.start(["login", s.file, "--no-browser", "--callback-port", "\(port)", "--timeout", "900"])
+        defer { login.end() }
+        _ = try await Self.signInAddress(of: login)
+        // The first forged token's check is kept at the server while the rest arrive.
+        _ = try await s.server.admin("faults/gate", ["count": 2, "pathSuffix": "users/caller", "milliseconds": 120_000])
+        _ = try await Self.visit("http://127.0.0.1:\(port)/callback?ckWebAuthToken=forged-first")
+        let held = await WatchTests.within(.seconds(120)) {
+            let state = try JSONSerialization.jsonObject(with: Data(try await s.server.admin("state").utf8)) as? [String: Any]
+            return (state?["keptAtGates"] as? NSNumber)?.intValue == 1
+        }
+        try #require(held != nil, "the first check reached the server: \(login.stdoutSoFar)")
+        let browsers = try await Self.visit(try await Self.submitSignIn(s.server, "action=sign-in"))
+        #expect(browsers.contains("checking it with CloudKit"), "\(browsers)")
+        var pages: [String] = []
+        // 16 wait their turn (the browser's and 15 of these), and 5 find no room.
+        for i in 0..<20 {
+            pages.append(try await Self.visit("http://127.0.0.1:\(port)/callback?ckWebAuthToken=forged-\(i)"))
+        }
+        #expect(pages.filter { $0.contains("reload this page") }.count == 5, "the callbacks past the 16 waiting are told to reload")
+        _ = try await s.server.admin("faults/clear")
+        let (output, timedOut) = await login.wait(within: .seconds(300))
+        #expect(!timedOut && output.status == 0, "\(output.stdout)\n\(output.stderr)")
+        #expect(output.stdout.contains("Signed in as _fakeUser"), "\(output.stdout)")
+        let stored = Self.tokens(in: try s.tokenFileLines())
+        #expect(stored.first?.hasPrefix("fake+") == true && !stored.contains { $0.contains("forged") }, "the browser's sign-in is stored")
+    }
+
     @Test func aSignInThatNeverComesBackTimesOutWithExitThree() async throws {
         let port = try TestPushgateway.freeLoopbackPort()
         let s = try await Self.setup("login-timeout", callbackPort: port)
