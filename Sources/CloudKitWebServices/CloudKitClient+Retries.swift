@@ -18,6 +18,7 @@ extension CloudKitClient {
         let start = ContinuousClock.now
         var attempt = 0
         var tokenRetries = 0
+        var retriedWithANewerToken = false
         var misdirections = 0
         while true {
             attempt += 1
@@ -40,8 +41,10 @@ extension CloudKitClient {
                 // its own count, which decoding on a loaded machine would inflate.
                 let oneAtATime = await limiter.release(ticket, .succeeded)
                 // Only a refused token that a newer one then got past says that the server
-                // wants one request at a time; a revoked session says nothing of the kind.
-                if oneAtATime, tokenRetries > 0 { tokens.learnOneAtATime() }
+                // wants one request at a time; a revoked session says nothing of the kind, nor
+                // an older token taken after a refusal (a proxy's bare 401, say): learned from
+                // that, every later run went one request at a time for good.
+                if oneAtATime, retriedWithANewerToken { tokens.learnOneAtATime() }
                 do {
                     return answer.scrubbed(try decode(answer.body))
                 } catch let decoding {
@@ -77,8 +80,9 @@ extension CloudKitClient {
             // asked to sign in again.
             if error.code == .authenticationFailed || error.code == .authenticationRequired, let token,
                 tokenRetries < WebAuthTokenStore.tokensKept,
-                await mayRetryWithAnotherToken(after: token, logger: logger)
+                case (let another, let newer) = await mayRetryWithAnotherToken(after: token, logger: logger), another
             {
+                retriedWithANewerToken = retriedWithANewerToken || newer
                 tokenRetries += 1
                 attempt -= 1
                 continue
@@ -120,7 +124,7 @@ extension CloudKitClient {
     /// that accepts only the newest token or two): requests go one at a time from now on, and
     /// once those in flight have answered, the request is tried again with the newest token
     /// known. Returns false when no token is left to try: a person must sign in again.
-    func mayRetryWithAnotherToken(after refused: String, logger: Logger) async -> Bool {
+    func mayRetryWithAnotherToken(after refused: String, logger: Logger) async -> (another: Bool, newer: Bool) {
         if await limiter.becomeOneAtATime() {
             let kept =
                 configuration.webAuthTokenFile == nil && configuration.webAuthTokenVault == nil
@@ -129,8 +133,8 @@ extension CloudKitClient {
                 "CloudKit refused a web auth token; it may accept only the newest, so requests go one at a time from now on\(kept)")
         }
         await limiter.drain()
-        let another = await tokens.refused(refused, logger: logger)
+        let (another, newer) = await tokens.refusedTakingNext(refused, logger: logger)
         if another { logger.info("retrying the request with the newest web auth token") }
-        return another
+        return (another, newer)
     }
 }

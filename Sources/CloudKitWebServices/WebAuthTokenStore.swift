@@ -270,6 +270,13 @@ final class WebAuthTokenStore: Sendable {
     /// vault lost every token newer than its oldest, and once the API token was put right a
     /// person had to sign in again.
     func refused(_ token: String, logger: Logger) async -> Bool {
+        await refusedTakingNext(token, logger: logger).left
+    }
+
+    /// `refused`, saying too whether the token tried next is newer than the refused one: it
+    /// came after it (a rotation in hand, or saved by another process since), rather than
+    /// before it (an earlier token, which the server may take for reasons of its own).
+    func refusedTakingNext(_ token: String, logger: Logger) async -> (left: Bool, nextIsNewer: Bool) {
         var saved: [String] = []
         if let file {
             saved = await withCheckedContinuation { done in
@@ -285,8 +292,10 @@ final class WebAuthTokenStore: Sendable {
                 }
             }
         }
-        let (left, takenIn) = state.withLock { state in
+        let (left, takenIn, newer) = state.withLock { state in
             state.refused.insert(token)
+            // Tokens are newest first: any before the refused one came after it.
+            let place = state.contents.tokens.firstIndex(of: token)
             state.contents.tokens.removeAll { $0 == token }
             let fresh = saved.filter { !state.refused.contains($0) && !state.pushedOut.contains($0) && !state.contents.tokens.contains($0) }
             state.contents.tokens.insert(contentsOf: fresh, at: 0)
@@ -294,10 +303,10 @@ final class WebAuthTokenStore: Sendable {
             // The token tried next must be in the vault before it goes out: it is, unless a
             // save by another process pushed it out (or the vault could not be read).
             if let next = state.contents.tokens.first, !saved.contains(next) { state.version += 1 }
-            return (!state.contents.tokens.isEmpty, fresh.count)
+            return (!state.contents.tokens.isEmpty, fresh.count, !fresh.isEmpty || place.map { $0 > 0 } == true)
         }
         if takenIn > 0 { logger.info("another process rotated the web auth token on; using the newest it saved", metadata: ["tokens": "\(takenIn)"]) }
-        return left
+        return (left, newer)
     }
 
     /// Remembers, for this run and the next ones, that this server wants one request at a time.

@@ -36,6 +36,30 @@ import Testing
         }
     }
 
+    /// An older saved token taken after a refusal (here a bare 401, as a proxy's) says nothing
+    /// of how many requests the server takes at once: nothing is learned for later runs. It was
+    /// taken for an overtaken token, and every later run went one request at a time. A newer
+    /// one, which another process saved meanwhile, taken after the refusal, is what teaches it.
+    @Test(arguments: [false, true])
+    func onlyANewerTokenTakenAfterARefusalTeachesOneRequestAtATime(_ newer: Bool) async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let file = folder + "/token"
+        try "newest-saved\nearlier=older-saved\n".write(toFile: file, atomically: true, encoding: .utf8)
+        #expect(chmod(file, 0o600) == 0)
+        try await withServer(configure: { $0.webAuthTokenFile = file }) { server, client in
+            // Newer: another process sharing the file rotated the token on meanwhile.
+            if newer { try "rotated-on\nearlier=newest-saved\nearlier=older-saved\n".write(toFile: file, atomically: true, encoding: .utf8) }
+            #expect(chmod(file, 0o600) == 0)
+            server.enqueue(.json(401, ""), .json(200, emptyPage))
+            _ = try await client.fetchRecordZoneChanges(zoneID: ZoneID(zoneName: "Notes"), syncToken: "t")
+            let sent = server.requests.map { $0.rawQueryValue("ckWebAuthToken") }
+            #expect(sent == ["newest-saved", newer ? "rotated-on" : "older-saved"], "\(sent)")
+        }
+        let saved = try String(contentsOfFile: file, encoding: .utf8)
+        #expect(saved.contains("requests=one-at-a-time") == newer, "\(saved)")
+    }
+
     @Test func rotatedTokenIsSavedPrivatelyAndPreferredAtTheNextStart() async throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
