@@ -75,6 +75,27 @@ import Testing
         return String(buffer: try await response.body.collect(upTo: 1 << 20))
     }
 
+    /// `zonefeed login` waiting for its callback on `port`, once it has printed the address.
+    static func startLogin(_ s: Setup, port: Int) async throws -> ZonefeedBinary.Running {
+        var z = s.zonefeed
+        z.environment.merge(s.p.environment) { _, new in new }
+        let login = try await z.start(["login", s.file, "--no-browser", "--callback-port", "\(port)", "--timeout", "900"])
+        _ = try await signInAddress(of: login)
+        return login
+    }
+
+    /// Keeps the next sign-in check (`users/caller`) at the server until `faults/clear`, and
+    /// returns once the one `send` brings about is kept there.
+    static func holdTheCheck(_ s: Setup, of login: ZonefeedBinary.Running, sentBy send: () async throws -> Void) async throws {
+        _ = try await s.server.admin("faults/gate", ["count": 2, "pathSuffix": "users/caller", "milliseconds": 120_000])
+        try await send()
+        let held = await WatchTests.within(.seconds(120)) {
+            let state = try JSONSerialization.jsonObject(with: Data(try await s.server.admin("state").utf8)) as? [String: Any]
+            return (state?["keptAtGates"] as? NSNumber)?.intValue == 1
+        }
+        try #require(held != nil, "the check reached the server: \(login.stdoutSoFar)")
+    }
+
     /// The tokens in a token file (the newest and the earlier ones): none may ever be printed.
     static func tokens(in lines: [String]) -> [String] {
         lines.enumerated().compactMap { index, line in
@@ -266,11 +287,8 @@ import Testing
         let s = try await Self.setup("login-\(how)", callbackPort: port)
         defer { s.stop() }
         if how == "refused" { try await s.server.admin("auth/sign-in", ["refuse": true]) }
-        var z = s.zonefeed
-        z.environment.merge(s.p.environment) { _, new in new }
-        let login = try await z.start(["login", s.file, "--no-browser", "--callback-port", "\(port)", "--timeout", "900"])
+        let login = try await Self.startLogin(s, port: port)
         defer { login.end() }
-        _ = try await Self.signInAddress(of: login)
         let page = try await Self.visit(try await Self.submitSignIn(s.server, how == "cancelled" ? "action=cancel" : "action=sign-in"))
         #expect(page.contains("did not complete"), "\(page)")
         let said = how == "cancelled" ? "the sign-in was cancelled in the browser" : "CloudKit refused the sign-in"
@@ -296,11 +314,8 @@ import Testing
         let port = try TestPushgateway.freeLoopbackPort()
         let s = try await Self.setup("login-forged", callbackPort: port)
         defer { s.stop() }
-        var z = s.zonefeed
-        z.environment.merge(s.p.environment) { _, new in new }
-        let login = try await z.start(["login", s.file, "--no-browser", "--callback-port", "\(port)", "--timeout", "900"])
+        let login = try await Self.startLogin(s, port: port)
         defer { login.end() }
-        _ = try await Self.signInAddress(of: login)
         _ = try await Self.visit("http://127.0.0.1:\(port)/callback?error=forged")
         try await Self.waitForSaying("the sign-in did not complete (forged); nothing was stored. Still waiting", login)
         _ = try await Self.visit("http://127.0.0.1:\(port)/callback?ckWebAuthToken=forged-token-of-another-account")
@@ -342,17 +357,9 @@ import Testing
         #expect(pasted.status == 0, "\(pasted.stdout)\n\(pasted.stderr)")
         let before = try s.tokenFileLines()
 
-        let login = try await z.start(["login", s.file, "--no-browser", "--callback-port", "\(port)", "--timeout", "900"])
+        let login = try await Self.startLogin(s, port: port)
         defer { login.end() }
-        _ = try await Self.signInAddress(of: login)
-        // The check's users/caller is kept at the server until the gate is opened.
-        _ = try await s.server.admin("faults/gate", ["count": 2, "pathSuffix": "users/caller", "milliseconds": 120_000])
-        _ = try await Self.visit(try await Self.submitSignIn(s.server, "action=sign-in"))
-        let held = await WatchTests.within(.seconds(120)) {
-            let state = try JSONSerialization.jsonObject(with: Data(try await s.server.admin("state").utf8)) as? [String: Any]
-            return (state?["keptAtGates"] as? NSNumber)?.intValue == 1
-        }
-        try #require(held != nil, "the check reached the server: \(login.stdoutSoFar)")
+        try await Self.holdTheCheck(s, of: login) { _ = try await Self.visit(try await Self.submitSignIn(s.server, "action=sign-in")) }
         #expect(try s.tokenFileLines() == before, "the store holds the sign-in before's tokens while the new one is checked")
         login.signal(SIGINT)
         let (stopped, timedOut) = await login.wait(within: .seconds(60))
@@ -371,19 +378,10 @@ import Testing
         let port = try TestPushgateway.freeLoopbackPort()
         let s = try await Self.setup("login-flood", callbackPort: port)
         defer { s.stop() }
-        var z = s.zonefeed
-        z.environment.merge(s.p.environment) { _, new in new }
-        let login = try await z.start(["login", s.file, "--no-browser", "--callback-port", "\(port)", "--timeout", "900"])
+        let login = try await Self.startLogin(s, port: port)
         defer { login.end() }
-        _ = try await Self.signInAddress(of: login)
         // The first forged token's check is kept at the server while the rest arrive.
-        _ = try await s.server.admin("faults/gate", ["count": 2, "pathSuffix": "users/caller", "milliseconds": 120_000])
-        _ = try await Self.visit("http://127.0.0.1:\(port)/callback?ckWebAuthToken=forged-first")
-        let held = await WatchTests.within(.seconds(120)) {
-            let state = try JSONSerialization.jsonObject(with: Data(try await s.server.admin("state").utf8)) as? [String: Any]
-            return (state?["keptAtGates"] as? NSNumber)?.intValue == 1
-        }
-        try #require(held != nil, "the first check reached the server: \(login.stdoutSoFar)")
+        try await Self.holdTheCheck(s, of: login) { _ = try await Self.visit("http://127.0.0.1:\(port)/callback?ckWebAuthToken=forged-first") }
         let browsers = try await Self.visit(try await Self.submitSignIn(s.server, "action=sign-in"))
         #expect(browsers.contains("checking it with CloudKit"), "\(browsers)")
         var pages: [String] = []
