@@ -254,11 +254,17 @@ extension CloudKitClient {
     /// size was written whole into each of those, for every zone it failed.
     static func scrub(_ text: String, secrets: [String]) -> String {
         // Cut first at a length far past the last one, so that megabytes are not searched for
-        // every secret; a secret cut there is cut away with the rest below.
+        // every secret. A secret that cut went through is left there in part, at the end, shorter
+        // than the longest secret: once the whole ones are redacted, that much of the end goes
+        // too (text that is mostly secrets shrinks to within the quoted length).
         var (kept, cut) = prefix(of: text, scalars: 16 * quotedServerTextLength)
         for secret in secrets where !secret.isEmpty {
             kept = kept.replacingOccurrences(of: secret, with: "<redacted>", options: .literal)
             kept = kept.replacingOccurrences(of: PercentEncoding.encode(secret), with: "<redacted>", options: .literal)
+        }
+        if cut {
+            let longest = secrets.map { max($0.unicodeScalars.count, PercentEncoding.encode($0).unicodeScalars.count) }.max() ?? 1
+            kept = String(kept.unicodeScalars.dropLast(max(longest - 1, 0)))
         }
         let (quoted, cutAgain) = prefix(of: kept, scalars: quotedServerTextLength)
         return cut || cutAgain ? quoted + "… (cut; \(text.utf8.count) bytes in all)" : quoted

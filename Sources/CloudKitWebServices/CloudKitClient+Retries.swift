@@ -82,7 +82,8 @@ extension CloudKitClient {
                 tokenRetries < WebAuthTokenStore.tokensKept,
                 case (let another, let newer) = await mayRetryWithAnotherToken(after: token, logger: logger), another
             {
-                retriedWithANewerToken = retriedWithANewerToken || newer
+                // The token that succeeds, if any, is the one tried last.
+                retriedWithANewerToken = newer
                 tokenRetries += 1
                 attempt -= 1
                 continue

@@ -303,7 +303,9 @@ final class WebAuthTokenStore: Sendable {
             // The token tried next must be in the vault before it goes out: it is, unless a
             // save by another process pushed it out (or the vault could not be read).
             if let next = state.contents.tokens.first, !saved.contains(next) { state.version += 1 }
-            return (!state.contents.tokens.isEmpty, fresh.count, !fresh.isEmpty || place.map { $0 > 0 } == true)
+            // One pushed out by rotations since it went out is older than all those in hand.
+            let newer = !fresh.isEmpty || place.map { $0 > 0 } == true || (place == nil && state.pushedOut.contains(token))
+            return (!state.contents.tokens.isEmpty, fresh.count, newer)
         }
         if takenIn > 0 { logger.info("another process rotated the web auth token on; using the newest it saved", metadata: ["tokens": "\(takenIn)"]) }
         return (left, newer)

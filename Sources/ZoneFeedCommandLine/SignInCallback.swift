@@ -116,15 +116,16 @@ struct SignInCallbackListener {
             let callback =
                 query.utf8.count > SignInCallback.maxAddressBytes
                 ? SignInCallback.noToken(error: "the callback's address is longer than a sign-in's") : SignInCallback(address: "?" + query)
-            let taken: Bool
+            let (status, page): (HTTPResponse.Status, String)
             switch arrived.yield(callback) {
-            case .enqueued: taken = true
-            case .dropped, .terminated: taken = false
-            @unknown default: taken = false
+            case .enqueued: (status, page) = (.ok, Self.page(for: callback))
+            case .dropped: (status, page) = (.serviceUnavailable, Self.busyPage)
+            case .terminated: (status, page) = (.serviceUnavailable, Self.endedPage)
+            @unknown default: (status, page) = (.serviceUnavailable, Self.endedPage)
             }
             return Response(
-                status: taken ? .ok : .serviceUnavailable, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
-                body: .init(byteBuffer: ByteBuffer(string: taken ? Self.page(for: callback) : Self.busyPage)))
+                status: status, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
+                body: .init(byteBuffer: ByteBuffer(string: page)))
         }
         var quiet = logger
         quiet.logLevel = .error
@@ -225,6 +226,16 @@ struct SignInCallbackListener {
         <html lang="en"><head><meta charset="utf-8"><title>zonefeed: busy</title></head>
         <body><h1 id="result">Busy</h1><p>zonefeed has more sign-in callbacks waiting than it takes at once (another program or \
         page may be sending them), and has not taken this one: reload this page in a moment to hand it the sign-in again.</p></body></html>
+
+        """
+
+    /// The page of a callback that came once login had stopped waiting (its time up, or a
+    /// sign-in taken): a reload cannot help.
+    static let endedPage = """
+        <!doctype html>
+        <html lang="en"><head><meta charset="utf-8"><title>zonefeed: not waiting</title></head>
+        <body><h1 id="result">Not waiting</h1><p>zonefeed login is no longer waiting for a sign-in, and has not taken this one: \
+        run it again to sign in.</p></body></html>
 
         """
 

@@ -290,6 +290,20 @@ import Testing
         #expect(Secrets.leaked(in: logs.text).isEmpty)
     }
 
+    /// A proxy echoing a long token over and over: redacted, the text shrinks below the length
+    /// quoted, and a token cut where the text was first cut must not be left there in part.
+    @Test func aTokenEchoedUntilTheTextIsCutIsNotQuotedInPart() async throws {
+        let long = "long+Token/" + String(repeating: "Q", count: 290)
+        try await withServer(configure: { $0.webAuthToken = long }) { server, client in
+            server.always(.error(400, code: "BAD_REQUEST", reason: String(repeating: long, count: 100)))
+            let error = try await #require(throws: CloudKitError.self) {
+                _ = try await client.fetchRecordZoneChanges(zoneID: ZoneID(zoneName: "Notes"), syncToken: "t")
+            }
+            #expect(!"\(error)".contains("long+Token/QQ"), "\(error)")
+            #expect("\(error)".contains("<redacted><redacted>"))
+        }
+    }
+
     /// A page's error entries (a record's, a zone's) carry the server's words too, and are
     /// quoted in logs, a zone's last_error and rejects: scrubbed as an error body is.
     @Test func noSecretAppearsInAPagesErrorEntries() async throws {

@@ -350,6 +350,7 @@ import Testing
         // The run's end flushes the store: that returns too (it opened a FIFO to sync it and
         // waited for a writer for ever).
         let flushed = Mutex(false)
+        // A task of its own, not a child: a group would wait for ever for a flush that hangs.
         Task {
             try? await store.flush(logger: logger)
             flushed.withLock { $0 = true }

@@ -296,13 +296,12 @@ import Testing
     /// Opens a TCP connection to `base` (`http://host:port`) and returns how many seconds passed
     /// until the server closed it; nil if it had not within 90 s. Idle, it sends nothing;
     /// trickling, it begins a request with a long body and sends a byte of the body every second
-    /// (whatever the server answers meanwhile). Blocking reads, on a thread of NIO's pool rather
-    /// than of the tasks'.
+    /// (whatever the server answers meanwhile). Blocking reads, on a thread of their own.
     static func secondsUntilClosed(_ kind: ProbeClient, connectionTo base: String) async throws -> Double? {
         let address = base.dropFirst("http://".count)
         let host = String(address.prefix { $0 != ":" })
         let port = try #require(UInt16(address.drop { $0 != ":" }.dropFirst()))
-        return try await offPool {
+        return try await onAThreadOfItsOwn {
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             defer { close(fd) }
             var peer = sockaddr_in()

@@ -109,14 +109,17 @@ import ZoneFeedPostgres
             try c.execute("CREATE SCHEMA \(quoteIdentifier(schema))")
             try c.execute("ALTER DEFAULT PRIVILEGES IN SCHEMA \(quoteIdentifier(schema)) GRANT SELECT, UPDATE ON TABLES TO \(role)")
         }
+        // The role is the cluster's: dropped whatever happens below.
+        defer {
+            try? Connection.withConnection(conninfo) { c in
+                _ = try? c.execute("DROP SCHEMA \(quoteIdentifier(schema)) CASCADE")
+                _ = try? c.execute("DROP ROLE \(role)")
+            }
+        }
         let tokens = WebAuthTokenTable(pipelineName: "granted", schema: schema, conninfo: conninfo)
         try tokens.save("secret-token\n")
         tokens.close()
         let (reads, grantees, again) = try Connection.withConnection(conninfo) { c in
-            defer {
-                _ = try? c.execute("DROP SCHEMA \(quoteIdentifier(schema)) CASCADE")
-                _ = try? c.execute("DROP ROLE \(role)")
-            }
             let reads = try c.query("SELECT has_table_privilege($1, $2, 'SELECT')", [role, qualified]).scalar(as: Bool.self)
             let grantees = try c.query(
                 "SELECT count(*) FROM pg_class t, aclexplode(t.relacl) a WHERE t.oid = to_regclass($1) AND a.grantee <> t.relowner", [qualified]
