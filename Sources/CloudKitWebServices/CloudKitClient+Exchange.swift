@@ -258,13 +258,10 @@ extension CloudKitClient {
         // than the longest secret: once the whole ones are redacted, that much of the end goes
         // too (text that is mostly secrets shrinks to within the quoted length).
         var (kept, cut) = prefix(of: text, scalars: 16 * quotedServerTextLength)
-        for secret in secrets where !secret.isEmpty {
-            kept = kept.replacingOccurrences(of: secret, with: "<redacted>", options: .literal)
-            kept = kept.replacingOccurrences(of: PercentEncoding.encode(secret), with: "<redacted>", options: .literal)
-        }
-        if cut {
-            let longest = secrets.map { max($0.unicodeScalars.count, PercentEncoding.encode($0).unicodeScalars.count) }.max() ?? 1
-            kept = String(kept.unicodeScalars.dropLast(max(longest - 1, 0)))
+        let forms = secrets.filter { !$0.isEmpty }.flatMap { [$0, PercentEncoding.encode($0)] }
+        for form in forms { kept = kept.replacingOccurrences(of: form, with: "<redacted>", options: .literal) }
+        if cut, let longest = forms.map(\.unicodeScalars.count).max() {
+            kept = String(kept.unicodeScalars.dropLast(longest - 1))
         }
         let (quoted, cutAgain) = prefix(of: kept, scalars: quotedServerTextLength)
         return cut || cutAgain ? quoted + "… (cut; \(text.utf8.count) bytes in all)" : quoted

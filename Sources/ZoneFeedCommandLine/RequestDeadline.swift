@@ -1,3 +1,4 @@
+import HummingbirdCore
 import NIOCore
 import NIOHTTPTypes
 
@@ -43,3 +44,16 @@ final class RequestDeadline: ChannelInboundHandler, RemovableChannelHandler {
 
 @available(*, unavailable)
 extension RequestDeadline: Sendable {}
+
+extension RequestDeadline {
+    /// HTTP/1 as zonefeed's own small listeners serve it (watch's `/healthz` and `/metrics`,
+    /// login's callback): a connection idle for 30 s, or whose request is not whole 10 s after
+    /// its head, is closed.
+    static var boundedHTTP1: HTTPServerBuilder {
+        .http1(configuration: .init(additionalChannelHandlers: [RequestDeadline(limit: .seconds(10))], idleTimeout: .seconds(30)))
+    }
+
+    /// The most connections such a listener takes at once: whoever can reach it must not hold
+    /// the file descriptors the process shares with its CloudKit and PostgreSQL connections.
+    static let connections = 64
+}

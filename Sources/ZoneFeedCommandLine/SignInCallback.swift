@@ -129,15 +129,13 @@ struct SignInCallbackListener {
         }
         var quiet = logger
         quiet.logLevel = .error
-        // A browser's request comes whole at once; connections that linger or trickle are closed,
-        // and no more are taken than a person's browser needs.
+        // A browser's request comes whole at once: connections that linger or trickle are
+        // closed, and no more are taken than a small listener's.
         let app = Application(
-            router: router,
-            server: .http1(
-                configuration: .init(additionalChannelHandlers: [RequestDeadline(limit: .seconds(10))], idleTimeout: .seconds(30))),
+            router: router, server: RequestDeadline.boundedHTTP1,
             configuration: .init(
                 address: .hostname("127.0.0.1", port: port), serverName: "zonefeed-login",
-                availableConnectionsDelegate: MaximumAvailableConnections(64)),
+                availableConnectionsDelegate: MaximumAvailableConnections(RequestDeadline.connections)),
             onServerRunning: { _ in await onListening() }, logger: quiet)
         let group = ServiceGroup(configuration: .init(services: [app], logger: quiet))
         let failure = ServerFailure()
@@ -211,33 +209,30 @@ struct SignInCallbackListener {
                 "The sign-in did not complete\(error.map { " (\(htmlEscaped($0)))" } ?? ""); zonefeed stored nothing, and waits for "
                 + "a sign-in until its time is up: sign in again at the address it printed, or stop it in the terminal."
         }
-        return """
-            <!doctype html>
-            <html lang="en"><head><meta charset="utf-8"><title>zonefeed: \(title)</title></head>
-            <body><h1 id="result">\(title)</h1><p>\(text)</p></body></html>
+        return html(title: title, text: text)
+    }
 
-            """
+    /// A page of one heading and one paragraph, as the callback's pages are.
+    static func html(title: String, text: String) -> String {
+        """
+        <!doctype html>
+        <html lang="en"><head><meta charset="utf-8"><title>zonefeed: \(title)</title></head>
+        <body><h1 id="result">\(title)</h1><p>\(text)</p></body></html>
+
+        """
     }
 
     /// The page of a callback that found every place taken (a flood of them, from another
     /// program or page): the sign-in is in this page's address, and a reload brings it again.
-    static let busyPage = """
-        <!doctype html>
-        <html lang="en"><head><meta charset="utf-8"><title>zonefeed: busy</title></head>
-        <body><h1 id="result">Busy</h1><p>zonefeed has more sign-in callbacks waiting than it takes at once (another program or \
-        page may be sending them), and has not taken this one: reload this page in a moment to hand it the sign-in again.</p></body></html>
-
-        """
+    static let busyPage = html(
+        title: "Busy",
+        text: "zonefeed has more sign-in callbacks waiting than it takes at once (another program or page may be sending them), and "
+            + "has not taken this one: reload this page in a moment to hand it the sign-in again.")
 
     /// The page of a callback that came once login had stopped waiting (its time up, or a
     /// sign-in taken): a reload cannot help.
-    static let endedPage = """
-        <!doctype html>
-        <html lang="en"><head><meta charset="utf-8"><title>zonefeed: not waiting</title></head>
-        <body><h1 id="result">Not waiting</h1><p>zonefeed login is no longer waiting for a sign-in, and has not taken this one: \
-        run it again to sign in.</p></body></html>
-
-        """
+    static let endedPage = html(
+        title: "Not waiting", text: "zonefeed login is no longer waiting for a sign-in, and has not taken this one: run it again to sign in.")
 
     static func htmlEscaped(_ text: String) -> String {
         text.replacingOccurrences(of: "&", with: "&amp;", options: .literal).replacingOccurrences(of: "<", with: "&lt;", options: .literal)

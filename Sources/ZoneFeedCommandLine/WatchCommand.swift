@@ -138,13 +138,6 @@ struct WatchCommand: AsyncParsableCommand {
         return summary
     }
 
-    /// How long a connection to `/healthz` and `/metrics` may stay idle (a probe's or a
-    /// scrape's is done in milliseconds), how long a request may take to arrive once begun, and
-    /// how many may be open at once.
-    static let probeIdleTimeout = TimeAmount.seconds(30)
-    static let probeRequestDeadline = TimeAmount.seconds(10)
-    static let probeConnections = 64
-
     /// `/healthz` (200 once caught up and while cycles succeed or have failed for less than
     /// `unhealthyAfter`, and the cycle running now has not stalled; 503 otherwise) and `/metrics` (the run metrics, live).
     static func healthServer(
@@ -177,17 +170,14 @@ struct WatchCommand: AsyncParsableCommand {
         }
         // Whoever can reach the address (any pod of a cluster, with `0.0.0.0`) must not be able
         // to hold the process's file descriptors, which it shares with its CloudKit and
-        // PostgreSQL connections: a connection idle for `probeIdleTimeout`, or whose request is
-        // not whole `probeRequestDeadline` after it began, is closed, and no more than
-        // `probeConnections` are taken at once.
+        // PostgreSQL connections: a connection idle, or whose request is late (a probe's or a
+        // scrape's is done in milliseconds), is closed, and no more than a small listener's
+        // are taken at once (`RequestDeadline.boundedHTTP1`).
         return Application(
-            router: router,
-            server: .http1(
-                configuration: .init(
-                    additionalChannelHandlers: [RequestDeadline(limit: Self.probeRequestDeadline)], idleTimeout: Self.probeIdleTimeout)),
+            router: router, server: RequestDeadline.boundedHTTP1,
             configuration: .init(
                 address: .hostname(host, port: port), serverName: "zonefeed",
-                availableConnectionsDelegate: MaximumAvailableConnections(Self.probeConnections)),
+                availableConnectionsDelegate: MaximumAvailableConnections(RequestDeadline.connections)),
             onServerRunning: { channel in
                 // The bound address, so that port 0 (any free port) can be found from the log.
                 let address = channel.localAddress.map { "\($0.ipAddress ?? host):\($0.port ?? port)" } ?? "\(host):\(port)"

@@ -118,13 +118,13 @@ public final class WebAuthTokenTable: SourceVault, Sendable {
             // say) is taken back from this one: the table was readable by them from its first
             // token, and only a later process, finding it made, refused it. Then it is checked
             // as one found made is (another role may have made it since it was looked for).
-            let owned = try c.query(
+            let grantees = try c.query(
                 """
                 SELECT DISTINCT pg_get_userbyid(a.grantee) FROM pg_class t, aclexplode(t.relacl) a
                 WHERE t.oid = to_regclass($1) AND t.relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user)
                     AND a.grantee NOT IN (0, t.relowner)
                 """, [table])
-            for row in owned.rows { try c.execute("REVOKE ALL ON \(table) FROM \(quoteIdentifier(try row.decode(0, as: String.self)))") }
+            for row in grantees.rows { try c.execute("REVOKE ALL ON \(table) FROM \(quoteIdentifier(try row.decode(0, as: String.self)))") }
             try checkPrivate(on: c)
         }
     }
