@@ -296,6 +296,15 @@ public struct JSONReader {
         position += count
     }
 
+    /// The next value if it is a string; any other value is passed, and nil.
+    public mutating func readStringOrPass() throws -> String? {
+        guard try peekIsString() else {
+            try skipValue()
+            return nil
+        }
+        return try readString()
+    }
+
     public mutating func readString() throws -> String {
         guard peek() == UInt8(ascii: "\"") else { throw failure("expected a string") }
         position += 1

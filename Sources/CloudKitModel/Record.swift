@@ -105,6 +105,19 @@ public struct RecordError: Sendable, Hashable, Codable, Error {
         self.uuid = uuid
     }
 
+    /// What the entry says of itself besides its name and code is taken when it has the type it
+    /// should, and otherwise left out (`"reason": 7`, a retryAfter that is text or past
+    /// Double's range), as a failed request's body is read: one odd entry no longer makes its
+    /// page malformed.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        recordName = try c.decodeIfPresent(String.self, forKey: .recordName)
+        serverErrorCode = try c.decode(String.self, forKey: .serverErrorCode)
+        reason = try? c.decodeIfPresent(String.self, forKey: .reason)
+        retryAfter = (try? c.decodeIfPresent(Double.self, forKey: .retryAfter)).flatMap { $0.isFinite ? $0 : nil }
+        uuid = try? c.decodeIfPresent(String.self, forKey: .uuid)
+    }
+
     /// Whether the code says the record is not there (rather than that it could not be given
     /// now, or not to this caller).
     public var saysTheRecordIsGone: Bool { serverErrorCode == "UNKNOWN_ITEM" || serverErrorCode == "NOT_FOUND" }

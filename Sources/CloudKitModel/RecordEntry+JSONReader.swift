@@ -53,9 +53,13 @@ extension RecordEntry {
             case .zoneID: zoneID = try ZoneID(reading: &json)
             case .deleted: deleted = try json.readBool()
             case .serverErrorCode: serverErrorCode = try json.readString()
-            case .reason: reason = try json.readString()
-            case .retryAfter: retryAfter = try json.readDouble()
-            case .uuid: uuid = try json.readString()
+            // What an error entry says of itself, besides its code, is read as a failed
+            // request's body is: a member of another type (`"reason": 7`) is left out, where it
+            // made the whole page malformed, and the zone failed run after run for one odd entry;
+            // as `RecordError.init(from:)` reads it.
+            case .reason: reason = try json.readStringOrPass()
+            case .retryAfter: retryAfter = try json.readDoubleOrPass().flatMap { $0.isFinite ? $0 : nil }
+            case .uuid: uuid = try json.readStringOrPass()
             case .pluginFields, .other: try json.skipValue()
             }
             if json.repairedStrings != repairs, member != .fields { problems.append("\(member.name) is not valid UTF-8 text") }
@@ -383,6 +387,15 @@ extension ZoneID {
 
 extension JSONReader {
     /// A number as a Double (integers converted).
+    /// The next value if it is a number; any other value is passed, and nil.
+    mutating func readDoubleOrPass() throws -> Double? {
+        guard try peekIsNumber() else {
+            try skipValue()
+            return nil
+        }
+        return try readDouble()
+    }
+
     public mutating func readDouble() throws -> Double {
         switch try readNumber() {
         case .int(let i): return Double(i)

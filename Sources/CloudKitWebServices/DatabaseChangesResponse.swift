@@ -57,7 +57,9 @@ public struct ZoneChange: Sendable, Hashable, Decodable {
         purged = try c.decodeIfPresent(Bool.self, forKey: .purged) ?? false
         encryptedDataReset = try c.decodeIfPresent(Bool.self, forKey: .encryptedDataReset) ?? false
         serverErrorCode = try c.decodeIfPresent(String.self, forKey: .serverErrorCode)
-        reason = try c.decodeIfPresent(String.self, forKey: .reason)
+        // A reason of another type (`"reason": 7`) is left out, as in a failed request's body,
+        // where it made the database's whole page malformed.
+        reason = try? c.decodeIfPresent(String.self, forKey: .reason)
     }
 }
 
@@ -87,7 +89,7 @@ extension ZoneChange {
             case "purged": change.purged = try json.readBool()
             case "encryptedDataReset": change.encryptedDataReset = try json.readBool()
             case "serverErrorCode": change.serverErrorCode = try json.readString()
-            case "reason": change.reason = try json.readString()
+            case "reason": change.reason = try json.readStringOrPass()  // as `init(from:)` reads it
             default: try json.skipValue()
             }
         }

@@ -129,6 +129,46 @@ import ZoneFeed
         #expect(record.fields.count == 21)
     }
 
+    /// An entry's reason, retry time or uuid of another type than CloudKit's is left out, by both
+    /// readers: the entry is still the error (or record) it says it is, and the rest of the page
+    /// is read, where one such member made the page malformed and its zone failed every run.
+    @Test func oddMembersOfAnEntryAreLeftOutNotTakenForAMalformedPage() throws {
+        let text = #"""
+            {"records":[
+              {"recordName":"a","serverErrorCode":"QUOTA_EXCEEDED","reason":7,"retryAfter":"soon","uuid":{"n":1}},
+              {"recordName":"b","serverErrorCode":"THROTTLED","reason":"slow down","retryAfter":1e400,"uuid":[]},
+              {"recordName":"c","serverErrorCode":"THROTTLED","retryAfter":2.5,"uuid":"u-1"},
+              {"recordName":"d","recordType":"Note","reason":[1],"retryAfter":true,"fields":{}},
+              {"recordName":"e","deleted":true,"uuid":5}
+            ],"syncToken":"t"}
+            """#
+        let page = try Self.read(text)
+        #expect(
+            page.records == [
+                .error(RecordError(recordName: "a", reason: nil, serverErrorCode: "QUOTA_EXCEEDED")),
+                .error(RecordError(recordName: "b", reason: "slow down", serverErrorCode: "THROTTLED")),
+                .error(RecordError(recordName: "c", reason: nil, serverErrorCode: "THROTTLED", retryAfter: 2.5, uuid: "u-1")),
+                .record(Record(recordName: "d", recordType: "Note", fields: [:])),
+                .deleted(recordName: "e"),
+            ])
+        #expect(page == (try Self.decoded(text)))
+
+        let zones = #"""
+            {"zones":[{"zoneID":{"zoneName":"A"},"serverErrorCode":"ZONE_NOT_FOUND","reason":7},
+                      {"zoneID":{"zoneName":"B"},"deleted":true,"reason":{"x":[]}}],"syncToken":"d","moreComing":false}
+            """#
+        let database = try Array(zones.utf8).withUnsafeBufferPointer { bytes in
+            var reader = JSONReader(bytes)
+            return try DatabaseChangesResponse(reading: &reader)
+        }
+        #expect(
+            database.zones == [
+                ZoneChange(zoneID: ZoneID(zoneName: "A"), serverErrorCode: "ZONE_NOT_FOUND"),
+                ZoneChange(zoneID: ZoneID(zoneName: "B"), deleted: true),
+            ])
+        #expect(database == (try JSONDecoder().decode(DatabaseChangesResponse.self, from: Data(zones.utf8))))
+    }
+
     /// CloudKit writes the token after the records; a page with its token and `moreComing` first,
     /// far from the end, is read the same, as JSONDecoder reads it.
     @Test func aPageWithItsTokenFirstIsReadAsAnyOther() throws {
