@@ -14,17 +14,21 @@ struct Pushgateway {
     let pipeline: String
     var instance: String? = nil
 
-    /// The group's URL; label values outside `[A-Za-z0-9_.-]` travel base64url-encoded, as the
-    /// gateway's API allows (`label@base64/value`).
+    /// The group's URL, without the user and password the base URL may hold (they travel as
+    /// Basic authentication); label values outside `[A-Za-z0-9_.-]` travel base64url-encoded, as
+    /// the gateway's API allows (`label@base64/value`).
     var groupURL: String {
-        var base = baseURL
+        var base = Self.redacted(baseURL)
         while base.hasSuffix("/") { base.removeLast() }
         return base + "/metrics" + Self.pathPart("job", job) + Self.pathPart("pipeline", pipeline) + (instance.map { Self.pathPart("instance", $0) } ?? "")
     }
 
     static func pathPart(_ label: String, _ value: String) -> String {
+        // `.` and `..` are path segments to the gateway, which refused the push (HTTP 400) of
+        // `pipeline: ..` or `--metrics-instance .`; encoded, they are plain label values.
         let plain =
-            !value.isEmpty && value.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "_.-".unicodeScalars.contains($0)) }
+            !value.isEmpty && value != "." && value != ".."
+            && value.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "_.-".unicodeScalars.contains($0)) }
         if plain { return "/\(label)/\(value)" }
         let encoded = Data(value.utf8).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-", options: .literal).replacingOccurrences(of: "/", with: "_", options: .literal)
@@ -43,6 +47,12 @@ struct Pushgateway {
         var request = HTTPClientRequest(url: groupURL)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "text/plain; version=0.0.4; charset=utf-8")
+        // A gateway behind Basic authentication (`--web.config.file`) is named with its user and
+        // password in the URL; AsyncHTTPClient sends nothing of a URL's user part by itself, and
+        // every push was refused with a 401.
+        if let components = URLComponents(string: baseURL), let user = components.user {
+            request.setBasicAuth(username: user, password: components.password ?? "")
+        }
         request.body = .bytes(ByteBuffer(string: text))
         let response: HTTPClientResponse
         do {

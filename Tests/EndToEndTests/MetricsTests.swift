@@ -109,6 +109,37 @@ import Testing
         #expect(unreachable.stderr.contains("the Pushgateway at http://127.0.0.1:9 cannot be reached"), "\(unreachable.stderr)")
     }
 
+    /// A gateway behind Basic authentication is named with its user and password in the URL:
+    /// the push carries them, and says neither. Before, AsyncHTTPClient sent nothing of the URL's
+    /// user part, and every push was refused with a 401. An instance (or pipeline) named `..` gets
+    /// its own group too, where the gateway refused the push of such a path (HTTP 400).
+    @Test func aPushgatewayBehindAPasswordTakesThePushAndThePasswordIsNotSaid() async throws {
+        let user = TestPushgateway.User.operations
+        let gateway = try await TestPushgateway(requiring: user)
+        defer { gateway.stop() }
+        let s = try await CloudKitEndToEndTests.Setup("metricsauth", fake: FakeSettings(seed: 85, zones: 1, recordsPerZone: 200))
+        defer { s.stop() }
+        let withUser = gateway.url.replacingOccurrences(of: "://", with: "://" + user.inURL)
+
+        let pushed = try await s.run(["--pushgateway", withUser])
+        #expect(pushed.status == 0, "\(pushed.stderr)")
+        #expect(!pushed.stderr.contains("Pushgateway"), "\(pushed.stderr)")
+        let metrics = try PrometheusText(parsing: try await gateway.metrics())
+        #expect(RunRow.from(metrics, ["job": "zonefeed", "pipeline": s.p.name]) == (try RunRow.last(s)))
+
+        let refused = try await s.run(["--pushgateway", gateway.url.replacingOccurrences(of: "://", with: "://ops:wrong@")])
+        #expect(refused.status == 0, "a push refused is said, not the run's exit code: \(refused.stderr)")
+        #expect(refused.stderr.contains("the Pushgateway at \(gateway.url) refused the metrics: HTTP 401"), "\(refused.stderr)")
+        for output in [pushed.stdout, pushed.stderr, refused.stdout, refused.stderr] {
+            #expect(!output.contains(user.password) && !output.contains("s3cr") && !output.contains("wrong"), "\(output)")
+        }
+
+        let dots = try await s.run(["--pushgateway", withUser, "--metrics-instance", ".."])
+        #expect(dots.status == 0 && !dots.stderr.contains("Pushgateway"), "\(dots.stderr)")
+        let afterDots = try PrometheusText(parsing: try await gateway.metrics())
+        #expect(afterDots.value("zonefeed_run_id", ["job": "zonefeed", "pipeline": s.p.name, "instance": ".."]) == Double(try RunRow.last(s).runID))
+    }
+
     /// A gateway (or a proxy before it) that answers a push's head and never its body costs the
     /// push a bounded wait, not the run: the data is in and the exit code stands. A 2xx head is
     /// the gateway's word that it took the metrics; any other is a refusal, said in the log.

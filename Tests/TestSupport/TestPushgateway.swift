@@ -12,7 +12,28 @@ public final class TestPushgateway: Sendable {
 
     public static let binary = "/usr/bin/prometheus-pushgateway"
 
-    public init() async throws {
+    /// A user the gateway asks for by Basic authentication, when started with one: its password
+    /// holds the characters a URL must percent-encode.
+    public struct User: Sendable {
+        public let name: String
+        public let password: String
+        /// `password`'s bcrypt hash, cost 4, as `--web.config.file` takes it.
+        let bcrypt: String
+
+        public static let operations = User(name: "ops", password: "s3cr%t:@", bcrypt: "$2b$04$nTUhV/IHBSAPQqTelvKiye8grmxA9Mk1KwvxAWx7Dp1tIGF5u2pGS")
+
+        /// The user and password as a URL's user part, percent-encoded.
+        public var inURL: String {
+            let allowed = CharacterSet.alphanumerics
+            return "\(name):\(password.addingPercentEncoding(withAllowedCharacters: allowed) ?? password)@"
+        }
+    }
+
+    private let user: User?
+
+    /// Started asking every request for `user`'s Basic authentication when one is given.
+    public init(requiring user: User? = nil) async throws {
+        self.user = user
         guard FileManager.default.isExecutableFile(atPath: Self.binary) else {
             throw FakeServerError(message: "\(Self.binary) is missing: apt-get install prometheus-pushgateway (.ci/run does)")
         }
@@ -20,11 +41,16 @@ public final class TestPushgateway: Sendable {
         url = "http://127.0.0.1:\(port)"
         log = FileManager.default.temporaryDirectory.appendingPathComponent("zonefeed-pushgateway-\(port)-\(getpid()).log")
         // Debian's build persists to /var/lib/prometheus unless told: each test gateway starts empty.
+        var arguments = ["--web.listen-address=127.0.0.1:\(port)", "--persistence.file=", "--log.level=warn"]
+        if let user {
+            let webConfig = log.deletingPathExtension().appendingPathExtension("web.yml")
+            try "basic_auth_users:\n  \(user.name): \(user.bcrypt)\n".write(to: webConfig, atomically: true, encoding: .utf8)
+            arguments.append("--web.config.file=\(webConfig.path)")
+        }
         let descriptors = try ChildProcess.Descriptors(stdout: log.path, stderr: log.path)
         defer { descriptors.close() }
         process = try await ChildProcess(
-            executable: Self.binary, arguments: ["--web.listen-address=127.0.0.1:\(port)", "--persistence.file=", "--log.level=warn"],
-            environment: ProcessInfo.processInfo.environment, descriptors: descriptors)
+            executable: Self.binary, arguments: arguments, environment: ProcessInfo.processInfo.environment, descriptors: descriptors)
         for _ in 0..<200 {
             if let ready = try? await get("/-/ready"), ready.status == 200 { return }
             guard process.isRunning else { break }
@@ -40,6 +66,7 @@ public final class TestPushgateway: Sendable {
     public func stop() {
         process.signal(SIGTERM)
         try? FileManager.default.removeItem(at: log)
+        try? FileManager.default.removeItem(at: log.deletingPathExtension().appendingPathExtension("web.yml"))
     }
 
     /// What the gateway serves to Prometheus: every pushed group's metrics, in text format.
@@ -50,7 +77,9 @@ public final class TestPushgateway: Sendable {
     }
 
     private func get(_ path: String) async throws -> (status: UInt, body: String) {
-        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url + path), timeout: .seconds(60))
+        var request = HTTPClientRequest(url: url + path)
+        if let user { request.setBasicAuth(username: user.name, password: user.password) }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
         let body = try await response.body.collect(upTo: 16 << 20)
         return (response.status.code, String(buffer: body))
     }
