@@ -62,7 +62,10 @@ struct RunCommand: AsyncParsableCommand {
         Terminal.shared.endProgress()
         if let summary { printLine(Self.summaryText(summary, pipeline: pipeline, pipelineFile: options.pipelineFile)) }
         if let metrics {
-            let status: RunStatus? = summary?.status ?? (failure?.kind == .interrupted ? .interrupted : failure == nil ? nil : .failed)
+            // A run that failed before it had a row in zonefeed_runs (the database could not be
+            // reached; its connection is opened as the run starts) never started: refused, as
+            // watch says it, not failed with run id 0.
+            let status: RunStatus? = summary?.status ?? (failure?.kind == .interrupted ? .interrupted : nil)
             metrics.run.finish(status: exitCode == 0 ? .succeeded : status, exitCode: exitCode, runID: summary?.runID, seconds: summary?.seconds)
             await metrics.export(logger: logger)
         }

@@ -77,6 +77,24 @@ import Testing
         #expect(failed.value("zonefeed_run_finished_timestamp_seconds", labels)! > lastSuccess)
     }
 
+    /// A database that cannot be reached is a run that never started: `refused`, as the docs
+    /// define it and as watch says it, where it was `failed` with run id 0.
+    @Test func aRunThatCannotReachItsDatabaseIsRefusedInTheMetrics() async throws {
+        let s = try await CloudKitEndToEndTests.Setup("metricsrefused", fake: FakeSettings(seed: 86, zones: 1, recordsPerZone: 10))
+        defer { s.stop() }
+        let path = s.zonefeed.directory.appendingPathComponent("refused.prom").path
+        var z = s.zonefeed
+        z.environment.merge(s.p.environment) { _, new in new }
+        z.environment["ZONEFEED_TEST_URL"] = "postgresql://zonefeed@127.0.0.1:\(try TestPushgateway.freeLoopbackPort())/nothing"
+        let run = try await z.run(["run", s.file, "--progress", "never", "--metrics-file", path])
+        #expect(run.status == 1, "\(run.stderr)")
+        let metrics = try PrometheusText(parsing: try String(contentsOfFile: path, encoding: .utf8))
+        let labels = ["pipeline": s.p.name]
+        #expect(metrics.value("zonefeed_run_status", labels.merging(["status": "refused"]) { $1 }) == 1, "\(run.stderr)")
+        #expect(metrics.value("zonefeed_run_status", labels.merging(["status": "failed"]) { $1 }) == 0)
+        #expect(metrics.value("zonefeed_run_exit_code", labels) == 1)
+    }
+
     @Test func aPushgatewayShowsEachRunAndOnlyASuccessMovesTheLastSuccess() async throws {
         let gateway = try await TestPushgateway()
         defer { gateway.stop() }
