@@ -98,9 +98,21 @@ public struct PostgresSchema: Sendable {
         /// them) that `ON CONFLICT` can take: valid, checked at once (not deferrable), on plain
         /// columns for every row (no expression, no `WHERE`); `INCLUDE` columns are not keys.
         var uniqueKeys: [String: [Set<String>]] = [:]
+        /// Every name in the schema a new table (or its view) cannot take: each relation's, those
+        /// without columns too, and each type's (an extension's such as PostGIS's `geometry`, an
+        /// enum, a domain), since a table is a type of its name as well.
+        var takenNames: Set<String> = []
 
         static func read(schema: String, on c: Connection) throws -> Catalog {
             var catalog = Catalog()
+            for row in try c.query(
+                """
+                SELECT cl.relname FROM pg_catalog.pg_class AS cl JOIN pg_catalog.pg_namespace AS n ON n.oid = cl.relnamespace WHERE n.nspname = $1
+                UNION SELECT t.typname FROM pg_catalog.pg_type AS t JOIN pg_catalog.pg_namespace AS n ON n.oid = t.typnamespace WHERE n.nspname = $1
+                """, [schema]
+            ).rows {
+                catalog.takenNames.insert(try row.decode(0))
+            }
             let rows = try c.query(
                 """
                 SELECT cl.relname, a.attname, a.atthasdef, format_type(a.atttypid, a.atttypmod)

@@ -70,8 +70,8 @@ struct SchemaGrowth: Error {
 
         let newTypes = recordTypes.filter { tables[$0] == nil && !settings.skippedRecordTypes.contains($0) }
         if !newTypes.isEmpty {
-            // A relation of that name, or of its view's name, takes it.
-            let relations = Set(catalog.columns.keys)
+            // A relation or a type of that name, or of its view's name, takes it.
+            let relations = catalog.takenNames.union(catalog.columns.keys)
             let taken = relations.union(tables.values).union(relations.filter { $0.hasSuffix("_live") }.map { String($0.dropLast(5)) })
                 .union(claimed)
             let (names, renamed) = SchemaFileMapping.tableNames.names(for: newTypes, taken: taken, plain: naming.plainTable)

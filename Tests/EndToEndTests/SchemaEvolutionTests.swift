@@ -71,6 +71,36 @@ import Testing
         #expect(try await DestinationSnapshot.read(s.p).runRejects == 0)
     }
 
+    /// A name PostgreSQL holds as a type (an extension's, such as PostGIS's `geometry`, or one
+    /// made by hand) or as a table without columns cannot be a new table's: a table is a type
+    /// too. Evolution names the table otherwise, as it does beside a table of that name, where
+    /// `CREATE TABLE` failed with 42710 and the zone failed on every run.
+    @Test func aNameTakenByATypeOrAnEmptyTableIsNotGivenToANewTable() async throws {
+        let s = try await Setup("autotaken", fake: FakeSettings(seed: 132, zones: 1, recordsPerZone: 300)) {
+            $0.recordTypesSection = "recordTypes: auto\n"
+        }
+        defer { s.stop() }
+        try Connection.withConnection(s.p.url) { c in
+            let schema = quoteIdentifier(s.p.schema)
+            try c.execute("CREATE SCHEMA IF NOT EXISTS \(schema)")
+            try c.execute("CREATE TYPE \(schema).note AS (x integer)")
+            try c.execute("CREATE TYPE \(schema).folder_live AS ENUM ('a')")
+            try c.execute("CREATE TABLE \(schema).tag ()")
+        }
+        let run = try await s.run()
+        #expect(run.status == 0, "\(run.stderr)")
+        let made = try Self.changes(s.p).filter { $0[0] == "table_created" }
+        #expect(made.count == 3, "\(made)")
+        for change in made {
+            #expect(!["note", "folder", "tag"].contains(change[2]), "\(change)")
+            let rows = try Connection.withConnection(s.p.url) { c in
+                try c.query("SELECT count(*)::bigint FROM \(quoteIdentifier(s.p.schema)).\(quoteIdentifier(change[2]!))").rows[0].decode(0, as: Int64.self)
+            }
+            let expected = s.p.expected().rows.values.filter { !$0.deleted && $0.record.recordType == change[1] }.count
+            #expect(rows == Int64(expected) && expected > 0, "\(change)")
+        }
+    }
+
     @Test func aFieldAndARecordTypeAddedMidStreamBecomeAColumnAndATableAndNothingIsDropped() async throws {
         let s = try await Setup("midstream", fake: FakeSettings(seed: 137, zones: 2, recordsPerZone: 400)) {
             $0.recordTypesSection = SchemaFileTests.recordTypes
