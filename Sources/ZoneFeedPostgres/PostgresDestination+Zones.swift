@@ -174,9 +174,8 @@ extension PostgresDestination {
         let purge = deletion.reason == .purged
         let reason = purge ? "zone_purged" : "zone_deleted"
         var outcome = BatchOutcome()
-        let tables = try refreshed(schema, on: c).tables
         func deleteRows() throws {
-            for table in tables {
+            for table in try refreshed(schema, on: c).tables {
                 // Only rows that were live are logged: a tombstoned row's deletion was logged already.
                 let change =
                     purge || settings.deletes == .hard
@@ -199,7 +198,8 @@ extension PostgresDestination {
         // last step (`moveCheckpoint`) to its commit: the checkpoint's deletion waited for it,
         // and its rows, committed after the pass above read the tables, are deleted by this one.
         // A batch short of that step finds the checkpoint gone and is not committed. (Locking the
-        // checkpoint first would take the locks in the other order than a batch does.)
+        // checkpoint first would take the locks in the other order than a batch does.) The
+        // tables are read again: that batch may have made one for a new record type.
         try deleteRows()
         return outcome
     }

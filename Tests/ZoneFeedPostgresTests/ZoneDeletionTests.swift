@@ -31,15 +31,53 @@ import ZoneFeedPostgres
     @Test func aZoneDeletedWhileAnotherRunCommitsItsLastBatchLeavesNoRowLive() async throws {
         let p = try await FakePipeline(prefix: "zonedelrace", fake: FakeSettings(seed: 29, zones: 1, recordsPerZone: 50))
         try await p.run()
+        let schema = quoteIdentifier(p.schema)
+        let live = try await Self.deleteZone(of: p, whileABatchCommits: "tags") { c, zone in
+            try c.query(
+                "INSERT INTO \(schema).tags (zone_owner, zone_name, record_name, record_type, run_id, generation) VALUES ($1, $2, 'LATE', 'Tag', 1, 0)",
+                [zone.ownerRecordName, zone.zoneName])
+        }
+        #expect(live == 0, "every row of the deleted zone is tombstoned, the one committed meanwhile too")
+    }
+
+    /// The same, where the other run's batch brought a new record type, and evolution made its
+    /// table in that batch: the deletion's second pass reads the tables again, and the new
+    /// table's row is tombstoned too. It read the tables once before, and that row stayed live.
+    @Test func aZoneDeletedWhileAnotherRunMakesATableForItLeavesNoRowLiveThere() async throws {
+        var p = try await FakePipeline(prefix: "zonedelnewtable", fake: FakeSettings(seed: 30, zones: 1, recordsPerZone: 50))
+        p.recordTypesSection = "recordTypes: auto\n"
+        p.tables = ["Note": "note", "Folder": "folder", "Tag": "tag"]
+        try await p.run()
+        let (schema, name) = (quoteIdentifier(p.schema), p.name)
+        let live = try await Self.deleteZone(of: p, whileABatchCommits: "late") { c, zone in
+            // What evolution does in a batch: the table, its record of the change, then the row.
+            try c.execute("CREATE TABLE \(schema).late (LIKE \(schema).tag INCLUDING ALL)")
+            try c.query(
+                """
+                INSERT INTO \(schema).zonefeed_schema_changes (id, pipeline, run_id, change, record_type, table_name, why)
+                SELECT coalesce(max(id), 0) + 1, $1, 1, 'table_created', 'Late', 'late', 'record type Late first seen' FROM \(schema).zonefeed_schema_changes
+                """, [name])
+            try c.query(
+                "INSERT INTO \(schema).late (zone_owner, zone_name, record_name, record_type, run_id, generation) VALUES ($1, $2, 'LATE', 'Late', 1, 0)",
+                [zone.ownerRecordName, zone.zoneName])
+        }
+        #expect(live == 0, "the row in the table made meanwhile is tombstoned too")
+    }
+
+    /// Deletes the pipeline's one zone while the test's own transaction, standing for another
+    /// run's batch, has done `batch` and moved the zone's checkpoint; commits it once the deletion
+    /// waits for it. Returns how many rows of the zone are still live in `table`, checking that the
+    /// late row's deletion was logged once.
+    static func deleteZone(
+        of p: FakePipeline, whileABatchCommits table: String, _ batch: @escaping @Sendable (Connection, ZoneID) throws -> Void
+    ) async throws -> Int {
         let zone = ZoneID(zoneName: "Zone01", ownerRecordName: p.fake.owner)
         let schema = quoteIdentifier(p.schema)
         let hold = try CheckpointHold(p)
         defer { hold.close() }
         try await hold.door.offPool { c in
             try c.execute("BEGIN")
-            try c.query(
-                "INSERT INTO \(schema).tags (zone_owner, zone_name, record_name, record_type, run_id, generation) VALUES ($1, $2, 'LATE', 'Tag', 1, 0)",
-                [zone.ownerRecordName, zone.zoneName])
+            try batch(c, zone)
             try c.query("UPDATE \(schema).zonefeed_checkpoints SET updated_at = now() WHERE scope = 'zone' AND zone_name = $1", [zone.zoneName])
         }
 
@@ -56,14 +94,14 @@ import ZoneFeedPostgres
         _ = try await deleting.value
         await destination.close()
 
-        let live = try await Connection.withConnectionOffPool(p.url) { c in
-            try c.query("SELECT count(*) FROM \(schema).tags WHERE zone_name = $1 AND deleted_at IS NULL", [zone.zoneName]).scalar(as: Int.self)
-        }
-        #expect(live == 0, "every row of the deleted zone is tombstoned, the one committed meanwhile too")
         let late = try await Connection.withConnectionOffPool(p.url) { c in
             try c.query("SELECT count(*) FROM \(schema).zonefeed_tombstones WHERE record_name = 'LATE' AND reason = 'zone_deleted'").scalar(as: Int.self)
         }
         #expect(late == 1)
+        return try await Connection.withConnectionOffPool(p.url) { c in
+            try c.query("SELECT count(*) FROM \(schema).\(quoteIdentifier(table)) WHERE zone_name = $1 AND deleted_at IS NULL", [zone.zoneName])
+                .scalar(as: Int.self)
+        }
     }
 
     /// A run applies a zone while another run's database feed reports it deleted and made
