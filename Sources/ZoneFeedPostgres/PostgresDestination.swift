@@ -288,47 +288,74 @@ public final class PostgresDestination: RunDestination, Sendable {
                         if let encoding, let name = encoding[1], !DestinationEncodingError.accepted.contains(name) {
                             throw DestinationEncodingError(database: encoding[0] ?? "", encoding: name)
                         }
-                        try c.transaction {
-                            var catalog = try PostgresSchema.Catalog.read(schema: schema.schema, on: c)
-                            // Two runs starting together take turns at making what is missing, and
-                            // the second reads again what the first made. A schema that lacks
-                            // nothing (every run once the tables are made, unless the mapping has
-                            // changed since: every cycle of a watcher) takes no lock: whoever holds
-                            // it may be making tables for a long while (an evolution holds it to
-                            // its batch's end).
-                            var statements = schema.ddl(given: catalog)
-                            if !statements.isEmpty {
-                                try PostgresSchema.lockDDL(of: schema.schema, on: c)
-                                catalog = try PostgresSchema.Catalog.read(schema: schema.schema, on: c)
-                                statements = schema.ddl(given: catalog)
-                            }
-                            // A table of the same name but another shape is named before
-                            // anything, the DDL included, is written.
-                            let problems = schema.shapeProblems(given: catalog)
-                            guard problems.isEmpty else { throw DestinationShapeError(problems: problems) }
-                            for statement in statements {
-                                do {
-                                    try c.execute(statement)
-                                } catch let error as PostgresError {
-                                    throw error.withContext("creating the destination tables in schema \(schema.schema)")
+                        // A table's change waits for its readers, and its readers after it wait
+                        // for it: as in evolution, it waits a few seconds at a time, and readers
+                        // get the table in between.
+                        for attempt in 1... {
+                            do {
+                                try self.prepareSchema(schema, on: c)
+                                break
+                            } catch let error as PostgresError where error.sqlState == "55P03" {
+                                // > lock_not_available: 55P03.
+                                guard attempt < Self.prepareLockAttempts else {
+                                    throw error.withContext(
+                                        "changing the destination tables in schema \(schema.schema): waited \(Self.evolutionLockTimeout) for a table "
+                                            + "\(attempt) times: a long query holds it; nothing was changed, and the next run tries again")
                                 }
+                                Thread.sleep(forTimeInterval: 1)
                             }
-                            // The tables as earlier runs grew them, whether or not this one may
-                            // grow them further: their rows are deleted, swept and merged whole.
-                            let grown = try self.loadSchema(on: c)
-                            // Each of them this pipeline's alone; the ones made just now free
-                            // of any claim left by a table of their name dropped since.
-                            let made = Set(schema.tables.map(\.mapping.table).filter { catalog.columns[$0] == nil })
-                            try grown.claimTables(grown.tables.map(\.mapping.table), made: made, on: c)
-                            // The catalog is read after the schema's changes, always: another
-                            // process may have grown a table since the read above.
-                            let grownProblems = grown.shapeProblems(given: try PostgresSchema.Catalog.read(schema: schema.schema, on: c))
-                            guard grownProblems.isEmpty else { throw DestinationShapeError(problems: grownProblems) }
-                            self.publish(grown)
                         }
                         try self.prepareForBatches(session)
                     })
             }
+        }
+    }
+
+    /// How many times `prepare` waits `evolutionLockTimeout` for a table it must change.
+    static let prepareLockAttempts = 4
+
+    /// Makes what `schema` lacks, in one transaction, and publishes the tables as earlier runs
+    /// grew them.
+    private func prepareSchema(_ schema: PostgresSchema, on c: Connection) throws {
+        try c.transaction {
+            var catalog = try PostgresSchema.Catalog.read(schema: schema.schema, on: c)
+            // Two runs starting together take turns at making what is missing, and
+            // the second reads again what the first made. A schema that lacks
+            // nothing (every run once the tables are made, unless the mapping has
+            // changed since: every cycle of a watcher) takes no lock: whoever holds
+            // it may be making tables for a long while (an evolution holds it to
+            // its batch's end).
+            var statements = schema.ddl(given: catalog)
+            if !statements.isEmpty {
+                try PostgresSchema.lockDDL(of: schema.schema, on: c)
+                catalog = try PostgresSchema.Catalog.read(schema: schema.schema, on: c)
+                statements = schema.ddl(given: catalog)
+            }
+            // A table of the same name but another shape is named before
+            // anything, the DDL included, is written.
+            let problems = schema.shapeProblems(given: catalog)
+            guard problems.isEmpty else { throw DestinationShapeError(problems: problems) }
+            if !statements.isEmpty { try c.execute("SET LOCAL lock_timeout = '\(Self.evolutionLockTimeout)'") }
+            for statement in statements {
+                do {
+                    try c.execute(statement)
+                } catch let error as PostgresError {
+                    throw error.withContext("creating the destination tables in schema \(schema.schema)")
+                }
+            }
+            if !statements.isEmpty { try c.execute("SET LOCAL lock_timeout TO DEFAULT") }
+            // The tables as earlier runs grew them, whether or not this one may
+            // grow them further: their rows are deleted, swept and merged whole.
+            let grown = try self.loadSchema(on: c)
+            // Each of them this pipeline's alone; the ones made just now free
+            // of any claim left by a table of their name dropped since.
+            let made = Set(schema.tables.map(\.mapping.table).filter { catalog.columns[$0] == nil })
+            try grown.claimTables(grown.tables.map(\.mapping.table), made: made, on: c)
+            // The catalog is read after the schema's changes, always: another
+            // process may have grown a table since the read above.
+            let grownProblems = grown.shapeProblems(given: try PostgresSchema.Catalog.read(schema: schema.schema, on: c))
+            guard grownProblems.isEmpty else { throw DestinationShapeError(problems: grownProblems) }
+            self.publish(grown)
         }
     }
 }

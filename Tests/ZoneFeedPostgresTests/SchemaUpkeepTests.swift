@@ -123,6 +123,54 @@ import ZoneFeedPostgres
         #expect(try await DestinationSnapshot.read(p).differences(from: p.expected()) == [])
     }
 
+    /// A run must add a column (a mapping changed, or a newer zonefeed) to a table an analyst's
+    /// long transaction reads: ALTER TABLE waits for that reader, and every reader after it waits
+    /// for the ALTER. The change now waits a few seconds at a time, four times, then the run
+    /// fails saying why, having changed nothing; it waited for the reader for ever before,
+    /// holding every later reader of the table. Once the reader is done, the next run adds it.
+    @Test func aColumnToAddToATableALongQueryReadsWaitsABoundedTimeThenTheRunSaysWhy() async throws {
+        let p = try await FakePipeline(prefix: "upkeepwait", fake: FakeSettings(seed: 7, zones: 1, recordsPerZone: 100))
+        try await p.run()
+        let schema = quoteIdentifier(p.schema)
+        try Connection.withConnection(p.url) { c in try c.execute("ALTER TABLE \(schema).notes DROP COLUMN body CASCADE") }
+        let analyst = try Connection(p.url)
+        defer { analyst.close() }
+        try analyst.execute("BEGIN")
+        try analyst.query("SELECT count(*) FROM \(schema).notes")
+
+        let started = ContinuousClock.now
+        let outcome = try await withThrowingTaskGroup(of: String?.self) { group in
+            group.addTask {
+                do {
+                    try await p.run()
+                    return "the run succeeded"
+                } catch {
+                    return "\(error)"
+                }
+            }
+            group.addTask {
+                try await Task.sleep(for: .seconds(120))
+                return nil
+            }
+            // Ended whatever happened, so that a run still waiting for it is let go.
+            defer { _ = try? analyst.execute("COMMIT") }
+            defer { group.cancelAll() }
+            return try await group.next()!
+        }
+        let waited = ContinuousClock.now - started
+        let said = try #require(outcome, "the run still waited for the reader after 120 s")
+        #expect(said.contains("waited 5s for a table 4 times: a long query holds it"), "\(said)")
+        #expect(waited >= .seconds(19) && waited < .seconds(100), "\(waited)")
+
+        try await p.reset(all: true)
+        let next = try await p.run()
+        #expect(next.status == .succeeded)
+        let bodies = try Connection.withConnection(p.url) { c in
+            try c.query("SELECT count(*) FROM \(schema).notes_live WHERE body IS NOT NULL").scalar(as: Int.self)
+        }
+        #expect(bodies > 0, "the column is back, filled, and in the view")
+    }
+
     /// Evolution made table `tags` for record type Tag; the file now maps Folder (Tag renamed,
     /// say) to that table. Replayed, the recorded change gave `tags` to Tag as well: each
     /// type's batches then took the rows they had just written for names another type had
