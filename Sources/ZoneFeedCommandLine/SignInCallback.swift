@@ -110,6 +110,7 @@ struct SignInCallbackListener {
         // The oldest are kept: a flood of callbacks must not push out the browser's, which came
         // first; one that finds no room is told to come again (a reload sends the same address).
         let (callbacks, arrived) = AsyncStream.makeStream(of: SignInCallback.self, bufferingPolicy: .bufferingOldest(Self.waitingCallbacks))
+        let turnedAway = Atomic(0)
         let router = Router()
         router.get("callback") { request, _ -> Response in
             let query = request.uri.query ?? ""
@@ -119,7 +120,15 @@ struct SignInCallbackListener {
             let (status, page): (HTTPResponse.Status, String)
             switch arrived.yield(callback) {
             case .enqueued: (status, page) = (.ok, Self.page(for: callback))
-            case .dropped: (status, page) = (.serviceUnavailable, Self.busyPage)
+            case .dropped:
+                (status, page) = (.serviceUnavailable, Self.busyPage)
+                // Said once: the person at the terminal learns why a browser may be asked to
+                // reload, and that the callbacks may not all be theirs.
+                if turnedAway.add(1, ordering: .relaxed).newValue == 1 {
+                    logger.warning(
+                        "more sign-in callbacks came than \(Self.waitingCallbacks) can wait to be checked; the ones past them are turned away and told to reload (so many may not all be your browser's)"
+                    )
+                }
             case .terminated: (status, page) = (.serviceUnavailable, Self.endedPage)
             @unknown default: (status, page) = (.serviceUnavailable, Self.endedPage)
             }

@@ -372,7 +372,8 @@ import Testing
 
     /// A flood of forged callbacks (from any program on this machine, or a page in its
     /// browser) does not push out the browser's: the callbacks that came first are kept, and
-    /// those past what login takes at once are told to reload. The newest were kept before, and
+    /// those past what login takes at once are told to reload, and the terminal says so once. The
+    /// newest were kept before, and
     /// the browser's, which had been told it was signed in, was dropped unchecked.
     @Test func aFloodOfForgedCallbacksDoesNotPushOutTheBrowsers() async throws {
         let port = try TestPushgateway.freeLoopbackPort()
@@ -394,6 +395,8 @@ import Testing
         let (output, timedOut) = await login.wait(within: .seconds(300))
         #expect(!timedOut && output.status == 0, "\(output.stdout)\n\(output.stderr)")
         #expect(output.stdout.contains("Signed in as _fakeUser"), "\(output.stdout)")
+        let warnings = output.stderr.components(separatedBy: "callbacks came than 16 can wait to be checked").count - 1
+        #expect(warnings == 1, "the terminal says once that callbacks were turned away: \(output.stderr)")
         let stored = Self.tokens(in: try s.tokenFileLines())
         #expect(stored.first?.hasPrefix("fake+") == true && !stored.contains { $0.contains("forged") }, "the browser's sign-in is stored")
     }
