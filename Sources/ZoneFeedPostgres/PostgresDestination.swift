@@ -222,7 +222,10 @@ public final class PostgresDestination: RunDestination, Sendable {
         // Rows and their token commit together, so losing the last moment's commits in a server
         // crash loses nothing the next run does not fetch again.
         // Text goes over the wire as UTF-8 whatever the database's encoding.
-        try c.execute("SET synchronous_commit = off; SET client_encoding = 'UTF8'")
+        // Batches written alongside, a zone's deletion after another run's last batch, and
+        // merges that check rows again rely on READ COMMITTED: a database (or role) whose default
+        // is REPEATABLE READ or SERIALIZABLE failed such a zone with 40001 instead.
+        try c.execute("SET synchronous_commit = off; SET client_encoding = 'UTF8'; SET default_transaction_isolation = 'read committed'")
         try c.query("SELECT set_config('application_name', $1, false)", [String("zonefeed/\(pipelineName)".prefix(63))])
         session.connection = c
     }

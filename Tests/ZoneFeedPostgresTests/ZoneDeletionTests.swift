@@ -40,6 +40,28 @@ import ZoneFeedPostgres
         #expect(live == 0, "every row of the deleted zone is tombstoned, the one committed meanwhile too")
     }
 
+    /// The same on a database whose sessions default to SERIALIZABLE (`ALTER DATABASE … SET
+    /// default_transaction_isolation`, here the connection's own options): zonefeed's sessions
+    /// read committed whatever the default, and the deletion goes through. It failed with 40001
+    /// before (its snapshot could not take the other run's commit), and the zone with it.
+    @Test func aZoneDeletedWhileAnotherRunCommitsOnADatabaseThatDefaultsToSerializableLeavesNoRowLive() async throws {
+        var p = try await FakePipeline(prefix: "zonedelserial", fake: FakeSettings(seed: 31, zones: 1, recordsPerZone: 50))
+        let options = "-c default_transaction_isolation=serializable"
+        p.url +=
+            p.url.hasPrefix("postgres")
+            ? (p.url.contains("?") ? "&" : "?") + "options=" + options.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+            : " options='\(options)'"
+        try await p.run()
+        let schema = quoteIdentifier(p.schema)
+        let live = try await Self.deleteZone(of: p, whileABatchCommits: "tags") { c, zone in
+            #expect(try c.query("SHOW transaction_isolation").scalar == "serializable", "the database's default, as the test's own session sees it")
+            try c.query(
+                "INSERT INTO \(schema).tags (zone_owner, zone_name, record_name, record_type, run_id, generation) VALUES ($1, $2, 'LATE', 'Tag', 1, 0)",
+                [zone.ownerRecordName, zone.zoneName])
+        }
+        #expect(live == 0)
+    }
+
     /// The same, where the other run's batch brought a new record type, and evolution made its
     /// table in that batch: the deletion's second pass reads the tables again, and the new
     /// table's row is tombstoned too. It read the tables once before, and that row stayed live.
