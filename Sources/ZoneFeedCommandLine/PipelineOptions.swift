@@ -81,9 +81,11 @@ struct PipelineOptions: ParsableArguments {
     /// Runs `body` with the pipeline's source, which its settings make, shut down on every path.
     /// `destination` keeps the source's vault (the web auth tokens of
     /// `auth.webAuthTokenStore: database`), and closes it after the source's shutdown has saved
-    /// to it.
+    /// to it. When the shutdown cannot save what the source keeps between runs, `unsaved` turns
+    /// `body`'s result into one that says so; without it, the command fails (exit 1).
     func withSource<T>(
-        _ pipeline: Pipeline, destination: any OpenedDestination, logger: Logger, _ body: (any ChangeSource) async throws -> T
+        _ pipeline: Pipeline, destination: any OpenedDestination, logger: Logger, unsaved: ((T, any Error) -> T)? = nil,
+        _ body: (any ChangeSource) async throws -> T
     ) async throws -> T {
         let source: any ChangeSource
         do {
@@ -99,8 +101,11 @@ struct PipelineOptions: ParsableArguments {
                 try await source.shutdown()
             } catch {
                 // What the source keeps between runs is not saved: the next run may be refused.
-                logger.error("\(error)")
-                throw Exit.failed
+                guard let unsaved else {
+                    logger.error("\(error)")
+                    throw Exit.failed
+                }
+                return unsaved(value, error)
             }
             return value
         } catch {

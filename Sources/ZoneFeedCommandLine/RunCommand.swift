@@ -122,7 +122,13 @@ struct RunCommand: AsyncParsableCommand {
         let showProgress = progress == .always || (progress == .auto && Terminal.shared.isTTY)
         let progressLine = Progress(enabled: showProgress)
         return try await options.withDestination(pipeline, logger: logger) { opened in
-            try await options.withSource(pipeline, destination: opened, logger: logger) { source in
+            // The run's rows are committed by then: its summary stands, and the run fails
+            // saying what was not saved (the next run may be refused).
+            let unsaved: ((RunSummary?, RunError?, Int32?), any Error) -> (RunSummary?, RunError?, Int32?) = { ran, error in
+                let (summary, failure, signal) = ran
+                return (summary, failure ?? RunError(.failed, summary: summary, message: "the run's rows are committed, but \(error)"), signal)
+            }
+            return try await options.withSource(pipeline, destination: opened, logger: logger, unsaved: unsaved) { source in
                 let (runner, destination) = PipelineOptions.runner(
                     for: pipeline, source: source, destination: opened, zones: zones, shard: shard, logger: logger,
                     events: { event in

@@ -475,6 +475,38 @@ import ZoneFeed
         }
     }
 
+    /// The last rotated token cannot be saved (here its file became a folder while the run's
+    /// last request was answered): the run's rows are committed, so its summary is printed and
+    /// its row says succeeded, and it ends with exit 1 saying the token was not saved. Before, the
+    /// failure at the source's shutdown replaced the run's result: no summary, and metrics that
+    /// said the run never started.
+    @Test func aTokenThatCannotBeSavedAtTheEndFailsTheRunButKeepsItsSummary() async throws {
+        let s = try await Setup("tokenunsaved", fake: FakeSettings(seed: 70, zones: 1, recordsPerZone: 20))
+        defer { s.stop() }
+        let tokenFile = s.zonefeed.directory.appendingPathComponent(s.p.webAuthTokenFile!).path
+        let metricsFile = s.zonefeed.directory.appendingPathComponent("unsaved.prom").path
+        _ = try await s.server.admin("faults/gate", ["count": 2, "pathSuffix": "records/changes", "milliseconds": 120_000])
+        var z = s.zonefeed
+        z.environment.merge(s.p.environment) { _, new in new }
+        let run = try await z.start(["run", s.file, "--progress", "never", "--metrics-file", metricsFile])
+        let held = await WatchTests.within(.seconds(120)) {
+            let state = try JSONSerialization.jsonObject(with: Data(try await s.server.admin("state").utf8)) as? [String: Any]
+            return (state?["keptAtGates"] as? NSNumber)?.intValue == 1
+        }
+        try #require(held != nil, "the zone's request reached the server")
+        try? FileManager.default.removeItem(atPath: tokenFile)
+        try FileManager.default.createDirectory(atPath: tokenFile, withIntermediateDirectories: true)
+        _ = try await s.server.admin("faults/clear")
+        let (output, timedOut) = await run.wait(within: .seconds(120))
+        #expect(!timedOut && output.status == 1, "\(output.stdout)\n\(output.stderr)")
+        #expect(output.stdout.contains("upserted"), "the summary is printed: \(output.stdout)")
+        #expect(output.stderr.contains("web auth token"), "\(output.stderr)")
+        #expect(try MetricsTests.RunRow.last(s).status == "succeeded")
+        let metrics = try PrometheusText(parsing: try String(contentsOfFile: metricsFile, encoding: .utf8))
+        #expect(metrics.value("zonefeed_run_id", ["pipeline": s.p.name]) == Double(try MetricsTests.RunRow.last(s).runID))
+        #expect(metrics.value("zonefeed_run_exit_code", ["pipeline": s.p.name]) == 1)
+    }
+
     @Test func withoutATokenFileTheTokenIsKeptInTheDefaultOneAndTheNextRunStarts() async throws {
         let s = try await Setup("defaulttoken", fake: FakeSettings(seed: 69, zones: 3, recordsPerZone: 600)) { $0.webAuthTokenFile = nil }
         defer { s.stop() }
