@@ -39,7 +39,8 @@ extension PostgresDestination {
                         PipelineStatus.Table(title: "changes of shape, the last \(shapeChanges.count - 1), newest first:", rows: shapeChanges))
                 }
             }
-            var counts: [String: (Int64, Int64)] = [:]
+            // By the zone itself: owner `a/b` with zone `c` and owner `a` with zone `b/c` are two.
+            var counts: [ZoneID: (Int64, Int64)] = [:]
             for table in schema.tables {
                 for row in try c.query(
                     """
@@ -47,7 +48,7 @@ extension PostgresDestination {
                     FROM \(table.qualifiedName) GROUP BY 1, 2
                     """
                 ).rows {
-                    let key = try row.decode(0, as: String.self) + "/" + row.decode(1, as: String.self)
+                    let key = ZoneID(zoneName: try row.decode(1), ownerRecordName: try row.decode(0))
                     let old = counts[key] ?? (0, 0)
                     counts[key] = (old.0 + (try row.decode(2, as: Int64.self)), old.1 + (try row.decode(3, as: Int64.self)))
                 }
@@ -59,7 +60,7 @@ extension PostgresDestination {
                 FROM \(schema.checkpoints) WHERE pipeline = $1 ORDER BY scope, zone_name, zone_owner
                 """, [name]
             ).rows {
-                let key = try row.decode(1, as: String.self) + "/" + row.decode(2, as: String.self)
+                let key = ZoneID(zoneName: try row.decode(2), ownerRecordName: try row.decode(1))
                 status.zones.append(
                     PipelineStatus.Zone(
                         scope: try row.decode(0), zoneOwner: try row.decode(1), zoneName: try row.decode(2), hasToken: try row.decode(3),

@@ -125,7 +125,10 @@ extension PostgresDestination {
     /// batch holds its own from its start, and a batch that follows it waits for it there
     /// (`shared`) before it reads rows or moves the checkpoint.
     private func lockBatch(_ sequence: Int, of batch: ChangeBatch, shared: Bool, on c: Connection) throws {
-        let key = "\(key)/\(batch.zoneID.ownerRecordName)/\(batch.zoneID.zoneName)#\(batch.runID).\(sequence)"
+        // The owner's length first, as the zone's claim does: owner `a/b` with zone `c` and owner
+        // `a` with zone `b/c` are two zones, whose batches need not wait for each other.
+        let owner = batch.zoneID.ownerRecordName
+        let key = "\(key)/\(owner.utf8.count):\(owner)/\(batch.zoneID.zoneName)#\(batch.runID).\(sequence)"
         try c.query("SELECT pg_advisory_xact_lock\(shared ? "_shared" : "")(hashtextextended($1, 0))", [key])
     }
 
