@@ -246,14 +246,19 @@ public struct RowEncoder {
 
     /// Notes a field without a column that evolution would give one, once per batch.
     mutating func noteIfNew(_ name: String, typeTag: @autoclosure () -> String) {
-        if wouldBeAColumn(name), newFieldNames.insert(name).inserted { newFields.append((name, typeTag())) }
+        guard wouldBeAColumn(name), !newFieldNames.contains(name) else { return }
+        let tag = typeTag()
+        // Kept in `fields`: a later value of the field may say its type.
+        guard SchemaGrowth.saysAType(tag) else { return }
+        newFieldNames.insert(name)
+        newFields.append((name, tag))
     }
 
     /// One mapped field's value into its column (the mapping's `column`th), or why it does not fit.
     mutating func appendColumn(_ value: FieldValue, column i: Int) -> String? {
         // A column made by evolution takes only the CloudKit type it was made for: a LOCATION
         // column (jsonb) would take a STRING, a DOUBLE one an INT64, without a word.
-        if columnsMadeFor[i] != nil, let made = mapping.fields[i].cloudKitType, value.typeTag != made {
+        if columnsMadeFor[i] != nil, let made = mapping.fields[i].cloudKitType, !SchemaGrowth.columnMade(for: made, takes: value) {
             let field = mapping.fields[i]
             return
                 "field \(field.field): \(Self.aValue(of: value.typeTag)) cannot go into this column (column \(field.column), \(field.type.rawValue), made for \(made) values)"

@@ -28,8 +28,28 @@ struct SchemaGrowth: Error {
     }
 
     mutating func add(field: String, typeTag: String, of recordType: String) {
-        guard Self.canBeAColumn(field), fieldNames[recordType, default: []].insert(field).inserted else { return }
+        guard Self.canBeAColumn(field), Self.saysAType(typeTag), fieldNames[recordType, default: []].insert(field).inserted else { return }
         fields[recordType, default: []].append((field, typeTag))
+    }
+
+    /// Whether a value's tag says what type its column would take. A value without one (no
+    /// type, `UNKNOWN`) or a list of no known type (`UNKNOWN_LIST`, which CloudKit was seen to
+    /// send, as for an empty list) is kept in `fields` until a value of the field that has one
+    /// comes: a column made for it took no typed value of the field afterwards, and every
+    /// record with one was rejected.
+    static func saysAType(_ tag: String) -> Bool { tag != "UNKNOWN" && tag != "UNKNOWN_LIST" }
+
+    /// Whether a column made for values tagged `made` takes one tagged `tag`: its own, and the
+    /// tags CloudKit gives the same type (an asset is `ASSETID` or `ASSET`; a list of no known
+    /// type, as an empty one may be sent, goes into any list's column).
+    static func columnMade(for made: String, takes value: FieldValue) -> Bool {
+        let tag = value.typeTag
+        if tag == made { return true }
+        switch (made, tag, value) {
+        case ("ASSETID", "ASSET", _), ("ASSET", "ASSETID", _): return true
+        case (_, "UNKNOWN_LIST", .list(_, let items)): return made.hasSuffix("_LIST") && items.isEmpty
+        default: return false
+        }
     }
 
     /// A record of a record type that has no table: the type and its fields.

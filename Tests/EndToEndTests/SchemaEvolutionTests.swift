@@ -261,6 +261,46 @@ import Testing
         #expect(try await !s.hasRow("MIXED-1", in: "Zone01"), "nothing of the batch was applied")
     }
 
+    /// CloudKit gives one type more than one tag: an asset is `ASSETID` or `ASSET`, and a list
+    /// of no known type (`UNKNOWN_LIST`, as an empty list may come) is any list. A field first
+    /// seen so gets no column until a value says its type, and a column made for one tag takes
+    /// the others of its type. Before, the column was made for the first tag met (jsonb for an
+    /// empty list), and every record with another tag of the field was rejected whole.
+    @Test func aFieldsOtherTagsOfItsTypeGoIntoTheColumnMadeForItsFirst() async throws {
+        let s = try await Setup("evolvetags", fake: FakeSettings(seed: 152, zones: 1, recordsPerZone: 50)) {
+            $0.recordTypesSection = "recordTypes: auto\n"
+            $0.tables = ["Note": "note", "Folder": "folder", "Tag": "tag"]
+        }
+        defer { s.stop() }
+        #expect(try await s.run().status == 0)
+        let asset = JSONValue.object(["fileChecksum": .string("c1"), "size": .int(3)])
+        let batches: [(String, [String: FieldValue])] = [
+            ("LATE-1", ["labels": .list(tag: "UNKNOWN_LIST", []), "picture": .asset(tag: "ASSETID", asset)]),
+            ("LATE-2", ["labels": .list(tag: "STRING_LIST", [.string("a"), .string("b")]), "picture": .asset(tag: "ASSET", asset)]),
+            ("LATE-3", ["labels": .list(tag: "UNKNOWN_LIST", [])]),
+        ]
+        for (name, fields) in batches {
+            try await s.server.admin(
+                "records/add",
+                ["zone": "Zone01", "records": try FakeServerProcess.wire([Record(recordName: name, recordType: "Tag", recordChangeTag: name, fields: fields)])])
+            let run = try await s.run()
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(try await DestinationSnapshot.read(s.p).runRejects == 0, "\(name) is not rejected: \(run.stderr)")
+            #expect(try await s.hasRow(name, in: "Zone01"))
+            if name == "LATE-1" {
+                #expect(try Self.columns(s.p, of: "tag")["labels"] == nil, "no column until a value says its type")
+                #expect(try Self.columns(s.p, of: "tag")["picture"] == "jsonb")
+            }
+        }
+        #expect(try Self.columns(s.p, of: "tag")["labels"] == "text[]")
+        let labels = try Connection.withConnection(s.p.url) { c in
+            try c.query(
+                "SELECT record_name, labels::text, picture IS NOT NULL FROM \(quoteIdentifier(s.p.schema)).tag WHERE record_name LIKE 'LATE-%' ORDER BY 1"
+            ).rows.map { [$0[0], $0[1], $0[2]] }
+        }
+        #expect(labels == [["LATE-1", nil, "t"], ["LATE-2", "{a,b}", "t"], ["LATE-3", "{}", "f"]], "\(labels)")
+    }
+
     /// An analyst's long transaction reads the table a new field must be added to: the change
     /// waits its lock_timeout, three times, then the zone fails saying why (exit 1) with nothing
     /// applied; readers were held up a few seconds at a time, not for the whole query. Once the
