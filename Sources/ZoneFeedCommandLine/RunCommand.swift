@@ -86,7 +86,9 @@ struct RunCommand: AsyncParsableCommand {
     static func exitCode(of failure: RunError, signal: Int32?) -> Int32 {
         switch failure.kind {
         case .interrupted: return signal ?? 130
-        case .authentication: return Exit.authentication.rawValue
+        // Another account behind the credentials than the checkpoints': only a person can
+        // sign in as the pipeline's own, or name a new pipeline, so not retried as exit 1 is.
+        case .authentication, .accountChanged: return Exit.authentication.rawValue
         case .usage: return Exit.usage.rawValue
         default: return Exit.failed.rawValue
         }

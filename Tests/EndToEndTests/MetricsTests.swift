@@ -65,14 +65,15 @@ import Testing
         let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
         #expect(mode == 0o644, "the collector, another user, reads it")
 
-        // The account changed: the run fails (exit 1) and the file says so, keeping the last success.
+        // The account changed: the run fails (exit 3, for a person) and the file says so,
+        // keeping the last success.
         try await s.server.admin("user", ["userRecordName": "_someoneElse"])
         let second = try await s.run(["--metrics-file", path])
-        #expect(second.status == 1, "\(second.stderr)")
+        #expect(second.status == 3, "\(second.stderr)")
         let failed = try PrometheusText(parsing: try String(contentsOfFile: path, encoding: .utf8))
         #expect(RunRow.from(failed, labels) == (try RunRow.last(s)))
         #expect(failed.value("zonefeed_run_status", labels.merging(["status": "failed"]) { _, new in new }) == 1)
-        #expect(failed.value("zonefeed_run_exit_code", labels) == 1)
+        #expect(failed.value("zonefeed_run_exit_code", labels) == 3)
         #expect(failed.value("zonefeed_run_last_success_timestamp_seconds", labels) == lastSuccess)
         #expect(failed.value("zonefeed_run_finished_timestamp_seconds", labels)! > lastSuccess)
     }
@@ -112,12 +113,12 @@ import Testing
 
         try await s.server.admin("user", ["userRecordName": "_someoneElse"])
         let second = try await s.run(["--pushgateway", gateway.url])
-        #expect(second.status == 1, "\(second.stderr)")
+        #expect(second.status == 3, "\(second.stderr)")
         let afterFailure = try PrometheusText(parsing: try await gateway.metrics())
         let secondRow = try RunRow.last(s)
         #expect(secondRow.runID == firstRow.runID + 1 && secondRow.status == "failed")
         #expect(RunRow.from(afterFailure, group) == secondRow, "the gateway shows the failed run's own counters")
-        #expect(afterFailure.value("zonefeed_run_exit_code", group) == 1)
+        #expect(afterFailure.value("zonefeed_run_exit_code", group) == 3)
         #expect(afterFailure.value("zonefeed_run_last_success_timestamp_seconds", group) == lastSuccess, "a failure does not move it")
 
         // A gateway that is not there is an error in the log, not a different exit code.
