@@ -60,7 +60,8 @@ mount --bind /dev "$rootfs/dev"
 mount --bind /dev/pts "$rootfs/dev/pts"
 chroot "$rootfs" /usr/bin/env DEBIAN_FRONTEND=noninteractive sh -c \
   "apt-get -q update >/dev/null && apt-get -q install -y --no-install-recommends $packages >/dev/null && rm -rf /var/lib/apt/lists/*"
-chroot "$rootfs" useradd --system --user-group --uid 10001 --create-home --home-dir /zonefeed --shell /usr/sbin/nologin zonefeed
+chroot "$rootfs" groupadd --gid 10001 zonefeed
+chroot "$rootfs" useradd --uid 10001 --gid 10001 --create-home --home-dir /zonefeed --shell /usr/sbin/nologin zonefeed
 install -m 0755 "$binary" "$rootfs/usr/local/bin/zonefeed"
 install -m 0755 "$backtrace" "$rootfs/usr/local/bin/swift-backtrace-static"
 cp -r pipelines "$rootfs/zonefeed/pipelines"
