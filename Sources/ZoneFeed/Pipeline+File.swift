@@ -90,6 +90,24 @@ extension PipelineFileReader {
                 at: top["recordTypes"]?.valuePosition ?? top["source"]?.keyPosition ?? top.position)
             return nil
         }
+        // A field mapped to a column but not fetched leaves its column empty for good: each
+        // upsert writes the whole row.
+        if let fetched = source.fetchedFields, let mapped = destination.mappedFields {
+            let names = Set(fetched.names)
+            let missing = mapped.sorted { $0.key < $1.key }.flatMap { type, fields in fields.filter { !names.contains($0) }.map { "\(type).\($0)" } }
+            if !missing.isEmpty {
+                let sourceKey = type(of: source).key
+                let section = top["source"]?.value[sourceKey]
+                let entry = section?[fetched.key]
+                report(
+                    "source.\(sourceKey).\(fetched.key) leaves out \(missing.prefix(10).joined(separator: ", "))"
+                        + (missing.count > 10 ? " and \(missing.count - 10) more" : "")
+                        + ", which recordTypes maps to columns: they would stay empty, since each upsert writes the whole row; "
+                        + "add them, or leave \(fetched.key) out to fetch every field",
+                    at: PipelinePosition((entry ?? section)?.mark))
+                return nil
+            }
+        }
         return Pipeline(name: name, source: source, destination: destination, filePath: filePath, sections: sections)
     }
 

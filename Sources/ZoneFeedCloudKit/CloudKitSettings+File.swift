@@ -342,7 +342,7 @@ extension CloudKitSettings {
                 "How often a zone read by query lists its record names to tombstone deleted records (resultsLimit names a request)."),
             PipelineKey(
                 "source.cloudkit.desiredKeys", takes: "a list of field names such as [title, body]", default: "every field",
-                "Only these fields are fetched."),
+                "Only these fields are fetched; each field recordTypes maps to a column must be among them."),
             .number(
                 "source.cloudkit.timeoutSeconds", timeoutSecondsRange, unit: "seconds", default: 60,
                 "One answer may take this long, from sending the request to its last byte."),

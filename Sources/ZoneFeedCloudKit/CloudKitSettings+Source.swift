@@ -33,6 +33,8 @@ extension CloudKitSettings {
     /// Whether a zone is read by query: `_defaultZone`, which has no change feed.
     var readsByQuery: Bool { namedZones?.contains(ZoneID.defaultZoneName) ?? false }
 
+    public var fetchedFields: (key: String, names: [String])? { desiredKeys.map { ("desiredKeys", $0) } }
+
     /// The public database is read with a key or the API token alone: nothing to sign in to.
     public var signsIn: Bool { database != .public }
 

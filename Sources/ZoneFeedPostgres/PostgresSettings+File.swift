@@ -13,6 +13,10 @@ extension PostgresSettings: DestinationConfiguration {
     /// The types written out or derived from the schema file; none with `recordTypes: auto`.
     public var mappedRecordTypes: [String]? { autoRecordTypes ? nil : recordTypes.map(\.recordType) }
 
+    public var mappedFields: [String: [String]]? {
+        autoRecordTypes ? nil : Dictionary(recordTypes.map { ($0.recordType, $0.fields.map(\.field)) }, uniquingKeysWith: +)
+    }
+
     public var declaredIndexes: [String: Set<String>]? { declaredSystemIndexes }
 
     public static func read(_ top: PipelineSection, pipelineName: String?, from file: PipelineFileReader) -> PostgresSettings? {

@@ -33,6 +33,31 @@ import Testing
         }
     }
 
+    /// `desiredKeys` that leaves out a mapped field would leave its column empty for good (each
+    /// upsert writes the whole row): refused where it is written, naming the fields. It was
+    /// accepted, and the docs' own example did it.
+    @Test func desiredKeysThatLeaveOutAMappedFieldAreRefusedAtTheirLine() async throws {
+        let zonefeed = try ZonefeedBinary(environment: PipelineExamples.productEnvironment)
+        defer { zonefeed.remove() }
+        let file = zonefeed.directory.appendingPathComponent("notes.yml")
+        let narrowed = PipelineExamples.product.replacingOccurrences(
+            of: "    resultsLimit: 200\n", with: "    resultsLimit: 200\n    desiredKeys: [title, body]\n")
+        try narrowed.write(to: file, atomically: true, encoding: .utf8)
+        let refused = try await zonefeed.run(["validate", file.path])
+        #expect(refused.status == 2)
+        #expect(
+            refused.stderr.contains(
+                "notes.yml:10:18: source.cloudkit.desiredKeys leaves out Note.wordCount, which recordTypes maps to columns: they would stay empty"),
+            "\(refused.stderr)")
+
+        try PipelineExamples.product.replacingOccurrences(
+            of: "    resultsLimit: 200\n", with: "    resultsLimit: 200\n    desiredKeys: [title, body, wordCount, extra]\n"
+        )
+        .write(to: file, atomically: true, encoding: .utf8)
+        let accepted = try await zonefeed.run(["validate", file.path])
+        #expect(accepted.status == 0, "\(accepted.stderr)")
+    }
+
     /// The metrics section is part of the plan, with a Pushgateway's password hidden.
     @Test func validateSaysWhereMetricsGoWithoutAGatewaysPassword() async throws {
         let zonefeed = try ZonefeedBinary()

@@ -37,10 +37,15 @@ public protocol SourceConfiguration: Sendable {
     /// Whether a person answers an authentication failure by signing in (`zonefeed login`);
     /// otherwise the failure's own words say what to fix (a server-to-server key).
     var signsIn: Bool { get }
+
+    /// The fields it fetches when it fetches only some, with the key of its section that names
+    /// them (CloudKit's `desiredKeys`); nil when it fetches every field.
+    var fetchedFields: (key: String, names: [String])? { get }
 }
 
 extension SourceConfiguration {
     public var namedZones: [String]? { nil }
+    public var fetchedFields: (key: String, names: [String])? { nil }
     public var needsRecordTypes: String? { nil }
     public var signsIn: Bool { true }
     public func statusLines(_ context: StatusContext) async -> [String] { [] }
@@ -97,6 +102,10 @@ public protocol DestinationConfiguration: Sendable {
     /// (`recordTypes: auto`).
     var mappedRecordTypes: [String]? { get }
 
+    /// The fields it writes to columns of their own, by record type; nil when it takes
+    /// whatever comes (`recordTypes: auto`).
+    var mappedFields: [String: [String]]? { get }
+
     /// The indexes the record types' schema file declares on system fields (`___modTime
     /// SORTABLE`), by record type; nil when the types do not come from a schema file.
     var declaredIndexes: [String: Set<String>]? { get }
@@ -105,6 +114,7 @@ public protocol DestinationConfiguration: Sendable {
 extension DestinationConfiguration {
     public var commitEveryBytes: Int { Runner.Configuration.defaultCommitEveryBytes }
     public var mappedRecordTypes: [String]? { nil }
+    public var mappedFields: [String: [String]]? { nil }
     public var declaredIndexes: [String: Set<String>]? { nil }
     public func vaultLocation(pipelineName: String) -> String? { nil }
     public func setup(pipelineName: String) -> DestinationSetup? { nil }
