@@ -1,8 +1,9 @@
 import Foundation
 
 /// How this program was started, so that a hint it prints (`Query it: … psql …`) runs as printed:
-/// `swift run zonefeed` from a package checkout, the path it was started by when that is not on
-/// `PATH`, plain `zonefeed` when it is.
+/// `swift run zonefeed` for a debug build started from its package's folder (what `swift run`
+/// starts), the path it was started by when that is not on `PATH` (a release build among them:
+/// `swift run` would build and start a debug one), plain `zonefeed` when it is.
 enum Invocation {
     static var command: String {
         command(argv0: CommandLine.arguments.first ?? "zonefeed", currentDirectory: FileManager.default.currentDirectoryPath)
@@ -11,8 +12,9 @@ enum Invocation {
     static func command(argv0: String, currentDirectory: String) -> String {
         guard argv0.contains("/") else { return "zonefeed" }  // found through PATH
         // `swift run` starts .build/<triple>/<configuration>/zonefeed from the package's folder.
-        let inBuildFolder = argv0.split(separator: "/").contains(".build")
-        if inBuildFolder && FileManager.default.fileExists(atPath: currentDirectory + "/Package.swift") {
+        let parts = argv0.split(separator: "/")
+        let debugBuild = parts.contains(".build") && parts.dropLast().last == "debug"
+        if debugBuild && FileManager.default.fileExists(atPath: currentDirectory + "/Package.swift") {
             return "swift run zonefeed"
         }
         return shellWord(argv0)

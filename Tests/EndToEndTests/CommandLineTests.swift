@@ -6,6 +6,8 @@ import TestSupport
 import Testing
 import ZoneFeed
 
+@testable import ZoneFeedCommandLine
+
 @Suite struct CommandLineTests {
     @Test func twoProcessesOnOnePipelineApplyEachZoneOnce() async throws {
         var p = try await FakePipeline(prefix: "twoproc", fake: FakeSettings(seed: 37, zones: 4, recordsPerZone: 3_000))
@@ -143,6 +145,23 @@ import ZoneFeed
         #expect(queried.status == 0, "\(hint)\n\(queried.stderr)")
         #expect(queried.stdout.contains("count"), "the hint ran its query: \(queried.stdout)")
         #expect(!FileManager.default.fileExists(atPath: zonefeed.directory.appendingPathComponent("pwned").path), "and nothing else")
+    }
+
+    /// The summary's hint names zonefeed as it was started: `swift run zonefeed` only for the
+    /// debug build `swift run` starts from the package's folder. A release build started there
+    /// printed it too, and the hint then built and ran a debug one.
+    @Test func theHintNamesTheBuildThatRanNotAnother() throws {
+        let package = FileManager.default.temporaryDirectory.appendingPathComponent("hint-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: package, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: package) }
+        try "// swift-tools-version:6.0\n".write(to: package.appendingPathComponent("Package.swift"), atomically: true, encoding: .utf8)
+        let here = package.path
+        #expect(Invocation.command(argv0: ".build/x86_64-unknown-linux-gnu/debug/zonefeed", currentDirectory: here) == "swift run zonefeed")
+        #expect(Invocation.command(argv0: ".build/debug/zonefeed", currentDirectory: here) == "swift run zonefeed")
+        #expect(Invocation.command(argv0: ".build/release/zonefeed", currentDirectory: here) == ".build/release/zonefeed")
+        #expect(Invocation.command(argv0: ".build/debug/zonefeed", currentDirectory: "/") == ".build/debug/zonefeed", "no package here")
+        #expect(Invocation.command(argv0: "zonefeed", currentDirectory: here) == "zonefeed")
+        #expect(Invocation.command(argv0: "/opt/my tools/zonefeed", currentDirectory: "/") == "'/opt/my tools/zonefeed'")
     }
 
     /// Starts a long backfill and sends `signal` once it has committed something.
