@@ -55,6 +55,11 @@ struct LoginCommand: AsyncParsableCommand {
         guard let settings = pipeline.source as? CloudKitSettings else {
             throw Self.stop("pipeline \(pipeline.name) reads no CloudKit container (its source is not source.cloudkit): it needs no sign-in", Exit.usage)
         }
+        guard settings.signsIn else {
+            throw Self.stop(
+                "pipeline \(pipeline.name) reads the public database, which has no user to sign in: "
+                    + "it reads with its server-to-server key (auth.serverKey), or the API token alone", Exit.usage)
+        }
         let logger = options.makeLogger(for: pipeline)
         var configuration: CloudKitClient.Configuration
         do {

@@ -109,6 +109,18 @@ import ZoneFeed
     /// Now, in CloudKit's milliseconds.
     static func nowMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
+    /// The public database has no user: `zonefeed login` on its pipeline is a usage error that
+    /// says why, before it asks CloudKit for a sign-in it could never use.
+    @Test func loginOnAPublicPipelineSaysThereIsNoUserToSignIn() async throws {
+        let s = try await Setup("publiclogin", seed: 88, records: 10)
+        defer { s.stop() }
+        var z = s.zonefeed
+        z.environment.merge(s.p.environment) { _, new in new }
+        let login = try await z.run(["login", s.file, "--no-browser", "--timeout", "5"])
+        #expect(login.status == 2, "\(login.stdout)\n\(login.stderr)")
+        #expect(login.stderr.contains("reads the public database, which has no user to sign in"), "\(login.stderr)")
+    }
+
     @Test func aSlicedBackfillThenChangesWhileRunsGoOnEndEqualToTheSourceWithNothingAppliedTwice() async throws {
         let s = try await Setup("pubquery", seed: 301, records: 3_000) {
             $0.moreCloudKit = ["deletionSweep: every 1 runs"]
