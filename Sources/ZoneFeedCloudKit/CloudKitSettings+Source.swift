@@ -63,7 +63,9 @@ extension CloudKitSettings {
             let perSweep = (100_000 + resultsLimit - 1) / resultsLimit
             plan.row(
                 "deletionSweep",
-                "\(deletionSweep): lists every record name of each type, \(perSweep.grouped) requests per 100,000 records")
+                deletionSweep == .never
+                    ? "never: record names are never listed, so a deletion is seen only when a notification brings it (watch)"
+                    : "\(deletionSweep): lists every record name of each type, \(perSweep.grouped) requests per 100,000 records")
             for (type, missing) in Self.missingIndexes(context.declaredIndexes) {
                 plan.row(
                     "warning",

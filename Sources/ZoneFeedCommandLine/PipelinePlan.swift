@@ -26,7 +26,10 @@ struct PipelinePlan: CustomStringConvertible {
             out.append("metrics (at the end of each run; run's --metrics-file and --pushgateway win):")
             if let file = metrics.file { row("file", "\(file) (Prometheus text format, for node_exporter's textfile collector)") }
             if let gateway = metrics.pushgateway {
-                row("pushgateway", "\(MetricsSettings.redacted(gateway)) as job=\"\(metrics.job)\", pipeline=\"\(pipeline.name)\"")
+                row(
+                    "pushgateway",
+                    "\(MetricsSettings.redacted(gateway)) as job=\"\(metrics.job)\", pipeline=\"\(pipeline.name)\""
+                        + (metrics.instance.map { ", instance=\"\($0)\"" } ?? ""))
             }
         }
         // Each line is ours; a value in it from the file (a zone's name, a path, a table's

@@ -72,12 +72,14 @@ import Testing
         metrics:
           file: /var/lib/node_exporter/textfile/metered.prom
           pushgateway: https://ops:gateway-SECRET-4@pushgateway.example:9091
+          instance: shard-0
         """.write(to: file, atomically: true, encoding: .utf8)
         let output = try await zonefeed.run(["validate", file.path])
         #expect(output.status == 0, "\(output.stderr)")
         #expect(!output.stdout.contains("gateway-SECRET-4"))
         #expect(output.stdout.contains("file:               /var/lib/node_exporter/textfile/metered.prom"), "\(output.stdout)")
         #expect(
-            output.stdout.contains("pushgateway:        https://pushgateway.example:9091 as job=\"zonefeed\", pipeline=\"metered\""), "\(output.stdout)")
+            output.stdout.contains("pushgateway:        https://pushgateway.example:9091 as job=\"zonefeed\", pipeline=\"metered\", instance=\"shard-0\""),
+            "the group the metrics go to, instance and all: \(output.stdout)")
     }
 }
