@@ -132,7 +132,7 @@ import ZoneFeedPostgres
         let p = try await FakePipeline(prefix: "upkeepwait", fake: FakeSettings(seed: 7, zones: 1, recordsPerZone: 100))
         try await p.run()
         let schema = quoteIdentifier(p.schema)
-        try Connection.withConnection(p.url) { c in try c.execute("ALTER TABLE \(schema).notes DROP COLUMN body CASCADE") }
+        try Connection.withConnection(p.url) { c in _ = try c.execute("ALTER TABLE \(schema).notes DROP COLUMN body CASCADE") }
         let analyst = try Connection(p.url)
         defer { analyst.close() }
         try analyst.execute("BEGIN")
