@@ -57,12 +57,16 @@ extension RecordEntry {
             // request's body is: a member of another type (`"reason": 7`) is left out, where it
             // made the whole page malformed, and the zone failed run after run for one odd entry;
             // as `RecordError.init(from:)` reads it.
-            case .reason: reason = try json.readStringOrPass()
+            case .reason: reason = try json.readValidStringOrPass()
             case .retryAfter: retryAfter = try json.readDoubleOrPass().flatMap { $0.isFinite ? $0 : nil }
-            case .uuid: uuid = try json.readStringOrPass()
+            case .uuid: uuid = try json.readValidStringOrPass()
             case .pluginFields, .other: try json.skipValue()
             }
-            if json.repairedStrings != repairs, member != .fields { problems.append("\(member.name) is not valid UTF-8 text") }
+            // A reason or uuid that is not valid text is left out, as any odd one is: it is no
+            // part of the record, and does not make the entry unreadable.
+            if json.repairedStrings != repairs, member != .fields, member != .reason, member != .uuid {
+                problems.append("\(member.name) is not valid UTF-8 text")
+            }
         }
         if let serverErrorCode {
             // The server's own complaint about the record: a reject whatever its text.
@@ -386,7 +390,6 @@ extension ZoneID {
 }
 
 extension JSONReader {
-    /// A number as a Double (integers converted).
     /// The next value if it is a number; any other value is passed, and nil.
     mutating func readDoubleOrPass() throws -> Double? {
         guard try peekIsNumber() else {
@@ -396,6 +399,16 @@ extension JSONReader {
         return try readDouble()
     }
 
+    /// The next value if it is a string of valid UTF-8 text; any other value, and text that
+    /// would have to be repaired, is passed, and nil (as `try? decodeIfPresent(String.self…)`
+    /// reads it).
+    public mutating func readValidStringOrPass() throws -> String? {
+        let repairs = repairedStrings
+        let text = try readStringOrPass()
+        return repairedStrings == repairs ? text : nil
+    }
+
+    /// A number as a Double (integers converted).
     public mutating func readDouble() throws -> Double {
         switch try readNumber() {
         case .int(let i): return Double(i)

@@ -89,7 +89,7 @@ extension ZoneChange {
             case "purged": change.purged = try json.readBool()
             case "encryptedDataReset": change.encryptedDataReset = try json.readBool()
             case "serverErrorCode": change.serverErrorCode = try json.readString()
-            case "reason": change.reason = try json.readStringOrPass()  // as `init(from:)` reads it
+            case "reason": change.reason = try json.readValidStringOrPass()  // as `init(from:)` reads it
             default: try json.skipValue()
             }
         }

@@ -169,6 +169,25 @@ import ZoneFeed
         #expect(database == (try JSONDecoder().decode(DatabaseChangesResponse.self, from: Data(zones.utf8))))
     }
 
+    /// A reason or uuid whose bytes are not UTF-8 is left out as an odd one is, by both readers;
+    /// the record beside it is read as it is, not as unreadable.
+    @Test func aReasonThatIsNotUTF8IsLeftOutByBothReaders() throws {
+        let bytes =
+            Array(#"{"records":[{"recordName":"a","serverErrorCode":"X","reason":"b"#.utf8) + [0xFF]
+            + Array(#"c","uuid":"d"},{"recordName":"e","recordType":"Note","reason":"f"#.utf8) + [0xFF]
+            + Array(#"g","fields":{}}],"syncToken":"t"}"#.utf8)
+        let page = try bytes.withUnsafeBufferPointer { buffer in
+            var reader = JSONReader(buffer)
+            return try RecordZoneChangesResponse(reading: &reader)
+        }
+        #expect(
+            page.records == [
+                .error(RecordError(recordName: "a", reason: nil, serverErrorCode: "X", uuid: "d")),
+                .record(Record(recordName: "e", recordType: "Note", fields: [:])),
+            ])
+        #expect(page == (try JSONDecoder().decode(RecordZoneChangesResponse.self, from: Data(bytes))))
+    }
+
     /// CloudKit writes the token after the records; a page with its token and `moreComing` first,
     /// far from the end, is read the same, as JSONDecoder reads it.
     @Test func aPageWithItsTokenFirstIsReadAsAnyOther() throws {
