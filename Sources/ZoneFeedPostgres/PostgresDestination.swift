@@ -292,8 +292,8 @@ public final class PostgresDestination: RunDestination, Sendable {
                             throw DestinationEncodingError(database: encoding[0] ?? "", encoding: name)
                         }
                         // A table's change waits for its readers, and its readers after it wait
-                        // for it: as in evolution, it waits a few seconds at a time, and readers
-                        // get the table in between.
+                        // for it: as in evolution, it waits a few seconds at a time, and the
+                        // readers queued behind it get the table when it gives up.
                         for attempt in 1... {
                             do {
                                 try self.prepareSchema(schema, on: c)
@@ -305,7 +305,6 @@ public final class PostgresDestination: RunDestination, Sendable {
                                         "changing the destination tables in schema \(schema.schema): waited \(Self.evolutionLockTimeout) for a table "
                                             + "\(attempt) times: a long query holds it; nothing was changed, and the next run tries again")
                                 }
-                                Thread.sleep(forTimeInterval: 1)
                             }
                         }
                         try self.prepareForBatches(session)

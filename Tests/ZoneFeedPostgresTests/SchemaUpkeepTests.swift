@@ -10,21 +10,37 @@ import ZoneFeedPostgres
 /// only when they are not: changing a table locks it against every reader.
 @Suite struct SchemaUpkeepTests {
     /// Whether a run of `p` succeeds within 120 s while `holder`'s open transaction holds what it
-    /// holds (a stuck run waits for ever; a loaded machine's, tens of seconds). The transaction
-    /// is committed once the run ended or the time ran out, so that a run stuck behind it is let
-    /// go and the test ends.
+    /// holds (a stuck run waits for ever; a loaded machine's, tens of seconds).
     static func runFinishes(_ p: FakePipeline, whileHeldBy holder: Connection) async throws -> Bool {
-        try await withThrowingTaskGroup(of: Bool.self) { group in
-            group.addTask { try await p.run().status == .succeeded }
+        try await runEnds(p, whileHeldBy: holder) == .success(.succeeded)
+    }
+
+    /// How a run of `p` ends while `holder`'s open transaction holds what it holds: its status,
+    /// or what it threw; nil when it has not ended within 120 s. The transaction is committed
+    /// once the run ended or the time ran out, so that a run stuck behind it is let go and the
+    /// test ends.
+    static func runEnds(_ p: FakePipeline, whileHeldBy holder: Connection) async throws -> Result<RunStatus, RunFailure>? {
+        try await withThrowingTaskGroup(of: Result<RunStatus, RunFailure>?.self) { group in
+            group.addTask {
+                do {
+                    return .success(try await p.run().status)
+                } catch {
+                    return .failure(RunFailure(said: "\(error)"))
+                }
+            }
             group.addTask {
                 try await Task.sleep(for: .seconds(120))
-                return false
+                return nil
             }
             defer { _ = try? holder.execute("COMMIT") }
             let first = try await group.next()!
             group.cancelAll()
             return first
         }
+    }
+
+    struct RunFailure: Error, Equatable {
+        var said: String
     }
 
     @Test func aRunDoesNotWaitForReadersOfItsTables() async throws {
@@ -139,27 +155,13 @@ import ZoneFeedPostgres
         try analyst.query("SELECT count(*) FROM \(schema).notes")
 
         let started = ContinuousClock.now
-        let outcome = try await withThrowingTaskGroup(of: String?.self) { group in
-            group.addTask {
-                do {
-                    try await p.run()
-                    return "the run succeeded"
-                } catch {
-                    return "\(error)"
-                }
-            }
-            group.addTask {
-                try await Task.sleep(for: .seconds(120))
-                return nil
-            }
-            // Ended whatever happened, so that a run still waiting for it is let go.
-            defer { _ = try? analyst.execute("COMMIT") }
-            defer { group.cancelAll() }
-            return try await group.next()!
-        }
+        let outcome = try #require(try await Self.runEnds(p, whileHeldBy: analyst), "the run still waited for the reader after 120 s")
         let waited = ContinuousClock.now - started
-        let said = try #require(outcome, "the run still waited for the reader after 120 s")
-        #expect(said.contains("waited 5s for a table 4 times: a long query holds it"), "\(said)")
+        guard case .failure(let failure) = outcome else {
+            Issue.record("the run did not fail: \(outcome)")
+            return
+        }
+        #expect(failure.said.contains("waited 5s for a table 4 times: a long query holds it"), "\(failure.said)")
         #expect(waited >= .seconds(19) && waited < .seconds(100), "\(waited)")
 
         try await p.reset(all: true)

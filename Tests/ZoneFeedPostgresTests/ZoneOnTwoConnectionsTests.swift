@@ -192,7 +192,8 @@ import ZoneFeedPostgres
         let (made, taken) = Self.aTagThenAFolderOfItsName(batch)
 
         // The earlier batch's own lock (`lockBatch`), held by the test, and the folders table.
-        let madeLock = "zonefeed:\(p.schema):\(p.name)/\(zone.ownerRecordName)/\(zone.zoneName)#\(made.runID).0"
+        let owner = zone.ownerRecordName
+        let madeLock = "zonefeed:\(p.schema):\(p.name)/\(owner.utf8.count):\(owner)/\(zone.zoneName)#\(made.runID).0"
         let schema = quoteIdentifier(p.schema)
         try await hold.door.offPool { c in
             try c.query("SELECT pg_advisory_lock(hashtextextended($1, 0))", [madeLock])
