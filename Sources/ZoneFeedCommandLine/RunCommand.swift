@@ -64,8 +64,14 @@ struct RunCommand: AsyncParsableCommand {
         if let metrics {
             // A run that failed before it had a row in zonefeed_runs (the database could not be
             // reached; its connection is opened as the run starts) never started: refused, as
-            // watch says it, not failed with run id 0.
-            let status: RunStatus? = summary?.status ?? (failure?.kind == .interrupted ? .interrupted : nil)
+            // watch says it, not failed with run id 0. A run whose rows are committed but that
+            // failed after (its newest token not saved) failed: no success is said.
+            let status: RunStatus? =
+                if let failure {
+                    failure.kind == .interrupted ? .interrupted : summary == nil ? nil : .failed
+                } else {
+                    summary?.status
+                }
             metrics.run.finish(status: exitCode == 0 ? .succeeded : status, exitCode: exitCode, runID: summary?.runID, seconds: summary?.seconds)
             await metrics.export(logger: logger)
         }
@@ -126,9 +132,14 @@ struct RunCommand: AsyncParsableCommand {
         return try await options.withDestination(pipeline, logger: logger) { opened in
             // The run's rows are committed by then: its summary stands, and the run fails
             // saying what was not saved (the next run may be refused).
+            // A run that failed besides says both.
             let unsaved: ((RunSummary?, RunError?, Int32?), any Error) -> (RunSummary?, RunError?, Int32?) = { ran, error in
                 let (summary, failure, signal) = ran
-                return (summary, failure ?? RunError(.failed, summary: summary, message: "the run's rows are committed, but \(error)"), signal)
+                guard var failure else {
+                    return (summary, RunError(.failed, summary: summary, message: "the run's rows are committed, but \(error)"), signal)
+                }
+                failure.message += "; and \(error)"
+                return (summary, failure, signal)
             }
             return try await options.withSource(pipeline, destination: opened, logger: logger, unsaved: unsaved) { source in
                 let (runner, destination) = PipelineOptions.runner(

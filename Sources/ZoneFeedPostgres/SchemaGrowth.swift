@@ -39,12 +39,13 @@ struct SchemaGrowth: Error {
     /// record with one was rejected.
     static func saysAType(_ tag: String) -> Bool { tag != "UNKNOWN" && tag != "UNKNOWN_LIST" }
 
-    /// Whether a column made for values tagged `made` takes one tagged `tag`: its own, and the
-    /// tags CloudKit gives the same type (an asset is `ASSETID` or `ASSET`; a list of no known
-    /// type, as an empty one may be sent, goes into any list's column).
+    /// Whether a column made for values tagged `made` takes `value`: its own tag, and the tags
+    /// CloudKit gives the same type (an asset is `ASSETID` or `ASSET`; a list of no known type,
+    /// as an empty one may be sent, goes into any list's column).
     static func columnMade(for made: String, takes value: FieldValue) -> Bool {
         let tag = value.typeTag
-        if tag == made { return true }
+        // A jsonb column an older zonefeed made for a tag of no type takes what any jsonb takes.
+        if tag == made || !saysAType(made) { return true }
         switch (made, tag, value) {
         case ("ASSETID", "ASSET", _), ("ASSET", "ASSETID", _): return true
         case (_, "UNKNOWN_LIST", .list(_, let items)): return made.hasSuffix("_LIST") && items.isEmpty

@@ -80,8 +80,17 @@ public final class WebAuthTokenTable: SourceVault, Sendable {
             while true {
                 attempt += 1
                 do {
-                    let c = try state.connection ?? Connection(conninfo)
-                    state.connection = c
+                    let c: Connection
+                    if let open = state.connection {
+                        c = open
+                    } else {
+                        c = try Connection(conninfo)
+                        // Its reads and writes take turns on a lock, as READ COMMITTED allows:
+                        // under a REPEATABLE READ or SERIALIZABLE default, two processes saving
+                        // at once failed with 40001.
+                        _ = try c.execute("SET default_transaction_isolation = 'read committed'")
+                        state.connection = c
+                    }
                     if !state.created {
                         try createTable(on: c)
                         state.created = true
