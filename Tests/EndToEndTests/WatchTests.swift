@@ -276,6 +276,8 @@ import Testing
         // the process's file descriptors.
         let idle = Task { try await Self.secondsUntilClosed(.idle, connectionTo: base) }
         let trickling = Task { try await Self.secondsUntilClosed(.trickling, connectionTo: base) }
+        // One that asks again every 20 s is ended after its first answer past a minute.
+        let keptAlive = Task { try await Self.secondsUntilClosed(.keepingAlive, connectionTo: base) }
 
         try await s.addTag("WITHOUT-PUSH", to: "Zone01")
         #expect(await Self.within(.seconds(30)) { try await s.hasRow("WITHOUT-PUSH", in: "Zone01") } != nil, "\(watching.stderrSoFar)\n\(Self.sessions(s))")
@@ -291,12 +293,17 @@ import Testing
         #expect(
             trickledFor.map { $0 >= 8 && $0 < 25 } == true, "a trickling request's connection closed after \(trickledFor.map { "\($0) s" } ?? "more than 90 s")"
         )
+        let keptAliveFor = try await keptAlive.value
+        #expect(
+            keptAliveFor.map { $0 >= 55 && $0 < 85 } == true,
+            "a connection kept alive closed after \(keptAliveFor.map { "\($0) s" } ?? "more than 90 s")")
     }
 
     /// Opens a TCP connection to `base` (`http://host:port`) and returns how many seconds passed
     /// until the server closed it; nil if it had not within 90 s. Idle, it sends nothing;
     /// trickling, it begins a request with a long body and sends a byte of the body every second
-    /// (whatever the server answers meanwhile). Blocking reads, on a thread of their own.
+    /// (whatever the server answers meanwhile); keeping alive, it sends a whole request every
+    /// 20 s on the same connection. Blocking reads, on a thread of their own.
     static func secondsUntilClosed(_ kind: ProbeClient, connectionTo base: String) async throws -> Double? {
         let address = base.dropFirst("http://".count)
         let host = String(address.prefix { $0 != ":" })
@@ -320,6 +327,9 @@ import Testing
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
             let start = ContinuousClock.now
             if kind == .trickling, !send("POST /healthz HTTP/1.1\r\nHost: probe\r\nContent-Length: 100000\r\n\r\n") { return nil }
+            let ask = "GET /healthz HTTP/1.1\r\nHost: probe\r\n\r\n"
+            var asked = start
+            if kind == .keepingAlive, !send(ask) { return nil }
             var buffer = [UInt8](repeating: 0, count: 4096)
             while ContinuousClock.now - start < .seconds(90) {
                 // 0: closed by the server; -1: the wait passed; more: an answer, read and let be.
@@ -327,6 +337,10 @@ import Testing
                 if got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK) { break }
                 if kind == .idle, got < 0 { return nil }
                 if kind == .trickling, got < 0, !send("x") { break }
+                if kind == .keepingAlive, ContinuousClock.now - asked >= .seconds(20) {
+                    asked = ContinuousClock.now
+                    if !send(ask) { break }
+                }
             }
             let elapsed = ContinuousClock.now - start
             guard elapsed < .seconds(90) else { return nil }
@@ -334,7 +348,7 @@ import Testing
         }
     }
 
-    enum ProbeClient { case idle, trickling }
+    enum ProbeClient { case idle, trickling, keepingAlive }
 
     /// A zone created while watching has no subscription yet: the safety poll finds it through
     /// the database feed, and from then on it is subscribed to; deleted, its rows are tombstoned
