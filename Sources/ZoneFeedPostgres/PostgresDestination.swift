@@ -303,7 +303,8 @@ public final class PostgresDestination: RunDestination, Sendable {
                                 guard attempt < Self.prepareLockAttempts else {
                                     throw error.withContext(
                                         "changing the destination tables in schema \(schema.schema): waited \(Self.evolutionLockTimeout) for a table "
-                                            + "\(attempt) times: a long query holds it; nothing was changed, and the next run tries again")
+                                            + "\(attempt) times: a long query holds it (pg_stat_activity shows which); nothing was changed, and the next run tries again"
+                                    )
                                 }
                             }
                         }

@@ -30,6 +30,18 @@ import ZoneFeed
             file = try p.write(to: zonefeed.directory)
         }
 
+        /// Keeps the next CloudKit request whose path ends in `pathSuffix` at the server (a gate
+        /// of two that only `faults/clear` opens, or two minutes), and returns once the one `send`
+        /// brings about is kept there; nil when none was within 120 s.
+        func holdTheNextRequest(to pathSuffix: String, sentBy send: () async throws -> Void) async throws -> Duration? {
+            _ = try await server.admin("faults/gate", ["count": 2, "pathSuffix": pathSuffix, "milliseconds": 120_000])
+            try await send()
+            return await WatchTests.within(.seconds(120)) {
+                let state = try JSONSerialization.jsonObject(with: Data(try await server.admin("state").utf8)) as? [String: Any]
+                return (state?["keptAtGates"] as? NSNumber)?.intValue == 1
+            }
+        }
+
         func run(_ extra: [String] = []) async throws -> ZonefeedBinary.Output {
             var z = zonefeed
             z.environment.merge(p.environment) { _, new in new }
@@ -491,14 +503,13 @@ import ZoneFeed
         defer { s.stop() }
         let tokenFile = s.zonefeed.directory.appendingPathComponent(s.p.webAuthTokenFile!).path
         let metricsFile = s.zonefeed.directory.appendingPathComponent("unsaved.prom").path
-        _ = try await s.server.admin("faults/gate", ["count": 2, "pathSuffix": "records/changes", "milliseconds": 120_000])
         var z = s.zonefeed
         z.environment.merge(s.p.environment) { _, new in new }
-        let run = try await z.start(["run", s.file, "--progress", "never", "--metrics-file", metricsFile])
-        let held = await WatchTests.within(.seconds(120)) {
-            let state = try JSONSerialization.jsonObject(with: Data(try await s.server.admin("state").utf8)) as? [String: Any]
-            return (state?["keptAtGates"] as? NSNumber)?.intValue == 1
+        var started: ZonefeedBinary.Running?
+        let held = try await s.holdTheNextRequest(to: "records/changes") {
+            started = try await z.start(["run", s.file, "--progress", "never", "--metrics-file", metricsFile])
         }
+        let run = try #require(started)
         try #require(held != nil, "the zone's request reached the server")
         try? FileManager.default.removeItem(atPath: tokenFile)
         try FileManager.default.createDirectory(atPath: tokenFile, withIntermediateDirectories: true)

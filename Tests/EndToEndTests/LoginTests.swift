@@ -87,12 +87,7 @@ import Testing
     /// Keeps the next sign-in check (`users/caller`) at the server until `faults/clear`, and
     /// returns once the one `send` brings about is kept there.
     static func holdTheCheck(_ s: Setup, of login: ZonefeedBinary.Running, sentBy send: () async throws -> Void) async throws {
-        _ = try await s.server.admin("faults/gate", ["count": 2, "pathSuffix": "users/caller", "milliseconds": 120_000])
-        try await send()
-        let held = await WatchTests.within(.seconds(120)) {
-            let state = try JSONSerialization.jsonObject(with: Data(try await s.server.admin("state").utf8)) as? [String: Any]
-            return (state?["keptAtGates"] as? NSNumber)?.intValue == 1
-        }
+        let held = try await s.holdTheNextRequest(to: "users/caller", sentBy: send)
         try #require(held != nil, "the check reached the server: \(login.stdoutSoFar)")
     }
 
