@@ -32,6 +32,13 @@ struct PipelinePlan: CustomStringConvertible {
                         + (metrics.instance.map { ", instance=\"\($0)\"" } ?? ""))
             }
         }
+        if let watch = pipeline.section(WatchSettings.self) {
+            out.append("")
+            out.append("watch (for zonefeed watch; its --poll-interval and --listen win):")
+            row("poll interval", "every \(Duration.secondsText(watch.pollIntervalSeconds)), whatever the notifications say")
+            row("listen", watch.listen.map { "\($0) (/healthz and /metrics)" } ?? "off")
+            row("unhealthy after", "\(Duration.secondsText(watch.unhealthyAfterSeconds)) of failing cycles")
+        }
         // Each line is ours; a value in it from the file (a zone's name, a path, a table's
         // name) is escaped, so that no control character it holds reaches the terminal.
         return out.map { InertText.escaped($0) }.joined(separator: "\n")

@@ -82,4 +82,35 @@ import Testing
             output.stdout.contains("pushgateway:        https://pushgateway.example:9091 as job=\"zonefeed\", pipeline=\"metered\", instance=\"shard-0\""),
             "the group the metrics go to, instance and all: \(output.stdout)")
     }
+
+    /// The watch section is part of the plan, so that a person sees how often the safety poll
+    /// runs and where the probes are served before deploying `zonefeed watch`.
+    @Test func validateSaysHowWatchPollsAndWhereItListens() async throws {
+        let zonefeed = try ZonefeedBinary()
+        defer { zonefeed.remove() }
+        let file = zonefeed.directory.appendingPathComponent("watched.yml")
+        try """
+        pipeline: watched
+        source:
+          fake: {}
+        destination:
+          url: embedded
+        watch:
+          pollInterval: 90
+          listen: 0.0.0.0:9464
+          unhealthyAfter: 1800.5
+        """.write(to: file, atomically: true, encoding: .utf8)
+        let output = try await zonefeed.run(["validate", file.path])
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stdout.contains("watch (for zonefeed watch; its --poll-interval and --listen win):"), "\(output.stdout)")
+        #expect(output.stdout.contains("poll interval:      every 90 s, whatever the notifications say"), "\(output.stdout)")
+        #expect(output.stdout.contains("listen:             0.0.0.0:9464 (/healthz and /metrics)"), "\(output.stdout)")
+        #expect(output.stdout.contains("unhealthy after:    1800.5 s of failing cycles"), "\(output.stdout)")
+
+        let unwatched = zonefeed.directory.appendingPathComponent("unwatched.yml")
+        try String(contentsOf: file, encoding: .utf8).components(separatedBy: "watch:\n")[0].write(to: unwatched, atomically: true, encoding: .utf8)
+        let plain = try await zonefeed.run(["validate", unwatched.path])
+        #expect(plain.status == 0, "\(plain.stderr)")
+        #expect(!plain.stdout.contains("watch ("), "no section, no plan for it: \(plain.stdout)")
+    }
 }
