@@ -23,16 +23,6 @@ extension EmbeddedPostgres {
         guard (1...65535).contains(configuration.port) else {
             throw EmbeddedPostgresError(.badDirectory, "port \(configuration.port) is not a TCP port number (1 to 65535)")
         }
-        // sockaddr_un.sun_path is 108 bytes on Linux and 104 on macOS; PostgreSQL fails to start
-        // past it, with a message that does not say which folder to shorten.
-        let socketPath = "\(directory)/.s.PGSQL.\(configuration.port)"
-        if socketPath.utf8.count >= 100 {
-            throw EmbeddedPostgresError(
-                .socketPathTooLong,
-                "the embedded PostgreSQL socket path \(socketPath) is \(socketPath.utf8.count) bytes, and Unix sockets "
-                    + "allow fewer than 100: choose a shorter folder (for example /tmp/zonefeed-pg)"
-            )
-        }
     }
 
     /// Makes the cluster's folder private: the socket accepts anyone who can reach it (trust

@@ -119,7 +119,7 @@ extension EmbeddedPostgres {
         var settings: [(String, String)] = [
             ("listen_addresses", ""),  // no TCP: the Unix socket in the private folder only
             // The list syntax of unix_socket_directories takes a double-quoted element verbatim.
-            ("unix_socket_directories", "\"" + directory.replacingOccurrences(of: "\"", with: "\"\"", options: .literal) + "\""),
+            ("unix_socket_directories", "\"" + ownSocketDirectory.replacingOccurrences(of: "\"", with: "\"\"", options: .literal) + "\""),
         ]
         settings += configuration.extraServerSettings.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         // pg_ctl hands -o to /bin/sh (`exec postgres <options>`), hence the shell quoting.
@@ -188,10 +188,10 @@ extension EmbeddedPostgres {
 
     /// The socket's lock file holds the postmaster's PID too, and postgres refuses it the same way.
     func removeStaleSocketLockIfAny() {
-        let socketLock = "\(directory)/.s.PGSQL.\(configuration.port).lock"
+        let socketLock = "\(ownSocketDirectory)/.s.PGSQL.\(configuration.port).lock"
         if let lock = PIDFile.read(socketLock), !isOurPostmaster(lock) {
             _ = unlink(socketLock)
-            _ = unlink("\(directory)/.s.PGSQL.\(configuration.port)")
+            _ = unlink("\(ownSocketDirectory)/.s.PGSQL.\(configuration.port)")
         }
     }
 

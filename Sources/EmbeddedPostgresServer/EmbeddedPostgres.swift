@@ -16,7 +16,8 @@ import Logging
 ///
 /// ```
 /// data/                      the cluster (initdb), kept between runs
-/// .s.PGSQL.<port>            the Unix socket: the server listens on no TCP address at all
+/// .s.PGSQL.<port>            the Unix socket: the server listens on no TCP address at all (in
+///                             /tmp/zonefeed-pg-<hash> when the folder's path is too long for one)
 /// server.log                 the server's log (pg_ctl -l), rotated once past 10 MB
 /// init.lock                  flock held while a process initializes, starts or stops the server
 /// users.lock                 a shared flock held by every process that uses the server (see stop)
@@ -132,12 +133,16 @@ public struct EmbeddedPostgres: Sendable {
     /// Where the cluster for `directory` lives when the server's account cannot reach it: short
     /// enough for the Unix socket's path, and the same for the same folder.
     static func relocatedDirectory(for directory: String) -> String {
-        // FNV-1a: a stable name, not a secret.
+        "/var/lib/zonefeed/postgres-" + stableName(of: directory)
+    }
+
+    /// The same short name for the same folder: FNV-1a, not a secret.
+    static func stableName(of directory: String) -> String {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in directory.utf8 {
             hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
         }
-        return "/var/lib/zonefeed/postgres-" + String(hash, radix: 16)
+        return String(hash, radix: 16)
     }
 
     static var defaultServerAccount: Account? { Account(name: "postgres") ?? Account(name: "nobody") }
@@ -202,8 +207,9 @@ public struct EmbeddedPostgres: Sendable {
             startedByUs = false
             logger.info("reusing the embedded PostgreSQL server already running", metadata: ["pid": "\(running.pid)"])
         } else {
+            try makeSocketDirectory(for: account)
             try await startServer(binaries: binaries, runner: runner)
-            socketDirectory = directory
+            socketDirectory = ownSocketDirectory
             port = configuration.port
             startedByUs = true
         }

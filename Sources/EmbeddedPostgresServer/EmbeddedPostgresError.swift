@@ -9,7 +9,6 @@ public struct EmbeddedPostgresError: Error, CustomStringConvertible {
         public static let versionMismatch = Code("versionMismatch")
         public static let badDirectory = Code("badDirectory")
         public static let directoryUnreachable = Code("directoryUnreachable")
-        public static let socketPathTooLong = Code("socketPathTooLong")
         public static let noUnprivilegedAccount = Code("noUnprivilegedAccount")
         public static let commandFailed = Code("commandFailed")
         public static let initdbFailed = Code("initdbFailed")

@@ -93,6 +93,58 @@ import Testing
     }
 }
 
+/// A cluster's folder too long a path for a Unix socket (a project checked out deep in a home
+/// folder) was refused, and `url: embedded` offered no way to choose another. The socket now goes
+/// to a private folder under /tmp named after the cluster's, where a second process finds it, and
+/// a folder of that name that is not private is refused, not used.
+@Test func aClusterInAFolderTooLongForASocketPathKeepsItsSocketInAPrivateFolderUnderTmp() async throws {
+    let top = try makeTemporaryFolder()
+    defer { try? FileManager.default.removeItem(atPath: top) }
+    #expect(chmod(top, 0o755) == 0)
+    let folder = top + "/" + String(repeating: "a-deeply-nested-checkout/", count: 4) + "zonefeed/postgres"
+    #expect("\(folder)/.s.PGSQL.5432".utf8.count >= 100, "a path too long for sun_path")
+    try FileManager.default.createDirectory(atPath: (folder as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+    var ancestor = (folder as NSString).deletingLastPathComponent
+    while ancestor.count > top.count {
+        #expect(chmod(ancestor, 0o755) == 0)
+        ancestor = (ancestor as NSString).deletingLastPathComponent
+    }
+    let embedded = EmbeddedPostgres(EmbeddedPostgres.Configuration(directory: folder, extraServerSettings: ["fsync": "off"]))
+    #expect(!embedded.isRelocated)
+    let socketFolder = embedded.ownSocketDirectory
+    #expect(socketFolder.hasPrefix("/tmp/zonefeed-pg-"))
+    defer { try? FileManager.default.removeItem(atPath: socketFolder) }
+
+    // Started (which creates the database through the socket), and found by a second process
+    // from the server's PID file alone.
+    let handle = try await embedded.start()
+    #expect(handle.startedByUs)
+    #expect(handle.socketDirectory == socketFolder)
+    #expect(handle.connectionString.contains("host=\(socketFolder)"), "\(handle.connectionString)")
+    let socket = try fileStatus("\(socketFolder)/.s.PGSQL.5432")
+    #expect(socket.st_mode & S_IFMT == S_IFSOCK)
+    let folderStatus = try fileStatus(socketFolder)
+    #expect(folderStatus.st_mode & 0o777 == 0o700)
+    let owner = geteuid() == 0 ? try #require(EmbeddedPostgres.defaultServerAccount).uid : geteuid()
+    #expect(folderStatus.st_uid == owner)
+    let second = try await EmbeddedPostgres(EmbeddedPostgres.Configuration(directory: folder)).start()
+    #expect(!second.startedByUs)
+    #expect(second.socketDirectory == socketFolder)
+    await embedded.stop(second)
+    await embedded.stop(handle, mode: .immediate)
+
+    // A folder of that name that others may enter is not where a socket that trusts whoever
+    // reaches it goes.
+    #expect(chmod(socketFolder, 0o755) == 0)
+    let refused = await #expect(throws: EmbeddedPostgresError.self) { _ = try await embedded.start() }
+    #expect(refused?.code == .badDirectory)
+    #expect(
+        refused?.message
+            == "\(socketFolder), where the embedded PostgreSQL server of \(folder) keeps its socket (the cluster's folder is too long a path "
+            + "for a Unix socket), is not a folder private to uid \(owner): remove it, or give the cluster a shorter folder",
+        "\(String(describing: refused))")
+}
+
 /// A new folder under /tmp itself: the socket's path must stay short, and as root the server's
 /// account must be able to reach it.
 func makeTemporaryFolder() throws -> String {
