@@ -78,6 +78,8 @@ public struct Bench: Sendable {
     /// The children's environment: the database URL reaches the pipeline files through it, so
     /// that no password is ever written to a file.
     let environment: [String: String]
+    /// The peak RSS of every `zonefeed run` the bench timed, the issue's bound being on each.
+    let peaks = PeakRSSLog()
 
     static let databaseURLVariable = "ZONEFEED_BENCH_DATABASE_URL"
     static let commitEvery = PostgresSettings.defaultCommitEvery
@@ -127,7 +129,7 @@ public struct Bench: Sendable {
         // At one session, and at as many as the runs write with: ratios are to the fastest.
         report.ceilingRowsPerTransaction = Self.commitEvery
         for sessions in Set([1, options.parallelZones]).sorted() {
-            report.ceilings.append(try measureCeiling(pipeline: inProcess, sessions: sessions))
+            report.ceilings.append(try await NIOThreadPool.singleton.runIfActive { try measureCeiling(pipeline: inProcess, sessions: sessions) })
         }
 
         try dropSchema(inProcess)
@@ -138,7 +140,8 @@ public struct Bench: Sendable {
         report.inProcessPeakRSSBytes = first.peakRSSBytes
         report.cpu.append(.init(label: "in-process run", key: "inprocess", records: records, run: first, jsonBytes: nil))
 
-        let (http, httpJSON) = try await measureOverHTTP()
+        let (http, httpJSON, httpPages) = try await measureOverHTTP()
+        report.httpPreparedPages = httpPages
         report.httpSeconds = http.seconds
         report.httpPeakRSSBytes = http.peakRSSBytes
         report.cpu.append(.init(label: "over HTTP (fake-server)", key: "http", records: records, run: http, jsonBytes: httpJSON))
@@ -176,6 +179,7 @@ public struct Bench: Sendable {
             try dropSchema(named: "bench_wan")
             try dropSchema(named: "bench_wantls")
         }
+        report.runPeaks = peaks.all
         return report
     }
 
@@ -236,16 +240,28 @@ public struct Bench: Sendable {
     /// would take a fifth of the CPU from the client and PostgreSQL, which a real CloudKit
     /// does not, and hold up every request behind the one before.
     /// The run, and the bytes of JSON the server answered it with.
-    func measureOverHTTP() async throws -> (ProcessRun, Int) {
+    func measureOverHTTP() async throws -> (run: ProcessRun, jsonBytes: Int, pages: PreparedPages) {
         try checkNotInterrupted()
         progress("over HTTP: starting zonefeed fake-server, which renders its pages first…")
         var bytes = 0
+        var pages = PreparedPages()
         let run = try await runAgainstFakeServer(
             name: "http", label: "the run over HTTP", settings: settings, serverArguments: [], defaults: false
         ) { server in
             bytes = try await server.trafficCount("bodyBytes")
+            pages = PreparedPages(prepared: try await server.count("preparedPages"), served: try await server.count("preparedPagesServed"))
         }
-        return (run, bytes)
+        return (run, bytes, pages)
+    }
+
+    /// The pages the fake server rendered before the run over HTTP, and how many of its answers
+    /// were those: a request it had no page for (other `desiredKeys`, another limit) is rendered
+    /// while the run waits, inside its clock.
+    struct PreparedPages: Sendable {
+        var prepared = 0
+        var served = 0
+        /// Every answer was a page rendered beforehand, each once.
+        var servedAll: Bool { prepared > 0 && served == prepared }
     }
 
     // MARK: Over a WAN
@@ -384,6 +400,7 @@ public struct Bench: Sendable {
         }
         let ends = children.map { $0.wait() }
         let seconds = (ContinuousClock.now - started).seconds
+        peaks.note(label, bytes: ends.map(\.peakRSSBytes).max() ?? 0)
         try checkNotInterrupted()
         for (i, end) in ends.enumerated() where end.status != 0 {
             throw Failure("\(label)\(count == 1 ? "" : " (process \(i + 1))") exited with status \(end.status)" + stderrTail(logName(i)))
@@ -393,11 +410,15 @@ public struct Bench: Sendable {
             systemSeconds: ends.map(\.systemSeconds).reduce(0, +))
     }
 
-    /// Upserts summed over every run of the pipeline (`zonefeed_runs`).
-    func upserts(of pipeline: Pipeline) throws -> Int {
-        let runs = "\(quoteIdentifier((try pipeline.postgresSettings()).schema)).zonefeed_runs"
+    /// The records the pipeline's runs read and committed, summed over its zones
+    /// (`zonefeed_checkpoints.records_applied`, which each batch adds its entries to). Not the
+    /// upserts: a record applied a second time with the change tag its row has is counted
+    /// unchanged, not upserted, so a zone read twice left that sum as it was.
+    func recordsCommitted(of pipeline: Pipeline) throws -> Int {
+        let checkpoints = "\(quoteIdentifier((try pipeline.postgresSettings()).schema)).zonefeed_checkpoints"
         return try Connection.withConnection(conninfo) { c in
-            try c.query("SELECT coalesce(sum(upserts), 0) FROM \(runs) WHERE pipeline = $1", [pipeline.name]).scalar.flatMap { Int($0) } ?? 0
+            try c.query("SELECT coalesce(sum(records_applied), 0) FROM \(checkpoints) WHERE pipeline = $1 AND scope = 'zone'", [pipeline.name])
+                .scalar.flatMap { Int($0) } ?? 0
         }
     }
 
@@ -414,13 +435,13 @@ public struct Bench: Sendable {
         }
     }
 
-    /// Every token was current, so the no-op runs must have applied nothing: the runs of the
-    /// pipeline upserted the records once in all.
+    /// Every token was current, so the no-op runs must have read nothing: the pipeline's runs
+    /// read and committed each record once in all.
     func checkNothingReapplied(_ pipeline: Pipeline) throws {
-        let upserts = try upserts(of: pipeline)
-        guard upserts == records else {
+        let committed = try recordsCommitted(of: pipeline)
+        guard committed == records else {
             throw Failure(
-                "the no-op runs applied records again (\(upserts.grouped) upserts in all, \(records.grouped) expected), so they were no no-op; their logs are noop-run-*.stderr in \(work)"
+                "the no-op runs read records again (\(committed.grouped) read and committed in all, \(records.grouped) expected), so they were no no-op; their logs are noop-run-*.stderr in \(work)"
             )
         }
     }

@@ -75,6 +75,10 @@ public struct BenchReport: Sendable {
     var httpSeconds = 0.0
     var httpPeakRSSBytes = 0
     var noOpRunSeconds: [Double] = []
+    var httpPreparedPages = Bench.PreparedPages()
+    /// Every timed `zonefeed run`'s peak RSS.
+    var runPeaks: [PeakRSSLog.Entry] = []
+    var largestPeak: PeakRSSLog.Entry? { runPeaks.max { $0.bytes < $1.bytes } }
     /// The public database's phase, when it ran.
     var publicRun: PublicBench.Report?
     var scaleOut: ScaleOutBench.Report?
@@ -124,9 +128,18 @@ public struct BenchReport: Sendable {
             ] + wan + (publicRun?.lines ?? []) + (scaleOut?.lines ?? []) + [
                 "incremental no-op run".padding(toLength: 33, withPad: " ", startingAt: 0)
                     + "\(Self.seconds(noOpMedianSeconds)) wall (median of \(noOpRunSeconds.map { String(format: "%.2f", $0) }.joined(separator: ", ")))"
-            ] + (cpu.isEmpty ? [] : ["CPU of each run (the whole zonefeed process; the server and PostgreSQL not counted):"] + cpu.map(\.line)))
+            ]
+            + (largestPeak.map { peak in
+                [
+                    "peak RSS of the \(runPeaks.count) timed runs".padding(toLength: 33, withPad: " ", startingAt: 0)
+                        + "\(Self.megabytes(peak.bytes)) MB at most (\(peak.label))"
+                ]
+            } ?? []) + (cpu.isEmpty ? [] : ["CPU of each run (the whole zonefeed process; the server and PostgreSQL not counted):"] + cpu.map(\.line)))
             .joined(separator: "\n")
     }
+
+    /// Bytes in whole megabytes (10^6), grouped.
+    static func megabytes(_ bytes: Int) -> String { Int((Double(bytes) / 1_000_000).rounded()).grouped }
 
     /// "12.5 s", with a second decimal under ten seconds.
     static func seconds(_ value: Double) -> String {
@@ -146,8 +159,11 @@ public struct BenchReport: Sendable {
                 "records": .int(Int64(records)),
                 "zones": .int(Int64(zones)),
                 "parallel_zones": .int(Int64(parallelZones)),
-                // The HTTP run's pages were rendered before its clock started (`--prepare-pages`).
-                "http_pages_prepared": .bool(true),
+                // Whether every page of the HTTP run was rendered before its clock started
+                // (`--prepare-pages`), as the fake server counted them.
+                "http_pages_prepared": .bool(httpPreparedPages.servedAll),
+                "http_prepared_pages": .int(Int64(httpPreparedPages.prepared)),
+                "http_prepared_pages_served": .int(Int64(httpPreparedPages.served)),
                 "postgres_version": .string(postgresVersion),
                 "ceiling_rows_per_transaction": .int(Int64(ceilingRowsPerTransaction)),
                 "ceiling_rps": .int(Int64(ceilingRPS.rounded())),
@@ -177,6 +193,11 @@ public struct BenchReport: Sendable {
                 "noop_run_seconds": rounded(noOpMedianSeconds),
                 "noop_run_seconds_all": .array(noOpRunSeconds.map(rounded)),
             ]
+            if let largestPeak {
+                object["peak_rss_bytes_max"] = .int(Int64(largestPeak.bytes))
+                object["peak_rss_bytes_runs"] = .array(
+                    runPeaks.map { .object(["run": .string($0.label), "bytes": .int(Int64($0.bytes))]) })
+            }
             if let publicRun { object.merge(publicRun.json) { _, new in new } }
             if let scaleOut { object.merge(scaleOut.json) { _, new in new } }
             for use in cpu {

@@ -30,6 +30,16 @@ struct BenchServer: Sendable {
 
     /// One number of `GET /admin/state`'s `traffic` (`connections`, `peakInFlight`, …).
     func trafficCount(_ name: String) async throws -> Int {
+        ((try await state()["traffic"] as? [String: Any])?[name] as? NSNumber)?.intValue ?? 0
+    }
+
+    /// One number at the top of `GET /admin/state` (`preparedPages`, `preparedPagesServed`, …).
+    func count(_ name: String) async throws -> Int {
+        (try await state()[name] as? NSNumber)?.intValue ?? 0
+    }
+
+    /// `GET /admin/state`.
+    private func state() async throws -> [String: Any] {
         var tls = TLSConfiguration.makeClientConfiguration()
         if let caFile { tls.additionalTrustRoots = [.file(caFile)] }
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(tlsConfiguration: tls))
@@ -37,8 +47,7 @@ struct BenchServer: Sendable {
             let response = try await client.execute(HTTPClientRequest(url: "\(baseURL)/admin/state"), timeout: .seconds(30))
             let body = try await response.body.collect(upTo: 16 << 20)
             try await client.shutdown()
-            let state = try JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any]
-            return ((state?["traffic"] as? [String: Any])?[name] as? NSNumber)?.intValue ?? 0
+            return try JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any] ?? [:]
         } catch {
             try? await client.shutdown()
             throw error

@@ -105,21 +105,30 @@ public struct CopyCeiling {
         let failures = Failures()
         let prepared = chunks
         let started = ContinuousClock.now
-        DispatchQueue.concurrentPerform(iterations: sessions) { session in
+        // A thread each, not `concurrentPerform`: that runs no more at once than there are
+        // cores, so a ceiling of three sessions on two cores copied two at a time, where a run
+        // writes on its three connections at once.
+        let copied = DispatchGroup()
+        for session in 0..<sessions {
+            copied.enter()
             let c = connections[session]
-            do {
-                for chunk in stride(from: session, to: prepared.count, by: sessions).map({ prepared[$0] }) {
-                    try c.transaction {
-                        for (t, stream) in chunk.streams.enumerated() {
-                            guard let stream else { continue }
-                            try c.copyIn(copies[t]) { try $0.write(stream) }
+            Thread {
+                defer { copied.leave() }
+                do {
+                    for chunk in stride(from: session, to: prepared.count, by: sessions).map({ prepared[$0] }) {
+                        try c.transaction {
+                            for (t, stream) in chunk.streams.enumerated() {
+                                guard let stream else { continue }
+                                try c.copyIn(copies[t]) { try $0.write(stream) }
+                            }
                         }
                     }
+                } catch {
+                    failures.add(error)
                 }
-            } catch {
-                failures.add(error)
-            }
+            }.start()
         }
+        copied.wait()
         let seconds = (ContinuousClock.now - started).seconds
         if let failure = failures.first { throw failure }
         return Measurement(rows: rows, bytes: bytes, seconds: seconds, sessions: sessions)

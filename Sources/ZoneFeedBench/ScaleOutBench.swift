@@ -27,8 +27,8 @@ struct ScaleOutBench: Sendable {
         var oneSeconds = 0.0
         var manySeconds = 0.0
         var manyPeakRSSBytes = 0
-        /// Upserts summed over the runs of all the processes.
-        var upserts = 0
+        /// Records read and committed, summed over the zones (each process's batches add theirs).
+        var recordsCommitted = 0
 
         var oneRPS: Double { Double(records) / oneSeconds }
         var manyRPS: Double { Double(records) / manySeconds }
@@ -45,7 +45,7 @@ struct ScaleOutBench: Sendable {
                 pad("scale-out, \(processes) processes") + number(manyRPS) + " records/s"
                     + String(format: "   %.2fx one process", manyRPS / oneRPS) + "   \(BenchReport.seconds(manySeconds))"
                     + "   peak RSS \(Int((Double(manyPeakRSSBytes) / 1_000_000).rounded()).grouped) MB a process"
-                    + "   \(upserts.grouped) upserts for \(records.grouped) records",
+                    + "   \(recordsCommitted.grouped) records read and committed for \(records.grouped)",
             ]
         }
 
@@ -63,7 +63,7 @@ struct ScaleOutBench: Sendable {
                 "scaleout_many_seconds": rounded(manySeconds),
                 "scaleout_ratio": rounded(manyRPS / oneRPS),
                 "scaleout_many_peak_rss_bytes": .int(Int64(manyPeakRSSBytes)),
-                "scaleout_upserts": .int(Int64(upserts)),
+                "scaleout_records_committed": .int(Int64(recordsCommitted)),
             ]
         }
     }
@@ -99,10 +99,10 @@ struct ScaleOutBench: Sendable {
             try bench.checkLiveRows(pipeline, label: "the scale-out phase's processes", logName: "scaleout-many-0", expected: records)
             report.manySeconds = many.seconds
             report.manyPeakRSSBytes = many.peakRSSBytes
-            report.upserts = try bench.upserts(of: pipeline)
-            guard report.upserts == records else {
+            report.recordsCommitted = try bench.recordsCommitted(of: pipeline)
+            guard report.recordsCommitted == records else {
                 throw Bench.Failure(
-                    "the \(processes) processes upserted \(report.upserts.grouped) records for \(records.grouped): a zone was applied twice, "
+                    "the \(processes) processes read and committed \(report.recordsCommitted.grouped) records for \(records.grouped): a zone was applied twice, "
                         + "so the figures mean nothing; their logs are scaleout-many-*.stderr in \(bench.work)")
             }
             if !bench.options.keep { try bench.dropSchema(pipeline) }
