@@ -46,10 +46,15 @@ public enum FieldValue: Sendable, Hashable {
         case .string(let s), .bytes(let s), .encryptedBytes(let s): return s.containsNUL
         case .int64, .double, .timestamp: return false
         case .reference(let r):
-            return r.recordName.containsNUL || (r.zoneID?.zoneName.containsNUL ?? false)
-                || (r.zoneID?.ownerRecordName.containsNUL ?? false)
-        case .asset(_, let j), .location(let j), .unknown(_, let j): return j.containsNUL
-        case .list(_, let items): return items.contains { $0.containsNUL }
+            // Every part the value is written back with (`JSONWriter`), the action and the zone's
+            // type too: a NUL in any of them is refused by jsonb, and the batch with it.
+            return r.recordName.containsNUL || (r.action?.containsNUL ?? false) || (r.zoneID?.zoneName.containsNUL ?? false)
+                || (r.zoneID?.ownerRecordName.containsNUL ?? false) || (r.zoneID?.zoneType?.containsNUL ?? false)
+        // The tag is the server's (`"type"`), written back with the value and, when evolving, as
+        // the type of the column it makes.
+        case .asset(let tag, let j), .unknown(let tag, let j): return tag.containsNUL || j.containsNUL
+        case .location(let j): return j.containsNUL
+        case .list(let tag, let items): return tag.containsNUL || items.contains { $0.containsNUL }
         }
     }
 }

@@ -36,8 +36,9 @@ struct SchemaGrowth: Error {
     /// type, `UNKNOWN`) or a list of no known type (`UNKNOWN_LIST`, which CloudKit was seen to
     /// send, as for an empty list) is kept in `fields` until a value of the field that has one
     /// comes: a column made for it took no typed value of the field afterwards, and every
-    /// record with one was rejected.
-    static func saysAType(_ tag: String) -> Bool { tag != "UNKNOWN" && tag != "UNKNOWN_LIST" }
+    /// record with one was rejected. Nor does a tag with a NUL, which no column's type and no
+    /// parameter (the change's record in `zonefeed_schema_changes`) can hold.
+    static func saysAType(_ tag: String) -> Bool { tag != "UNKNOWN" && tag != "UNKNOWN_LIST" && !tag.containsNUL }
 
     /// Whether a column made for values tagged `made` takes `value`: its own tag, and the tags
     /// CloudKit gives the same type (an asset is `ASSETID` or `ASSET`; a list of no known type,

@@ -1,5 +1,6 @@
 import CloudKitModel
 import FakeCloudKit
+import LibPQ
 import Logging
 import TestSupport
 import Testing
@@ -72,6 +73,49 @@ import ZoneFeed
             rejects[1].error
                 == rejects[0].error
                 + "; the entry is not kept in raw: the JSON holds a list of more than 50 elements, more than PostgreSQL's jsonb takes")
+        await destination.close()
+    }
+
+    /// A NUL in any part of a value that is written back as JSON (a reference's action or its
+    /// zone's type, a field's type tag) is a reject: jsonb refused the whole COPY, and the batch
+    /// came back on every run, its zone stuck for ever. With `recordTypes: auto` a new field's
+    /// tag would also have been its new column's type, in a parameter no query takes; a
+    /// reference's column holds its record's name alone, and takes the others.
+    @Test(arguments: ["written", "auto"])
+    func aNULAnywhereInAValueKeptAsJSONIsARejectNotABatchRefusedForEver(_ mapping: String) async throws {
+        var p = try await FakePipeline(prefix: "rejectnul\(mapping)", fake: FakeSettings(zones: 1))
+        if mapping == "auto" { p.recordTypesSection = "recordTypes: auto\n" }
+        let destination = PostgresDestination(
+            pipelineName: p.name, settings: try p.pipeline().postgresSettings(), conninfo: p.url,
+            logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        try await destination.prepare()
+        let run = try await destination.startRun()
+        let zone = ZoneID(zoneName: "Zone01", ownerRecordName: "_fakeOwner")
+        let checkpoint = try await destination.zoneCheckpoint(zone)
+        func note(_ name: String, _ field: String, _ value: FieldValue) -> RecordEntry {
+            .record(Record(recordName: name, recordType: "Note", recordChangeTag: "t1", fields: ["title": .string(name), field: value]))
+        }
+        let outcome = try await destination.apply(
+            ChangeBatch(
+                zoneID: zone, runID: run, generation: checkpoint.generation, pageCount: 1,
+                entries: [
+                    note("FINE", "link", .reference(Reference(recordName: "r"))),
+                    note("ACTION", "link", .reference(Reference(recordName: "r", action: "\u{0}"))),
+                    note("ZONETYPE", "link", .reference(Reference(recordName: "r", zoneID: ZoneID(zoneName: "z", zoneType: "\u{0}")))),
+                    note("TAG", "odd", .unknown(tag: "X\u{0}", .int(1))),
+                    note("LISTTAG", "odds", .list(tag: "X\u{0}_LIST", [.int64(1)])),
+                ],
+                token: ChangeToken("fk1-x-0-1"), isLast: true, finishesResync: false))
+        let rejects = try Connection.withConnection(p.url) { c in
+            try c.query("SELECT record_name, error FROM \(quoteIdentifier(p.schema)).zonefeed_rejects ORDER BY record_name").rows.map {
+                (try $0.decode(0, as: String.self), try $0.decode(1, as: String.self))
+            }
+        }
+        let rejected = mapping == "auto" ? ["LISTTAG", "TAG"] : ["ACTION", "LISTTAG", "TAG", "ZONETYPE"]
+        #expect(rejects.map(\.0) == rejected)
+        #expect(rejects.allSatisfy { $0.1.contains("contains a NUL byte, which PostgreSQL jsonb cannot hold") }, "\(rejects)")
+        #expect(outcome.rejects == rejected.count)
+        #expect(outcome.upserts == 5 - rejected.count, "the batch is applied")
         await destination.close()
     }
 }
