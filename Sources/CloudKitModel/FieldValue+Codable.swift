@@ -74,9 +74,12 @@ extension FieldValue: Codable {
         case ("STRING", .string(let s)): self = .string(s)
         case ("INT64", .int(let i)): self = .int64(i)
         case ("INT64", .string(let s)) where Int64(s) != nil: self = .int64(Int64(s)!)
-        case ("DOUBLE", .double(let d)): self = .double(d)
+        // A number past a Double's range reads as ±infinity, and a string may spell one or NaN:
+        // no DOUBLE CloudKit stores, and no value a column should take (PostgreSQL refuses
+        // `1e400` itself, but takes infinity's bits through a binary COPY).
+        case ("DOUBLE", .double(let d)) where d.isFinite: self = .double(d)
         case ("DOUBLE", .int(let i)): self = .double(Double(i))
-        case ("DOUBLE", .string(let s)) where Double(s) != nil: self = .double(Double(s)!)
+        case ("DOUBLE", .string(let s)) where Double(s)?.isFinite == true: self = .double(Double(s)!)
         case ("TIMESTAMP", .int(let i)): self = .timestamp(i)
         case ("TIMESTAMP", .double(let d)) where d.isFinite && abs(d) < 9e18: self = .timestamp(Int64(d.rounded()))
         case ("BYTES", .string(let s)): self = .bytes(s)

@@ -175,7 +175,7 @@ extension FieldValue {
             switch (type, number) {
             case ("INT64", .int(let i)): self = .int64(i)
             case ("TIMESTAMP", .int(let i)): self = .timestamp(i)
-            case ("DOUBLE", .double(let d)): self = .double(d)
+            case ("DOUBLE", .double(let d)) where d.isFinite: self = .double(d)
             case ("DOUBLE", .int(let i)): self = .double(Double(i))
             // A DOUBLE of -0 keeps its sign.
             case ("DOUBLE", .negativeZero): self = .double(-0.0)
@@ -220,7 +220,7 @@ extension FieldValue {
         case "DOUBLE":
             guard try json.peekIsNumber() else { return nil }
             switch try json.readNumber() {
-            case .double(let d): return .double(d)
+            case .double(let d): return d.isFinite ? .double(d) : nil
             case .int(let i): return .double(Double(i))
             case .negativeZero: return .double(-0.0)
             }

@@ -231,11 +231,12 @@ extension RowEncoder {
         try json.peekIsNumber() ? try json.readNumber() : nil
     }
 
-    /// A DOUBLE's number as the model reads it: integers converted, -0 kept.
+    /// A DOUBLE's number as the model reads it: integers converted, -0 kept; nil past a
+    /// Double's range, which the model refuses.
     private static func double(_ json: inout JSONReader) throws -> Double? {
         switch try number(&json) {
         case .int(let i)?: return Double(i)
-        case .double(let d)?: return d
+        case .double(let d)?: return d.isFinite ? d : nil
         case .negativeZero?: return -0.0
         case nil: return nil
         }

@@ -117,6 +117,9 @@ import ZoneFeedPostgres
             #"{"i":{"value":1.0,"type":"INT64"},"d":{"value":"2.5","type":"DOUBLE"},"t":{"value":-0,"type":"TIMESTAMP"}}"#,
             #"{"i":{"value":9223372036854775807,"type":"INT64"},"d":{"value":1E2,"type":"DOUBLE"},"t":{"value":-62135596800000,"type":"TIMESTAMP"}}"#,
             #"{"i":{"value":9223372036854775808,"type":"INT64"},"d":{"value":12,"type":"INT64"},"t":{"value":9223372036854775807,"type":"TIMESTAMP"}}"#,
+            // DOUBLEs spelling a number that is no finite one (past a Double's range, `1e400`
+            // is read into the model: `aDOUBLEThatIsNoFiniteNumberIsARejectNotInfinity`).
+            #"{"d":{"value":"NaN","type":"DOUBLE"},"dl":{"value":["inf"],"type":"DOUBLE_LIST"},"j":{"value":"-infinity","type":"DOUBLE"}}"#,
             // Pairs the column does not take, each refused as the model refuses it.
             #"{"i":{"value":"many","type":"STRING"}}"#, #"{"b":{"value":"not base64!","type":"BYTES"}}"#,
             #"{"b":{"value":"YQ=","type":"BYTES"}}"#, #"{"bo":{"value":2,"type":"INT64"}}"#,
@@ -218,6 +221,24 @@ import ZoneFeedPostgres
         #expect(encoder.append(records[1], seq: 1) == refusal)
         #expect(encoder.append(records[2], seq: 2) == refusal)
         #expect(encoder.append(records[3], seq: 3) != nil, "a list holding one")
+    }
+
+    /// A DOUBLE past a Double's range (`1e400`) read as infinity, and went into its column as
+    /// that (binary COPY takes infinity's bits, where PostgreSQL refuses `1e400` as text); a
+    /// DOUBLE given as the string "NaN" went in as NaN. Each is a reject now, on either path.
+    @Test func aDOUBLEThatIsNoFiniteNumberIsARejectNotInfinity() throws {
+        let fine = #"{"d":{"value":1e300,"type":"DOUBLE"},"dl":{"value":[-1e-300,"2.5"],"type":"DOUBLE_LIST"}}"#
+        let odd = [
+            #"{"d":{"value":1e400,"type":"DOUBLE"}}"#, #"{"d":{"value":-1e400,"type":"DOUBLE"}}"#, #"{"d":{"value":"NaN","type":"DOUBLE"}}"#,
+            #"{"d":{"value":"inf","type":"DOUBLE"}}"#, #"{"dl":{"value":[1,1e400],"type":"DOUBLE_LIST"}}"#,
+        ]
+        let records = try Self.records([fine] + odd)
+        var encoder = RowEncoder(mapping: Self.mapping, keepUnmapped: true, evolving: false)
+        #expect(encoder.append(records[0], seq: 0) == nil)
+        for (i, record) in records.enumerated().dropFirst() {
+            let refusal = encoder.append(record, seq: Int32(i))
+            #expect(refusal?.hasPrefix(record.fields.keys.first == "dl" ? "field dl" : "field d") == true, "\(odd[i - 1]): \(String(describing: refusal))")
+        }
     }
 
     /// The page fuzzer's seeds and every page that once broke it (FuzzTesting/Corpus and
