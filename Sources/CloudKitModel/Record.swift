@@ -215,6 +215,21 @@ extension RecordEntry: Codable {
     }
 }
 
+/// An entry of a page's `records` as `RecordEntry(readingAny:)` reads one, through `Decodable`:
+/// an entry of no shape CloudKit sends is an unreadable one, not a page that cannot be decoded.
+public struct AnyRecordEntry: Decodable, Sendable {
+    public var entry: RecordEntry
+
+    public init(from decoder: any Decoder) throws {
+        do {
+            entry = try RecordEntry(from: decoder)
+        } catch is DecodingError {
+            let value = try JSONValue(from: decoder)
+            entry = .unreadable(RecordEntry.ofNoKnownShape(value, problem: "not decodable", nameRepaired: false))
+        }
+    }
+}
+
 extension Record {
     /// The record's wire form, for the rejects table.
     public var json: JSONValue {

@@ -110,6 +110,34 @@ extension RecordEntry {
         }
     }
 
+    /// One entry of a `records` array, whatever its shape. Valid JSON that is no entry CloudKit
+    /// sends (a record without a `recordName` or `recordType`, `"type": 5`, a field that is not
+    /// an object, a timestamp given as text, an entry that is not an object) is an unreadable
+    /// entry, a reject: it made its whole page malformed, and its zone failed at that page run
+    /// after run for one odd record. JSON that is not valid still fails the page: where the next
+    /// entry begins cannot be known.
+    public init(readingAny json: inout JSONReader) throws {
+        let start = json.mark()
+        let repairs = json.repairedStrings
+        do {
+            try self.init(reading: &json)
+        } catch let shape as JSONReader.Failure {
+            json.reset(to: start)
+            let value = try json.readValue()
+            self = .unreadable(Self.ofNoKnownShape(value, problem: shape.message, nameRepaired: json.repairedStrings != repairs))
+        }
+    }
+
+    /// An entry read whole as JSON, for it is of no shape a change or query page's entry has:
+    /// its name and type taken where they are text, for the reject.
+    public static func ofNoKnownShape(_ value: JSONValue, problem: String, nameRepaired: Bool) -> UnreadableEntry {
+        var members: [String: JSONValue] = [:]
+        if case .object(let object) = value { members = object }
+        return UnreadableEntry(
+            recordName: members["recordName"]?.stringValue, recordType: members["recordType"]?.stringValue,
+            problem: "the entry is not one CloudKit sends (\(problem))", json: value, nameRepaired: nameRepaired)
+    }
+
     static func readFields(_ json: inout JSONReader, problems: inout [String]) throws -> [String: FieldValue] {
         // Gathered first so that the dictionary is made once at its size, not grown field by field.
         var read: [(String, FieldValue)] = []

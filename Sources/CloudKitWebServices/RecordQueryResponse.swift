@@ -21,6 +21,12 @@ public struct RecordQueryResponse: Sendable, Hashable, Decodable {
 
     public static func == (a: Self, b: Self) -> Bool { a.records == b.records && a.continuationMarker == b.continuationMarker }
 
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        records = try c.decode([AnyRecordEntry].self, forKey: .records).map(\.entry)
+        continuationMarker = try c.decodeIfPresent(String.self, forKey: .continuationMarker)
+    }
+
     public func hash(into hasher: inout Hasher) {
         hasher.combine(records)
         hasher.combine(continuationMarker)
@@ -43,7 +49,7 @@ extension RecordQueryResponse: JSONReadable {
             case "records":
                 sawRecords = true
                 try json.beginArray()
-                while try json.nextElement() { records.append(try RecordEntry(reading: &json)) }
+                while try json.nextElement() { records.append(try RecordEntry(readingAny: &json)) }
             case "continuationMarker": marker = try json.readString()
             default: try json.skipValue()
             }

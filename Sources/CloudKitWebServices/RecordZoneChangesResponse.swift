@@ -33,7 +33,7 @@ public struct RecordZoneChangesResponse: Sendable, Hashable, Decodable {
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        records = try c.decodeIfPresent([RecordEntry].self, forKey: .records) ?? []
+        records = try c.decodeIfPresent([AnyRecordEntry].self, forKey: .records)?.map(\.entry) ?? []
         syncToken = try c.decode(String.self, forKey: .syncToken)
         moreComing = try c.decodeIfPresent(Bool.self, forKey: .moreComing) ?? false
     }
@@ -43,7 +43,7 @@ extension RecordZoneChangesResponse: JSONReadable {
     /// The page straight from its bytes (the hot path of a backfill), with the meaning of
     /// `init(from:)`.
     public init(reading json: inout JSONReader) throws {
-        let page = try json.readChangesPage(items: "records") { try RecordEntry(reading: &$0) }
+        let page = try json.readChangesPage(items: "records") { try RecordEntry(readingAny: &$0) }
         self.init(records: page.items, syncToken: page.syncToken, moreComing: page.moreComing)
         byteCount = json.bytesHeld
     }

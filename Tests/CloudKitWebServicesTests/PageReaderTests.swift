@@ -407,11 +407,44 @@ import ZoneFeed
         #expect(entry.problem == "field title holds text that is not valid UTF-8")
     }
 
+    /// An entry of valid JSON but no shape CloudKit sends (no name, no type, a type that is a
+    /// number, a field that is not an object, a stamp given as text, not an object at all) is an
+    /// unreadable entry, a reject, read alike by both readers, and the rest of the page is read:
+    /// it made the whole page malformed, and its zone failed at that page on every run.
+    @Test func anEntryOfNoShapeCloudKitSendsIsUnreadableAndTheRestOfThePageIsRead() throws {
+        let odd = [
+            #"{"recordType":"Note","fields":{}}"#, #"{"recordName":"no-type","fields":{}}"#,
+            #"{"recordName":"type-5","recordType":"Note","fields":{"u":{"value":1,"type":5}}}"#,
+            #"{"recordName":"field-list","recordType":"Note","fields":{"u":[1]}}"#,
+            #"{"recordName":"stamp-text","recordType":"Note","created":{"timestamp":"yesterday"}}"#,
+            #"{"recordName":"zone-nameless","recordType":"Note","zoneID":{"ownerRecordName":"_o"}}"#,
+            #"{"deleted":true}"#, #"{"recordName":5,"recordType":"Note"}"#, #"7"#, #"["a"]"#,
+        ]
+        let text =
+            #"{"records":[{"recordName":"first","recordType":"Note","fields":{}},"#
+            + odd.joined(separator: ",") + #",{"recordName":"last","deleted":true}],"syncToken":"t","moreComing":true}"#
+        let page = try Self.read(text)
+        #expect(page.syncToken == "t" && page.moreComing)
+        #expect(page.records.count == odd.count + 2)
+        #expect(page.records.first == .record(Record(recordName: "first", recordType: "Note", fields: [:])))
+        #expect(page.records.last == .deleted(recordName: "last"))
+        for (entry, json) in zip(page.records.dropFirst().dropLast(), odd) {
+            guard case .unreadable(let unreadable) = entry else {
+                Issue.record("\(json) was read as \(entry)")
+                continue
+            }
+            #expect(unreadable.json == (try Array(json.utf8).withUnsafeBytes { try JSONValue(parsing: $0) }), "kept as it came, for the reject's raw")
+            #expect(unreadable.problem.hasPrefix("the entry is not one CloudKit sends ("), "\(unreadable.problem)")
+        }
+        let names = page.records.map(\.nameOfARecordStillThere)
+        #expect(names == ["first", nil, "no-type", "type-5", "field-list", "stamp-text", "zone-nameless", nil, nil, nil, nil, nil])
+        #expect(page.records.map(\.json) == (try Self.decoded(text)).records.map(\.json), "JSONDecoder reads it alike")
+    }
+
     @Test(arguments: [
         #"{"records":[{"recordName":"a","recordType":"Note"}],"syncToken":"t""#,
         #"{"records":[],"syncToken":"t"} trailing"#,
         #"{"records":[{"recordName":"a","recordType":"Note",}],"syncToken":"t"}"#,
-        #"{"records":[{"recordType":"Note"}],"syncToken":"t"}"#,
         #"{"records":[],"moreComing":false}"#,
         #"{"records":[{"recordName":"a\u12"}],"syncToken":"t"}"#,
         #"{"records":[{"recordName":01}],"syncToken":"t"}"#,
@@ -420,7 +453,8 @@ import ZoneFeed
     ])
     func malformedPagesAreRefusedByBoth(text: String) {
         #expect(throws: (any Error).self) { try Self.read(text) }
-        #expect(throws: (any Error).self) { try Self.decoded(text) }
+        // Foundation's JSONDecoder takes a comma before a closing brace, which JSON does not.
+        if !text.contains(",}") { #expect(throws: (any Error).self) { try Self.decoded(text) } }
     }
 }
 

@@ -191,9 +191,10 @@ import Testing
 
     // MARK: Text and numbers no table can take as sent
 
-    /// Bytes that are not UTF-8, an escape of half a surrogate, a stamp of 1e19 ms: each record
-    /// goes to the rejects with the reason, not into a table as U+FFFD and not refusing its page;
-    /// the rest of the page and of the run applies.
+    /// Bytes that are not UTF-8, an escape of half a surrogate, a stamp of 1e19 ms, an entry of
+    /// no shape CloudKit sends (a change tag that is a number): each record goes to the rejects
+    /// with the reason, not into a table as U+FFFD and not refusing its page; the rest of the
+    /// page and of the run applies.
     @Test func textThatIsNotUTF8AndAStampPastAnyClockAreRejectedRecordByRecord() async throws {
         let s = try await Setup("badtext", fake: Self.fake)
         defer { s.stop() }
@@ -203,6 +204,7 @@ import Testing
             Record(
                 recordName: "BAD-STAMP", recordType: "Note", recordChangeTag: "b3", fields: [:],
                 created: RecordStamp(timestamp: 1_234_567_890_123, userRecordName: "_u")),
+            Record(recordName: "BAD-SHAPE", recordType: "Note", recordChangeTag: "MARK-TAG", fields: [:]),
             Record(recordName: "GOOD-ONE", recordType: "Note", recordChangeTag: "g1", fields: ["title": .string("fine")]),
         ]
         try await s.server.admin("records/add", ["zone": "Zone02", "records": try FakeServerProcess.wire(records)])
@@ -212,7 +214,7 @@ import Testing
                 "zone": "Zone02", "count": 50,
                 "replacements": [
                     ["find": "MARK-BYTES", "replaceBase64": "//5B"], ["find": "MARK-SURROGATE", "replace": "x\\ud800y"],
-                    ["find": "1234567890123", "replace": "1e19"],
+                    ["find": "1234567890123", "replace": "1e19"], ["find": #""MARK-TAG""#, "replace": "5"],
                 ],
             ])
         let output = try await run(s).output
@@ -222,11 +224,12 @@ import Testing
         #expect(
             rejects == [
                 ["BAD-BYTES", "the entry cannot be taken as sent: field title holds text that is not valid UTF-8"],
+                ["BAD-SHAPE", "the entry cannot be taken as sent: the entry is not one CloudKit sends (expected a string)"],
                 ["BAD-STAMP", "the entry cannot be taken as sent: created.timestamp is 1e+19 ms, which no timestamp holds"],
                 ["BAD-SURROGATE", "the entry cannot be taken as sent: field title holds text that is not valid UTF-8"],
             ])
         #expect(try await s.hasRow("GOOD-ONE", in: "Zone02"))
-        for name in ["BAD-BYTES", "BAD-SURROGATE", "BAD-STAMP"] { #expect(try await !s.hasRow(name, in: "Zone02"), "\(name)") }
+        for name in ["BAD-BYTES", "BAD-SURROGATE", "BAD-STAMP", "BAD-SHAPE"] { #expect(try await !s.hasRow(name, in: "Zone02"), "\(name)") }
         #expect(try await differences(s, in: Self.all, besides: ["GOOD-ONE"]) == [])
     }
 

@@ -55,7 +55,7 @@ import ZoneFeedPostgres
         var reader = JSONBytes.copying(array).reader()
         var entries: [RecordEntry] = []
         try reader.beginArray()
-        while try reader.nextElement() { entries.append(try RecordEntry(reading: &reader)) }
+        while try reader.nextElement() { entries.append(try RecordEntry(readingAny: &reader)) }
         return entries
     }
 
@@ -294,8 +294,9 @@ import ZoneFeedPostgres
             let entries = try? Self.entries(#"[{"recordName":"R","recordType":"Note","fields":\#(text)}]"#)
             switch entries?.first {
             case .record(let record)?: #expect(!Self.keptAsJSON(record), "\(text)")
-            case .unreadable?: break  // half a surrogate pair: a reject, as before
-            case nil: #expect(text.hasPrefix(#"{"u":[1]"#) || text.contains(#""type":5"#), "a page the model refuses: \(text)")
+            // Half a surrogate pair: a reject, as before; and an entry of no shape CloudKit sends
+            // (a field that is not an object, a type that is a number), which was a page refused.
+            case .unreadable?: #expect(!text.contains(#""value":1,"type":"INT64""#), "\(text)")
             default: Issue.record("\(text) was read as \(String(describing: entries))")
             }
         }
