@@ -150,9 +150,10 @@ import ZoneFeedCloudKit
         .json(200, #"{"records":[{"recordName":"\#(name)","deleted":true}],"syncToken":"\#(token)","moreComing":\#(moreComing)}"#)
     }
 
-    /// Waits until the server has seen `count` requests, for at most five seconds.
+    /// Waits until the server has seen `count` requests, for at most a minute (a loaded machine
+    /// can hold a loopback request for seconds).
     static func requests(_ count: Int, on server: CannedServer) async throws -> Bool {
-        for _ in 0..<500 where server.requests.count < count { try await Task.sleep(for: .milliseconds(10)) }
+        for _ in 0..<6_000 where server.requests.count < count { try await Task.sleep(for: .milliseconds(10)) }
         return server.requests.count == count
     }
 

@@ -57,7 +57,16 @@ import ZoneFeed
 
         let resumed = try await zonefeed.run(["run", file, "--progress", "never"])
         #expect(resumed.status == 0)
-        #expect(try await DestinationSnapshot.read(p).differences(from: p.expected()) == [])
+        let expected = p.expected()
+        let snapshot = try await DestinationSnapshot.read(p)
+        #expect(snapshot.differences(from: expected) == [])
+        // Resumed from what the interrupted run committed: the two read the feed once between
+        // them, and the second only what the first had not committed.
+        #expect(snapshot.runPages == expected.pages, "nothing applied twice, nothing passed over")
+        let pages = try Connection.withConnection(p.url) { c in
+            try c.query("SELECT pages FROM \(quoteIdentifier(p.schema)).zonefeed_runs ORDER BY run_id").rows.map { try $0.decode(0, as: Int.self) }
+        }
+        #expect(pages.count == 2 && pages[0] > 0 && pages[1] < expected.pages, "the interrupted run's pages were kept: \(pages)")
     }
 
     @Test func sigtermExitsWith143AndRecordsTheRunAsInterrupted() async throws {

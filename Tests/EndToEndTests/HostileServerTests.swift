@@ -88,6 +88,15 @@ import Testing
         #expect(output.status == status, "\(output.stderr)")
         #expect(try await differences(s, in: status == 0 ? Self.all : Self.others) == [])
         if status != 0 { #expect(output.stderr.contains("could not get an answer from CloudKit (network)"), "\(output.stderr)") }
+        // The zone's answers were cut, and the run retried past them: twice, or at each of its
+        // three attempts.
+        #expect(try await Self.faultsServed(s) == (status == 0 ? 2 : 3))
+    }
+
+    /// How many answers the fake server changed as the test's faults asked.
+    static func faultsServed(_ s: Setup) async throws -> Int {
+        let state = try JSONSerialization.jsonObject(with: Data(try await s.server.admin("state").utf8)) as? [String: Any]
+        return state?["faultsServed"] as? Int ?? -1
     }
 
     /// A 40 MB answer is refused at the limit, with a sentence that names the setting; raised,
@@ -146,6 +155,7 @@ import Testing
         let output = try await run(s).output
         #expect(output.status == 0, "\(output.stderr)")
         #expect(try await differences(s, in: Self.all) == [])
+        #expect(try await Self.faultsServed(s) == 1, "the 503 was answered, and retried past")
     }
 
     // MARK: Feeds that never advance

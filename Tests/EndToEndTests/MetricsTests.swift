@@ -176,6 +176,8 @@ import Testing
         #expect(!timedOut, "the run still waited for the gateway after 120 s")
         #expect(run.status == 0, "\(run.stderr)")
         #expect(try RunRow.last(s).status == "succeeded")
+        let pushes = stalled.requestsAnswered
+        #expect(pushes.count == 1 && pushes.allSatisfy { $0.hasPrefix("POST /metrics/job/zonefeed/") }, "one push was answered: \(pushes)")
         if status == 200 {
             #expect(!run.stderr.contains("Pushgateway"), "\(run.stderr)")
         } else {

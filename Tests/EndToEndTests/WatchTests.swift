@@ -27,16 +27,15 @@ import Testing
     /// Until the watcher's push token is registered, and the cycle that follows it is over: a
     /// change made from then on is notified (or, dropped, waits for the safety poll).
     static func waitUntilListening(_ s: CloudKitEndToEndTests.Setup) async throws {
-        for _ in 0..<200 {
-            if try await s.server.admin("state").contains("\"registeredTokens\":1") { break }
-            try await Task.sleep(for: .milliseconds(50))
-        }
+        let registered = await within(.seconds(60)) { try await s.server.admin("state").contains("\"registeredTokens\":1") }
+        try #require(registered != nil, "the watcher registered a push token within a minute")
         // The cycle the registration starts (a run, like every cycle) has been and gone: on a
         // loaded machine it may come seconds later, and would bring a change made meanwhile.
-        _ = await within(.seconds(60)) {
+        let settled = await within(.seconds(60)) {
             let statuses = try await DestinationSnapshot.read(s.p).runStatuses
             return statuses.count >= 2 && !statuses.contains("running")
         }
+        try #require(settled != nil, "the cycle after the registration ended within a minute")
     }
 
     /// The database's clock, for comparing with the run ledger's `started_at`.

@@ -243,7 +243,14 @@ public struct FakePipeline: Sendable {
     /// every look: opening one a look would add its set-up to the moment seen.
     private func pollProgress(beyond: Int, while running: ZonefeedBinary.Running) -> Int {
         let deadline = ContinuousClock.now + .seconds(120)
-        guard let c = try? Connection(url) else { return beyond }
+        // A connection refused (the server busy past its limit) is tried again: given up on at
+        // once, the caller's kill came at the run's start, and was counted as one mid-work.
+        var connection = try? Connection(url)
+        while connection == nil, running.isRunning, ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.01)
+            connection = try? Connection(url)
+        }
+        guard let c = connection else { return beyond }
         defer { c.close() }
         var applied = beyond
         while running.isRunning, ContinuousClock.now < deadline {
@@ -286,15 +293,22 @@ public struct FakePipeline: Sendable {
         }
     }
 
-    /// A killed client's session ends when the server notices; until then it still holds its zones.
+    /// A killed client's session ends when the server notices; until then it still holds its
+    /// zones. Throws when some are left after a minute: the next run would find its zones held.
     public func waitForSessionsToEnd() async throws {
-        for _ in 0..<100 {
+        var count: String?
+        for _ in 0..<600 {
             let name = name
-            let count = try await Connection.withConnectionOffPool(url) { c in
+            count = try await Connection.withConnectionOffPool(url) { c in
                 try c.query("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", ["zonefeed/\(name)"]).scalar
             }
             if count == "0" { return }
             try await Task.sleep(for: .milliseconds(100))
         }
+        throw SessionsLeft(description: "\(count ?? "?") sessions of pipeline \(name) were still open a minute after its process ended")
+    }
+
+    public struct SessionsLeft: Error, CustomStringConvertible {
+        public var description: String
     }
 }

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOPosix
+import Synchronization
 
 /// An HTTP listener on loopback that answers every request with a head that announces a body
 /// (`status`, `Content-Length: 1000`) and then never sends the body, as a stalled proxy might.
@@ -7,11 +8,23 @@ public final class HeadOnlyServer: Sendable {
     let channel: any Channel
     public let port: Int
     public var url: String { "http://127.0.0.1:\(port)" }
+    private let answered = RequestLines()
+
+    /// The request lines (`POST /metrics/job/… HTTP/1.1`) of the requests it answered.
+    public var requestsAnswered: [String] { answered.lines.withLock { $0 } }
+
+    final class RequestLines: Sendable {
+        let lines = Mutex<[String]>([])
+    }
 
     public init(status: Int = 200) async throws {
+        let answered = answered
         channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(HeadOnly(status: status)) }
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(
+                        HeadOnly(status: status) { line in answered.lines.withLock { $0.append(line) } })
+                }
             }
             .bind(host: "127.0.0.1", port: 0).get()
         port = channel.localAddress?.port ?? 0
@@ -26,11 +39,13 @@ public final class HeadOnlyServer: Sendable {
         typealias InboundIn = ByteBuffer
         typealias OutboundOut = ByteBuffer
         let status: Int
+        let note: @Sendable (String) -> Void
         private var received: [UInt8] = []
         private var answered = false
 
-        init(status: Int) {
+        init(status: Int, note: @escaping @Sendable (String) -> Void) {
             self.status = status
+            self.note = note
         }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -40,6 +55,7 @@ public final class HeadOnlyServer: Sendable {
                 return
             }
             answered = true
+            note(String(decoding: received.prefix { $0 != 13 }, as: UTF8.self))
             context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: "HTTP/1.1 \(status) Stalled\r\nContent-Length: 1000\r\n\r\n")), promise: nil)
         }
     }

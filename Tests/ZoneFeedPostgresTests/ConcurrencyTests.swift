@@ -61,16 +61,19 @@ import ZoneFeedPostgres
     }
 }
 
-/// Two parties meet: the first to arrive waits (ten seconds at most) for the other.
+/// Two parties meet: the first to arrive waits (ten seconds at most) for the other. They met
+/// only if the second came while the first still waited: one that came after the first gave up
+/// proves no overlap.
 actor Meeting {
     private var arrived: Set<String> = []
     private var waiting: [CheckedContinuation<Void, Never>] = []
+    private var gaveUp = false
     private(set) var met = false
 
     func arrive(_ party: String) async {
         guard !met, arrived.insert(party).inserted else { return }
         if arrived.count == 2 {
-            met = true
+            met = !gaveUp
             for waiter in waiting { waiter.resume() }
             waiting = []
             return
@@ -94,6 +97,8 @@ actor Meeting {
     }
 
     private func giveUp() {
+        // Called too when the sleep is cancelled because the other party came.
+        if !met { gaveUp = true }
         for waiter in waiting { waiter.resume() }
         waiting = []
     }
