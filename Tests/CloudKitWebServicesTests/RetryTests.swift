@@ -175,8 +175,9 @@ import Testing
         }
     }
 
-    /// One zone's request is told to come back in an hour; another's, at the same moment, is
-    /// not held back by it.
+    /// One zone's request is told to come back in an hour, and gives up rather than wait it
+    /// out; another's, sent next, is not held back by the hour's pause (the throttled request
+    /// left none: `RequestLimiterTests` shows the limiter's side of it).
     @Test func aThrottleOneRequestGivesUpOnHoldsNoOtherBack() async throws {
         try await withServer { server, client in
             server.enqueue(.error(429, code: "THROTTLED", retryAfter: 3600), .json(200, emptyPage))

@@ -455,20 +455,27 @@ import ZoneFeed
         }
         defer { s.stop() }
         let expected = s.generated().mapValues { $0.recordChangeTag ?? "-" }
+        // A row's xmin is the transaction that wrote it last: after the sweep, the sweep's
+        // batches, each marking the rows it listed.
+        let schema = quoteIdentifier(s.p.schema)
+        let tables = s.p.mappedTypes.map { "\(schema).\(quoteIdentifier(s.p.tables[$0]!))" }
+        let union = tables.map { "SELECT record_name, xmin::text AS x FROM \($0)" }.joined(separator: " UNION ALL ")
+        func writers() async throws -> [String: String] {
+            try await Connection.withConnectionOffPool(s.p.url) { c in
+                Dictionary(uniqueKeysWithValues: try c.query(union).rows.map { (try $0.decode(0, as: String.self), try $0.decode(1, as: String.self)) })
+            }
+        }
         #expect(try await s.run().status == 0)
+        let backfilled = try await writers()
         let sweep = try await s.run()
         #expect(sweep.status == 0, "\(sweep.stderr)")
         #expect(try await s.differences(from: expected) == [])
-        // A row's xmin is the transaction that wrote it last: the sweep's batches, each
-        // marking the rows it listed.
-        let schema = quoteIdentifier(s.p.schema)
-        let tables = s.p.mappedTypes.map { "\(schema).\(quoteIdentifier(s.p.tables[$0]!))" }
-        let union = tables.map { "SELECT xmin::text AS x FROM \($0)" }.joined(separator: " UNION ALL ")
-        let counts = try await Connection.withConnectionOffPool(s.p.url) { c in
-            try c.query("SELECT count(DISTINCT x), count(*) FROM (\(union)) AS rows").rows.first.map { Array($0) }
-        }
-        let transactions = Int(counts?[0] ?? "") ?? 0
-        #expect(transactions >= 2, "a sweep of \(counts?[1] ?? "?") rows in \(transactions) transactions")
+        let swept = try await writers()
+        #expect(swept.count == backfilled.count && swept.count > 1_000)
+        #expect(swept.allSatisfy { name, writer in backfilled[name] != writer }, "the sweep marked every row")
+        let transactions = Set(swept.values)
+        #expect(transactions.isDisjoint(with: Set(backfilled.values)))
+        #expect(transactions.count >= 2, "a sweep of \(swept.count) rows in \(transactions.count) transactions")
     }
 
     /// A type whose modification time CloudKit cannot sort on fails the zone with the indexes to

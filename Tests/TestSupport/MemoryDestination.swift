@@ -44,6 +44,7 @@ public actor MemoryDestination: RunDestination {
         var offered = false
         var failing = 0
         var written = 0
+        var committed = 0
     }
     private nonisolated let spares = Mutex(Spares())
 
@@ -55,8 +56,10 @@ public actor MemoryDestination: RunDestination {
         spares.withLock { $0 = Spares(offered: true, failing: failing) }
     }
 
-    /// How many batches were written alongside the one before them.
+    /// How many batches were written alongside the one before them, whether they committed or
+    /// not, and how many of them committed.
     public nonisolated var batchesWrittenAlongside: Int { spares.withLock { $0.written } }
+    public nonisolated var batchesCommittedAlongside: Int { spares.withLock { $0.committed } }
 
     public func onEachBatch(_ body: @escaping @Sendable (Int) async -> Void) { afterBatch = body }
 
@@ -149,7 +152,9 @@ public actor MemoryDestination: RunDestination {
         }
         if fails { throw MemoryDestinationError(message: "a batch written alongside did not commit") }
         for _ in 0..<1_000 where checkpoints[batch.zoneID]?.token != batch.follows?.token { await Task.yield() }
-        return try await apply(batch)
+        let outcome = try await apply(batch)
+        spares.withLock { $0.committed += 1 }
+        return outcome
     }
 
     public func apply(_ batch: ChangeBatch) async throws -> BatchOutcome {

@@ -72,6 +72,7 @@ import Testing
 
         #expect(summary.status == .succeeded)
         #expect(destination.batchesWrittenAlongside >= 2, "the first failed, a later one was written alongside")
+        #expect(destination.batchesCommittedAlongside >= 1, "and committed there")
         let applied = await destination.applied
         #expect(applied.map(\.token.value) == ["A@3", "A@6", "A@9", "A@12"], "each batch committed once, in feed order")
         #expect(applied.flatMap(\.recordNames) == Self.names("A", 12))
@@ -89,6 +90,7 @@ import Testing
         #expect(summary.status == .succeeded)
         // Three that failed, and at most one started before the third was seen to.
         #expect((3...4).contains(destination.batchesWrittenAlongside), "\(destination.batchesWrittenAlongside) of 9")
+        #expect(destination.batchesCommittedAlongside == 0)
         let applied = await destination.applied
         #expect(applied.map(\.token.value) == (1...10).map { "A@\($0 * 3)" })
         #expect(applied.flatMap(\.recordNames) == Self.names("A", 30))
