@@ -72,7 +72,9 @@ public struct Record: Sendable, Hashable, Codable {
         self.init(
             recordName: try c.decode(String.self, forKey: .recordName), recordType: try c.decode(String.self, forKey: .recordType),
             recordChangeTag: try c.decodeIfPresent(String.self, forKey: .recordChangeTag),
-            fields: try c.decode([String: FieldValue].self, forKey: .fields),
+            // Absent as `RecordEntry(reading:)` takes it: a query asked for no fields
+            // (`desiredKeys: []`) may send none.
+            fields: try c.decodeIfPresent([String: FieldValue].self, forKey: .fields) ?? [:],
             created: try c.decodeIfPresent(RecordStamp.self, forKey: .created), modified: try c.decodeIfPresent(RecordStamp.self, forKey: .modified),
             zoneID: try c.decodeIfPresent(ZoneID.self, forKey: .zoneID))
     }

@@ -22,45 +22,59 @@ extension RecordEntry {
         var problems: [String] = []
         var badStamps: [String: JSONValue] = [:]
         var nameRepaired = false
+        // A member only a live record has, of a shape it cannot have (a zoneID without its
+        // name, a change tag that is a number): the entry is of no shape CloudKit sends if it is
+        // a live record, and the member is nothing to a deletion or an error entry, as in
+        // `init(from:)`, which reads those members for a record alone.
+        var recordMemberFailure: JSONReader.Failure?
+        // Stamps no clock holds: the same, nothing to a deletion.
+        var stampProblems: [String] = []
         try json.beginObject()
         var index = 0
         while let member = try json.nextRecordMember(at: index) {
             index += 1
             if try json.readNullIfPresent() { continue }
             let repairs = json.repairedStrings
-            switch member {
-            case .recordName:
-                recordName = try json.readString()
-                nameRepaired = json.repairedStrings != repairs
-            case .recordType: recordType = try json.readRecurringString()
-            case .recordChangeTag: changeTag = try json.readString()
-            case .fields:
-                // Kept as JSON when it can be, and when the reader's bytes may be pointed into.
-                if let page = json.owner, let kept = json.plainFieldsObject(keepingIn: page) {
-                    fields = .json(RawFields(page: page, range: kept.range, fields: kept.fields))
-                } else {
-                    let start = json.position
-                    fields = .values(try Self.readFields(&json, problems: &problems))
-                    json.fieldBytesReadIntoModel += json.position - start
+            let valueStart = json.mark()
+            do {
+                switch member {
+                case .recordName:
+                    recordName = try json.readString()
+                    nameRepaired = json.repairedStrings != repairs
+                case .recordType: recordType = try json.readRecurringString()
+                case .recordChangeTag: changeTag = try json.readString()
+                case .fields:
+                    // Kept as JSON when it can be, and when the reader's bytes may be pointed into.
+                    if let page = json.owner, let kept = json.plainFieldsObject(keepingIn: page) {
+                        fields = .json(RawFields(page: page, range: kept.range, fields: kept.fields))
+                    } else {
+                        let start = json.position
+                        fields = .values(try Self.readFields(&json, problems: &problems))
+                        json.fieldBytesReadIntoModel += json.position - start
+                    }
+                case .created, .modified:
+                    switch try RecordStamp.read(&json) {
+                    case .success(let stamp): if member == .created { created = stamp } else { modified = stamp }
+                    case .failure(let bad):
+                        stampProblems.append("\(member.name).timestamp is \(bad.what), which no timestamp holds")
+                        badStamps[member.name] = bad.json
+                    }
+                case .zoneID: zoneID = try ZoneID(reading: &json)
+                case .deleted: deleted = try json.readBool()
+                case .serverErrorCode: serverErrorCode = try json.readString()
+                // What an error entry says of itself, besides its code, is read as a failed
+                // request's body is: a member of another type (`"reason": 7`) is left out, where it
+                // made the whole page malformed, and the zone failed run after run for one odd entry;
+                // as `RecordError.init(from:)` reads it.
+                case .reason: reason = try json.readValidStringOrPass()
+                case .retryAfter: retryAfter = try json.readDoubleOrPass().flatMap { $0.isFinite ? $0 : nil }
+                case .uuid: uuid = try json.readValidStringOrPass()
+                case .pluginFields, .other: try json.skipValue()
                 }
-            case .created, .modified:
-                switch try RecordStamp.read(&json) {
-                case .success(let stamp): if member == .created { created = stamp } else { modified = stamp }
-                case .failure(let bad):
-                    problems.append("\(member.name).timestamp is \(bad.what), which no timestamp holds")
-                    badStamps[member.name] = bad.json
-                }
-            case .zoneID: zoneID = try ZoneID(reading: &json)
-            case .deleted: deleted = try json.readBool()
-            case .serverErrorCode: serverErrorCode = try json.readString()
-            // What an error entry says of itself, besides its code, is read as a failed
-            // request's body is: a member of another type (`"reason": 7`) is left out, where it
-            // made the whole page malformed, and the zone failed run after run for one odd entry;
-            // as `RecordError.init(from:)` reads it.
-            case .reason: reason = try json.readValidStringOrPass()
-            case .retryAfter: retryAfter = try json.readDoubleOrPass().flatMap { $0.isFinite ? $0 : nil }
-            case .uuid: uuid = try json.readValidStringOrPass()
-            case .pluginFields, .other: try json.skipValue()
+            } catch let failure as JSONReader.Failure where member.belongsToALiveRecordAlone {
+                json.reset(to: valueStart)
+                try json.skipValue()
+                recordMemberFailure = recordMemberFailure ?? failure
             }
             // A reason or uuid that is not valid text is left out, as any odd one is: it is no
             // part of the record, and does not make the entry unreadable.
@@ -82,8 +96,10 @@ extension RecordEntry {
             }
             self = .deleted(recordName: recordName)
         } else {
+            if let recordMemberFailure { throw recordMemberFailure }
             guard let recordName else { throw json.failure("a record without a recordName") }
             guard let recordType else { throw json.failure("a record without a recordType") }
+            problems += stampProblems
             guard problems.isEmpty else {
                 let record = Record(
                     recordName: recordName, recordType: recordType, recordChangeTag: changeTag, storedFields: fields,

@@ -44,6 +44,15 @@ enum RecordMember: Equatable, CaseIterable {
         }
     }
 
+    /// Whether only a live record has the member: a deletion or an error entry is not read for
+    /// it (`RecordEntry.init(from:)`), whatever it holds.
+    var belongsToALiveRecordAlone: Bool {
+        switch self {
+        case .recordType, .recordChangeTag, .fields, .created, .modified, .zoneID: true
+        default: false
+        }
+    }
+
     /// The member's name, for messages.
     var name: String {
         guard let key else { return "a member" }

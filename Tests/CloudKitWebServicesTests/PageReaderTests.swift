@@ -441,6 +441,30 @@ import ZoneFeed
         #expect(page.records.map(\.json) == (try Self.decoded(text)).records.map(\.json), "JSONDecoder reads it alike")
     }
 
+    /// What only a live record has (its zone, stamps, change tag, fields), of a shape no record
+    /// has, is nothing to a deletion or an error entry: they are what they say, by both readers,
+    /// as JSONDecoder never read those members for them (FuzzPageDecoder found a deletion with
+    /// a zoneID without its name read as a deletion by one and a reject by the other).
+    @Test func whatOnlyARecordHasIsNothingToADeletionOrAnErrorEntry() throws {
+        let text = #"""
+            {"records":[
+              {"recordName":"gone","deleted":true,"zoneID":{"owner":"_o"},"created":{"timestamp":1e19},"recordChangeTag":5},
+              {"recordName":"err","serverErrorCode":"THROTTLED","fields":[1],"modified":{"timestamp":"now"}},
+              {"recordName":"rec","recordType":"Note","zoneID":{"owner":"_o"},"fields":{}}
+            ],"syncToken":"t"}
+            """#
+        let page = try Self.read(text)
+        #expect(page.records.count == 3)
+        #expect(page.records.first == .deleted(recordName: "gone"))
+        #expect(page.records.dropFirst().first == .error(RecordError(recordName: "err", reason: nil, serverErrorCode: "THROTTLED")))
+        guard case .unreadable(let record)? = page.records.last else {
+            Issue.record("\(page.records)")
+            return
+        }
+        #expect(record.recordName == "rec" && record.problem.hasPrefix("the entry is not one CloudKit sends ("), "\(record)")
+        #expect(page.records.map(\.json) == (try Self.decoded(text)).records.map(\.json), "JSONDecoder reads it alike")
+    }
+
     @Test(arguments: [
         #"{"records":[{"recordName":"a","recordType":"Note"}],"syncToken":"t""#,
         #"{"records":[],"syncToken":"t"} trailing"#,
