@@ -5,13 +5,19 @@ public struct DestinationEncodingError: Error, Sendable, CustomStringConvertible
     public var database: String
     public var encoding: String
 
-    /// The encodings that take any text zonefeed writes: UTF-8, and SQL_ASCII, which keeps bytes
-    /// as they come.
-    static let accepted: Set<String> = ["UTF8", "SQL_ASCII"]
+    /// The one encoding that takes any text zonefeed writes. Not SQL_ASCII, which keeps text's
+    /// bytes as they come but whose jsonb refuses an escaped character past ASCII (`"caf\u00e9"`,
+    /// as a server may write one): the batch failed at every run (0A000), every part of a
+    /// record's fields kept as JSON being copied as written.
+    static let accepted: Set<String> = ["UTF8"]
 
     public var description: String {
-        "database \(database) is encoded in \(encoding), and CloudKit's text is Unicode: a record holding a character \(encoding) "
-            + "cannot hold would stop every run. zonefeed writes to a UTF8 database: create one with "
-            + "CREATE DATABASE … ENCODING 'UTF8' TEMPLATE template0, and point the pipeline's url at it"
+        let why =
+            encoding == "SQL_ASCII"
+            ? "its jsonb refuses CloudKit's text when an escape in the JSON spells a character past ASCII (\\u00e9)"
+            : "a record holding a character \(encoding) cannot hold"
+        return "database \(database) is encoded in \(encoding), and CloudKit's text is Unicode: \(why) would stop every run. "
+            + "zonefeed writes to a UTF8 database: create one with CREATE DATABASE … ENCODING 'UTF8' TEMPLATE template0, "
+            + "and point the pipeline's url at it"
     }
 }
