@@ -26,6 +26,8 @@ public struct CopyCeiling {
         public var seconds: Double
         /// How many connections copied at once.
         public var sessions: Int
+        /// Measured again after the runs it divides, to show how far the machine drifted.
+        public var afterTheRuns = false
         public var rowsPerSecond: Double { seconds > 0 ? Double(rows) / seconds : 0 }
         public var bytesPerRow: Double { rows > 0 ? Double(bytes) / Double(rows) : 0 }
         public var megabytesPerSecond: Double { seconds > 0 ? Double(bytes) / 1e6 / seconds : 0 }

@@ -46,7 +46,11 @@ import Testing
         #expect(output.stdout.contains("TLS + HTTP/2, 1 TCP connection"), "\(output.stdout)")
         #expect(figures["wan_tls_connections"] as? Int == 1)
         #expect(figures["wan_connections"] as? Int ?? 0 >= 1)
-        #expect((figures["ceilings"] as? [Any])?.count == 2)
+        // At one session and three, and at three again after the runs.
+        let ceilings = figures["ceilings"] as? [[String: Any]] ?? []
+        #expect(ceilings.map { $0["sessions"] as? Int ?? 0 } == [1, 3, 3])
+        #expect(ceilings.map { $0["after_the_runs"] as? Bool ?? false } == [false, false, true])
+        #expect(output.stdout.contains("ceiling (COPY, 3 sessions), again"), "\(output.stdout)")
         // The public database's phase reads the Notes of 3,000 records (about seven in ten).
         let notes = figures["public_records"] as? Int ?? 0
         #expect((1_800...2_400).contains(notes), "\(notes)")
