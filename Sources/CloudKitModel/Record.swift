@@ -217,7 +217,7 @@ extension RecordEntry: Codable {
     }
 }
 
-/// An entry of a page's `records` as `RecordEntry(readingAny:)` reads one, through `Decodable`:
+/// An entry of a page's `records` as `RecordEntry.readAny(_:)` reads one, through `Decodable`:
 /// an entry of no shape CloudKit sends is an unreadable one, not a page that cannot be decoded.
 public struct AnyRecordEntry: Decodable, Sendable {
     public var entry: RecordEntry

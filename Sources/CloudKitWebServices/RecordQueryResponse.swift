@@ -49,7 +49,7 @@ extension RecordQueryResponse: JSONReadable {
             case "records":
                 sawRecords = true
                 try json.beginArray()
-                while try json.nextElement() { records.append(try RecordEntry(readingAny: &json)) }
+                while try json.nextElement() { records.append(try RecordEntry.readAny(&json)) }
             case "continuationMarker": marker = try json.readString()
             default: try json.skipValue()
             }

@@ -43,7 +43,7 @@ extension RecordZoneChangesResponse: JSONReadable {
     /// The page straight from its bytes (the hot path of a backfill), with the meaning of
     /// `init(from:)`.
     public init(reading json: inout JSONReader) throws {
-        let page = try json.readChangesPage(items: "records") { try RecordEntry(readingAny: &$0) }
+        let page = try json.readChangesPage(items: "records") { try RecordEntry.readAny(&$0) }
         self.init(records: page.items, syncToken: page.syncToken, moreComing: page.moreComing)
         byteCount = json.bytesHeld
     }

@@ -55,7 +55,7 @@ import ZoneFeedPostgres
         var reader = JSONBytes.copying(array).reader()
         var entries: [RecordEntry] = []
         try reader.beginArray()
-        while try reader.nextElement() { entries.append(try RecordEntry(readingAny: &reader)) }
+        while try reader.nextElement() { entries.append(try RecordEntry.readAny(&reader)) }
         return entries
     }
 
