@@ -290,6 +290,16 @@ extension PostgresDestination {
         sorted.rejects.sort { $0.seq < $1.seq }
         outcome.rejects = sorted.rejects.count
         try waitForTheBatchBefore()
+        // The batch before this one, written alongside, may have grown the tables (a record
+        // type or field it met first) after this one read them, which at READ COMMITTED it did
+        // not see: with the tables it read, its deletions missed a row in the new table, and
+        // its merge left a new column at the older version. It is applied again after that one.
+        if batch.follows != nil, settings.evolves, try refreshed(schema, on: c).version != schema.version {
+            throw SyncError(
+                .failed,
+                message: "the tables grew while a batch of zone \(batch.zoneID.zoneName) was written alongside the one before it, "
+                    + "and it is applied again after that one")
+        }
         // A batch before this one, written alongside, may have stopped the zone being copied
         // directly after this one chose to (it met a name this one copied into another table):
         // its merge could not see this batch's rows, so this one is applied again, merging,

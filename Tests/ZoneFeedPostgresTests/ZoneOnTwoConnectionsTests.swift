@@ -153,6 +153,40 @@ import ZoneFeedPostgres
         #expect(row?.deleted == true, "the record the later batch deleted is deleted: \(String(describing: row))")
     }
 
+    /// The earlier batch meets a record type no table holds yet and makes its table, with the
+    /// record's row; the later, written alongside, deletes the record. It read the tables
+    /// before the earlier committed the new one, and with that list its deletion missed the
+    /// row: the record stayed live for good, its deletion passed. It now fails once it sees the
+    /// tables grew, and is applied again after the earlier, as the runner does.
+    @Test func aDeletionWrittenAlongsideABatchThatMadeATableFindsTheRowThere() async throws {
+        var (evolving, hold) = try await Self.backfillOfOneZone("alonggrow", seed: 83)
+        defer { hold.close() }
+        evolving.recordTypesSection = "recordTypes: auto\n"
+        let p = evolving
+        let (destination, zone, batch) = try await Self.destinationOfTheZone(p)
+        let made = batch(0, [.record(Record(recordName: "GONE", recordType: "Gadget", recordChangeTag: "t1", fields: ["label": .string("x")]))], "t-1")
+        var deleted = batch(1, [.deleted(recordName: "GONE")], "t-2")
+        deleted.follows = BatchPosition(sequence: 0, token: made.token)
+
+        try await hold.take()
+        let first = Task { try await destination.apply(made) }
+        #expect(try await hold.waitUntil { $0 == ["transactionid"] } == ["transactionid"], "the first batch waits on the held row")
+        let spare = try #require(destination.reserveSpareConnection(for: zone, besides: nil))
+        let second = Task { try await destination.apply(deleted, on: spare) }
+        #expect(try await hold.waitUntil { $0.contains("advisory") }.contains("advisory"), "the second waits for the first")
+        try await hold.release()
+        _ = try await first.value
+        let alongside = await second.result
+        #expect(throws: SyncError.self, "written alongside, it saw the tables grow") { try alongside.get() }
+        _ = try await destination.apply(deleted)
+        await destination.close()
+
+        let live = try await Connection.withConnectionOffPool(p.url) { c in
+            try c.query("SELECT count(*) FROM \(quoteIdentifier(p.schema)).gadget WHERE record_name = 'GONE' AND deleted_at IS NULL").scalar
+        }
+        #expect(live == "0", "the record the later batch deleted is not live")
+    }
+
     /// The earlier batch makes a Tag, the later one a Folder of the same name (the Tag was
     /// deleted and its name taken). The later, written alongside while the earlier cannot
     /// commit, finds the name among those copied before, is merged, and waits for the earlier
