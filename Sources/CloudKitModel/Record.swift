@@ -140,13 +140,18 @@ public struct UnreadableEntry: Sendable, Hashable {
     /// Whether `recordName` had bytes that are not UTF-8, replaced: then it is not the
     /// record's name. A name that holds U+FFFD as sent is.
     public var nameRepaired: Bool
+    /// Whether the entry is of no shape CloudKit sends (valid JSON, but a record without a
+    /// name, a field that is not an object…): its page is fetched again while the attempts last,
+    /// as a page that is not JSON is, and only the last answer's such entries are rejects.
+    public var ofNoKnownShape: Bool
 
-    public init(recordName: String?, recordType: String?, problem: String, json: JSONValue, nameRepaired: Bool = false) {
+    public init(recordName: String?, recordType: String?, problem: String, json: JSONValue, nameRepaired: Bool = false, ofNoKnownShape: Bool = false) {
         self.recordName = recordName
         self.recordType = recordType
         self.problem = problem
         self.json = json
         self.nameRepaired = nameRepaired
+        self.ofNoKnownShape = ofNoKnownShape
     }
 }
 

@@ -153,7 +153,7 @@ extension RecordEntry {
         if case .object(let object) = value { members = object }
         return UnreadableEntry(
             recordName: members["recordName"]?.stringValue, recordType: members["recordType"]?.stringValue,
-            problem: "the entry is not one CloudKit sends (\(problem))", json: value, nameRepaired: nameRepaired)
+            problem: "the entry is not one CloudKit sends (\(problem))", json: value, nameRepaired: nameRepaired, ofNoKnownShape: true)
     }
 
     static func readFields(_ json: inout JSONReader, problems: inout [String]) throws -> [String: FieldValue] {

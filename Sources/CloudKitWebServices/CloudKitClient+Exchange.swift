@@ -282,6 +282,7 @@ extension CloudKitClient {
 
     /// A decoding error in a few words, without the data.
     static func summary(of error: any Error, byteCount: Int) -> String {
+        if let odd = error as? EntriesOfNoShape { return "\(byteCount) bytes holding \(odd)" }
         if let failure = error as? JSONReader.Failure {
             return "\(byteCount) bytes that could not be decoded (\(failure.message) at byte \(failure.offset))"
         }

@@ -46,7 +46,20 @@ extension CloudKitClient {
                 // that, every later run went one request at a time for good.
                 if oneAtATime, retriedWithANewerToken { tokens.learnOneAtATime() }
                 do {
-                    return answer.scrubbed(try decode(answer.body))
+                    let response = answer.scrubbed(try decode(answer.body))
+                    // Entries of no shape CloudKit sends: asked again while the attempts last,
+                    // as an answer that is not JSON is; the last answer is taken with them, as
+                    // rejects, rather than failing its zone at the same place run after run.
+                    guard let odd = (response as? any EntriesOfNoKnownShape)?.entriesOfNoKnownShape, odd > 0 else { return response }
+                    error = answer.malformed(EntriesOfNoShape(count: odd))
+                    error.attempts = attempt
+                    guard let delay = retryDelay(for: error, attempt: attempt, since: start, policy: policy) else {
+                        logger.warning(
+                            "taking entries of no shape CloudKit sends as rejects, after \(attempt) attempts that gave them",
+                            metadata: ["entries": "\(odd)", "operation": "\(operation)"])
+                        return response
+                    }
+                    retryAfter = delay
                 } catch let decoding {
                     error = answer.malformed(decoding)
                     error.attempts = attempt
@@ -107,6 +120,12 @@ extension CloudKitClient {
             Metrics.retries.increment()
             try await Task.sleep(for: retryAfter)
         }
+    }
+
+    /// Why an answer that decoded is asked for again.
+    struct EntriesOfNoShape: Error, CustomStringConvertible {
+        var count: Int
+        var description: String { "\(count) entr\(count == 1 ? "y" : "ies") of no shape CloudKit sends" }
     }
 
     /// How long to wait before trying a failed request again; nil when it is not to be tried

@@ -101,6 +101,30 @@ extension JSONReader {
     }
 }
 
+/// An answer that may hold entries of no shape CloudKit sends (`UnreadableEntry.ofNoKnownShape`):
+/// such an answer is asked for again while the attempts last, as one that is not JSON is (a
+/// proxy's or a server's passing fault), and taken with them as rejects from the last attempt.
+protocol EntriesOfNoKnownShape {
+    var entriesOfNoKnownShape: Int { get }
+}
+
+extension Array where Element == RecordEntry {
+    var entriesOfNoKnownShape: Int {
+        reduce(0) { count, entry in
+            if case .unreadable(let u) = entry, u.ofNoKnownShape { return count + 1 }
+            return count
+        }
+    }
+}
+
+extension RecordZoneChangesResponse: EntriesOfNoKnownShape {
+    var entriesOfNoKnownShape: Int { records.entriesOfNoKnownShape }
+}
+
+extension RecordQueryResponse: EntriesOfNoKnownShape {
+    var entriesOfNoKnownShape: Int { records.entriesOfNoKnownShape }
+}
+
 /// A response decoded by `JSONReader` rather than `JSONDecoder`.
 protocol JSONReadable {
     init(reading json: inout JSONReader) throws

@@ -226,6 +226,25 @@ import ZoneFeedCloudKit
         }
     }
 
+    /// A page holding an entry of no shape CloudKit sends is asked for again while the
+    /// attempts last, as one that is not JSON is; the last answer is taken with such entries as
+    /// rejects, rather than failing the zone at that page in every run.
+    @Test func aPageWhoseEntriesAreOfNoKnownShapeIsFetchedAgainThenTakenWithThemAsRejects() async throws {
+        let odd = #"{"records":[{"recordType":"Note"},{"recordName":"a","deleted":true}],"syncToken":"t2","moreComing":false}"#
+        try await withSource { server, source in
+            for _ in 0..<2 { server.enqueue(.json(200, odd)) }
+            let page = try await source.fetchZoneChanges(in: zone, since: ChangeToken("t1"))
+            #expect(server.requests.count == 2, "each of the two attempts (maxAttempts: 2) gave it")
+            #expect(page.syncToken == ChangeToken("t2"))
+            guard page.entries.count == 2, case .unreadable(let entry) = page.entries[0] else {
+                Issue.record("\(page.entries)")
+                return
+            }
+            #expect(entry.ofNoKnownShape && entry.problem == "the entry is not one CloudKit sends (a record without a recordName)")
+            #expect(page.entries[1] == .deleted(recordName: "a"))
+        }
+    }
+
     @Test func aPageWhoseRecordsCannotBeReadIsFetchedAgain() async throws {
         try await withSource { server, source in
             server.enqueue(.json(200, #"{"records":[{"recordType":"Note"}],"syncToken":"t2","moreComing":false}"#))
