@@ -158,10 +158,16 @@ extension PostgresDestination {
         }
     }
 
+    /// A zone this run found gone (`ZONE_NOT_FOUND`) while it held it. Another process may have
+    /// read the zone's making anew in the database feed meanwhile and marked its checkpoint
+    /// pending: that mark is kept, with no token, so that the next run reads the new zone whole,
+    /// where dropping the checkpoint lost it until the zone changed again.
     public func deleteZone(_ deletion: ZoneDeletion, runID: Int64) async throws -> BatchOutcome {
-        try await onConnection(of: deletion.zoneID) { c, _ in
+        let seen = state(of: deletion.zoneID)
+        return try await onConnection(of: deletion.zoneID) { c, _ in
             try c.transaction {
-                let outcome = try self.deleteZoneRows(deletion, runID: runID, on: c)
+                let outcome = try self.deleteZoneRows(
+                    deletion, runID: runID, keepingAMarkSince: seen.seenPendingSeq.map { ($0, seen.incarnation) }, on: c)
                 try self.addToRun(outcome, on: c)
                 return outcome
             }
@@ -169,8 +175,12 @@ extension PostgresDestination {
     }
 
     /// Tombstones (reason `zone_deleted`) or deletes (`zone_purged`, or `deletes: hard`) every row
-    /// of a zone, logs each in `zonefeed_tombstones`, and drops the zone's checkpoint.
-    func deleteZoneRows(_ deletion: ZoneDeletion, runID: Int64, on c: Connection) throws -> BatchOutcome {
+    /// of a zone, logs each in `zonefeed_tombstones`, and drops the zone's checkpoint; with
+    /// `keepingAMarkSince` (the checkpoint's `pending_seq` and `incarnation` as this run read
+    /// them), a checkpoint marked pending since, or made anew, is kept with no token instead.
+    func deleteZoneRows(
+        _ deletion: ZoneDeletion, runID: Int64, keepingAMarkSince seen: (pendingSeq: String, incarnation: String?)? = nil, on c: Connection
+    ) throws -> BatchOutcome {
         let purge = deletion.reason == .purged
         let reason = purge ? "zone_purged" : "zone_deleted"
         var outcome = BatchOutcome()
@@ -191,9 +201,23 @@ extension PostgresDestination {
             }
         }
         try deleteRows()
-        try c.query(
-            "DELETE FROM \(schema.checkpoints) WHERE pipeline = $1 AND scope = 'zone' AND zone_owner = $2 AND zone_name = $3",
-            [pipelineName, deletion.zoneID.ownerRecordName, deletion.zoneID.zoneName])
+        let zone = [pipelineName, deletion.zoneID.ownerRecordName, deletion.zoneID.zoneName]
+        if let seen {
+            let dropped = try c.query(
+                """
+                DELETE FROM \(schema.checkpoints) WHERE pipeline = $1 AND scope = 'zone' AND zone_owner = $2 AND zone_name = $3
+                    AND pending_seq = $4::bigint AND incarnation IS NOT DISTINCT FROM $5::bigint
+                """, zone + [seen.pendingSeq, seen.incarnation])
+            if dropped.affectedRows == 0 {
+                try c.query(
+                    """
+                    UPDATE \(schema.checkpoints) SET token = NULL, last_error = NULL, updated_at = now()
+                    WHERE pipeline = $1 AND scope = 'zone' AND zone_owner = $2 AND zone_name = $3
+                    """, zone)
+            }
+        } else {
+            try c.query("DELETE FROM \(schema.checkpoints) WHERE pipeline = $1 AND scope = 'zone' AND zone_owner = $2 AND zone_name = $3", zone)
+        }
         // A batch of the zone that another run is writing holds the zone's checkpoint from its
         // last step (`moveCheckpoint`) to its commit: the checkpoint's deletion waited for it,
         // and its rows, committed after the pass above read the tables, are deleted by this one.

@@ -131,6 +131,45 @@ import ZoneFeedPostgres
     /// generation 1 again, as the old one's was: the first run's next batch, read from the zone
     /// before it was deleted, passed that fence, committed into the new zone's checkpoint
     /// (cleared its pending too, so the new zone was never fetched), and left its row live.
+    /// A run finds the zone it holds gone (`ZONE_NOT_FOUND`); meanwhile the zone was made again
+    /// and another process, reading the database feed, marked it pending. The first run's
+    /// deletion tombstones the old rows but keeps that mark, with no token: dropped with the
+    /// checkpoint, the new zone was read by no run until it changed again, and every run
+    /// succeeded.
+    @Test func aZoneFoundGoneKeepsTheMarkAnotherProcessGaveItsMakingAgain() async throws {
+        let p = try await FakePipeline(prefix: "zonegoneagain", fake: FakeSettings(seed: 29, zones: 1, recordsPerZone: 50))
+        let zone = ZoneID(zoneName: "Zone01", ownerRecordName: "_fakeOwner")
+        let (holding, reading) = (try p.destination(), try p.destination())
+        try await holding.prepare()
+        try await reading.prepare()
+        let run = try await holding.startRun()
+        #expect(try await holding.claimZone(zone))
+        let checkpoint = try await holding.zoneCheckpoint(zone)
+        _ = try await holding.apply(
+            ChangeBatch(
+                zoneID: zone, runID: run, generation: checkpoint.generation, pageCount: 1,
+                entries: [.record(Record(recordName: "OLD", recordType: "Tag", recordChangeTag: "t1", fields: ["label": .string("x")]))],
+                token: ChangeToken("old-zone-1"), isLast: true, finishesResync: false))
+
+        let otherRun = try await reading.startRun()
+        let made = DatabaseChangePage(modifiedZones: [zone], deletedZones: [], syncToken: ChangeToken("db-1"), moreComing: false)
+        #expect(try await reading.applyDatabaseChanges(made, after: try await reading.databaseCheckpoint(), runID: otherRun) != nil)
+
+        _ = try await holding.deleteZone(ZoneDeletion(zoneID: zone, reason: .deleted), runID: run)
+        try await holding.releaseZone(zone)
+        #expect(try await reading.pendingZones().contains(zone), "the zone made again is read by the next run")
+        let row = try await Connection.withConnectionOffPool(p.url) { c in
+            try c.query(
+                "SELECT token IS NULL, pending FROM \(quoteIdentifier(p.schema)).zonefeed_checkpoints WHERE scope = 'zone' AND zone_name = 'Zone01'"
+            ).rows.first.map { [$0[0], $0[1]] }
+        }
+        #expect(row == ["t", "t"], "kept, from no token: \(String(describing: row))")
+        let old = try await DestinationSnapshot.read(p).rows[ExpectedState.Key(zoneName: "Zone01", recordName: "OLD")]
+        #expect(old?.deleted == true, "the old zone's row is tombstoned: \(String(describing: old))")
+        await holding.close()
+        await reading.close()
+    }
+
     @Test func aBatchReadBeforeItsZoneWasDeletedAndMadeAgainCommitsNothing() async throws {
         let p = try await FakePipeline(prefix: "zoneagain", fake: FakeSettings(seed: 31, zones: 1, recordsPerZone: 1))
         let zone = ZoneID(zoneName: "Notes", ownerRecordName: "_owner")
