@@ -58,23 +58,33 @@ import Testing
         #expect(accepted.status == 0, "\(accepted.stderr)")
     }
 
-    /// The metrics section is part of the plan, with a Pushgateway's password hidden.
-    @Test func validateSaysWhereMetricsGoWithoutAGatewaysPassword() async throws {
+    /// `zonefeed validate` of a pipeline of the fake source into the embedded database, with
+    /// `sections` after its destination.
+    static func validate(_ pipeline: String, with sections: String) async throws -> ZonefeedBinary.Output {
         let zonefeed = try ZonefeedBinary()
         defer { zonefeed.remove() }
-        let file = zonefeed.directory.appendingPathComponent("metrics.yml")
+        let file = zonefeed.directory.appendingPathComponent("\(pipeline).yml")
         try """
-        pipeline: metered
+        pipeline: \(pipeline)
         source:
           fake: {}
         destination:
           url: embedded
-        metrics:
-          file: /var/lib/node_exporter/textfile/metered.prom
-          pushgateway: https://ops:gateway-SECRET-4@pushgateway.example:9091
-          instance: shard-0
-        """.write(to: file, atomically: true, encoding: .utf8)
-        let output = try await zonefeed.run(["validate", file.path])
+
+        """.appending(sections).write(to: file, atomically: true, encoding: .utf8)
+        return try await zonefeed.run(["validate", file.path])
+    }
+
+    /// The metrics section is part of the plan, with a Pushgateway's password hidden.
+    @Test func validateSaysWhereMetricsGoWithoutAGatewaysPassword() async throws {
+        let output = try await Self.validate(
+            "metered",
+            with: """
+                metrics:
+                  file: /var/lib/node_exporter/textfile/metered.prom
+                  pushgateway: https://ops:gateway-SECRET-4@pushgateway.example:9091
+                  instance: shard-0
+                """)
         #expect(output.status == 0, "\(output.stderr)")
         #expect(!output.stdout.contains("gateway-SECRET-4"))
         #expect(output.stdout.contains("file:               /var/lib/node_exporter/textfile/metered.prom"), "\(output.stdout)")
@@ -86,30 +96,21 @@ import Testing
     /// The watch section is part of the plan, so that a person sees how often the safety poll
     /// runs and where the probes are served before deploying `zonefeed watch`.
     @Test func validateSaysHowWatchPollsAndWhereItListens() async throws {
-        let zonefeed = try ZonefeedBinary()
-        defer { zonefeed.remove() }
-        let file = zonefeed.directory.appendingPathComponent("watched.yml")
-        try """
-        pipeline: watched
-        source:
-          fake: {}
-        destination:
-          url: embedded
-        watch:
-          pollInterval: 90
-          listen: 0.0.0.0:9464
-          unhealthyAfter: 1800.5
-        """.write(to: file, atomically: true, encoding: .utf8)
-        let output = try await zonefeed.run(["validate", file.path])
+        let output = try await Self.validate(
+            "watched",
+            with: """
+                watch:
+                  pollInterval: 90
+                  listen: 0.0.0.0:9464
+                  unhealthyAfter: 1800.5
+                """)
         #expect(output.status == 0, "\(output.stderr)")
         #expect(output.stdout.contains("watch (for zonefeed watch; its --poll-interval and --listen win):"), "\(output.stdout)")
         #expect(output.stdout.contains("poll interval:      every 90 s, whatever the notifications say"), "\(output.stdout)")
         #expect(output.stdout.contains("listen:             0.0.0.0:9464 (/healthz and /metrics)"), "\(output.stdout)")
         #expect(output.stdout.contains("unhealthy after:    1800.5 s of failing cycles"), "\(output.stdout)")
 
-        let unwatched = zonefeed.directory.appendingPathComponent("unwatched.yml")
-        try String(contentsOf: file, encoding: .utf8).components(separatedBy: "watch:\n")[0].write(to: unwatched, atomically: true, encoding: .utf8)
-        let plain = try await zonefeed.run(["validate", unwatched.path])
+        let plain = try await Self.validate("unwatched", with: "")
         #expect(plain.status == 0, "\(plain.stderr)")
         #expect(!plain.stdout.contains("watch ("), "no section, no plan for it: \(plain.stdout)")
     }

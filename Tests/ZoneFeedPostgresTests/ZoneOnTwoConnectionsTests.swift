@@ -56,6 +56,23 @@ import ZoneFeedPostgres
         return (made, taken)
     }
 
+    /// Applies `earlier` while the test holds the zone's checkpoint row, so that it waits there
+    /// uncommitted; then `later` on the spare session, alongside it, until it waits for the
+    /// earlier; lets the earlier commit, and returns what came of the later.
+    static func apply(
+        _ earlier: ChangeBatch, then later: ChangeBatch, alongside destination: PostgresDestination, zone: ZoneID, hold: CheckpointHold
+    ) async throws -> Result<BatchOutcome, any Error> {
+        try await hold.take()
+        let first = Task { try await destination.apply(earlier) }
+        #expect(try await hold.waitUntil { $0 == ["transactionid"] } == ["transactionid"], "the first batch waits on the held row")
+        let spare = try #require(destination.reserveSpareConnection(for: zone, besides: nil))
+        let second = Task { try await destination.apply(later, on: spare) }
+        #expect(try await hold.waitUntil { $0.contains("advisory") }.contains("advisory"), "the second waits for the first")
+        try await hold.release()
+        _ = try await first.value
+        return await second.result
+    }
+
     /// Once both have committed: the Folder is live, the Tag deleted, and its deletion logged.
     static func expectTheFolderAloneLive(_ p: FakePipeline) async throws {
         let snapshot = try await DestinationSnapshot.read(p)
@@ -138,15 +155,7 @@ import ZoneFeedPostgres
         var deleted = batch(1, [.deleted(recordName: "GONE")], "t-2")
         deleted.follows = BatchPosition(sequence: 0, token: made.token)
 
-        try await hold.take()
-        let first = Task { try await destination.apply(made) }
-        #expect(try await hold.waitUntil { $0 == ["transactionid"] } == ["transactionid"], "the first batch waits on the held row")
-        let spare = try #require(destination.reserveSpareConnection(for: zone, besides: nil))
-        let second = Task { try await destination.apply(deleted, on: spare) }
-        #expect(try await hold.waitUntil { $0.contains("advisory") }.contains("advisory"), "the second waits for the first")
-        try await hold.release()
-        _ = try await first.value
-        _ = try await second.value
+        _ = try await Self.apply(made, then: deleted, alongside: destination, zone: zone, hold: hold).get()
         await destination.close()
 
         let row = try await DestinationSnapshot.read(p).rows[ExpectedState.Key(zoneName: "Zone01", recordName: "GONE")]
@@ -168,15 +177,7 @@ import ZoneFeedPostgres
         var deleted = batch(1, [.deleted(recordName: "GONE")], "t-2")
         deleted.follows = BatchPosition(sequence: 0, token: made.token)
 
-        try await hold.take()
-        let first = Task { try await destination.apply(made) }
-        #expect(try await hold.waitUntil { $0 == ["transactionid"] } == ["transactionid"], "the first batch waits on the held row")
-        let spare = try #require(destination.reserveSpareConnection(for: zone, besides: nil))
-        let second = Task { try await destination.apply(deleted, on: spare) }
-        #expect(try await hold.waitUntil { $0.contains("advisory") }.contains("advisory"), "the second waits for the first")
-        try await hold.release()
-        _ = try await first.value
-        let alongside = await second.result
+        let alongside = try await Self.apply(made, then: deleted, alongside: destination, zone: zone, hold: hold)
         #expect(throws: SyncError.self, "written alongside, it saw the tables grow") { try alongside.get() }
         _ = try await destination.apply(deleted)
         await destination.close()
@@ -198,15 +199,7 @@ import ZoneFeedPostgres
         let (destination, zone, batch) = try await Self.destinationOfTheZone(p)
         let (made, taken) = Self.aTagThenAFolderOfItsName(batch)
 
-        try await hold.take()
-        let first = Task { try await destination.apply(made) }
-        #expect(try await hold.waitUntil { $0 == ["transactionid"] } == ["transactionid"], "the first batch waits on the held row")
-        let spare = try #require(destination.reserveSpareConnection(for: zone, besides: nil))
-        let second = Task { try await destination.apply(taken, on: spare) }
-        #expect(try await hold.waitUntil { $0.contains("advisory") }.contains("advisory"), "the second waits for the first")
-        try await hold.release()
-        _ = try await first.value
-        _ = try await second.value
+        _ = try await Self.apply(made, then: taken, alongside: destination, zone: zone, hold: hold).get()
         await destination.close()
 
         try await Self.expectTheFolderAloneLive(p)
