@@ -127,8 +127,8 @@ public struct RecordError: Sendable, Hashable, Codable, Error {
 
 /// An entry that cannot be taken as the server sent it: text that is not UTF-8 (invalid bytes,
 /// an unpaired surrogate escape), which would have to be changed to be stored, and might then
-/// land on another record's name; or a timestamp no clock holds. It is never applied: it goes to
-/// the rejects with `problem`.
+/// land on another record's name; a timestamp no clock holds; or valid JSON of no shape CloudKit
+/// sends (`ofNoKnownShape`). It is never applied: it goes to the rejects with `problem`.
 public struct UnreadableEntry: Sendable, Hashable {
     /// As read, with unreadable text replaced by U+FFFD: for the reject, never as an identity.
     public var recordName: String?
@@ -218,21 +218,6 @@ extension RecordEntry: Codable {
             var c = encoder.container(keyedBy: CodingKeys.self)
             try c.encode(name, forKey: .recordName)
             try c.encode(true, forKey: .deleted)
-        }
-    }
-}
-
-/// An entry of a page's `records` as `RecordEntry.readAny(_:)` reads one, through `Decodable`:
-/// an entry of no shape CloudKit sends is an unreadable one, not a page that cannot be decoded.
-public struct AnyRecordEntry: Decodable, Sendable {
-    public var entry: RecordEntry
-
-    public init(from decoder: any Decoder) throws {
-        do {
-            entry = try RecordEntry(from: decoder)
-        } catch is DecodingError {
-            let value = try JSONValue(from: decoder)
-            entry = .unreadable(RecordEntry.ofNoKnownShape(value, problem: "not decodable", nameRepaired: false))
         }
     }
 }

@@ -27,6 +27,7 @@ extension RecordEntry {
         // a live record, and the member is nothing to a deletion or an error entry, as in
         // `init(from:)`, which reads those members for a record alone.
         var recordMemberFailure: JSONReader.Failure?
+        var deletedFailure: JSONReader.Failure?
         // Stamps no clock holds: the same, nothing to a deletion.
         var stampProblems: [String] = []
         try json.beginObject()
@@ -60,7 +61,16 @@ extension RecordEntry {
                         badStamps[member.name] = bad.json
                     }
                 case .zoneID: zoneID = try ZoneID(reading: &json)
-                case .deleted: deleted = try json.readBool()
+                case .deleted:
+                    // Nothing to an error entry, which `init(from:)` does not read for it.
+                    let at = json.mark()
+                    do {
+                        deleted = try json.readBool()
+                    } catch let failure as JSONReader.Failure {
+                        json.reset(to: at)
+                        try json.skipValue()
+                        deletedFailure = failure
+                    }
                 case .serverErrorCode: serverErrorCode = try json.readString()
                 // What an error entry says of itself, besides its code, is read as a failed
                 // request's body is: a member of another type (`"reason": 7`) is left out, where it
@@ -82,6 +92,7 @@ extension RecordEntry {
                 problems.append("\(member.name) is not valid UTF-8 text")
             }
         }
+        if serverErrorCode == nil, let deletedFailure { throw deletedFailure }
         if let serverErrorCode {
             // The server's own complaint about the record: a reject whatever its text.
             self = .error(RecordError(recordName: recordName, reason: reason, serverErrorCode: serverErrorCode, retryAfter: retryAfter, uuid: uuid))
@@ -134,26 +145,31 @@ extension RecordEntry {
     /// entry, a reject: it made its whole page malformed, and its zone failed at that page run
     /// after run for one odd record. JSON that is not valid still fails the page: where the next
     /// entry begins cannot be known.
+    ///
+    /// `JSONDecoder` (`init(from:)`) still refuses a page with such an entry: it is not how
+    /// pages are read, and the page fuzzer holds the two readers to one reading only where both
+    /// take a page.
     public static func readAny(_ json: inout JSONReader) throws -> RecordEntry {
         let start = json.mark()
-        let repairs = json.repairedStrings
         do {
             return try RecordEntry(reading: &json)
         } catch let shape as JSONReader.Failure {
             json.reset(to: start)
-            let value = try json.readValue()
-            return .unreadable(Self.ofNoKnownShape(value, problem: shape.message, nameRepaired: json.repairedStrings != repairs))
+            return .unreadable(Self.ofNoKnownShape(try json.readValue(), problem: shape.message))
         }
     }
 
     /// An entry read whole as JSON, for it is of no shape a change or query page's entry has:
-    /// its name and type taken where they are text, for the reject.
-    public static func ofNoKnownShape(_ value: JSONValue, problem: String, nameRepaired: Bool) -> UnreadableEntry {
+    /// its name and type taken where they are text, for the reject. A name holding U+FFFD may be
+    /// one whose bytes were not UTF-8, replaced: it is not taken for the record's (what else of
+    /// the entry was repaired says nothing of the name).
+    static func ofNoKnownShape(_ value: JSONValue, problem: String) -> UnreadableEntry {
         var members: [String: JSONValue] = [:]
         if case .object(let object) = value { members = object }
+        let name = members["recordName"]?.stringValue
         return UnreadableEntry(
-            recordName: members["recordName"]?.stringValue, recordType: members["recordType"]?.stringValue,
-            problem: "the entry is not one CloudKit sends (\(problem))", json: value, nameRepaired: nameRepaired, ofNoKnownShape: true)
+            recordName: name, recordType: members["recordType"]?.stringValue, problem: "the entry is not one CloudKit sends (\(problem))",
+            json: value, nameRepaired: name?.unicodeScalars.contains("\u{FFFD}") ?? false, ofNoKnownShape: true)
     }
 
     static func readFields(_ json: inout JSONReader, problems: inout [String]) throws -> [String: FieldValue] {

@@ -20,6 +20,7 @@ extension CloudKitClient {
         var tokenRetries = 0
         var retriedWithANewerToken = false
         var misdirections = 0
+        var askedAgainForOddEntries = false
         while true {
             attempt += 1
             try Task.checkCancellation()
@@ -47,19 +48,24 @@ extension CloudKitClient {
                 if oneAtATime, retriedWithANewerToken { tokens.learnOneAtATime() }
                 do {
                     let response = answer.scrubbed(try decode(answer.body))
-                    // Entries of no shape CloudKit sends: asked again while the attempts last,
-                    // as an answer that is not JSON is; the last answer is taken with them, as
-                    // rejects, rather than failing its zone at the same place run after run.
-                    guard let odd = (response as? any EntriesOfNoKnownShape)?.entriesOfNoKnownShape, odd > 0 else { return response }
-                    error = answer.malformed(EntriesOfNoShape(count: odd))
+                    // Entries of no shape CloudKit sends: asked for once more, as a passing
+                    // fault's (a proxy's garbled answer) would be gone; then taken with them as
+                    // rejects, rather than failing the zone at that page run after run. Not when
+                    // one has no name to trust: its row could not be kept from a sweep or a
+                    // resync, which would take the record for deleted; such an answer is refused
+                    // as one that is not JSON is.
+                    guard let odd = response as? any EntriesOfNoKnownShape, odd.entriesOfNoKnownShape > 0 else { return response }
+                    error = answer.malformed(EntriesOfNoShape(count: odd.entriesOfNoKnownShape, nameless: odd.namelessEntriesOfNoKnownShape))
                     error.attempts = attempt
-                    guard let delay = retryDelay(for: error, attempt: attempt, since: start, policy: policy) else {
+                    let again = askedAgainForOddEntries ? nil : retryDelay(for: error, attempt: attempt, since: start, policy: policy)
+                    askedAgainForOddEntries = true
+                    if again == nil, odd.namelessEntriesOfNoKnownShape == 0 {
                         logger.warning(
-                            "taking entries of no shape CloudKit sends as rejects, after \(attempt) attempts that gave them",
-                            metadata: ["entries": "\(odd)", "operation": "\(operation)"])
+                            "taking entries of no shape CloudKit sends as rejects, given by \(attempt) attempts",
+                            metadata: ["entries": "\(odd.entriesOfNoKnownShape)", "operation": "\(operation)"])
                         return response
                     }
-                    retryAfter = delay
+                    retryAfter = again
                 } catch let decoding {
                     error = answer.malformed(decoding)
                     error.attempts = attempt
@@ -125,7 +131,11 @@ extension CloudKitClient {
     /// Why an answer that decoded is asked for again.
     struct EntriesOfNoShape: Error, CustomStringConvertible {
         var count: Int
-        var description: String { "\(count) entr\(count == 1 ? "y" : "ies") of no shape CloudKit sends" }
+        var nameless: Int
+        var description: String {
+            "\(count) entr\(count == 1 ? "y" : "ies") of no shape CloudKit sends"
+                + (nameless == 0 ? "" : ", \(nameless) without a name to keep its row by")
+        }
     }
 
     /// How long to wait before trying a failed request again; nil when it is not to be tried

@@ -23,7 +23,7 @@ public struct RecordQueryResponse: Sendable, Hashable, Decodable {
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        records = try c.decode([AnyRecordEntry].self, forKey: .records).map(\.entry)
+        records = try c.decode([RecordEntry].self, forKey: .records)
         continuationMarker = try c.decodeIfPresent(String.self, forKey: .continuationMarker)
     }
 

@@ -33,7 +33,7 @@ public struct RecordZoneChangesResponse: Sendable, Hashable, Decodable {
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        records = try c.decodeIfPresent([AnyRecordEntry].self, forKey: .records)?.map(\.entry) ?? []
+        records = try c.decodeIfPresent([RecordEntry].self, forKey: .records) ?? []
         syncToken = try c.decode(String.self, forKey: .syncToken)
         moreComing = try c.decodeIfPresent(Bool.self, forKey: .moreComing) ?? false
     }
@@ -102,28 +102,22 @@ extension JSONReader {
 }
 
 /// An answer that may hold entries of no shape CloudKit sends (`UnreadableEntry.ofNoKnownShape`):
-/// such an answer is asked for again while the attempts last, as one that is not JSON is (a
-/// proxy's or a server's passing fault), and taken with them as rejects from the last attempt.
+/// such an answer is asked for once more (a proxy's or a server's passing fault), then taken
+/// with them as rejects, unless one has no name to keep its row by (`sendWithRetries`).
 protocol EntriesOfNoKnownShape {
-    var entriesOfNoKnownShape: Int { get }
+    var records: [RecordEntry] { get }
 }
 
-extension Array where Element == RecordEntry {
-    var entriesOfNoKnownShape: Int {
-        reduce(0) { count, entry in
-            if case .unreadable(let u) = entry, u.ofNoKnownShape { return count + 1 }
-            return count
-        }
+extension EntriesOfNoKnownShape {
+    var entriesOfNoKnownShape: Int { records.count { if case .unreadable(let u) = $0 { u.ofNoKnownShape } else { false } } }
+    var namelessEntriesOfNoKnownShape: Int {
+        records.count { if case .unreadable(let u) = $0 { u.ofNoKnownShape && $0.nameOfARecordStillThere == nil } else { false } }
     }
 }
 
-extension RecordZoneChangesResponse: EntriesOfNoKnownShape {
-    var entriesOfNoKnownShape: Int { records.entriesOfNoKnownShape }
-}
+extension RecordZoneChangesResponse: EntriesOfNoKnownShape {}
 
-extension RecordQueryResponse: EntriesOfNoKnownShape {
-    var entriesOfNoKnownShape: Int { records.entriesOfNoKnownShape }
-}
+extension RecordQueryResponse: EntriesOfNoKnownShape {}
 
 /// A response decoded by `JSONReader` rather than `JSONDecoder`.
 protocol JSONReadable {
