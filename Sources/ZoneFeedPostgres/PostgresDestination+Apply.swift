@@ -64,7 +64,7 @@ extension PostgresDestination {
                     var committed = false
                     defer { session.transactionEnded(committed: committed) }
                     let (outcome, schema, changes) = try c.transaction { [growth] in
-                        try self.applyBatch(batch, growing: growth, session: session, on: c)
+                        try self.applyBatch(batch, growing: growth, alongside: alongside, session: session, on: c)
                     }
                     committed = true
                     self.publish(schema)
@@ -253,7 +253,7 @@ extension PostgresDestination {
     /// The steps of one batch, in its transaction, on the tables as they are (grown first by
     /// `growth` when a try before found it), which are returned with the changes made.
     private func applyBatch(
-        _ batch: ChangeBatch, growing growth: SchemaGrowth?, session: Session, on c: Connection
+        _ batch: ChangeBatch, growing growth: SchemaGrowth?, alongside: Bool, session: Session, on c: Connection
     ) throws -> (BatchOutcome, PostgresSchema, [SchemaChange]) {
         var schema = self.schema
         var changes: [SchemaChange] = []
@@ -294,7 +294,9 @@ extension PostgresDestination {
         // type or field it met first) after this one read them, which at READ COMMITTED it did
         // not see: with the tables it read, its deletions missed a row in the new table, and
         // its merge left a new column at the older version. It is applied again after that one.
-        if batch.follows != nil, settings.evolves, try refreshed(schema, on: c).version != schema.version {
+        // (Only written alongside: applied again after it, the batch before has committed, and
+        // the tables are read after it.)
+        if alongside, settings.evolves, try refreshed(schema, on: c).version != schema.version {
             throw SyncError(
                 .failed,
                 message: "the tables grew while a batch of zone \(batch.zoneID.zoneName) was written alongside the one before it, "

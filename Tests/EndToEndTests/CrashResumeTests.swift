@@ -45,7 +45,8 @@ import ZoneFeed
         let expected = p.expected()
         let snapshot = try await DestinationSnapshot.read(p)
         #expect(kills >= 3, "runs were killed before they finished")
-        #expect(mostSessions >= 2, "the zone's batches were written on both sessions at once")
+        // With three zones two claims make two sessions; with one, only the zone's batches do.
+        if zones == 1 { #expect(mostSessions >= 2, "the zone's batches were written on both sessions at once") }
         #expect(snapshot.differences(from: expected) == [])
         #expect(snapshot.runPages == expected.pages, "no page applied twice or lost")
         #expect(snapshot.runUpserts == expected.upserts)

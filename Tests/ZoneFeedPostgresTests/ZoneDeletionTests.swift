@@ -126,13 +126,9 @@ import ZoneFeedPostgres
         }
     }
 
-    /// A run applies a zone while another run's database feed reports it deleted and made
-    /// again (apps reset a zone so). The zone's checkpoint row is dropped and made anew, with
-    /// generation 1 again, as the old one's was: the first run's next batch, read from the zone
-    /// before it was deleted, passed that fence, committed into the new zone's checkpoint
-    /// (cleared its pending too, so the new zone was never fetched), and left its row live.
     /// A run finds the zone it holds gone (`ZONE_NOT_FOUND`); meanwhile the zone was made again
-    /// and another process, reading the database feed, marked it pending. The first run's
+    /// and another process, reading the database feed, marked it pending (the checkpoint's
+    /// pending_seq moved; a checkpoint made anew has another incarnation too). The first run's
     /// deletion tombstones the old rows but keeps that mark, with no token: dropped with the
     /// checkpoint, the new zone was read by no run until it changed again, and every run
     /// succeeded.
@@ -170,6 +166,11 @@ import ZoneFeedPostgres
         await reading.close()
     }
 
+    /// A run applies a zone while another run's database feed reports it deleted and made
+    /// again (apps reset a zone so). The zone's checkpoint row is dropped and made anew, with
+    /// generation 1 again, as the old one's was: the first run's next batch, read from the zone
+    /// before it was deleted, passed that fence, committed into the new zone's checkpoint
+    /// (cleared its pending too, so the new zone was never fetched), and left its row live.
     @Test func aBatchReadBeforeItsZoneWasDeletedAndMadeAgainCommitsNothing() async throws {
         let p = try await FakePipeline(prefix: "zoneagain", fake: FakeSettings(seed: 31, zones: 1, recordsPerZone: 1))
         let zone = ZoneID(zoneName: "Notes", ownerRecordName: "_owner")
