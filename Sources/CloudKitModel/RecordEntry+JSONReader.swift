@@ -151,11 +151,16 @@ extension RecordEntry {
     /// take a page.
     public static func readAny(_ json: inout JSONReader) throws -> RecordEntry {
         let start = json.mark()
+        let (startPosition, modelBytes) = (json.position, json.fieldBytesReadIntoModel)
         do {
             return try RecordEntry(reading: &json)
         } catch let shape as JSONReader.Failure {
             json.reset(to: start)
-            return .unreadable(Self.ofNoKnownShape(try json.readValue(), problem: shape.message))
+            let value = try json.readValue()
+            // The entry's JSON is held as a tree for the reject, as fields read into the model
+            // are, and bounds the batch as they do; what the first reading counted is not.
+            json.fieldBytesReadIntoModel = modelBytes + (json.position - startPosition)
+            return .unreadable(Self.ofNoKnownShape(value, problem: shape.message))
         }
     }
 

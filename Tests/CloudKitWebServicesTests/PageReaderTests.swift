@@ -42,6 +42,21 @@ import ZoneFeed
         #expect(page.byteCount == text.utf8.count + escaped.utf8.count * JSONReader.modelBytesPerJSONByte)
     }
 
+    /// An entry of no shape CloudKit sends is held as a tree of its JSON for the reject, and
+    /// counted as fields read into the model are: a list of a million small numbers before a
+    /// change tag that is a number was held as 10 bytes a number while the page counted none.
+    @Test func anEntryOfNoShapeCountsAsFieldsReadIntoTheModelDo() throws {
+        let odd = #"{"recordName":"odd","recordType":"Note","fields":{"n":{"value":[1,2,3,4,5,6,7,8,9],"type":"INT64_LIST"}},"recordChangeTag":5}"#
+        let text = #"{"records":["# + odd + #"],"syncToken":"t","moreComing":false}"#
+        var reader = JSONBytes.copying(Array(text.utf8)).reader()
+        let page = try RecordZoneChangesResponse(reading: &reader)
+        guard case .unreadable? = page.records.first else {
+            Issue.record("\(page.records)")
+            return
+        }
+        #expect(page.byteCount == text.utf8.count + odd.utf8.count * JSONReader.modelBytesPerJSONByte)
+    }
+
     @Test func everyFieldTypeReadsAsJSONDecoderDecodesIt() throws {
         #expect(try Self.read(DecodingTests.everyFieldType) == Self.decoded(DecodingTests.everyFieldType))
     }
