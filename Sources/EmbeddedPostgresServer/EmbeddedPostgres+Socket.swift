@@ -31,7 +31,12 @@ extension EmbeddedPostgres {
         guard path != directory else { return }
         let owner = account?.uid ?? geteuid()
         if mkdir(path, 0o700) == 0 {
-            if let account { _ = lchown(path, account.uid, account.gid) }
+            if let account, lchown(path, account.uid, account.gid) != 0 {
+                throw EmbeddedPostgresError(
+                    .badDirectory,
+                    "could not give \(path), the embedded PostgreSQL socket's folder, to '\(account.name)' "
+                        + "(\(String(cString: strerror(errno)))): remove it and run again")
+            }
         } else if errno != EEXIST {
             throw EmbeddedPostgresError(
                 .badDirectory,
@@ -43,7 +48,9 @@ extension EmbeddedPostgres {
             throw EmbeddedPostgresError(
                 .badDirectory,
                 "\(path), where the embedded PostgreSQL server of \(directory) keeps its socket (the cluster's folder is too long a path "
-                    + "for a Unix socket), is not a folder private to uid \(owner): remove it, or give the cluster a shorter folder"
+                    + "for a Unix socket), is not a folder private to uid \(owner) (it is uid \(info.st_uid)'s, mode "
+                    + "\(String(info.st_mode & 0o7777, radix: 8))): have it removed (its owner or root can), or run zonefeed from a "
+                    + "folder whose path is shorter"
             )
         }
     }

@@ -141,8 +141,9 @@ public struct BenchReport: Sendable {
             .joined(separator: "\n")
     }
 
-    /// Bytes in whole megabytes (10^6), grouped.
-    static func megabytes(_ bytes: Int) -> String { Int((Double(bytes) / 1_000_000).rounded()).grouped }
+    /// Bytes in whole megabytes (10^6), rounded, grouped: integer arithmetic, which no count of
+    /// bytes can overflow.
+    static func megabytes(_ bytes: Int) -> String { (bytes / 1_000_000 + (bytes % 1_000_000 >= 500_000 ? 1 : 0)).grouped }
 
     /// "12.5 s", with a second decimal under ten seconds.
     static func seconds(_ value: Double) -> String {

@@ -141,7 +141,8 @@ import Testing
     #expect(
         refused?.message
             == "\(socketFolder), where the embedded PostgreSQL server of \(folder) keeps its socket (the cluster's folder is too long a path "
-            + "for a Unix socket), is not a folder private to uid \(owner): remove it, or give the cluster a shorter folder",
+            + "for a Unix socket), is not a folder private to uid \(owner) (it is uid \(owner)'s, mode 755): have it removed (its owner "
+            + "or root can), or run zonefeed from a folder whose path is shorter",
         "\(String(describing: refused))")
 }
 
