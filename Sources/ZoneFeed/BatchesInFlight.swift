@@ -19,8 +19,6 @@ import Logging
 struct BatchesInFlight {
     private struct Applying {
         var batch: ChangeBatch
-        /// The zone's token before the batch.
-        var from: ChangeToken?
         /// The spare connection it is applied on; nil for the zone's own.
         var spare: SpareConnection?
         var task: Task<BatchOutcome, any Error>
@@ -41,11 +39,11 @@ struct BatchesInFlight {
         self.logger = logger
     }
 
-    /// Starts applying `batch`, which moves the zone's token from `from`; returns the batches
+    /// Starts applying `batch`, which moves the zone's token from `batch.from`; returns the batches
     /// that had to end first, oldest first, with what they applied. A batch that cannot be
     /// followed (one that sweeps or ends a resync) is applied here, after every batch before it.
     /// Once the run is cancelled, no batch is started.
-    mutating func start(_ batch: ChangeBatch, from: ChangeToken?) async throws -> [(ChangeBatch, BatchOutcome)] {
+    mutating func start(_ batch: ChangeBatch) async throws -> [(ChangeBatch, BatchOutcome)] {
         try Task.checkCancellation()
         if applying.count == 2 { try await endOldest() }
         let alone = !batch.listed.isEmpty || batch.finishesResync || failures >= Self.failuresBeforeGivingUp
@@ -54,7 +52,7 @@ struct BatchesInFlight {
         {
             var following = batch
             following.follows = BatchPosition(sequence: last.batch.sequence, token: last.batch.token)
-            launch(following, from: from, on: spare)
+            launch(following, on: spare)
             return takeEnded()
         }
         while !applying.isEmpty { try await endOldest() }
@@ -63,19 +61,19 @@ struct BatchesInFlight {
             // always was, so that a zone holds one batch at a time.
             ended.append((batch, try await destination.apply(batch)))
         } else {
-            launch(batch, from: from, on: nil)
+            launch(batch, on: nil)
         }
         return takeEnded()
     }
 
     /// Starts applying `batch` on `spare`, or on the zone's own connection.
-    private mutating func launch(_ batch: ChangeBatch, from: ChangeToken?, on spare: SpareConnection?) {
+    private mutating func launch(_ batch: ChangeBatch, on spare: SpareConnection?) {
         let destination = self.destination
         let task = Task {
             if let spare { return try await destination.apply(batch, on: spare) }
             return try await destination.apply(batch)
         }
-        applying.append(Applying(batch: batch, from: from, spare: spare, task: task))
+        applying.append(Applying(batch: batch, spare: spare, task: task))
     }
 
     /// Waits for every batch in flight, oldest first.
@@ -108,7 +106,7 @@ struct BatchesInFlight {
     /// A batch may be followed only if it moves the token: a batch that follows commits when the
     /// zone's token is the one before it, which would also be true if that one had not committed.
     private static func mayBeFollowed(_ entry: Applying) -> Bool {
-        entry.from != entry.batch.token
+        entry.batch.from != entry.batch.token
     }
 
     private mutating func endOldest() async throws {

@@ -10,6 +10,10 @@ public struct ChangeBatch: Sendable {
     public var pageCount: Int
     /// The pages' entries, in feed order.
     public var entries: [RecordEntry]
+    /// The zone's token before the batch, nil at the start of its feed: the batch commits only
+    /// if the zone's checkpoint is still there, so that a batch read twice (by two processes
+    /// that both took the zone, its claim lost) is applied once.
+    public var from: ChangeToken?
     public var token: ChangeToken
     /// The zone's feed is exhausted (`moreComing` false) after this batch.
     public var isLast: Bool
@@ -27,13 +31,14 @@ public struct ChangeBatch: Sendable {
 
     public init(
         zoneID: ZoneID, runID: Int64, generation: Int, pageCount: Int, entries: [RecordEntry],
-        token: ChangeToken, isLast: Bool, finishesResync: Bool
+        from: ChangeToken?, token: ChangeToken, isLast: Bool, finishesResync: Bool
     ) {
         self.zoneID = zoneID
         self.runID = runID
         self.generation = generation
         self.pageCount = pageCount
         self.entries = entries
+        self.from = from
         self.token = token
         self.isLast = isLast
         self.finishesResync = finishesResync

@@ -491,7 +491,8 @@ public struct Runner: Sendable {
                 func commitPending(token batchToken: ChangeToken, isLast: Bool) async throws {
                     var batch = ChangeBatch(
                         zoneID: zone, runID: runID, generation: checkpoint.generation, pageCount: pendingPages,
-                        entries: pending.take(), token: batchToken, isLast: isLast, finishesResync: checkpoint.resyncing && isLast)
+                        entries: pending.take(), from: startedToken, token: batchToken, isLast: isLast,
+                        finishesResync: checkpoint.resyncing && isLast)
                     batch.listed = listed
                     batch.sequence = sequence
                     sequence += 1
@@ -499,7 +500,7 @@ public struct Runner: Sendable {
                     listedCount = 0
                     pendingPages = 0
                     pendingBytes = 0
-                    await ended(try await inFlight.start(batch, from: startedToken))
+                    await ended(try await inFlight.start(batch))
                     startedToken = batchToken
                 }
 

@@ -655,20 +655,21 @@ extension PostgresDestination {
         }
     }
 
-    /// The zone's token moves past the batch, in the batch's generation only: that fences it
-    /// against a resync begun elsewhere meanwhile (an encrypted-data reset, a reset), whose
-    /// generation its rows and token would not belong to.
+    /// The zone's token moves past the batch, from the token the batch was read from and in the
+    /// batch's generation only. The token fences it against another process that applied the
+    /// same pages meanwhile (both took the zone, one's claim lost with its connection), and
+    /// against a commit that went through though its answer was lost: either would log the
+    /// batch's tombstones and count its records twice. The generation fences it against a
+    /// resync begun elsewhere meanwhile (an encrypted-data reset, a reset), whose generation its
+    /// rows and token would not belong to.
     private func moveCheckpoint(past batch: ChangeBatch, on c: Connection) throws {
         var values = [
             pipelineName, batch.zoneID.ownerRecordName, batch.zoneID.zoneName, batch.token.value, String(batch.entries.count),
             batch.isLast ? "true" : "false", batch.finishesResync ? "true" : "false",
-            state(of: batch.zoneID).seenPendingSeq ?? "0", String(batch.generation),
+            state(of: batch.zoneID).seenPendingSeq ?? "0", String(batch.generation), batch.from?.value,
         ]
-        var fences = ""
-        if let follows = batch.follows {
-            values.append(follows.token.value)
-            fences += " AND token = $\(values.count)"
-        }
+        // A batch that follows another was read from that one's token.
+        var fences = " AND token IS NOT DISTINCT FROM $10"
         // The row this run read, not one made since for a zone of the same name, deleted and
         // made again (its generation starts at 1 again, as this one's may have).
         if let incarnation = state(of: batch.zoneID).incarnation {
@@ -693,9 +694,9 @@ extension PostgresDestination {
         guard updated.affectedRows == 1 else {
             throw SyncError(
                 .failed,
-                message:
-                    "the checkpoint of zone \(batch.zoneID.zoneName) was reset, resynced or deleted while the zone was being applied; nothing of the batch was applied, and the next run starts from the new checkpoint"
-            )
+                message: "the checkpoint of zone \(batch.zoneID.zoneName) was moved, reset, resynced or deleted while the zone was being applied "
+                    + "(by another process that applied or reset the zone, or by this batch itself, committed before its answer was lost); "
+                    + "nothing of the batch was applied now, and the next run resumes from the checkpoint: nothing needs doing")
         }
     }
 

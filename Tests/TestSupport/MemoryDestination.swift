@@ -164,6 +164,9 @@ public actor MemoryDestination: RunDestination {
         guard let checkpoint = checkpoints[batch.zoneID], checkpoint.generation == batch.generation else {
             throw MemoryDestinationError(message: "a batch of generation \(batch.generation) for a zone at another generation")
         }
+        guard checkpoint.token == batch.from else {
+            throw MemoryDestinationError(message: "a batch read from a token that is not the zone's checkpoint")
+        }
         var outcome = BatchOutcome()
         outcome.pages = batch.pageCount
         var zoneRows = rows[batch.zoneID] ?? [:]

@@ -2,6 +2,7 @@ import CloudKitModel
 import FakeCloudKit
 import LibPQ
 import Logging
+import Synchronization
 import TestSupport
 import Testing
 import ZoneFeed
@@ -182,15 +183,20 @@ extension BatchDeletionTests {
         return (p, destination, try await batches(of: destination))
     }
 
-    /// Batches of the zone in a run begun on `destination`.
+    /// Batches of the zone in a run begun on `destination`, each read from the token of the one
+    /// made before it (the first from the checkpoint): the tests apply each as it is made.
     func batches(of destination: PostgresDestination) async throws -> (_ entries: [RecordEntry], _ token: String, _ isLast: Bool) -> ChangeBatch {
         let run = try await destination.startRun()
         let checkpoint = try await destination.zoneCheckpoint(zone)
         let zone = self.zone
+        let last = Mutex(checkpoint.token)
         return { entries, token, isLast in
             ChangeBatch(
                 zoneID: zone, runID: run, generation: checkpoint.generation, pageCount: 1, entries: entries,
-                token: ChangeToken(token), isLast: isLast, finishesResync: false)
+                from: last.withLock { last in
+                    defer { last = ChangeToken(token) }
+                    return last
+                }, token: ChangeToken(token), isLast: isLast, finishesResync: false)
         }
     }
 }

@@ -30,7 +30,7 @@ import ZoneFeed
             try await destination.apply(
                 ChangeBatch(
                     zoneID: zone, runID: run, generation: checkpoint.generation, pageCount: 1, entries: entries,
-                    token: ChangeToken(token), isLast: false, finishesResync: false))
+                    from: try await destination.zoneCheckpoint(zone).token, token: ChangeToken(token), isLast: false, finishesResync: false))
         }
         // Three types, then four more in one batch, one of them twice: five tables in all.
         var outcome = try await apply([record("T1", "a"), record("T2", "b"), record("T3", "c")], token: "fk1-x-0-1")

@@ -61,7 +61,7 @@ import ZoneFeed
             ChangeBatch(
                 zoneID: zone, runID: run, generation: checkpoint.generation, pageCount: 1,
                 entries: [note("SHORT", counts: 50), note("LONG", counts: 51), .record(Record(recordName: "FINE", recordType: "Tag", fields: [:]))],
-                token: ChangeToken("fk1-x-0-1"), isLast: true, finishesResync: false))
+                from: checkpoint.token, token: ChangeToken("fk1-x-0-1"), isLast: true, finishesResync: false))
         #expect(outcome.rejects == 2)
         #expect(outcome.upserts == 1, "the batch is applied")
         let rejects = try await DestinationSnapshot.read(p).rejects
@@ -105,7 +105,7 @@ import ZoneFeed
                     note("TAG", "odd", .unknown(tag: "X\u{0}", .int(1))),
                     note("LISTTAG", "odds", .list(tag: "X\u{0}_LIST", [.int64(1)])),
                 ],
-                token: ChangeToken("fk1-x-0-1"), isLast: true, finishesResync: false))
+                from: checkpoint.token, token: ChangeToken("fk1-x-0-1"), isLast: true, finishesResync: false))
         let rejects = try Connection.withConnection(p.url) { c in
             try c.query("SELECT record_name, error FROM \(quoteIdentifier(p.schema)).zonefeed_rejects ORDER BY record_name").rows.map {
                 (try $0.decode(0, as: String.self), try $0.decode(1, as: String.self))

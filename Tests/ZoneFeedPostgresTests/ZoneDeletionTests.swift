@@ -145,7 +145,7 @@ import ZoneFeedPostgres
             ChangeBatch(
                 zoneID: zone, runID: run, generation: checkpoint.generation, pageCount: 1,
                 entries: [.record(Record(recordName: "OLD", recordType: "Tag", recordChangeTag: "t1", fields: ["label": .string("x")]))],
-                token: ChangeToken("old-zone-1"), isLast: true, finishesResync: false))
+                from: checkpoint.token, token: ChangeToken("old-zone-1"), isLast: true, finishesResync: false))
 
         let otherRun = try await reading.startRun()
         let made = DatabaseChangePage(modifiedZones: [zone], deletedZones: [], syncToken: ChangeToken("db-1"), moreComing: false)
@@ -182,11 +182,12 @@ import ZoneFeedPostgres
             let page = DatabaseChangePage(modifiedZones: [zone], deletedZones: deleted, syncToken: ChangeToken(token), moreComing: false)
             _ = try await reading.applyDatabaseChanges(page, after: after.map(ChangeToken.init), runID: otherRun)
         }
+        // Read from the token of the batch before it.
         func batch(_ sequence: Int, _ name: String, token: String, isLast: Bool) -> ChangeBatch {
             let tag = Record(recordName: name, recordType: "Tag", recordChangeTag: "t-\(name)", fields: ["label": .string(name)])
             var batch = ChangeBatch(
-                zoneID: zone, runID: run, generation: 1, pageCount: 1, entries: [.record(tag)], token: ChangeToken(token), isLast: isLast,
-                finishesResync: false)
+                zoneID: zone, runID: run, generation: 1, pageCount: 1, entries: [.record(tag)],
+                from: sequence == 0 ? nil : ChangeToken("old-\(sequence)"), token: ChangeToken(token), isLast: isLast, finishesResync: false)
             batch.sequence = sequence
             return batch
         }

@@ -35,10 +35,11 @@ import ZoneFeedPostgres
         let checkpoint = try await destination.zoneCheckpoint(zone)
         return (
             destination, zone,
+            // A batch of sequence 0 is read from the checkpoint; a later one `follow`s the one before.
             { sequence, entries, token in
                 var batch = ChangeBatch(
-                    zoneID: zone, runID: runID, generation: checkpoint.generation, pageCount: 1, entries: entries, token: ChangeToken(token),
-                    isLast: false, finishesResync: false)
+                    zoneID: zone, runID: runID, generation: checkpoint.generation, pageCount: 1, entries: entries, from: checkpoint.token,
+                    token: ChangeToken(token), isLast: false, finishesResync: false)
                 batch.sequence = sequence
                 return batch
             }
@@ -52,7 +53,7 @@ import ZoneFeedPostgres
     ) -> (made: ChangeBatch, taken: ChangeBatch) {
         let made = batch(0, [.record(Record(recordName: "TAKEN", recordType: "Tag", recordChangeTag: "t1", fields: ["label": .string("x")]))], "t-1")
         var taken = batch(1, [.record(Record(recordName: "TAKEN", recordType: "Folder", recordChangeTag: "t2", fields: ["name": .string("x")]))], "t-2")
-        taken.follows = BatchPosition(sequence: 0, token: made.token)
+        taken.follow(made)
         return (made, taken)
     }
 
@@ -153,7 +154,7 @@ import ZoneFeedPostgres
         let (destination, zone, batch) = try await Self.destinationOfTheZone(p)
         let made = batch(0, [.record(Record(recordName: "GONE", recordType: "Tag", recordChangeTag: "t1", fields: ["label": .string("x")]))], "t-1")
         var deleted = batch(1, [.deleted(recordName: "GONE")], "t-2")
-        deleted.follows = BatchPosition(sequence: 0, token: made.token)
+        deleted.follow(made)
 
         _ = try await Self.apply(made, then: deleted, alongside: destination, zone: zone, hold: hold).get()
         await destination.close()
@@ -175,7 +176,7 @@ import ZoneFeedPostgres
         let (destination, zone, batch) = try await Self.destinationOfTheZone(p)
         let made = batch(0, [.record(Record(recordName: "GONE", recordType: "Gadget", recordChangeTag: "t1", fields: ["label": .string("x")]))], "t-1")
         var deleted = batch(1, [.deleted(recordName: "GONE")], "t-2")
-        deleted.follows = BatchPosition(sequence: 0, token: made.token)
+        deleted.follow(made)
 
         let alongside = try await Self.apply(made, then: deleted, alongside: destination, zone: zone, hold: hold)
         let refusal = #expect(throws: SyncError.self, "written alongside, it saw the tables grow") { try alongside.get() }
@@ -263,7 +264,7 @@ import ZoneFeedPostgres
         let folder = RecordEntry.record(Record(recordName: "FOLDER", recordType: "Folder", recordChangeTag: "f1", fields: ["name": .string("f")]))
         let earlier = batch(0, [folder, tag("t1")], "t-1")
         var later = batch(1, [tag("t2")], "t-2")
-        later.follows = BatchPosition(sequence: 0, token: earlier.token)
+        later.follow(earlier)
 
         let schema = quoteIdentifier(p.schema)
         let deadlocksBefore = try await hold.door.offPool { c in
@@ -389,4 +390,13 @@ final class CheckpointHold: Sendable {
     }
 
     func close() { door.close() }
+}
+
+extension ChangeBatch {
+    /// Follows `before`, as the runner makes a batch written alongside it: read from its token,
+    /// committed only after it.
+    mutating func follow(_ before: ChangeBatch) {
+        follows = BatchPosition(sequence: before.sequence, token: before.token)
+        from = before.token
+    }
 }
