@@ -214,7 +214,12 @@ extension PostgresDestination {
     private struct Deletion {
         var seq: Int32
         var recordName: String
+        /// The type of the name's last applied upsert before it in the batch: the row it deletes.
         var recordType: String?
+        /// The type of the name's first applied upsert after it, for a deletion with nothing before
+        /// it in the batch whose row from before is not found another way (a record deleted and
+        /// made again under its type, or never seen).
+        var laterType: String?
         var final = false
     }
 
@@ -307,8 +312,11 @@ extension PostgresDestination {
         // its merge could not see this batch's rows, so this one is applied again, merging,
         // now that it has committed.
         if direct, state(of: batch.zoneID).directEpoch != epoch { throw DirectCopyConflict(table: nil) }
-        if !direct { outcome.tombstones += try deleteOtherTypes(of: sorted, in: batch, schema: schema, on: c) }
-        if !sorted.deletions.isEmpty { try applyDeletions(&sorted.deletions, of: batch, schema: schema, applied: applied, on: c) }
+        if !sorted.deletions.isEmpty { try stageDeletions(&sorted.deletions, of: batch, applied: applied, on: c) }
+        if !direct {
+            outcome.tombstones += try deleteOtherTypes(of: sorted, in: batch, schema: schema, deletionsStaged: !sorted.deletions.isEmpty, on: c)
+        }
+        if !sorted.deletions.isEmpty { try applyDeletions(of: batch, schema: schema, on: c) }
         try record(sorted.rejects, of: batch, on: c)
         if !sorted.rejects.isEmpty { try keepRejected(sorted.rejects, of: batch, schema: schema, on: c) }
         if !batch.listed.isEmpty { try keepListed(batch, schema: schema, on: c) }
@@ -526,8 +534,12 @@ extension PostgresDestination {
     /// record. Its row in the old type's table is deleted as if the deletion had been reported
     /// (and logged so), unless the batch's last version of the name is of that old type. Looked
     /// for, by the staged names, in the tables that may hold rows of the zone; returns how many
-    /// rows went.
-    private func deleteOtherTypes(of sorted: SortedBatch, in batch: ChangeBatch, schema: PostgresSchema, on c: Connection) throws -> Int {
+    /// rows went without a deletion of the batch to log them. When the batch itself reports the
+    /// deletion, before any version of the name (`deletionsStaged`, a deletion not typed by an
+    /// upsert before it), that deletion is the row's log, typed by it, and no second one is made.
+    private func deleteOtherTypes(
+        of sorted: SortedBatch, in batch: ChangeBatch, schema: PostgresSchema, deletionsStaged: Bool, on c: Connection
+    ) throws -> Int {
         let staged = schema.tables.indices.filter { !sorted.tables[$0].positions.isEmpty }
         guard !staged.isEmpty, schema.tables.count > 1 else { return 0 }
         let holding = state(of: batch.zoneID).mayHoldRows
@@ -545,6 +557,17 @@ extension PostgresDestination {
                 hard
                 ? "DELETE FROM \(table.qualifiedName) AS t"
                 : "UPDATE \(table.qualifiedName) AS t SET deleted_at = now(), synced_at = now(), run_id = $3::bigint"
+            // A deletion the batch reports before any version of the name is this row's: typed by
+            // it, and the row not logged again. (The statement reads zf_deletes as it was before
+            // the typing, as every part of one statement does.)
+            let reported = "SELECT 1 FROM zf_deletes AS d WHERE d.record_name = gone.record_name AND d.record_type IS NULL"
+            let typed =
+                deletionsStaged
+                ? """
+                , typed AS (
+                    UPDATE zf_deletes AS d SET record_type = gone.record_type FROM gone
+                    WHERE d.record_name = gone.record_name AND d.record_type IS NULL)
+                """ : ""
             // The names as one array looked up by the rows' key (see `byTheirNames`).
             deleted += try c.query(
                 """
@@ -552,59 +575,70 @@ extension PostgresDestination {
                     \(change)
                     WHERE t.zone_owner = $1 AND t.zone_name = $2 AND t.deleted_at IS NULL
                         AND \(Self.byTheirNames("SELECT o.record_name FROM (\(names)) AS o \(laterHere)"))
-                    RETURNING t.record_name, t.record_type)
+                    RETURNING t.record_name, t.record_type)\(typed)
                 INSERT INTO \(schema.tombstones) (pipeline, zone_owner, zone_name, record_name, record_type, reason, run_id)
                 SELECT $4, $1, $2, record_name, record_type, 'deleted', $3::bigint FROM gone
+                \(deletionsStaged ? "WHERE NOT EXISTS (\(reported))" : "")
                 """, [batch.zoneID.ownerRecordName, batch.zoneID.zoneName, String(batch.runID), pipelineName]
             ).affectedRows
         }
         return deleted
     }
 
-    /// Deletions: only a record's last change in the batch, if it is a deletion, touches its row;
-    /// every deletion is logged as a tombstone.
-    private func applyDeletions(
-        _ deletions: inout [Deletion], of batch: ChangeBatch, schema: PostgresSchema, applied: [Bool], on c: Connection
-    ) throws {
-        let owner = batch.zoneID.ownerRecordName
-        let zoneName = batch.zoneID.zoneName
-        let run = String(batch.runID)
-        // Of each name deleted in the batch: whether its last entry is a deletion, and the type
-        // of its last upsert that was applied (not rejected). Only those names are kept: two
-        // dictionaries of every record of the batch, grown a record at a time, for the few names
-        // deleted, made applying deletions 9% of the CPU of a run with churn (perf); 2.5% now.
-        // Names by their bytes (`ExactName`), as the rows' keys compare them.
-        var deleted: [ExactName: (lastIsDelete: Bool, upsertedType: String?)] = [:]
-        deleted.reserveCapacity(deletions.count)
-        for deletion in deletions { deleted[ExactName(deletion.recordName)] = (true, nil) }
+    /// The batch's deletions into `zf_deletes`, each typed by the name's last applied upsert
+    /// before it (the row it deletes, when the batch made it), and marked `final` when it is the
+    /// name's last entry: only such a deletion touches its row. Names by their bytes
+    /// (`ExactName`), as the rows' keys compare them.
+    private func stageDeletions(_ deletions: inout [Deletion], of batch: ChangeBatch, applied: [Bool], on c: Connection) throws {
+        // Only the names deleted in the batch are followed: two dictionaries of every record of
+        // the batch, grown a record at a time, for the few names deleted, made applying
+        // deletions 9% of the CPU of a run with churn (perf); 2.5% now.
+        var lastUpsert: [ExactName: String?] = [:]
+        lastUpsert.reserveCapacity(deletions.count)
+        for deletion in deletions { lastUpsert[ExactName(deletion.recordName)] = .some(nil) }
+        // The deletions by their place in the batch, and each name's deletions waiting for an
+        // upsert after them.
+        var next = 0
+        var awaitingUpsert: [ExactName: [Int]] = [:]
         let entries = batch.entries
         for i in entries.indices {
             if let (recordType, recordName) = entries[i].liveRecordTypeAndName {
-                if applied[i], let at = deleted.index(forKey: ExactName(recordName)) { deleted.values[at] = (false, recordType) }
-            } else if case .deleted(let name) = entries[i] {
-                deleted[ExactName(name)]?.lastIsDelete = true
+                guard applied[i] else { continue }
+                let name = ExactName(recordName)
+                guard let at = lastUpsert.index(forKey: name) else { continue }
+                lastUpsert.values[at] = recordType
+                for d in awaitingUpsert.removeValue(forKey: name) ?? [] { deletions[d].laterType = recordType }
+            } else if case .deleted = entries[i], next < deletions.count, deletions[next].seq == Int32(i) {
+                let name = ExactName(deletions[next].recordName)
+                deletions[next].recordType = lastUpsert[name] ?? nil
+                awaitingUpsert[name, default: []].append(next)
+                next += 1
             }
         }
-        var seen = Set<ExactName>()
-        for i in deletions.indices.reversed() {
-            let name = ExactName(deletions[i].recordName)
-            deletions[i].recordType = deleted[name]?.upsertedType
-            if deleted[name]?.lastIsDelete == true, seen.insert(name).inserted {
-                deletions[i].final = true
-            }
-        }
+        // A name's deletions that no applied upsert came after: the last of them is final.
+        for waiting in awaitingUpsert.values { if let last = waiting.last { deletions[last].final = true } }
         var buffer = BinaryCopyBuffer(capacity: deletions.count * 64)
         for d in deletions {
-            buffer.beginTuple(fieldCount: 4)
+            buffer.beginTuple(fieldCount: 5)
             buffer.append(integer: d.seq)
             buffer.append(text: d.recordName)
             buffer.append(text: d.recordType)
+            buffer.append(text: d.laterType)
             buffer.append(boolean: d.final)
         }
         buffer.finish()
-        try c.copyIn("COPY zf_deletes (seq, record_name, record_type, final) FROM STDIN (FORMAT binary)") { writer in
+        try c.copyIn("COPY zf_deletes (seq, record_name, record_type, later_type, final) FROM STDIN (FORMAT binary)") { writer in
             try buffer.withUnsafeBytes { try writer.write($0) }
         }
+    }
+
+    /// Deletions, staged (`stageDeletions`): only a record's last change in the batch, if it is a
+    /// deletion, touches its row; every deletion is logged as a tombstone, typed by the row it
+    /// deleted.
+    private func applyDeletions(of batch: ChangeBatch, schema: PostgresSchema, on c: Connection) throws {
+        let owner = batch.zoneID.ownerRecordName
+        let zoneName = batch.zoneID.zoneName
+        let run = String(batch.runID)
         let hard = settings.deletes == .hard
         for table in schema.tables {
             let change =
@@ -624,7 +658,7 @@ extension PostgresDestination {
         try c.query(
             """
             INSERT INTO \(schema.tombstones) (pipeline, zone_owner, zone_name, record_name, record_type, reason, run_id)
-            SELECT $4, $1, $2, record_name, record_type, 'deleted', $3::bigint FROM zf_deletes ORDER BY seq
+            SELECT $4, $1, $2, record_name, coalesce(record_type, later_type), 'deleted', $3::bigint FROM zf_deletes ORDER BY seq
             """, [owner, zoneName, run, pipelineName])
     }
 
