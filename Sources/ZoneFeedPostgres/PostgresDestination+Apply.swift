@@ -472,6 +472,9 @@ extension PostgresDestination {
                 session.encoders[t].beginStagingRows()
             }
             var staged = 0
+            // Versions this table's encoding refused, by name and place: with repeats, an earlier
+            // version of the name staged before it must not be merged in its stead.
+            var refused: [(name: String, seq: Int)] = []
             do {
                 try c.copyIn(direct ? table.copyIntoTable : table.copyIntoStaging) { writer in
                     for i in rows.positions {
@@ -481,6 +484,7 @@ extension PostgresDestination {
                                 throw Self.badRecord("\(record.recordName) (\(record.recordType))", in: zone, problem)
                             }
                             sorted.rejects.append(Reject(seq: i, entry: entries[i], recordType: record.recordType, error: problem))
+                            if rows.repeatsARecord { refused.append((record.recordName, i)) }
                             continue
                         }
                         outcome.upserts += 1
@@ -509,6 +513,19 @@ extension PostgresDestination {
                     // (of the batch's generation), or the batch's previous version of the record.
                     // Without repeats, those are the rows the merge leaves alone.
                     var unchanged = 0
+                    // The last version wins, also when it does not fit: the row is left as it
+                    // was before the batch (the reject says why), not given an older version
+                    // of the batch's, which the record no longer is.
+                    for (name, seq) in refused where !name.containsNUL {
+                        let dropped = try c.query(
+                            "DELETE FROM \(table.stagingName) WHERE record_name = $1 AND seq < $2::integer RETURNING seq", [name, String(seq)])
+                        for row in dropped.rows {
+                            let position: Int = try row.decode(0)
+                            if !applied.isEmpty { applied[position] = false }
+                            outcome.upserts -= 1
+                            staged -= 1
+                        }
+                    }
                     if rows.repeatsARecord {
                         try beforeReadingRows()
                         unchanged = try c.query(table.countUnchanged, [zone.ownerRecordName, zone.zoneName, String(batch.generation)])

@@ -37,6 +37,42 @@ import ZoneFeed
         #expect(snapshot.runStatuses == ["failed"])
     }
 
+    /// A batch that holds a record twice, its last version one that does not fit: the last
+    /// version wins, as a reject, and the row is left as it was before the batch. Before, the
+    /// batch's earlier version was merged in its stead: a version the record no longer is.
+    @Test func aLastVersionThatDoesNotFitLeavesTheRowAsItWasNotAtAnEarlierVersion() async throws {
+        let p = try await FakePipeline(prefix: "lastbad", fake: FakeSettings(zones: 1))
+        let destination = try p.destination()
+        try await destination.prepare()
+        let run = try await destination.startRun()
+        let zone = ZoneID(zoneName: "Zone01", ownerRecordName: "_fakeOwner")
+        let checkpoint = try await destination.zoneCheckpoint(zone)
+        func note(_ name: String, _ tag: String, wordCount: FieldValue) -> RecordEntry {
+            .record(Record(recordName: name, recordType: "Note", recordChangeTag: tag, fields: ["title": .string(name), "wordCount": wordCount]))
+        }
+        func batch(_ entries: [RecordEntry], from: String?, to token: String) -> ChangeBatch {
+            ChangeBatch(
+                zoneID: zone, runID: run, generation: checkpoint.generation, pageCount: 1, entries: entries,
+                from: from.map(ChangeToken.init), token: ChangeToken(token), isLast: true, finishesResync: false)
+        }
+        _ = try await destination.apply(batch([note("KEPT", "t0", wordCount: .int64(1))], from: checkpoint.token?.value, to: "fk1-x-0-1"))
+
+        let outcome = try await destination.apply(
+            batch(
+                [
+                    note("KEPT", "t1", wordCount: .int64(2)), note("KEPT", "t2", wordCount: .string("many")),
+                    note("NEW", "t1", wordCount: .int64(3)), note("NEW", "t2", wordCount: .string("many")),
+                    note("FINE", "t1", wordCount: .string("many")), note("FINE", "t2", wordCount: .int64(4)),
+                ], from: "fk1-x-0-1", to: "fk1-x-0-2"))
+        await destination.close()
+
+        let snapshot = try await DestinationSnapshot.read(p)
+        let rows = snapshot.rows.map { "\($0.key.recordName) \($0.value)" }.sorted()
+        #expect(rows == ["FINE Note t2", "KEPT Note t0"], "KEPT as before the batch, NEW not made, FINE at its last version")
+        #expect(snapshot.rejects.map { "\($0.recordName ?? "-")" }.sorted() == ["FINE", "KEPT", "NEW"])
+        #expect(outcome.upserts == 1 && outcome.rejects == 3, "\(outcome)")
+    }
+
     /// A reject keeps the entry as the server sent it in `raw`, unless jsonb would not take it:
     /// then `raw` is null and the error says why, rather than a batch the server refuses at every
     /// try. The limit is lowered here.
