@@ -113,13 +113,13 @@ extension EmbeddedPostgres {
         removeStaleSocketLockIfAny()
     }
 
-    func startServer(binaries: Binaries, runner: CommandRunner) async throws {
+    func startServer(binaries: Binaries, runner: CommandRunner, socketDirectory: String) async throws {
         rotateLogIfLarge()
         removeStaleSocketLockIfAny()
         var settings: [(String, String)] = [
             ("listen_addresses", ""),  // no TCP: the Unix socket in the private folder only
             // The list syntax of unix_socket_directories takes a double-quoted element verbatim.
-            ("unix_socket_directories", "\"" + ownSocketDirectory.replacingOccurrences(of: "\"", with: "\"\"", options: .literal) + "\""),
+            ("unix_socket_directories", "\"" + socketDirectory.replacingOccurrences(of: "\"", with: "\"\"", options: .literal) + "\""),
         ]
         settings += configuration.extraServerSettings.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         // pg_ctl hands -o to /bin/sh (`exec postgres <options>`), hence the shell quoting.

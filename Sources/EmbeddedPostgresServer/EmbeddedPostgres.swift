@@ -207,9 +207,8 @@ public struct EmbeddedPostgres: Sendable {
             startedByUs = false
             logger.info("reusing the embedded PostgreSQL server already running", metadata: ["pid": "\(running.pid)"])
         } else {
-            try makeSocketDirectory(for: account)
-            try await startServer(binaries: binaries, runner: runner)
-            socketDirectory = ownSocketDirectory
+            socketDirectory = try makeSocketDirectory(for: account)
+            try await startServer(binaries: binaries, runner: runner, socketDirectory: socketDirectory)
             port = configuration.port
             startedByUs = true
         }
@@ -227,7 +226,10 @@ public struct EmbeddedPostgres: Sendable {
         } catch {
             // Nobody else can be using a server we have just started (we hold init.lock), so do not
             // leave it running behind an error.
-            if startedByUs { try? await stopServer(mode: .fast, binaries: binaries, runner: runner) }
+            if startedByUs {
+                try? await stopServer(mode: .fast, binaries: binaries, runner: runner)
+                removeSocketDirectory(socketDirectory)
+            }
             throw error
         }
     }
@@ -293,6 +295,7 @@ public struct EmbeddedPostgres: Sendable {
             )
             let runner = CommandRunner(account: account, workingDirectory: directory, logger: logger)
             try await stopServer(mode: mode, binaries: binaries, runner: runner)
+            removeSocketDirectory(handle.socketDirectory)
         } catch {
             logger.warning("could not stop the embedded PostgreSQL server", metadata: ["error": "\(error)"])
         }
