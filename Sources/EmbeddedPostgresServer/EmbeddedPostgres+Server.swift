@@ -110,12 +110,14 @@ extension EmbeddedPostgres {
     func removeStaleLockFiles(knownStale pid: Int32) {
         logger.info("removing the PID file of an embedded PostgreSQL server that is no longer running", metadata: ["pid": "\(pid)"])
         _ = unlink(postmasterPIDFile)
-        removeStaleSocketLockIfAny()
+        // The socket's stale lock is removed by the start that follows, in the folder it
+        // checked is the server's (`makeSocketDirectory`): the one the PID file names, or the
+        // folder of the usual name under /tmp, may be anyone's.
     }
 
     func startServer(binaries: Binaries, runner: CommandRunner, socketDirectory: String) async throws {
         rotateLogIfLarge()
-        removeStaleSocketLockIfAny()
+        removeStaleSocketLock(in: socketDirectory)
         var settings: [(String, String)] = [
             ("listen_addresses", ""),  // no TCP: the Unix socket in the private folder only
             // The list syntax of unix_socket_directories takes a double-quoted element verbatim.
@@ -187,11 +189,13 @@ extension EmbeddedPostgres {
     }
 
     /// The socket's lock file holds the postmaster's PID too, and postgres refuses it the same way.
-    func removeStaleSocketLockIfAny() {
-        let socketLock = "\(ownSocketDirectory)/.s.PGSQL.\(configuration.port).lock"
+    /// `socketDirectory` must be one `makeSocketDirectory` gave: the cluster's folder, or one
+    /// under /tmp private to the server's account.
+    func removeStaleSocketLock(in socketDirectory: String) {
+        let socketLock = "\(socketDirectory)/.s.PGSQL.\(configuration.port).lock"
         if let lock = PIDFile.read(socketLock), !isOurPostmaster(lock) {
             _ = unlink(socketLock)
-            _ = unlink("\(ownSocketDirectory)/.s.PGSQL.\(configuration.port)")
+            _ = unlink("\(socketDirectory)/.s.PGSQL.\(configuration.port)")
         }
     }
 

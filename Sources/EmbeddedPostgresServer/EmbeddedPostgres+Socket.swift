@@ -79,9 +79,14 @@ extension EmbeddedPostgres {
     }
 
     /// After the server stopped: its socket folder under /tmp goes too (it is empty then; a
-    /// folder that is not is left).
+    /// folder that is not is left). The path may come from the PID file, which the server's
+    /// account writes: only a folder directly under /tmp of the socket folders' name is removed.
     func removeSocketDirectory(_ path: String) {
         guard path != directory, path.hasPrefix(Self.tmpSocketPrefix) else { return }
+        let name = path.dropFirst(Self.tmpSocketPrefix.count)
+        guard !name.isEmpty, !name.contains("/") else { return }
+        var info = stat()
+        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else { return }
         _ = rmdir(path)
     }
 }

@@ -157,6 +157,22 @@ import Testing
     await embedded.stop(found)
     await embedded.stop(aside, mode: .immediate)
     #expect(!FileManager.default.fileExists(atPath: aside.socketDirectory))
+
+    // A link there, to another server's socket folder: nothing in that folder is touched (a
+    // stale-looking lock there was removed, with its socket, before the socket folder was
+    // checked).
+    #expect(rmdir(socketFolder) == 0)
+    let elsewhere = top + "/another-servers-sockets"
+    #expect(mkdir(elsewhere, 0o755) == 0)
+    #expect(FileManager.default.createFile(atPath: elsewhere + "/.s.PGSQL.5432.lock", contents: Data("999999\n".utf8)))
+    #expect(FileManager.default.createFile(atPath: elsewhere + "/.s.PGSQL.5432", contents: Data()))
+    #expect(symlink(elsewhere, socketFolder) == 0)
+    defer { _ = unlink(socketFolder) }
+    let linked = try await embedded.start()
+    #expect(linked.socketDirectory != socketFolder && linked.socketDirectory.hasPrefix("/tmp/zonefeed-pg-"))
+    await embedded.stop(linked, mode: .immediate)
+    #expect(FileManager.default.fileExists(atPath: elsewhere + "/.s.PGSQL.5432.lock"))
+    #expect(FileManager.default.fileExists(atPath: elsewhere + "/.s.PGSQL.5432"))
 }
 
 /// A new folder under /tmp itself: the socket's path must stay short, and as root the server's
