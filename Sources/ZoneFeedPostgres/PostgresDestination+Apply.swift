@@ -515,16 +515,19 @@ extension PostgresDestination {
                     var unchanged = 0
                     // The last version wins, also when it does not fit: the row is left as it
                     // was before the batch (the reject says why), not given an older version
-                    // of the batch's, which the record no longer is.
+                    // of the batch's, which the record no longer is. Only the versions since the
+                    // name's last deletion before it go (one before a deletion is the row that
+                    // deletion ends, its values kept in a tombstone), and only when no version
+                    // after it was staged. They still count as the batch's changes, as any
+                    // version a later one replaced does.
                     for (name, seq) in refused where !name.containsNUL {
-                        let dropped = try c.query(
-                            "DELETE FROM \(table.stagingName) WHERE record_name = $1 AND seq < $2::integer RETURNING seq", [name, String(seq)])
-                        for row in dropped.rows {
-                            let position: Int = try row.decode(0)
-                            if !applied.isEmpty { applied[position] = false }
-                            outcome.upserts -= 1
-                            staged -= 1
-                        }
+                        let since = Self.lastDeletion(of: name, before: seq, in: entries) ?? -1
+                        try c.query(
+                            """
+                            DELETE FROM \(table.stagingName)
+                            WHERE record_name = $1 AND seq < $2::integer AND seq > $3::integer
+                                AND NOT EXISTS (SELECT 1 FROM \(table.stagingName) AS later WHERE later.record_name = $1 AND later.seq > $2::integer)
+                            """, [name, String(seq), String(since)])
                     }
                     if rows.repeatsARecord {
                         try beforeReadingRows()
@@ -544,6 +547,15 @@ extension PostgresDestination {
         }
         if !growth.isEmpty { throw growth }
         return applied
+    }
+
+    /// Where the last deletion of `name` (by its bytes) before `position` is among `entries`.
+    static func lastDeletion(of name: String, before position: Int, in entries: [RecordEntry]) -> Int? {
+        let exact = ExactName(name)
+        for i in stride(from: position - 1, through: 0, by: -1) {
+            if case .deleted(let deleted) = entries[i], ExactName(deleted) == exact { return i }
+        }
+        return nil
     }
 
     /// A record's name taken by a record of another type: CloudKit lets a deleted record's name
@@ -575,15 +587,19 @@ extension PostgresDestination {
                 ? "DELETE FROM \(table.qualifiedName) AS t"
                 : "UPDATE \(table.qualifiedName) AS t SET deleted_at = now(), synced_at = now(), run_id = $3::bigint"
             // A deletion the batch reports before any version of the name is this row's: typed by
-            // it, and the row not logged again. (The statement reads zf_deletes as it was before
-            // the typing, as every part of one statement does.)
-            let reported = "SELECT 1 FROM zf_deletes AS d WHERE d.record_name = gone.record_name AND d.record_type IS NULL"
+            // it, and the row not logged again. Not when the batch wrote a version of the name
+            // into this table: the row going is then that version, replaced by another type's,
+            // not the one the deletion took. (The statement reads zf_deletes as it was before the
+            // typing, as every part of one statement does.)
+            let fromBefore =
+                staged.contains(u) ? " AND NOT EXISTS (SELECT 1 FROM \(table.stagingName) AS s WHERE s.record_name = d.record_name)" : ""
+            let reported = "SELECT 1 FROM zf_deletes AS d WHERE d.record_name = gone.record_name AND d.record_type IS NULL\(fromBefore)"
             let typed =
                 deletionsStaged
                 ? """
                 , typed AS (
                     UPDATE zf_deletes AS d SET record_type = gone.record_type FROM gone
-                    WHERE d.record_name = gone.record_name AND d.record_type IS NULL)
+                    WHERE d.record_name = gone.record_name AND d.record_type IS NULL\(fromBefore))
                 """ : ""
             // The names as one array looked up by the rows' key (see `byTheirNames`).
             deleted += try c.query(

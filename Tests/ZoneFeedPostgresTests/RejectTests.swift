@@ -39,7 +39,9 @@ import ZoneFeed
 
     /// A batch that holds a record twice, its last version one that does not fit: the last
     /// version wins, as a reject, and the row is left as it was before the batch. Before, the
-    /// batch's earlier version was merged in its stead: a version the record no longer is.
+    /// batch's earlier version was merged in its stead: a version the record no longer is. A
+    /// version before a deletion is still the row that deletion ends, and one after the refused
+    /// version still wins; every version counts among the batch's changes.
     @Test func aLastVersionThatDoesNotFitLeavesTheRowAsItWasNotAtAnEarlierVersion() async throws {
         let p = try await FakePipeline(prefix: "lastbad", fake: FakeSettings(zones: 1))
         let destination = try p.destination()
@@ -63,14 +65,19 @@ import ZoneFeed
                     note("KEPT", "t1", wordCount: .int64(2)), note("KEPT", "t2", wordCount: .string("many")),
                     note("NEW", "t1", wordCount: .int64(3)), note("NEW", "t2", wordCount: .string("many")),
                     note("FINE", "t1", wordCount: .string("many")), note("FINE", "t2", wordCount: .int64(4)),
+                    note("GONE", "t1", wordCount: .int64(5)), .deleted(recordName: "GONE"), note("GONE", "t2", wordCount: .string("many")),
+                    note("THIRD", "t1", wordCount: .int64(6)), note("THIRD", "t2", wordCount: .string("many")),
+                    note("THIRD", "t3", wordCount: .int64(7)),
                 ], from: "fk1-x-0-1", to: "fk1-x-0-2"))
         await destination.close()
 
         let snapshot = try await DestinationSnapshot.read(p)
         let rows = snapshot.rows.map { "\($0.key.recordName) \($0.value)" }.sorted()
-        #expect(rows == ["FINE Note t2", "KEPT Note t0"], "KEPT as before the batch, NEW not made, FINE at its last version")
-        #expect(snapshot.rejects.map { "\($0.recordName ?? "-")" }.sorted() == ["FINE", "KEPT", "NEW"])
-        #expect(outcome.upserts == 1 && outcome.rejects == 3, "\(outcome)")
+        #expect(
+            rows == ["FINE Note t2", "GONE Note t1 deleted", "KEPT Note t0", "THIRD Note t3"],
+            "KEPT as before the batch, NEW not made, FINE and THIRD at their last versions, GONE made and deleted")
+        #expect(snapshot.rejects.map { "\($0.recordName ?? "-")" }.sorted() == ["FINE", "GONE", "KEPT", "NEW", "THIRD"])
+        #expect(outcome.upserts == 6 && outcome.rejects == 5 && outcome.tombstones == 1, "\(outcome)")
     }
 
     /// A reject keeps the entry as the server sent it in `raw`, unless jsonb would not take it:

@@ -168,9 +168,11 @@ import ZoneFeedPostgres
 
     /// A run applies a zone while another run's database feed reports it deleted and made
     /// again (apps reset a zone so). The zone's checkpoint row is dropped and made anew, with
-    /// generation 1 again, as the old one's was: the first run's next batch, read from the zone
-    /// before it was deleted, passed that fence, committed into the new zone's checkpoint
-    /// (cleared its pending too, so the new zone was never fetched), and left its row live.
+    /// generation 1 again, as the old one's was, and with no token, as the old one's had before
+    /// the first run's first batch: that batch, read from the zone before it was deleted,
+    /// passed both fences, committed into the new zone's checkpoint (cleared its pending too, so
+    /// the new zone was never fetched), and left its row live. Only the checkpoint's incarnation
+    /// tells the two apart.
     @Test func aBatchReadBeforeItsZoneWasDeletedAndMadeAgainCommitsNothing() async throws {
         let p = try await FakePipeline(prefix: "zoneagain", fake: FakeSettings(seed: 31, zones: 1, recordsPerZone: 1))
         let zone = ZoneID(zoneName: "Notes", ownerRecordName: "_owner")
@@ -182,22 +184,18 @@ import ZoneFeedPostgres
             let page = DatabaseChangePage(modifiedZones: [zone], deletedZones: deleted, syncToken: ChangeToken(token), moreComing: false)
             _ = try await reading.applyDatabaseChanges(page, after: after.map(ChangeToken.init), runID: otherRun)
         }
-        // Read from the token of the batch before it.
-        func batch(_ sequence: Int, _ name: String, token: String, isLast: Bool) -> ChangeBatch {
-            let tag = Record(recordName: name, recordType: "Tag", recordChangeTag: "t-\(name)", fields: ["label": .string(name)])
-            var batch = ChangeBatch(
-                zoneID: zone, runID: run, generation: 1, pageCount: 1, entries: [.record(tag)],
-                from: sequence == 0 ? nil : ChangeToken("old-\(sequence)"), token: ChangeToken(token), isLast: isLast, finishesResync: false)
-            batch.sequence = sequence
-            return batch
-        }
         try await feed([], "db-1", after: nil)
         #expect(try await applying.claimZone(zone))
-        #expect(try await applying.zoneCheckpoint(zone).generation == 1)
-        _ = try await applying.apply(batch(0, "OLD1", token: "old-1", isLast: false))
+        let read = try await applying.zoneCheckpoint(zone)
+        #expect(read.generation == 1 && read.token == nil)
         try await feed([ZoneDeletion(zoneID: zone, reason: .deleted)], "db-2", after: "db-1")
 
-        await #expect(throws: SyncError.self) { try await applying.apply(batch(1, "OLD2", token: "old-2", isLast: true)) }
+        // The zone's first batch, read from no token in generation 1: what the new checkpoint holds.
+        let tag = Record(recordName: "OLD", recordType: "Tag", recordChangeTag: "t-old", fields: ["label": .string("OLD")])
+        let first = ChangeBatch(
+            zoneID: zone, runID: run, generation: 1, pageCount: 1, entries: [.record(tag)], from: nil, token: ChangeToken("old-1"),
+            isLast: true, finishesResync: false)
+        await #expect(throws: SyncError.self) { try await applying.apply(first) }
         await applying.close()
         await reading.close()
         let schema = quoteIdentifier(p.schema)
