@@ -88,6 +88,23 @@ extension CloudKitClient {
         return .object(body)
     }
 
+    /// `POST records/lookup`: the records named, in `zoneID` (the `_defaultZone` unless told), in
+    /// the order asked; one that is not there is an error entry of its own (`NOT_FOUND`). Its
+    /// answer has a query's shape without a marker. A lookup reads the records, not a query
+    /// index: it finds a record a query does not see yet.
+    ///
+    /// - Parameters:
+    ///   - recordNames: 1...200 names.
+    ///   - desiredKeys: only these fields; nil fetches every field.
+    public func lookUpRecords(
+        _ recordNames: [String], zoneID: ZoneID? = nil, desiredKeys: [String]? = nil, logger: Logger? = nil
+    ) async throws -> RecordQueryResponse {
+        var body: [String: JSONValue] = ["records": .array(recordNames.map { .object(["recordName": .string($0)]) })]
+        if let zoneID { body["zoneID"] = Self.requestJSON(zoneID) }
+        if let desiredKeys { body["desiredKeys"] = .array(desiredKeys.map { .string($0) }) }
+        return try await send(RecordQueryResponse.self, operation: "records/lookup", method: .POST, body: .object(body), logger: logger)
+    }
+
     /// `GET zones/list`: every zone of the database with its current sync token. Zone error
     /// entries are logged and left out.
     public func listZones(logger: Logger? = nil) async throws -> [ZoneInfo] {

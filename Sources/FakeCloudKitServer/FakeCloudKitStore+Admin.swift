@@ -38,7 +38,7 @@ import Foundation
 /// | `faults/clear` | `{}` | drops every pending fault, gate, stall and delay, and lets through what a gate keeps |
 /// | `notifications` | `{drop?, delayMilliseconds?, refuseCourier?, courierTimeoutMilliseconds?, courierAnswer?}` | drops the notifications of changes from now on (lost, as pushes may be), delays them, makes the courier answer 401 to every token, sets how long an empty long poll waits (25 s unless told), or makes it answer every poll at once with a body (`""`: no longer) |
 /// | `stats/reset` | `{}` | starts the traffic counters of `state` over (the prepared pages stay) |
-/// | `state` (GET or POST) | | counts: requests served, faults served, pages prepared and prepared pages served, requests kept at gates not yet open (`keptAtGates`), zones with their history length and epoch, zone events, the default zone's history length and its entries queries do not see yet (`indexPending`); and `traffic`: CloudKit requests since `stats/reset`, the peak in flight, how many arrived while another was in flight (`overlapped`), how many were throttled for too many in flight and the peak in flight once the first of those had its `retryAfter` waited out, among requests sent after it (with a token window: carrying a token issued since) (`peakInFlightAfterThrottle`), how many carried a web auth token the server no longer accepts (`staleTokenRefusals`), how many connections carried them (`connections`) and how many were answered 421 by `faults/misdirect` (`misdirected`), and the bytes of the answers' bodies (`bodyBytes`) |
+/// | `state` (GET or POST) | | counts: requests served, faults served, pages prepared and prepared pages served, requests kept at gates not yet open (`keptAtGates`), zones with their history length and epoch, zone events, the default zone's history length and its entries queries do not see yet (`indexPending`); and `traffic`: CloudKit requests since `stats/reset`, the peak in flight, how many arrived while another was in flight (`overlapped`), how many were throttled for too many in flight and the peak in flight once the first of those had its `retryAfter` waited out, among requests sent after it (with a token window: carrying a token issued since) (`peakInFlightAfterThrottle`), how many carried a web auth token the server no longer accepts (`staleTokenRefusals`), how many connections carried them (`connections`) and how many were answered 421 by `faults/misdirect` (`misdirected`), the record names `records/lookup` was asked for (`lookedUp`), and the bytes of the answers' bodies (`bodyBytes`) |
 extension FakeCloudKitStore {
     struct AdminBody: Decodable {
         var database: String?
@@ -354,6 +354,7 @@ extension FakeCloudKitStore {
             "staleTokenRefusals": .int(Int64(traffic.staleTokenRefusals)),
             "connections": .int(Int64(traffic.connections)),
             "misdirected": .int(Int64(traffic.misdirected)),
+            "lookedUp": .int(Int64(traffic.lookedUp)),
         ]
         if let peak = traffic.peakInFlightAfterThrottle { trafficJSON["peakInFlightAfterThrottle"] = .int(Int64(peak)) }
         return .admin(

@@ -191,7 +191,10 @@ extension FakeCloudKitStore {
             }
         case ("records/query", "POST"):
             return recordsQuery(database: database, body: body)
-        case ("users/caller", _), ("users/current", _), ("records/changes", _), ("changes/database", _), ("zones/list", _), ("records/query", _):
+        case ("records/lookup", "POST"):
+            return recordsLookup(database: database, body: body)
+        case ("users/caller", _), ("users/current", _), ("records/changes", _), ("changes/database", _), ("zones/list", _), ("records/query", _),
+            ("records/lookup", _):
             return .error(405, "BAD_REQUEST", "\(operation) does not accept \(method)")
         default:
             return .error(404, "NOT_FOUND", "the fake server does not serve \(operation)")

@@ -32,6 +32,8 @@ extension FakeCloudKitStore {
         var misdirected = 0
         /// The bytes of the answers' bodies: the JSON a client decodes.
         var bodyBytes = 0
+        /// The record names `records/lookup` was asked for.
+        var lookedUp = 0
     }
 
     /// A CloudKit request arrives: counts it in flight. Returns whether it is one too many

@@ -25,6 +25,11 @@ public protocol ChangeSource: Sendable {
     /// The most entries one page of `zone` may hold, which bounds what the engine reads ahead.
     func entriesPerPage(in zone: ZoneID) -> Int
 
+    /// The records named, as they are now: what a deletion sweep listed that has no row (a
+    /// record the reads before did not see, such as one a query index took long to show). A
+    /// record no longer there is left out. A source that cannot look records up gives none.
+    func lookUpRecords(_ listed: [ListedRecords], in zone: ZoneID) async throws -> [RecordEntry]
+
     /// How long the source has waited so far because its server throttled it, in seconds.
     func throttledSeconds() async -> Double
 
@@ -37,6 +42,7 @@ extension ChangeSource {
     public var concurrentZones: Int? { nil }
     /// CloudKit's largest `resultsLimit`.
     public func entriesPerPage(in zone: ZoneID) -> Int { 200 }
+    public func lookUpRecords(_ listed: [ListedRecords], in zone: ZoneID) async throws -> [RecordEntry] { [] }
     public func throttledSeconds() async -> Double { 0 }
     public func shutdown() async throws {}
 }

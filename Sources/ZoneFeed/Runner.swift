@@ -406,6 +406,29 @@ public struct Runner: Sendable {
         summary.zonesFailed.append((zone, "\(zoneError)"))
     }
 
+    /// `listed` in parts of at most `names` names.
+    static func parts(of listed: [ListedRecords], names: Int) -> [[ListedRecords]] {
+        var parts: [[ListedRecords]] = []
+        var part: [ListedRecords] = []
+        var count = 0
+        for list in listed {
+            var start = 0
+            while start < list.names.count {
+                let end = min(list.names.count, start + max(1, names - count))
+                part.append(ListedRecords(recordType: list.recordType, names: Array(list.names[start..<end])))
+                count += end - start
+                start = end
+                if count >= names {
+                    parts.append(part)
+                    part = []
+                    count = 0
+                }
+            }
+        }
+        if !part.isEmpty { parts.append(part) }
+        return parts
+    }
+
     /// How many pages of a zone are fetched ahead of the one being read: a batch's worth when
     /// the next batch is fetched while the last is written, else one (the next page is asked for
     /// while this one is read). A page holds at most what the source says (200 entries,
@@ -500,8 +523,33 @@ public struct Runner: Sendable {
                     listedCount = 0
                     pendingPages = 0
                     pendingBytes = 0
-                    await ended(try await inFlight.start(batch))
+                    let endedNow = try await inFlight.start(batch)
+                    await ended(endedNow)
                     startedToken = batchToken
+                    // A batch a sweep listed names in is applied alone, before the next is read.
+                    if let outcome = endedNow.last(where: { $0.0.sequence == batch.sequence })?.1, !outcome.listedWithoutRows.isEmpty {
+                        try await fetchListedWithoutRows(outcome.listedWithoutRows, at: batchToken)
+                    }
+                }
+
+                /// Records a deletion sweep listed without a live row (the reads before missed
+                /// them: a query index that showed them late), fetched by name and applied in
+                /// batches of their own at the token the sweep's batch committed, nothing else in
+                /// flight. Their rows get the sweep's generation, so its end keeps them.
+                func fetchListedWithoutRows(_ listed: [ListedRecords], at committed: ChangeToken) async throws {
+                    logger.notice(
+                        "a deletion sweep listed records that have no row; fetching them by name",
+                        metadata: ["records": "\(listed.reduce(0) { $0 + $1.names.count })"])
+                    for part in Self.parts(of: listed, names: batchRecords) {
+                        let entries = try await source.lookUpRecords(part, in: zone)
+                        guard !entries.isEmpty else { continue }
+                        var batch = ChangeBatch(
+                            zoneID: zone, runID: runID, generation: checkpoint.generation, pageCount: 0, entries: entries, from: committed,
+                            token: committed, isLast: false, finishesResync: false)
+                        batch.sequence = sequence
+                        sequence += 1
+                        await ended([(batch, try await destination.apply(batch))])
+                    }
                 }
 
                 if page.beginsSweep {

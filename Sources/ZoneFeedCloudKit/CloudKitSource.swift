@@ -170,6 +170,32 @@ public struct CloudKitSource: ChangeSource {
         return page
     }
 
+    /// The records a deletion sweep listed without a row, by `records/lookup`, `resultsLimit`
+    /// names a request, with the fields the pipeline asks for. A lookup reads the records, not a
+    /// query index, so it finds those a query showed too late for the pass that should have
+    /// read them. One gone since it was listed (`NOT_FOUND`, `UNKNOWN_ITEM`) is left out: the
+    /// sweep's end sees to its row.
+    public func lookUpRecords(_ listed: [ListedRecords], in zone: ZoneID) async throws -> [RecordEntry] {
+        let names = listed.flatMap(\.names)
+        let perRequest = max(1, min(settings.resultsLimit, 200))
+        var entries: [RecordEntry] = []
+        for start in stride(from: 0, to: names.count, by: perRequest) {
+            let response: RecordQueryResponse
+            do {
+                response = try await client.lookUpRecords(
+                    Array(names[start..<min(names.count, start + perRequest)]),
+                    zoneID: zone.zoneName == ZoneID.defaultZoneName ? nil : zone, desiredKeys: settings.desiredKeys, logger: logger)
+            } catch let error as CloudKitError {
+                throw sourceError(for: error, zone: zone, carriedToken: false)
+            }
+            for entry in response.records {
+                if case .error(let error) = entry, ["NOT_FOUND", "UNKNOWN_ITEM"].contains(error.serverErrorCode) { continue }
+                entries.append(entry)
+            }
+        }
+        return entries
+    }
+
     /// A zone read by query gives a round of queries a page: a page of each slice read at once.
     public func entriesPerPage(in zone: ZoneID) -> Int {
         zone.zoneName == ZoneID.defaultZoneName ? settings.resultsLimit * max(1, settings.maxConcurrentRequests) : settings.resultsLimit

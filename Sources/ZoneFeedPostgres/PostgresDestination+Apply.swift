@@ -319,7 +319,7 @@ extension PostgresDestination {
         if !sorted.deletions.isEmpty { try applyDeletions(of: batch, schema: schema, on: c) }
         try record(sorted.rejects, of: batch, on: c)
         if !sorted.rejects.isEmpty { try keepRejected(sorted.rejects, of: batch, schema: schema, on: c) }
-        if !batch.listed.isEmpty { try keepListed(batch, schema: schema, on: c) }
+        if !batch.listed.isEmpty { outcome.listedWithoutRows = try keepListed(batch, schema: schema, on: c) }
         if batch.finishesResync {
             outcome.swept = try sweep(batch.zoneID, schema: schema, generation: batch.generation, runID: batch.runID, on: c)
         }
@@ -768,11 +768,17 @@ extension PostgresDestination {
     }
 
     /// The rows of records a deletion sweep found still there join the batch's generation, so
-    /// that the sweep's end leaves them alone; nothing else of them changes.
-    private func keepListed(_ batch: ChangeBatch, schema: PostgresSchema, on c: Connection) throws {
+    /// that the sweep's end leaves them alone; nothing else of them changes. Returns the names
+    /// listed that have no live row in their type's table (records the reads before missed),
+    /// for the engine to fetch; not those of a reject of the zone's, which would be fetched and
+    /// refused again at every sweep (a record changed since is read by the pass).
+    private func keepListed(_ batch: ChangeBatch, schema: PostgresSchema, on c: Connection) throws -> [ListedRecords] {
+        // The names of the batch's rejects, kept by `keepRejected` before, are not the sweep's.
+        try c.query("DELETE FROM zf_listed")
+        let nameRoom = Self.nameRoom(in: batch.zoneID)
         var buffer = BinaryCopyBuffer(capacity: batch.listed.reduce(0) { $0 + $1.names.count * 48 })
         for list in batch.listed {
-            for name in list.names where !name.containsNUL {
+            for name in list.names where !name.containsNUL && name.utf8.count <= nameRoom {
                 buffer.beginTuple(fieldCount: 2)
                 buffer.append(text: list.recordType)
                 buffer.append(text: name)
@@ -792,6 +798,22 @@ extension PostgresDestination {
                 """,
                 [batch.zoneID.ownerRecordName, batch.zoneID.zoneName, String(batch.generation), table.mapping.recordType])
         }
+        var missing: [ListedRecords] = []
+        for table in schema.tables where types.contains(table.mapping.recordType) {
+            let names = try c.query(
+                """
+                SELECT l.record_name FROM zf_listed AS l
+                WHERE l.record_type = $3 AND NOT EXISTS (
+                    SELECT 1 FROM \(table.qualifiedName) AS t
+                    WHERE t.zone_owner = $1 AND t.zone_name = $2 AND t.record_name = l.record_name AND t.deleted_at IS NULL)
+                AND NOT EXISTS (
+                    SELECT 1 FROM \(schema.rejects) AS r
+                    WHERE r.pipeline = $4 AND r.zone_owner = $1 AND r.zone_name = $2 AND r.record_name = l.record_name)
+                """, [batch.zoneID.ownerRecordName, batch.zoneID.zoneName, table.mapping.recordType, pipelineName]
+            ).rows.map { try $0.decode(0, as: String.self) }
+            if !names.isEmpty { missing.append(ListedRecords(recordType: table.mapping.recordType, names: names)) }
+        }
+        return missing
     }
 
     /// The rows of records the batch could not apply but which are at the source (an error

@@ -419,6 +419,49 @@ import ZoneFeed
         #expect(Set(names.map(\.utf8Hex)).isSubset(of: Set(landed)), "\(landed.count) live rows")
     }
 
+    /// A record whose index entry came after every pass that could read it (stamped long before
+    /// the watermark, where no pass looks again) was missing for good, until it changed: the
+    /// next deletion sweep lists it, finds no row, and fetches it by name (`records/lookup`,
+    /// which reads records, not the index). Only the records without rows are looked up, and one
+    /// that does not fit is a reject once, not fetched and refused again at every sweep.
+    @Test func aRecordEveryPassMissedIsFetchedByTheNextSweep() async throws {
+        let s = try await Setup("sweepfetch", seed: 305, records: 300) {
+            $0.moreCloudKit = ["deletionSweep: every 1 runs"]
+        }
+        defer { s.stop() }
+        var expected = s.generated().mapValues { $0.recordChangeTag ?? "-" }
+        let first = try await s.run()
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(try await s.differences(from: expected) == [])
+
+        // Stamped in 2020, before every generated record (2023 on).
+        let long = Int64(1_600_000_000_000)
+        let late = Record(
+            recordName: "LATE", recordType: "Tag", recordChangeTag: "late1", fields: ["name": .string("late")],
+            created: RecordStamp(timestamp: long), modified: RecordStamp(timestamp: long))
+        // Text where the Note's wordCount column takes a number: a reject, never coerced.
+        let unfit = Record(
+            recordName: "LATE-UNFIT", recordType: "Note", recordChangeTag: "unfit1", fields: ["wordCount": .string("many")],
+            created: RecordStamp(timestamp: long), modified: RecordStamp(timestamp: long))
+        try await s.admin("records/add", ["records": try FakeServerProcess.wire([late, unfit])])
+        try await s.waitForTheIndex()
+        _ = try await s.server.admin("stats/reset", [:])
+        let second = try await s.run()
+        #expect(second.status == 0, "\(second.stderr)")
+        expected["LATE"] = "late1"
+        #expect(try await s.differences(from: expected) == [])
+        #expect(try await s.server.traffic()["lookedUp"] == 2, "the two records without a row were looked up")
+        #expect(second.stderr.contains("fetching them by name"), "\(second.stderr)")
+        #expect(try await DestinationSnapshot.read(s.p).rejects.map(\.recordName) == ["LATE-UNFIT"])
+
+        _ = try await s.server.admin("stats/reset", [:])
+        let third = try await s.run()
+        #expect(third.status == 0, "\(third.stderr)")
+        #expect(try await s.server.traffic()["lookedUp", default: 0] == 0, "a record rejected before is not fetched again")
+        #expect(try await DestinationSnapshot.read(s.p).rejects.map(\.recordName) == ["LATE-UNFIT"])
+        #expect(try await s.differences(from: expected) == [])
+    }
+
     /// Records stamped as modified centuries or minutes ahead (a broken or hostile server, a
     /// client's clock) are applied, and later changes still arrive: the time reads go on from is
     /// never put past this machine's clock, where it was and the changes after it went unread.
