@@ -27,18 +27,10 @@ extension FakeCloudKitStore {
             names.append(recordName)
         }
         traffic.lookedUp += names.count
-        let zoneName = request.zoneID?.zoneName ?? ZoneID.defaultZoneName
         let zone: Zone
-        if zoneName == ZoneID.defaultZoneName {
-            guard let defaultZone = databases[database]?.defaultZone else { return .badRequest("unknown database '\(database)'") }
-            zone = defaultZone
-        } else {
-            guard let key = zoneKey(named: zoneName, owner: request.zoneID?.ownerRecordName, database: database),
-                let custom = databases[database]?.zones[key]
-            else {
-                return .error(404, "ZONE_NOT_FOUND", "zone '\(zoneName)' does not exist in the \(database) database")
-            }
-            zone = custom
+        switch requestedZone(request.zoneID, database: database) {
+        case .success(let found): zone = found
+        case .failure(let refusal): return refusal.reply
         }
         // Every live record, whatever the index has seen of it.
         var live: [RecordNameKey: QueryItem] = [:]

@@ -107,6 +107,25 @@ extension FakeCloudKitStore {
         }
     }
 
+    /// Why a request's zone cannot be read: the reply that says so.
+    struct ZoneRefusal: Error {
+        var reply: Reply
+    }
+
+    /// The zone a request names in `zoneID`, or the database's `_defaultZone` when it names none.
+    func requestedZone(_ zoneID: ZoneIDBody?, database: String) -> Result<Zone, ZoneRefusal> {
+        let zoneName = zoneID?.zoneName ?? ZoneID.defaultZoneName
+        if zoneName == ZoneID.defaultZoneName {
+            guard let defaultZone = databases[database]?.defaultZone else { return .failure(ZoneRefusal(reply: .badRequest("unknown database '\(database)'"))) }
+            return .success(defaultZone)
+        }
+        guard let key = zoneKey(named: zoneName, owner: zoneID?.ownerRecordName, database: database), let custom = databases[database]?.zones[key]
+        else {
+            return .failure(ZoneRefusal(reply: .error(404, "ZONE_NOT_FOUND", "zone '\(zoneName)' does not exist in the \(database) database")))
+        }
+        return .success(custom)
+    }
+
     func recordsQuery(database: String, body: [UInt8]) -> Reply {
         guard let request = decode(QueryBody.self, from: body, emptyAs: nil) else {
             return .badRequest("records/query: the body is not a JSON object with a query")
@@ -115,18 +134,10 @@ extension FakeCloudKitStore {
             return .badRequest("records/query needs query.recordType")
         }
         guard let limit = Self.limit(request.resultsLimit) else { return .badRequest("resultsLimit must be between 1 and 200") }
-        let zoneName = request.zoneID?.zoneName ?? ZoneID.defaultZoneName
         let zone: Zone
-        if zoneName == ZoneID.defaultZoneName {
-            guard let defaultZone = databases[database]?.defaultZone else { return .badRequest("unknown database '\(database)'") }
-            zone = defaultZone
-        } else {
-            guard let key = zoneKey(named: zoneName, owner: request.zoneID?.ownerRecordName, database: database),
-                let custom = databases[database]?.zones[key]
-            else {
-                return .error(404, "ZONE_NOT_FOUND", "zone '\(zoneName)' does not exist in the \(database) database")
-            }
-            zone = custom
+        switch requestedZone(request.zoneID, database: database) {
+        case .success(let found): zone = found
+        case .failure(let refusal): return refusal.reply
         }
 
         // What is asked, checked against what the fake serves and the type's indexes.

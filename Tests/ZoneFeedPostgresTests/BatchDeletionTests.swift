@@ -119,17 +119,7 @@ import ZoneFeed
     /// the deletion had been reported, logged so; before, both rows stayed live.
     @Test(arguments: Moment.allCases, ["tombstone", "hard"])
     func aNameTakenByARecordOfAnotherTypeDeletesTheOldRow(_ moment: Moment, deletes: String) async throws {
-        let limits = moment == .pastTheNamesKept ? PostgresDestination.Limits(directNames: 3) : PostgresDestination.Limits()
-        var (pipeline, destination, batch) = try await start("typechange", deletes: deletes, limits: limits)
-        _ = try await destination.apply(batch([tag("X", "t1"), tag("KEPT", "t1")], "fk1-x-0-1", moment == .afterTheFeedDrained))
-        switch moment {
-        case .pastTheNamesKept:
-            _ = try await destination.apply(batch([tag("MORE", "t1"), tag("EVEN MORE", "t1")], "fk1-x-0-2", false))
-        case .inALaterRun:
-            await destination.close()
-            (pipeline, destination, batch) = try await start(pipeline)
-        case .inTheBackfill, .afterTheFeedDrained: break
-        }
+        let (pipeline, destination, batch) = try await zone(at: moment, "typechange", deletes: deletes, first: [tag("X", "t1"), tag("KEPT", "t1")])
         _ = try await destination.apply(batch([folder("X", "t2")], "fk1-x-0-3", true))
         await destination.close()
         let p = pipeline
@@ -160,17 +150,7 @@ import ZoneFeed
     /// as another.
     @Test(arguments: Moment.allCases)
     func aDeletionThenARecordOfAnotherTypeUnderItsNameIsLoggedOnce(_ moment: Moment) async throws {
-        let limits = moment == .pastTheNamesKept ? PostgresDestination.Limits(directNames: 3) : PostgresDestination.Limits()
-        var (pipeline, destination, batch) = try await start("deltype", limits: limits)
-        _ = try await destination.apply(batch([tag("X", "t1"), tag("Z", "t1"), tag("KEPT", "t1")], "fk1-x-0-1", moment == .afterTheFeedDrained))
-        switch moment {
-        case .pastTheNamesKept:
-            _ = try await destination.apply(batch([tag("MORE", "t1"), tag("EVEN MORE", "t1")], "fk1-x-0-2", false))
-        case .inALaterRun:
-            await destination.close()
-            (pipeline, destination, batch) = try await start(pipeline)
-        case .inTheBackfill, .afterTheFeedDrained: break
-        }
+        let (pipeline, destination, batch) = try await zone(at: moment, "deltype", first: [tag("X", "t1"), tag("Z", "t1"), tag("KEPT", "t1")])
         let outcome = try await destination.apply(
             batch(
                 [
@@ -216,6 +196,25 @@ import ZoneFeed
 }
 
 extension BatchDeletionTests {
+    /// A zone whose first batch wrote `first` (Tags), brought to `moment`, and how to make its
+    /// next batch (read from token `fk1-x-0-2` or before: the next is `fk1-x-0-3`).
+    func zone(
+        at moment: Moment, _ prefix: String, deletes: String = "tombstone", first: [RecordEntry]
+    ) async throws -> (FakePipeline, PostgresDestination, (_ entries: [RecordEntry], _ token: String, _ isLast: Bool) -> ChangeBatch) {
+        let limits = moment == .pastTheNamesKept ? PostgresDestination.Limits(directNames: 3) : PostgresDestination.Limits()
+        var (pipeline, destination, batch) = try await start(prefix, deletes: deletes, limits: limits)
+        _ = try await destination.apply(batch(first, "fk1-x-0-1", moment == .afterTheFeedDrained))
+        switch moment {
+        case .pastTheNamesKept:
+            _ = try await destination.apply(batch([tag("MORE", "t1"), tag("EVEN MORE", "t1")], "fk1-x-0-2", false))
+        case .inALaterRun:
+            await destination.close()
+            (pipeline, destination, batch) = try await start(pipeline)
+        case .inTheBackfill, .afterTheFeedDrained: break
+        }
+        return (pipeline, destination, batch)
+    }
+
     /// A later run of `p`'s destination, and how to make a batch of the zone in it.
     func start(
         _ p: FakePipeline
