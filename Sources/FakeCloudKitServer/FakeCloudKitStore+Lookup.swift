@@ -26,13 +26,14 @@ extension FakeCloudKitStore {
             guard let recordName = name.recordName, !recordName.isEmpty else { return .badRequest("records/lookup needs each record's recordName") }
             names.append(recordName)
         }
-        traffic.lookedUp += names.count
         let zone: Zone
         switch requestedZone(request.zoneID, database: database) {
         case .success(let found): zone = found
         case .failure(let refusal): return refusal.reply
         }
-        // Every live record, whatever the index has seen of it.
+        traffic.lookedUp += names.count
+        // Every live record, whatever the index has seen of it: a walk over the zone's entries
+        // each request, which lookups, rare, can afford.
         var live: [RecordNameKey: QueryItem] = [:]
         for item in queryItems(database: database, zone: zone, visibleBy: .max) { live[item.name] = item }
         let found = names.compactMap { live[RecordNameKey($0)] }

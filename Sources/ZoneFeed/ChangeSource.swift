@@ -30,6 +30,9 @@ public protocol ChangeSource: Sendable {
     /// record no longer there is left out. A source that cannot look records up gives none.
     func lookUpRecords(_ listed: [ListedRecords], in zone: ZoneID) async throws -> [RecordEntry]
 
+    /// The most names one request of `lookUpRecords` asks for.
+    var entriesPerLookup: Int { get }
+
     /// How long the source has waited so far because its server throttled it, in seconds.
     func throttledSeconds() async -> Double
 
@@ -43,6 +46,7 @@ extension ChangeSource {
     /// CloudKit's largest `resultsLimit`.
     public func entriesPerPage(in zone: ZoneID) -> Int { 200 }
     public func lookUpRecords(_ listed: [ListedRecords], in zone: ZoneID) async throws -> [RecordEntry] { [] }
+    public var entriesPerLookup: Int { 200 }
     public func throttledSeconds() async -> Double { 0 }
     public func shutdown() async throws {}
 }

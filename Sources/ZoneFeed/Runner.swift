@@ -415,7 +415,8 @@ public struct Runner: Sendable {
             var start = 0
             while start < list.names.count {
                 let end = min(list.names.count, start + max(1, names - count))
-                part.append(ListedRecords(recordType: list.recordType, names: Array(list.names[start..<end])))
+                part.append(
+                    ListedRecords(recordType: list.recordType, names: Array(list.names[start..<end]), changeTags: Array(list.changeTags[start..<end])))
                 count += end - start
                 start = end
                 if count >= names {
@@ -540,7 +541,9 @@ public struct Runner: Sendable {
                     logger.notice(
                         "a deletion sweep listed records that have no row; fetching them by name",
                         metadata: ["records": "\(listed.reduce(0) { $0 + $1.names.count })"])
-                    for part in Self.parts(of: listed, names: batchRecords) {
+                    // A request's worth a batch: a batch of records read by name is bounded as a
+                    // page is, whatever their size.
+                    for part in Self.parts(of: listed, names: min(batchRecords, source.entriesPerLookup)) {
                         let entries = try await source.lookUpRecords(part, in: zone)
                         guard !entries.isEmpty else { continue }
                         var batch = ChangeBatch(

@@ -33,9 +33,13 @@ public struct ZoneChangePage: Sendable {
 public struct ListedRecords: Sendable, Hashable {
     public var recordType: String
     public var names: [String]
+    /// Each name's version as listed (nil when the listing gave none, such as an error entry of
+    /// the record's own), beside `names`.
+    public var changeTags: [String?]
 
-    public init(recordType: String, names: [String]) {
+    public init(recordType: String, names: [String], changeTags: [String?]? = nil) {
         self.recordType = recordType
         self.names = names
+        self.changeTags = changeTags ?? Array(repeating: nil, count: names.count)
     }
 }

@@ -173,11 +173,13 @@ public struct CloudKitSource: ChangeSource {
     /// The records a deletion sweep listed without a row, by `records/lookup`, `resultsLimit`
     /// names a request, with the fields the pipeline asks for. A lookup reads the records, not a
     /// query index, so it finds those a query showed too late for the pass that should have
-    /// read them. One gone since it was listed (`NOT_FOUND`, `UNKNOWN_ITEM`) is left out: the
-    /// sweep's end sees to its row.
+    /// read them. An error entry is left out: one gone since it was listed (`NOT_FOUND`) is
+    /// seen to by the sweep's end, and one that failed for now (`TRY_AGAIN_LATER`) by the next
+    /// sweep, not made a reject. A failed request fails the zone, never as a zone gone: the
+    /// `_defaultZone` always exists, and its rows must not be dropped.
     public func lookUpRecords(_ listed: [ListedRecords], in zone: ZoneID) async throws -> [RecordEntry] {
         let names = listed.flatMap(\.names)
-        let perRequest = max(1, min(settings.resultsLimit, 200))
+        let perRequest = entriesPerLookup
         var entries: [RecordEntry] = []
         for start in stride(from: 0, to: names.count, by: perRequest) {
             let response: RecordQueryResponse
@@ -186,15 +188,25 @@ public struct CloudKitSource: ChangeSource {
                     Array(names[start..<min(names.count, start + perRequest)]),
                     zoneID: zone.zoneName == ZoneID.defaultZoneName ? nil : zone, desiredKeys: settings.desiredKeys, logger: logger)
             } catch let error as CloudKitError {
-                throw sourceError(for: error, zone: zone, carriedToken: false)
+                if error.isAuthenticationFailure {
+                    throw SyncError(.authenticationRequired, zoneID: zone, message: error.description, underlying: error)
+                }
+                throw SyncError(
+                    .failed, zoneID: zone,
+                    message: "looking up records a deletion sweep listed without a row (\(names.count)) failed: \(error.description); the sweep "
+                        + "committed, and the next one lists them again",
+                    underlying: error)
             }
             for entry in response.records {
-                if case .error(let error) = entry, ["NOT_FOUND", "UNKNOWN_ITEM"].contains(error.serverErrorCode) { continue }
+                if case .error = entry { continue }
                 entries.append(entry)
             }
         }
         return entries
     }
+
+    /// `resultsLimit` names a request, at most 200.
+    public var entriesPerLookup: Int { max(1, min(settings.resultsLimit, 200)) }
 
     /// A zone read by query gives a round of queries a page: a page of each slice read at once.
     public func entriesPerPage(in zone: ZoneID) -> Int {

@@ -264,7 +264,7 @@ struct QueryZoneReader: Sendable {
             return results
         }
 
-        var listed: [String: [String]] = [:]
+        var listed: [String: (names: [String], tags: [String?])] = [:]
         let checksDeletions = memory.holdsDeletions
         let nowMs = self.nowMs
         var aheadOfTheClock = 0
@@ -296,7 +296,11 @@ struct QueryZoneReader: Sendable {
                 // of the list, its row would be taken for deleted at the sweep's end. Not one the
                 // server says is gone, nor one whose name was repaired (never an identity).
                 for entry in result.records {
-                    if let name = entry.nameOfARecordStillThere { listed[item.type, default: []].append(name) }
+                    guard let name = entry.nameOfARecordStillThere else { continue }
+                    var tag: String?
+                    if case .record(let record) = entry { tag = record.recordChangeTag }
+                    listed[item.type, default: ([], [])].names.append(name)
+                    listed[item.type, default: ([], [])].tags.append(tag)
                 }
                 // The names are held until their batch commits: its bytes bound them, as they
                 // bound a pass's records, where a sweep's answers of long names, counted only by
@@ -306,7 +310,7 @@ struct QueryZoneReader: Sendable {
                 if let recheck = result.recheck { position.sweep?[item.type]?.append(recheck) }
             }
         }
-        page.listed = listed.keys.sorted().map { ListedRecords(recordType: $0, names: listed[$0]!) }
+        page.listed = listed.keys.sorted().map { ListedRecords(recordType: $0, names: listed[$0]!.names, changeTags: listed[$0]!.tags) }
         if aheadOfTheClock > 0 {
             logger.warning(
                 "records modified later than this machine's clock by more than \(Self.aheadWarningMs / 60_000) minutes are applied, and reads go on from this machine's time, not theirs",

@@ -770,22 +770,23 @@ extension PostgresDestination {
     /// The rows of records a deletion sweep found still there join the batch's generation, so
     /// that the sweep's end leaves them alone; nothing else of them changes. Returns the names
     /// listed that have no live row in their type's table (records the reads before missed),
-    /// for the engine to fetch; not those of a reject of the zone's, which would be fetched and
-    /// refused again at every sweep (a record changed since is read by the pass).
+    /// for the engine to fetch, each once; not a version the zone's rejects hold already (by its
+    /// change tag), which would be fetched and refused again at every sweep.
     private func keepListed(_ batch: ChangeBatch, schema: PostgresSchema, on c: Connection) throws -> [ListedRecords] {
         // The names of the batch's rejects, kept by `keepRejected` before, are not the sweep's.
         try c.query("DELETE FROM zf_listed")
         let nameRoom = Self.nameRoom(in: batch.zoneID)
         var buffer = BinaryCopyBuffer(capacity: batch.listed.reduce(0) { $0 + $1.names.count * 48 })
         for list in batch.listed {
-            for name in list.names where !name.containsNUL && name.utf8.count <= nameRoom {
-                buffer.beginTuple(fieldCount: 2)
+            for (name, tag) in zip(list.names, list.changeTags) where !name.containsNUL && name.utf8.count <= nameRoom {
+                buffer.beginTuple(fieldCount: 3)
                 buffer.append(text: list.recordType)
                 buffer.append(text: name)
+                buffer.append(text: tag.flatMap { $0.containsNUL ? nil : $0 })
             }
         }
         buffer.finish()
-        try c.copyIn("COPY zf_listed (record_type, record_name) FROM STDIN (FORMAT binary)") { writer in
+        try c.copyIn("COPY zf_listed (record_type, record_name, change_tag) FROM STDIN (FORMAT binary)") { writer in
             try buffer.withUnsafeBytes { try writer.write($0) }
         }
         let types = Set(batch.listed.map(\.recordType))
@@ -802,13 +803,14 @@ extension PostgresDestination {
         for table in schema.tables where types.contains(table.mapping.recordType) {
             let names = try c.query(
                 """
-                SELECT l.record_name FROM zf_listed AS l
+                SELECT DISTINCT l.record_name FROM zf_listed AS l
                 WHERE l.record_type = $3 AND NOT EXISTS (
                     SELECT 1 FROM \(table.qualifiedName) AS t
                     WHERE t.zone_owner = $1 AND t.zone_name = $2 AND t.record_name = l.record_name AND t.deleted_at IS NULL)
                 AND NOT EXISTS (
                     SELECT 1 FROM \(schema.rejects) AS r
-                    WHERE r.pipeline = $4 AND r.zone_owner = $1 AND r.zone_name = $2 AND r.record_name = l.record_name)
+                    WHERE r.pipeline = $4 AND r.zone_owner = $1 AND r.zone_name = $2 AND r.record_name = l.record_name
+                        AND r.raw ->> 'recordChangeTag' = l.change_tag)
                 """, [batch.zoneID.ownerRecordName, batch.zoneID.zoneName, table.mapping.recordType, pipelineName]
             ).rows.map { try $0.decode(0, as: String.self) }
             if !names.isEmpty { missing.append(ListedRecords(recordType: table.mapping.recordType, names: names)) }

@@ -261,7 +261,7 @@ public struct PostgresSchema: Sendable {
     /// The session's temporary tables of deletions and listed names, emptied at every commit.
     static let sessionTablesDDL = [
         "CREATE TEMP TABLE IF NOT EXISTS zf_deletes (seq integer, record_name text, record_type text, later_type text, final boolean) ON COMMIT DELETE ROWS",
-        "CREATE TEMP TABLE IF NOT EXISTS zf_listed (record_type text, record_name text) ON COMMIT DELETE ROWS",
+        "CREATE TEMP TABLE IF NOT EXISTS zf_listed (record_type text, record_name text, change_tag text) ON COMMIT DELETE ROWS",
     ]
 
     /// The columns after the first of both row shapes, in the order `RowEncoder` writes them.
