@@ -13,10 +13,6 @@ public struct BatchOutcome: Sendable, Hashable {
     /// Records that came again with the change tag their row already has: not written again
     /// (a query zone's lag reads some records twice).
     public var unchanged = 0
-    /// Records a deletion sweep listed that have no live row: missed by the reads before (a
-    /// query index that showed them late), and fetched by name after the batch. The batch's
-    /// own, never summed.
-    public var listedWithoutRows: [ListedRecords] = []
 
     public init() {}
 

@@ -21,6 +21,9 @@ public protocol BatchSink: Sendable {
     func applyDatabaseChanges(_ page: DatabaseChangePage, after previous: ChangeToken?, runID: Int64) async throws -> BatchOutcome?
     /// Applies a zone's deletion (reason `deleted` or `purged`) and drops its checkpoint.
     func deleteZone(_ deletion: ZoneDeletion, runID: Int64) async throws -> BatchOutcome
+    /// Of the names a deletion sweep listed, those without a live row (records the reads before
+    /// missed), for the engine to fetch by name before it applies the sweep's batch. Reads only.
+    func listedWithoutRows(_ listed: [ListedRecords], in zone: ZoneID) async throws -> [ListedRecords]
 }
 
 /// A destination's connection reserved for one batch (`BatchSink.reserveSpareConnection`): the
@@ -40,4 +43,7 @@ extension BatchSink {
     public func apply(_ batch: ChangeBatch, on spare: SpareConnection) async throws -> BatchOutcome {
         try await apply(batch)
     }
+
+    /// A destination that cannot tell gives none: the sweep marks what it finds, as before.
+    public func listedWithoutRows(_ listed: [ListedRecords], in zone: ZoneID) async throws -> [ListedRecords] { [] }
 }

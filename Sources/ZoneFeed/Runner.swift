@@ -513,6 +513,14 @@ public struct Runner: Sendable {
 
                 /// Starts applying what is pending as one batch with the token after it.
                 func commitPending(token batchToken: ChangeToken, isLast: Bool) async throws {
+                    // The records a sweep lists without a row are fetched before its batch, which
+                    // is applied alone anyway (`BatchesInFlight`): a run ended between the two
+                    // reads the sweep's pages again, and lists what is still missing.
+                    if !listed.isEmpty, let committed = startedToken {
+                        await ended(try await inFlight.endAll())
+                        let missing = try await destination.listedWithoutRows(listed, in: zone)
+                        if !missing.isEmpty { try await fetchListedWithoutRows(missing, at: committed) }
+                    }
                     var batch = ChangeBatch(
                         zoneID: zone, runID: runID, generation: checkpoint.generation, pageCount: pendingPages,
                         entries: pending.take(), from: startedToken, token: batchToken, isLast: isLast,
@@ -524,19 +532,14 @@ public struct Runner: Sendable {
                     listedCount = 0
                     pendingPages = 0
                     pendingBytes = 0
-                    let endedNow = try await inFlight.start(batch)
-                    await ended(endedNow)
+                    await ended(try await inFlight.start(batch))
                     startedToken = batchToken
-                    // A batch a sweep listed names in is applied alone, before the next is read.
-                    if let outcome = endedNow.last(where: { $0.0.sequence == batch.sequence })?.1, !outcome.listedWithoutRows.isEmpty {
-                        try await fetchListedWithoutRows(outcome.listedWithoutRows, at: batchToken)
-                    }
                 }
 
                 /// Records a deletion sweep listed without a live row (the reads before missed
                 /// them: a query index that showed them late), fetched by name and applied in
-                /// batches of their own at the token the sweep's batch committed, nothing else in
-                /// flight. Their rows get the sweep's generation, so its end keeps them.
+                /// batches of their own at the zone's committed token, nothing else in flight.
+                /// Their rows get the sweep's generation, so its end keeps them.
                 func fetchListedWithoutRows(_ listed: [ListedRecords], at committed: ChangeToken) async throws {
                     logger.notice(
                         "a deletion sweep listed records that have no row; fetching them by name",

@@ -193,8 +193,8 @@ public struct CloudKitSource: ChangeSource {
                 }
                 throw SyncError(
                     .failed, zoneID: zone,
-                    message: "looking up records a deletion sweep listed without a row (\(names.count)) failed: \(error.description); the sweep "
-                        + "committed, and the next one lists them again",
+                    message: "looking up records a deletion sweep listed without a row (\(names.count)) failed: \(error.description); the sweep's "
+                        + "batch was not applied, and the next run reads it again",
                     underlying: error)
             }
             for entry in response.records {

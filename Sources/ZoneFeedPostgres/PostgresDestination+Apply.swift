@@ -319,7 +319,7 @@ extension PostgresDestination {
         if !sorted.deletions.isEmpty { try applyDeletions(of: batch, schema: schema, on: c) }
         try record(sorted.rejects, of: batch, on: c)
         if !sorted.rejects.isEmpty { try keepRejected(sorted.rejects, of: batch, schema: schema, on: c) }
-        if !batch.listed.isEmpty { outcome.listedWithoutRows = try keepListed(batch, schema: schema, on: c) }
+        if !batch.listed.isEmpty { try keepListed(batch, schema: schema, on: c) }
         if batch.finishesResync {
             outcome.swept = try sweep(batch.zoneID, schema: schema, generation: batch.generation, runID: batch.runID, on: c)
         }
@@ -768,16 +768,28 @@ extension PostgresDestination {
     }
 
     /// The rows of records a deletion sweep found still there join the batch's generation, so
-    /// that the sweep's end leaves them alone; nothing else of them changes. Returns the names
-    /// listed that have no live row in their type's table (records the reads before missed),
-    /// for the engine to fetch, each once; not a version the zone's rejects hold already (by its
-    /// change tag), which would be fetched and refused again at every sweep.
-    private func keepListed(_ batch: ChangeBatch, schema: PostgresSchema, on c: Connection) throws -> [ListedRecords] {
-        // The names of the batch's rejects, kept by `keepRejected` before, are not the sweep's.
+    /// that the sweep's end leaves them alone; nothing else of them changes.
+    private func keepListed(_ batch: ChangeBatch, schema: PostgresSchema, on c: Connection) throws {
+        try stage(batch.listed, of: batch.zoneID, on: c)
+        let types = Set(batch.listed.map(\.recordType))
+        for table in schema.tables where types.contains(table.mapping.recordType) {
+            try c.query(
+                """
+                UPDATE \(table.qualifiedName) AS t SET generation = $3::integer
+                WHERE t.zone_owner = $1 AND t.zone_name = $2 AND \(Self.byTheirNames("SELECT record_name FROM zf_listed WHERE record_type = $4"))
+                    AND t.generation < $3::integer
+                """,
+                [batch.zoneID.ownerRecordName, batch.zoneID.zoneName, String(batch.generation), table.mapping.recordType])
+        }
+    }
+
+    /// A sweep's names into `zf_listed`, emptied first (of a batch's rejects, `keepRejected`'s),
+    /// each with the change tag it was listed with; not a name no row can have.
+    private func stage(_ listed: [ListedRecords], of zone: ZoneID, on c: Connection) throws {
         try c.query("DELETE FROM zf_listed")
-        let nameRoom = Self.nameRoom(in: batch.zoneID)
-        var buffer = BinaryCopyBuffer(capacity: batch.listed.reduce(0) { $0 + $1.names.count * 48 })
-        for list in batch.listed {
+        let nameRoom = Self.nameRoom(in: zone)
+        var buffer = BinaryCopyBuffer(capacity: listed.reduce(0) { $0 + $1.names.count * 64 })
+        for list in listed {
             for (name, tag) in zip(list.names, list.changeTags) where !name.containsNUL && name.utf8.count <= nameRoom {
                 buffer.beginTuple(fieldCount: 3)
                 buffer.append(text: list.recordType)
@@ -789,33 +801,39 @@ extension PostgresDestination {
         try c.copyIn("COPY zf_listed (record_type, record_name, change_tag) FROM STDIN (FORMAT binary)") { writer in
             try buffer.withUnsafeBytes { try writer.write($0) }
         }
-        let types = Set(batch.listed.map(\.recordType))
-        for table in schema.tables where types.contains(table.mapping.recordType) {
-            try c.query(
-                """
-                UPDATE \(table.qualifiedName) AS t SET generation = $3::integer
-                WHERE t.zone_owner = $1 AND t.zone_name = $2 AND \(Self.byTheirNames("SELECT record_name FROM zf_listed WHERE record_type = $4"))
-                    AND t.generation < $3::integer
-                """,
-                [batch.zoneID.ownerRecordName, batch.zoneID.zoneName, String(batch.generation), table.mapping.recordType])
+    }
+
+    /// The names a sweep listed that have no live row in their type's table (records the reads
+    /// before missed), each once, for the engine to fetch before the sweep's batch; not a version
+    /// the zone's rejects hold already (by its change tag), which would be fetched and refused
+    /// again at every sweep. Reads only.
+    public func listedWithoutRows(_ listed: [ListedRecords], in zone: ZoneID) async throws -> [ListedRecords] {
+        let schema = self.schema
+        let pipelineName = self.pipelineName
+        return try await onConnection(of: zone) { c, _ in
+            try c.transaction {
+                for statement in PostgresSchema.sessionTablesDDL { try c.execute(statement) }
+                try self.stage(listed, of: zone, on: c)
+                var missing: [ListedRecords] = []
+                for type in Set(listed.map(\.recordType)).sorted() {
+                    guard let t = schema.table(forRecordType: type) else { continue }
+                    let names = try c.query(
+                        """
+                        SELECT DISTINCT l.record_name FROM zf_listed AS l
+                        WHERE l.record_type = $3 AND NOT EXISTS (
+                            SELECT 1 FROM \(schema.tables[t].qualifiedName) AS t
+                            WHERE t.zone_owner = $1 AND t.zone_name = $2 AND t.record_name = l.record_name AND t.deleted_at IS NULL)
+                        AND NOT EXISTS (
+                            SELECT 1 FROM \(schema.rejects) AS r
+                            WHERE r.pipeline = $4 AND r.zone_owner = $1 AND r.zone_name = $2 AND r.record_name = l.record_name
+                                AND r.raw ->> 'recordChangeTag' = l.change_tag)
+                        """, [zone.ownerRecordName, zone.zoneName, type, pipelineName]
+                    ).rows.map { try $0.decode(0, as: String.self) }
+                    if !names.isEmpty { missing.append(ListedRecords(recordType: type, names: names)) }
+                }
+                return missing
+            }
         }
-        var missing: [ListedRecords] = []
-        for table in schema.tables where types.contains(table.mapping.recordType) {
-            let names = try c.query(
-                """
-                SELECT DISTINCT l.record_name FROM zf_listed AS l
-                WHERE l.record_type = $3 AND NOT EXISTS (
-                    SELECT 1 FROM \(table.qualifiedName) AS t
-                    WHERE t.zone_owner = $1 AND t.zone_name = $2 AND t.record_name = l.record_name AND t.deleted_at IS NULL)
-                AND NOT EXISTS (
-                    SELECT 1 FROM \(schema.rejects) AS r
-                    WHERE r.pipeline = $4 AND r.zone_owner = $1 AND r.zone_name = $2 AND r.record_name = l.record_name
-                        AND r.raw ->> 'recordChangeTag' = l.change_tag)
-                """, [batch.zoneID.ownerRecordName, batch.zoneID.zoneName, table.mapping.recordType, pipelineName]
-            ).rows.map { try $0.decode(0, as: String.self) }
-            if !names.isEmpty { missing.append(ListedRecords(recordType: table.mapping.recordType, names: names)) }
-        }
-        return missing
     }
 
     /// The rows of records the batch could not apply but which are at the source (an error
