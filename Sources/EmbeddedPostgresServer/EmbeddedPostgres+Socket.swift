@@ -80,13 +80,14 @@ extension EmbeddedPostgres {
 
     /// After the server stopped: its socket folder under /tmp goes too (it is empty then; a
     /// folder that is not is left). The path may come from the PID file, which the server's
-    /// account writes: only a folder directly under /tmp of the socket folders' name is removed.
-    func removeSocketDirectory(_ path: String) {
+    /// account writes: only a folder directly under /tmp of the socket folders' name, and the
+    /// server account's (`account`, or this user's), is removed.
+    func removeSocketDirectory(_ path: String, account: Account?) {
         guard path != directory, path.hasPrefix(Self.tmpSocketPrefix) else { return }
         let name = path.dropFirst(Self.tmpSocketPrefix.count)
         guard !name.isEmpty, !name.contains("/") else { return }
         var info = stat()
-        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else { return }
+        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, info.st_uid == account?.uid ?? geteuid() else { return }
         _ = rmdir(path)
     }
 }

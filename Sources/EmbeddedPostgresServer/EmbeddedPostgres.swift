@@ -228,7 +228,7 @@ public struct EmbeddedPostgres: Sendable {
             // leave it running behind an error.
             if startedByUs {
                 try? await stopServer(mode: .fast, binaries: binaries, runner: runner)
-                removeSocketDirectory(socketDirectory)
+                removeSocketDirectory(socketDirectory, account: account)
             }
             throw error
         }
@@ -295,7 +295,7 @@ public struct EmbeddedPostgres: Sendable {
             )
             let runner = CommandRunner(account: account, workingDirectory: directory, logger: logger)
             try await stopServer(mode: mode, binaries: binaries, runner: runner)
-            removeSocketDirectory(handle.socketDirectory)
+            removeSocketDirectory(handle.socketDirectory, account: account)
         } catch {
             logger.warning("could not stop the embedded PostgreSQL server", metadata: ["error": "\(error)"])
         }

@@ -24,6 +24,15 @@ struct PendingEntries {
         pages.append(taken)
     }
 
+    /// The names of the live records among the entries, by their bytes.
+    func liveRecordNames() -> Set<ExactName> {
+        var names = Set<ExactName>()
+        for page in pages {
+            for entry in page { if let (_, name) = entry.liveRecordTypeAndName { names.insert(ExactName(name)) } }
+        }
+        return names
+    }
+
     mutating func removeAll() {
         pages.removeAll()
         count = 0

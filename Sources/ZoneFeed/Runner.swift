@@ -516,9 +516,14 @@ public struct Runner: Sendable {
                     // The records a sweep lists without a row are fetched before its batch, which
                     // is applied alone anyway (`BatchesInFlight`): a run ended between the two
                     // reads the sweep's pages again, and lists what is still missing.
+                    // A name the batch itself writes (a pass read it in the same rounds) is not.
                     if !listed.isEmpty, let committed = startedToken {
                         await ended(try await inFlight.endAll())
-                        let missing = try await destination.listedWithoutRows(listed, in: zone)
+                        let written = pending.liveRecordNames()
+                        let missing = try await destination.listedWithoutRows(listed, in: zone).compactMap { list -> ListedRecords? in
+                            let names = list.names.filter { !written.contains(ExactName($0)) }
+                            return names.isEmpty ? nil : ListedRecords(recordType: list.recordType, names: names)
+                        }
                         if !missing.isEmpty { try await fetchListedWithoutRows(missing, at: committed) }
                     }
                     var batch = ChangeBatch(

@@ -31,13 +31,14 @@ public struct ZoneChangePage: Sendable {
 
 /// Names of records of one type that a deletion sweep found still there.
 public struct ListedRecords: Sendable, Hashable {
-    public var recordType: String
-    public var names: [String]
+    public let recordType: String
+    public let names: [String]
     /// Each name's version as listed (nil when the listing gave none, such as an error entry of
-    /// the record's own), beside `names`.
-    public var changeTags: [String?]
+    /// the record's own), beside `names`: as many.
+    public let changeTags: [String?]
 
     public init(recordType: String, names: [String], changeTags: [String?]? = nil) {
+        precondition(changeTags.map { $0.count == names.count } ?? true, "a change tag for each name listed")
         self.recordType = recordType
         self.names = names
         self.changeTags = changeTags ?? Array(repeating: nil, count: names.count)

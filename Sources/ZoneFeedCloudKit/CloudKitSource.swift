@@ -183,9 +183,10 @@ public struct CloudKitSource: ChangeSource {
         var entries: [RecordEntry] = []
         for start in stride(from: 0, to: names.count, by: perRequest) {
             let response: RecordQueryResponse
+            let asked = Array(names[start..<min(names.count, start + perRequest)])
             do {
                 response = try await client.lookUpRecords(
-                    Array(names[start..<min(names.count, start + perRequest)]),
+                    asked,
                     zoneID: zone.zoneName == ZoneID.defaultZoneName ? nil : zone, desiredKeys: settings.desiredKeys, logger: logger)
             } catch let error as CloudKitError {
                 if error.isAuthenticationFailure {
@@ -193,8 +194,8 @@ public struct CloudKitSource: ChangeSource {
                 }
                 throw SyncError(
                     .failed, zoneID: zone,
-                    message: "looking up records a deletion sweep listed without a row (\(names.count)) failed: \(error.description); the sweep's "
-                        + "batch was not applied, and the next run reads it again",
+                    message: "looking up \(asked.count) of the \(names.count) records a deletion sweep listed without a row failed: "
+                        + "\(error.description); the sweep's batch was not applied, and the next run reads it again",
                     underlying: error)
             }
             for entry in response.records {

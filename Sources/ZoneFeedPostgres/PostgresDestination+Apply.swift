@@ -735,7 +735,7 @@ extension PostgresDestination {
             batch.isLast ? "true" : "false", batch.finishesResync ? "true" : "false",
             state(of: batch.zoneID).seenPendingSeq ?? "0", String(batch.generation), batch.from?.value,
         ]
-        // A batch that follows another was read from that one's token.
+        // The token the batch was read from (for one written alongside, the batch before's).
         var fences = " AND token IS NOT DISTINCT FROM $10"
         // The row this run read, not one made since for a zone of the same name, deleted and
         // made again (its generation starts at 1 again, as this one's may have).
@@ -770,7 +770,7 @@ extension PostgresDestination {
     /// The rows of records a deletion sweep found still there join the batch's generation, so
     /// that the sweep's end leaves them alone; nothing else of them changes.
     private func keepListed(_ batch: ChangeBatch, schema: PostgresSchema, on c: Connection) throws {
-        try stage(batch.listed, of: batch.zoneID, on: c)
+        try stageListed(batch.listed, of: batch.zoneID, on: c)
         let types = Set(batch.listed.map(\.recordType))
         for table in schema.tables where types.contains(table.mapping.recordType) {
             try c.query(
@@ -785,7 +785,7 @@ extension PostgresDestination {
 
     /// A sweep's names into `zf_listed`, emptied first (of a batch's rejects, `keepRejected`'s),
     /// each with the change tag it was listed with; not a name no row can have.
-    private func stage(_ listed: [ListedRecords], of zone: ZoneID, on c: Connection) throws {
+    private func stageListed(_ listed: [ListedRecords], of zone: ZoneID, on c: Connection) throws {
         try c.query("DELETE FROM zf_listed")
         let nameRoom = Self.nameRoom(in: zone)
         var buffer = BinaryCopyBuffer(capacity: listed.reduce(0) { $0 + $1.names.count * 64 })
@@ -813,7 +813,7 @@ extension PostgresDestination {
         return try await onConnection(of: zone) { c, _ in
             try c.transaction {
                 for statement in PostgresSchema.sessionTablesDDL { try c.execute(statement) }
-                try self.stage(listed, of: zone, on: c)
+                try self.stageListed(listed, of: zone, on: c)
                 var missing: [ListedRecords] = []
                 for type in Set(listed.map(\.recordType)).sorted() {
                     guard let t = schema.table(forRecordType: type) else { continue }
