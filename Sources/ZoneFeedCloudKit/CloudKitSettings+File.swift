@@ -333,7 +333,9 @@ extension CloudKitSettings {
             PipelineKey(
                 "source.cloudkit.zones", takes: "'all' or a list of zone names such as [Notes, Archive]", default: "all",
                 "The zones exported; `all` discovers them through the database's changes."),
-            .integer("source.cloudkit.resultsLimit", resultsLimitRange, default: 200, "Records asked for per page."),
+            .integer(
+                "source.cloudkit.resultsLimit", resultsLimitRange, default: 200,
+                "Records asked for per page, and names per `records/lookup` request when a deletion sweep fetches records it found no row for."),
             PipelineKey(
                 "source.cloudkit.queryLag", takes: "a time such as 30s, 5m or 1h (up to 24h)", default: "5m",
                 "A zone read by query (_defaultZone) is read again from this long before its watermark each run: CloudKit's indexes lag."),
