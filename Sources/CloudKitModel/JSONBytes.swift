@@ -73,6 +73,13 @@ public final class JSONBytes: @unchecked Sendable {
 
     func abandonKeeping() { blockCount = recordStart }
 
+    /// Keeps a record's fields found otherwise than by the check (`RecordFields.read(from:written:fields:)`).
+    func keep(_ fields: UnsafeBufferPointer<RawField>) -> UnsafeBufferPointer<RawField> {
+        beginKeeping()
+        for field in fields { keep(field) }
+        return endKeeping()
+    }
+
     /// A new block, with the fields of the record being read moved to its start.
     @inline(never) private func moveToNewBlock() {
         let sofar = blockCount - recordStart

@@ -2,8 +2,9 @@
 /// destination reads the fields it maps straight from here (see `JSONReader.nextKeyBytes`);
 /// `values` reads them into the model, for everything off that path.
 ///
-/// Only fields that `JSONReader.plainFieldsObject` checked are kept so: reading them cannot fail
-/// and repairs nothing.
+/// Only fields that `JSONReader.plainFieldsObject` checked, or that their writer made knowing
+/// they would pass it (`RecordFields.read(from:written:fields:)`), are kept so: reading them
+/// cannot fail and repairs nothing.
 public struct RawFields: @unchecked Sendable {
     // @unchecked: `fields` points into the page's index, which `page` keeps alive and which is
     // never written again once the record is made (`JSONBytes.keep`).
@@ -35,7 +36,7 @@ public struct RawFields: @unchecked Sendable {
 /// One field of a kept `fields` object: where, in the page, its name is (between its quotes),
 /// its object, its value and its type tag (between its quotes). Offsets as Int32 keep a field's
 /// entry to 40 bytes, a record's 20 fields to about 13 cache lines.
-public struct RawField: Sendable {
+public struct RawField: Sendable, Equatable {
     public var name: Range<Int32>
     /// From the field's opening brace.
     public var objectStart: Int32
@@ -57,7 +58,7 @@ public struct RawField: Sendable {
     /// the opening quote on. (Last, in the byte after `tag`'s: before it, the entry took 44 bytes.)
     public var stringEscaped = false
 
-    init(name: Range<Int32>, objectStart: Int32) {
+    public init(name: Range<Int32>, objectStart: Int32) {
         self.name = name
         self.objectStart = objectStart
     }

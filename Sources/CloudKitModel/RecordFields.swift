@@ -19,14 +19,44 @@ extension RecordFields {
     /// JSON, or holds text that is not valid UTF-8 (which a response's reader would repair, and
     /// reject the record).
     public static func read(from page: JSONBytes, at offsets: [Int]) throws -> [RecordFields] {
+        try read(from: page, written: offsets.map { WrittenFields(start: $0) }, fields: [])
+    }
+
+    /// `read(from:at:)` for objects whose writer found, as it wrote them, what the check would
+    /// find: those are kept with the fields it says (`WrittenFields.known`), without being read
+    /// again; the others are checked as `read(from:at:)` checks them.
+    ///
+    /// For a writer that knows its JSON is plain by how it makes it (the fake source's
+    /// `JSONFields`): a field it gets wrong is read wrong, which its tests compare with the check
+    /// (`FakeFeedTests`).
+    public static func read(from page: JSONBytes, written objects: [WrittenFields], fields: [RawField]) throws -> [RecordFields] {
         var json = page.reader()
-        return try offsets.map { offset in
-            json.position = offset
-            if let kept = json.plainFieldsObject(keepingIn: page) { return .json(RawFields(page: page, range: kept.range, fields: kept.fields)) }
-            var problems: [String] = []
-            let values = try RecordEntry.readFields(&json, problems: &problems)
-            if let problem = problems.first { throw json.failure(problem) }
-            return .values(values)
+        return try fields.withUnsafeBufferPointer { fields in
+            try objects.map { object in
+                if let known = object.known {
+                    let kept = page.keep(UnsafeBufferPointer(rebasing: fields[known.fields]))
+                    return .json(RawFields(page: page, range: object.start..<known.end, fields: kept))
+                }
+                json.position = object.start
+                if let kept = json.plainFieldsObject(keepingIn: page) { return .json(RawFields(page: page, range: kept.range, fields: kept.fields)) }
+                var problems: [String] = []
+                let values = try RecordEntry.readFields(&json, problems: &problems)
+                if let problem = problems.first { throw json.failure(problem) }
+                return .values(values)
+            }
+        }
+    }
+
+    /// A `fields` object a program wrote into a page: where it begins and, when the writer
+    /// knows it plain (see `JSONReader.plainFieldsObject`), where it ends and which of the
+    /// writer's fields are its own.
+    public struct WrittenFields: Sendable {
+        public var start: Int
+        public var known: (end: Int, fields: Range<Int>)?
+
+        public init(start: Int, known: (end: Int, fields: Range<Int>)? = nil) {
+            self.start = start
+            self.known = known
         }
     }
 }

@@ -159,7 +159,7 @@ public struct FakeFeed: Sendable {
             out.append(made)
         }
         let page = fields.finish()
-        for (index, read) in zip(records, try RecordFields.read(from: page, at: fields.starts)) {
+        for (index, read) in zip(records, try RecordFields.read(from: page, written: fields.objects, fields: fields.noted)) {
             guard case .record(var record) = out[index] else { continue }
             record.storedFields = read
             out[index] = .record(record)

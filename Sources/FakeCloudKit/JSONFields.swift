@@ -6,6 +6,13 @@ import CloudKitModel
 /// room (`JSONBytes.Gatherer.room`) here, where constants of known length are copied inline: a
 /// call of the gatherer's `append` per piece took 7.6% of an in-process run (perf), and before
 /// that, written through `JSONWriter`'s array, 7%.
+///
+/// Each field is noted as it is written, as the check of a response's fields would find it
+/// (`RawField`: where its name, object, type and value are), so that the page need not be read
+/// again to keep its records' fields as JSON: that check took 41% of the source's instructions a
+/// record (`Benchmarks/run`: 14,500 of 35,260). A record with anything the check would refuse
+/// (a NUL in a text, a double that is no number) is left to the check, which reads it into the
+/// model as it would a response's. `FakeFeedTests` holds the notes and the check together.
 struct JSONFields: FakeFieldSink {
     let page = JSONBytes.Gatherer()
     /// Where the next bytes go: the gatherer's room, of which `written` bytes are written and
@@ -16,8 +23,21 @@ struct JSONFields: FakeFieldSink {
     /// bytes before `copied` are copied already.
     private var scratch = JSONWriter(capacity: 256)
     private var copied = 0
-    /// Where each record's fields begin in the page.
-    private(set) var starts: [Int] = []
+    /// Where each record's fields are in the page, and which of `noted` are theirs when every
+    /// one of them was noted.
+    private(set) var objects: [RecordFields.WrittenFields] = []
+    /// The fields of the records written, as the check would find them.
+    private(set) var noted: [RawField] = []
+    /// The field being written (a list's elements are part of it), and whether the record's
+    /// fields can be kept as noted.
+    private var field = RawField(name: 0..<0, objectStart: 0)
+    private var plain = true
+    /// Where the record being written begins in `noted`.
+    private var recordFirstField = 0
+    /// Whether a field's value is an object being written, and whether the model would write it
+    /// back as it is (see `RawField.objectKeptUpTo`).
+    private var inObjectValue = false
+    private var objectKept = true
     /// Whether the object or list open now has a member yet.
     private var first = true
 
@@ -27,7 +47,8 @@ struct JSONFields: FakeFieldSink {
         page.reserveCapacity(min(records, FakeSettings.pageSizeRange.upperBound) * 1_536)
         // Taken now, so that `put` always has memory to write into, even for no bytes.
         room = page.room(atLeast: 0)
-        starts.reserveCapacity(records)
+        objects.reserveCapacity(records)
+        noted.reserveCapacity(records * 20)
     }
 
     /// The page's bytes, once every record is written.
@@ -57,6 +78,10 @@ struct JSONFields: FakeFieldSink {
         put(text.utf8Start, count: text.utf8CodeUnitCount)
     }
 
+    /// Where the next byte goes in the page. Offsets are noted as Int32, as the check notes them:
+    /// a page of the generator's is a few megabytes at most.
+    @inline(__always) private var here: Int32 { Int32(page.count + written) }
+
     /// Text the generator made of ASCII letters, digits and punctuation that JSON does not
     /// escape (names, hexadecimal), between quotes.
     private mutating func quoted(_ ascii: UnsafeBufferPointer<UInt8>) {
@@ -79,17 +104,44 @@ struct JSONFields: FakeFieldSink {
 
     private mutating func integer(_ value: Int64) {
         scratch.writeInteger(value)
+        noteNumber()
         flush()
     }
 
     private mutating func double(_ value: Double) {
+        // JSON has no NaN or infinity, which `JSONWriter` writes as strings: left to the check.
+        if !value.isFinite { plain = false }
         scratch.writeDouble(value)
+        noteNumber()
         flush()
     }
 
-    private mutating func string(_ utf8: UnsafeBufferPointer<UInt8>) {
+    /// Notes whether the number just written (not copied yet) in an object value is one the
+    /// model would write back as it is. Every number the writer makes is one PostgreSQL's jsonb
+    /// takes as written (at most 24 bytes, exponents within ±324), which the check asks too.
+    @inline(__always) private mutating func noteNumber() {
+        guard inObjectValue, objectKept else { return }
+        objectKept = scratch.bytes.withUnsafeBufferPointer {
+            JSONReader.numberKeepsItsMeaningThroughADouble(UnsafeBufferPointer(rebasing: $0[copied...]))
+        }
+    }
+
+    /// A text between quotes: valid UTF-8, as every text the generator makes comes from Swift's
+    /// strings. Whether it was written with an escape (notes the field's, when it is one).
+    private mutating func string(_ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
         scratch.writeString(utf8: utf8)
+        let escaped = scratch.bytes.count - copied != utf8.count + 2
+        // An escaped NUL is repaired by the reader (and the record rejected): left to the check.
+        if escaped, utf8.contains(0) { plain = false }
         flush()
+        return escaped
+    }
+
+    /// Notes the field's value as the string that ends at the byte before `here`.
+    private mutating func noteString(_ name: StaticString?, escaped: Bool) {
+        guard name != nil else { return }
+        field.stringEnd = here - 1
+        field.stringEscaped = escaped
     }
 
     private mutating func base64(_ bytes: FakeBytes) {
@@ -102,31 +154,63 @@ struct JSONFields: FakeFieldSink {
     // MARK: Fields
 
     mutating func begin(capacity: Int) {
-        starts.append(page.count + written)
+        objects.append(RecordFields.WrittenFields(start: Int(here)))
+        recordFirstField = noted.count
+        plain = true
         raw("{")
         first = true
     }
 
-    mutating func end() { raw("}") }
+    mutating func end() {
+        raw("}")
+        if plain {
+            objects[objects.count - 1].known = (Int(here), recordFirstField..<noted.count)
+        } else {
+            noted.removeSubrange(recordFirstField...)
+        }
+    }
 
     private mutating func member(_ name: StaticString?, _ type: StaticString) {
         if !first { raw(",") }
         first = false
         guard let name else { return }
         raw("\"")
+        let nameStart = here
         raw(name)
+        field = RawField(name: nameStart..<here, objectStart: here + 2)
         raw("\":{\"type\":\"")
+        let tagStart = here
         raw(type)
+        field.tag = tagStart..<here
         raw("\",\"value\":")
+        field.value = here
     }
 
     private mutating func endMember(_ name: StaticString?) {
-        if name != nil { raw("}") }
+        guard name != nil else { return }
+        raw("}")
+        field.objectEnd = here
+        noted.append(field)
+    }
+
+    /// Begins an object value (a reference, an asset, a location): notes whether the model
+    /// would write it back as it is, when it is a field's.
+    private mutating func beginObjectValue(_ name: StaticString?) {
+        inObjectValue = name != nil
+        objectKept = true
+    }
+
+    /// Ends an object value, its closing brace just written.
+    private mutating func endObjectValue(_ name: StaticString?) {
+        guard name != nil else { return }
+        inObjectValue = false
+        if objectKept { field.objectKeptUpTo = here }
     }
 
     mutating func text(_ name: StaticString?, _ utf8: UnsafeBufferPointer<UInt8>) {
         member(name, "STRING")
-        string(utf8)
+        let escaped = string(utf8)
+        noteString(name, escaped: escaped)
         endMember(name)
     }
 
@@ -135,6 +219,8 @@ struct JSONFields: FakeFieldSink {
         member(name, "STRING")
         precondition(copied == scratch.bytes.count, "every write is copied over")
         scratch.writeString(utf8: unit)
+        let escaped = scratch.bytes.count - copied != unit.count + 2
+        if escaped, unit.contains(0) { plain = false }
         raw("\"")
         // The unit without its quotes, from a copy of the scratch's bytes, as `put` changes `self`.
         let quotedUnit = scratch.bytes[copied...]
@@ -144,6 +230,7 @@ struct JSONFields: FakeFieldSink {
         }
         raw("\"")
         copied = scratch.bytes.count
+        noteString(name, escaped: escaped)
         endMember(name)
     }
 
@@ -168,25 +255,31 @@ struct JSONFields: FakeFieldSink {
     mutating func bytes(_ name: StaticString?, _ bytes: FakeBytes, encrypted: Bool) {
         member(name, encrypted ? "ENCRYPTED_BYTES" : "BYTES")
         base64(bytes)
+        noteString(name, escaped: false)
         endMember(name)
     }
 
     mutating func reference(_ name: StaticString?, _ reference: FakeReference) {
         member(name, "REFERENCE")
+        beginObjectValue(name)
         raw("{\"recordName\":")
         Hex.uuid(reference.name.0, reference.name.1) { quoted($0) }
         if let zone = reference.zoneID {
+            // Names a program or a settings file gave: a NUL in them is left to the check.
+            if zone.zoneName.containsNUL || zone.ownerRecordName.containsNUL || (zone.zoneType?.containsNUL ?? false) { plain = false }
             scratch.writeZoneMember(zone)
             flush()
         }
         raw(",\"action\":\"")
         raw(reference.action)
         raw("\"}")
+        endObjectValue(name)
         endMember(name)
     }
 
     mutating func asset(_ name: StaticString, _ asset: FakeAsset) {
         member(name, "ASSETID")
+        beginObjectValue(name)
         raw("{\"fileChecksum\":")
         base64(asset.fileChecksum)
         raw(",\"size\":")
@@ -200,11 +293,13 @@ struct JSONFields: FakeFieldSink {
         raw(",\"downloadURL\":")
         FakeAsset.downloadURL(asset.download) { quoted($0) }
         raw("}")
+        endObjectValue(name)
         endMember(name)
     }
 
     mutating func location(_ name: StaticString?, _ location: FakeLocation) {
         member(name, "LOCATION")
+        beginObjectValue(name)
         raw("{\"latitude\":")
         double(location.latitude)
         raw(",\"longitude\":")
@@ -222,6 +317,7 @@ struct JSONFields: FakeFieldSink {
         raw(",\"timestamp\":")
         integer(location.timestamp)
         raw("}")
+        endObjectValue(name)
         endMember(name)
     }
 
@@ -233,6 +329,8 @@ struct JSONFields: FakeFieldSink {
 
     mutating func endList() {
         raw("]}")
+        field.objectEnd = here
+        noted.append(field)
         first = false
     }
 }

@@ -117,6 +117,49 @@ import ZoneFeed
         #expect(!titles.isEmpty && titles.allSatisfy { $0.fields["title"] == .string("bad\u{0}title") })
     }
 
+    /// The in-process source notes each field as it writes it rather than reading its page
+    /// again: what it notes must be what the check of a response's fields finds, field by field
+    /// (where each name, object, type and value is, whether a string has an escape, whether an
+    /// object would come out of the model as it came), and a record it leaves to the check must
+    /// be one the check would not keep.
+    @Test func whatTheSourceNotesOfItsFieldsIsWhatTheCheckOfAResponseFinds() throws {
+        for churn in [true, false] {
+            let feed = FakeFeed(settings: FakeSettings(seed: 11, zones: 1, recordsPerZone: 4_000, pageSize: 200, badRecordEvery: 9, churn: churn))
+            var compared = 0
+            var objectsKept = 0
+            var escaped = 0
+            var leftToTheCheck = 0
+            for start in stride(from: 0, to: 4_000, by: 200) {
+                for case .record(let record) in try feed.entriesWithJSONFields(zone: 0, range: start..<start + 200) {
+                    guard case .json(let noted) = record.storedFields else {
+                        // Only a text with a NUL, which the check refuses too (the first test).
+                        #expect(record.fields.values.contains { $0.containsNUL }, "\(record.recordName) left to the check")
+                        leftToTheCheck += 1
+                        continue
+                    }
+                    try withExtendedLifetime(noted.page) {
+                        let checked = try RecordFields.read(from: noted.page, at: [noted.range.lowerBound])
+                        guard case .json(let found)? = checked.first else {
+                            Issue.record("\(record.recordName): noted, but the check does not keep it")
+                            return
+                        }
+                        #expect(found.range == noted.range, "\(record.recordName)")
+                        #expect(found.fields.count == noted.fields.count, "\(record.recordName)")
+                        if let i = noted.fields.indices.first(where: { i in i < found.fields.count && found.fields[i] != noted.fields[i] }) {
+                            Issue.record("\(record.recordName), field \(i): noted \(noted.fields[i]), found \(found.fields[i])")
+                        }
+                        compared += 1
+                        objectsKept += noted.fields.filter { $0.objectKeptUpTo >= 0 }.count
+                        escaped += noted.fields.filter(\.stringEscaped).count
+                    }
+                }
+            }
+            // Every kind the notes can hold was met: objects kept, strings with escapes.
+            let counts = "\(compared) records, \(objectsKept) objects, \(escaped) escaped, \(leftToTheCheck) left to the check"
+            #expect(compared > 2_500 && objectsKept > 1_000 && escaped > 100 && leftToTheCheck > 0, "\(counts)")
+        }
+    }
+
     @Test func recordNameKeysAreEqualExactlyWhenTheNamesAre() {
         let name = FakeFeed(settings: FakeSettings()).recordName(zone: 0, page: 0, slot: 0)
         guard case .uuid = RecordNameKey(name) else {
