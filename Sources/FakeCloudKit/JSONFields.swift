@@ -19,6 +19,10 @@ struct JSONFields: FakeFieldSink {
     /// not committed yet.
     private var room = UnsafeMutableRawBufferPointer(start: nil, count: 0)
     private var written = 0
+    /// The bytes committed before the room: the gatherer's `count`, kept here, as reading that
+    /// from this module runs the check of exclusive access (5,300 instructions a record,
+    /// callgrind, when every field's offsets were noted from it).
+    private var committed = 0
     /// Numbers and text are written here first, by `JSONWriter`'s rules, then copied over; the
     /// bytes before `copied` are copied already.
     private var scratch = JSONWriter(capacity: 256)
@@ -70,6 +74,7 @@ struct JSONFields: FakeFieldSink {
     /// Commits what is written and takes a new room of at least `count` bytes.
     @inline(never) private mutating func moveOn(needing count: Int) {
         page.commit(written)
+        committed += written
         written = 0
         room = page.room(atLeast: max(count, 64 * 1024))
     }
@@ -80,7 +85,7 @@ struct JSONFields: FakeFieldSink {
 
     /// Where the next byte goes in the page. Offsets are noted as Int32, as the check notes them:
     /// a page of the generator's is a few megabytes at most.
-    @inline(__always) private var here: Int32 { Int32(page.count + written) }
+    @inline(__always) private var here: Int32 { Int32(committed + written) }
 
     /// Text the generator made of ASCII letters, digits and punctuation that JSON does not
     /// escape (names, hexadecimal), between quotes.
