@@ -142,7 +142,8 @@ public struct FakeFeed: Sendable {
     }
 
     /// The entries of positions `range`, each record's fields written as the JSON CloudKit sends
-    /// and kept as a response's are (`RawFields`) when they pass the same check: what the
+    /// and kept as a response's are (`RawFields`), noted as they are written where the check of
+    /// a response's fields would keep them (`JSONFields`) and checked otherwise: what the
     /// in-process source hands the engine, so that its records take the path of records read
     /// from CloudKit. The same entries as `entries(zone:range:)`, which holds them in the model.
     /// Throws only if the generator wrote JSON its reader refuses.
@@ -160,7 +161,11 @@ public struct FakeFeed: Sendable {
         }
         let page = fields.finish()
         for (index, read) in zip(records, try RecordFields.read(from: page, written: fields.objects, fields: fields.noted)) {
-            guard case .record(var record) = out[index] else { continue }
+            // Taken out of the array (an empty name in its place costs nothing) rather than
+            // copied: a copy retained and released each of the record's strings.
+            var entry = RecordEntry.deleted(recordName: "")
+            swap(&entry, &out[index])
+            guard case .record(var record) = consume entry else { preconditionFailure("entry \(index) is listed as a record") }
             record.storedFields = read
             out[index] = .record(record)
         }
