@@ -17,7 +17,7 @@ public final class JSONBytes: @unchecked Sendable {
     /// rather than an array a record, which was an allocation, and a reference that every copy
     /// of the record retained and released (`Benchmarks/`, docs/performance.md). The check of a
     /// record's fields writes each one here as it finds it (`keep`), and the record takes the
-    /// run it wrote (`endKeeping`).
+    /// run it wrote (`endKeeping`); fields a writer noted are copied in a record at a time.
     @exclusivity(unchecked) private var keptBlocks: [UnsafeMutableBufferPointer<RawField>] = []
     /// The last block, where fields are written, and how much of it is taken; where the fields
     /// of the record being read begin in it.

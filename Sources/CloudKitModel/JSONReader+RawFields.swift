@@ -545,7 +545,7 @@ extension JSONReader {
     /// number: an integer within Int64 (18 significant digits at most), any other number of 15
     /// significant digits at most and between 1e-300 and 1e300 (a Double then gives back the same
     /// decimal number).
-    public static func numberKeepsItsMeaningThroughADouble(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    package static func numberKeepsItsMeaningThroughADouble(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         // Sixteen bytes or fewer without an exponent, as most numbers come: fifteen significant
         // digits at most beside a point (sixteen for an integer), and a magnitude within 1e±16,
         // kept without counting them: 870 instructions a bench record in this function, now 329

@@ -11,7 +11,8 @@ public struct RawFields: @unchecked Sendable {
     public let page: JSONBytes
     /// The object, from its opening brace to past its closing one.
     public let range: Range<Int>
-    /// Each field as the check found it, in the order they came, in the page's index: valid
+    /// Each field as the check found it (or its writer noted it, see
+    /// `RecordFields.read(from:written:fields:)`), in the order they came, in the page's index: valid
     /// while `page` is (read it within `withExtendedLifetime(page)`).
     public let fields: UnsafeBufferPointer<RawField>
 
@@ -28,7 +29,7 @@ public struct RawFields: @unchecked Sendable {
     public var values: [String: FieldValue] {
         var json = reader()
         var problems: [String] = []
-        // Cannot fail: the object was checked when it was kept.
+        // Cannot fail: the object was checked, or written knowing it plain, when it was kept.
         return (try? RecordEntry.readFields(&json, problems: &problems)) ?? [:]
     }
 }
@@ -58,7 +59,7 @@ public struct RawField: Sendable, Equatable {
     /// the opening quote on. (Last, in the byte after `tag`'s: before it, the entry took 44 bytes.)
     public var stringEscaped = false
 
-    public init(name: Range<Int32>, objectStart: Int32) {
+    package init(name: Range<Int32>, objectStart: Int32) {
         self.name = name
         self.objectStart = objectStart
     }

@@ -26,14 +26,18 @@ extension RecordFields {
     /// find: those are kept with the fields it says (`WrittenFields.known`), without being read
     /// again; the others are checked as `read(from:at:)` checks them.
     ///
-    /// For a writer that knows its JSON is plain by how it makes it (the fake source's
-    /// `JSONFields`): a field it gets wrong is read wrong, which its tests compare with the check
-    /// (`FakeFeedTests`).
-    public static func read(from page: JSONBytes, written objects: [WrittenFields], fields: [RawField]) throws -> [RecordFields] {
+    /// For a writer in this package that knows its JSON is plain by how it makes it (the fake
+    /// source's `JSONFields`): a destination trusts the fields' offsets, so a field it gets wrong
+    /// is read wrong, which its tests compare with the check (`FakeFeedTests`). Not public for
+    /// that reason: anyone else's JSON goes through the check.
+    package static func read(from page: JSONBytes, written objects: [WrittenFields], fields: [RawField]) throws -> [RecordFields] {
         var json = page.reader()
         return try fields.withUnsafeBufferPointer { fields in
             try objects.map { object in
                 if let known = object.known {
+                    precondition(
+                        object.start < known.end && known.end <= page.buffer.count && known.fields.upperBound <= fields.count,
+                        "the fields written at \(object.start) lie outside their page")
                     let kept = page.keep(UnsafeBufferPointer(rebasing: fields[known.fields]))
                     return .json(RawFields(page: page, range: object.start..<known.end, fields: kept))
                 }
@@ -50,11 +54,11 @@ extension RecordFields {
     /// A `fields` object a program wrote into a page: where it begins and, when the writer
     /// knows it plain (see `JSONReader.plainFieldsObject`), where it ends and which of the
     /// writer's fields are its own.
-    public struct WrittenFields: Sendable {
-        public var start: Int
-        public var known: (end: Int, fields: Range<Int>)?
+    package struct WrittenFields: Sendable {
+        package var start: Int
+        package var known: (end: Int, fields: Range<Int>)?
 
-        public init(start: Int, known: (end: Int, fields: Range<Int>)? = nil) {
+        package init(start: Int, known: (end: Int, fields: Range<Int>)? = nil) {
             self.start = start
             self.known = known
         }

@@ -146,19 +146,9 @@ public struct FakeFeed: Sendable {
     /// a response's fields would keep them (`JSONFields`) and checked otherwise: what the
     /// in-process source hands the engine, so that its records take the path of records read
     /// from CloudKit. The same entries as `entries(zone:range:)`, which holds them in the model.
-    /// Throws only if the generator wrote JSON its reader refuses.
+    /// Throws only if a record left to the check holds JSON its reader refuses.
     public func entriesWithJSONFields(zone: Int, range: Range<Int>) throws -> [RecordEntry] {
-        var fields = JSONFields(records: range.count)
-        var out: [RecordEntry] = []
-        out.reserveCapacity(range.count)
-        // Where each record is in `out`, in the order of their fields in the page.
-        var records: [Int] = []
-        records.reserveCapacity(range.count)
-        forEachEvent(in: range) { event, position in
-            let made = entry(zone: zone, event: event, position: position, fields: &fields)
-            if case .record = made { records.append(out.count) }
-            out.append(made)
-        }
+        var (out, records, fields) = entriesWritingFields(zone: zone, range: range)
         let page = fields.finish()
         for (index, read) in zip(records, try RecordFields.read(from: page, written: fields.objects, fields: fields.noted)) {
             // Taken out of the array (an empty name in its place costs nothing) rather than
@@ -170,6 +160,23 @@ public struct FakeFeed: Sendable {
             out[index] = .record(record)
         }
         return out
+    }
+
+    /// The entries of positions `range` without their records' fields, which are written into
+    /// `fields` (not finished); where each record is in the entries, in the order of their
+    /// fields in the page.
+    package func entriesWritingFields(zone: Int, range: Range<Int>) -> (entries: [RecordEntry], records: [Int], fields: JSONFields) {
+        var fields = JSONFields(records: range.count)
+        var out: [RecordEntry] = []
+        out.reserveCapacity(range.count)
+        var records: [Int] = []
+        records.reserveCapacity(range.count)
+        forEachEvent(in: range) { event, position in
+            let made = entry(zone: zone, event: event, position: position, fields: &fields)
+            if case .record = made { records.append(out.count) }
+            out.append(made)
+        }
+        return (out, records, fields)
     }
 
     /// The record name of each entry of positions `range`, as a key, and whether the entry

@@ -13,7 +13,7 @@ import CloudKitModel
 /// record (`Benchmarks/run`: 14,500 of 35,260). A record with anything the check would refuse
 /// (a NUL in a text, a double that is no number) is left to the check, which reads it into the
 /// model as it would a response's. `FakeFeedTests` holds the notes and the check together.
-struct JSONFields: FakeFieldSink {
+package struct JSONFields: FakeFieldSink {
     let page = JSONBytes.Gatherer()
     /// Where the next bytes go: the gatherer's room, of which `written` bytes are written and
     /// not committed yet.
@@ -29,9 +29,9 @@ struct JSONFields: FakeFieldSink {
     private var copied = 0
     /// Where each record's fields are in the page, and which of `noted` are theirs when every
     /// one of them was noted.
-    private(set) var objects: [RecordFields.WrittenFields] = []
+    package private(set) var objects: [RecordFields.WrittenFields] = []
     /// The fields of the records written, as the check would find them.
-    private(set) var noted: [RawField] = []
+    package private(set) var noted: [RawField] = []
     /// The field being written (a list's elements are part of it), and whether the record's
     /// fields can be kept as noted.
     private var field = RawField(name: 0..<0, objectStart: 0)
@@ -56,7 +56,7 @@ struct JSONFields: FakeFieldSink {
     }
 
     /// The page's bytes, once every record is written.
-    mutating func finish() -> JSONBytes {
+    package mutating func finish() -> JSONBytes {
         page.commit(written)
         room = UnsafeMutableRawBufferPointer(start: nil, count: 0)
         written = 0
@@ -83,9 +83,11 @@ struct JSONFields: FakeFieldSink {
         put(text.utf8Start, count: text.utf8CodeUnitCount)
     }
 
-    /// Where the next byte goes in the page. Offsets are noted as Int32, as the check notes them:
-    /// a page of the generator's is a few megabytes at most.
-    @inline(__always) private var here: Int32 { Int32(committed + written) }
+    /// Where the next byte goes in the page. Offsets are noted as Int32, as the check notes them
+    /// (a response is at most 1 GiB); a record that ends past that is left to the check (`end`),
+    /// which reads a page of that size into the model, so the offsets noted of it do not matter.
+    @inline(__always) private var offset: Int { committed + written }
+    @inline(__always) private var here: Int32 { Int32(truncatingIfNeeded: offset) }
 
     /// Text the generator made of ASCII letters, digits and punctuation that JSON does not
     /// escape (names, hexadecimal), between quotes.
@@ -159,7 +161,7 @@ struct JSONFields: FakeFieldSink {
     // MARK: Fields
 
     mutating func begin(capacity: Int) {
-        objects.append(RecordFields.WrittenFields(start: Int(here)))
+        objects.append(RecordFields.WrittenFields(start: offset))
         recordFirstField = noted.count
         plain = true
         raw("{")
@@ -168,8 +170,9 @@ struct JSONFields: FakeFieldSink {
 
     mutating func end() {
         raw("}")
+        if offset > Int(Int32.max) { plain = false }
         if plain {
-            objects[objects.count - 1].known = (Int(here), recordFirstField..<noted.count)
+            objects[objects.count - 1].known = (offset, recordFirstField..<noted.count)
         } else {
             noted.removeSubrange(recordFirstField...)
         }

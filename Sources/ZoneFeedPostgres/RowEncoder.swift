@@ -202,9 +202,9 @@ public struct RowEncoder {
             do {
                 return try appendFields(of: raw)
             } catch {
-                // Cannot happen to JSON checked when it was kept; if it did, the fields are
-                // read into the model, which says what is wrong with them, from where the
-                // attempt began.
+                // Cannot happen to JSON checked (or written plain) when it was kept; if it did,
+                // the fields are read into the model, which says what is wrong with them, from
+                // where the attempt began.
                 buffer.truncate(to: fieldsStart)
                 // A name is noted in both at once (`noteIfNew`): those of the attempt go.
                 for field in newFields[noted...] { newFieldNames.remove(field.name) }
