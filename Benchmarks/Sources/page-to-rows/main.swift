@@ -5,7 +5,8 @@ import PageToRowsWorkload
 // `page-to-rows straight|model RECORDS`: the work of that many records, for callgrind to count
 // (`./run` subtracts a run of 0 records, which leaves the set-up out).
 // `page-to-rows fake-source RECORDS`: the in-process fake source's work for that many records,
-// pages of 200 written as CloudKit's JSON and checked as a response's are: what a run on the
+// pages of 200 written as CloudKit's JSON, each field noted as it is written (the few records
+// the check of a response's fields would refuse checked): what a run on the
 // fake source spends before the destination's work, which the in-process bench counts too.
 let arguments = CommandLine.arguments
 if arguments.count == 3, arguments[1] == "fake-source", let count = Int(arguments[2]), count >= 0 {
