@@ -86,6 +86,8 @@ package struct JSONFields: FakeFieldSink {
     /// Where the next byte goes in the page. Offsets are noted as Int32, as the check notes them
     /// (a response is at most 1 GiB); a record that ends past that is left to the check (`end`),
     /// which reads a page of that size into the model, so the offsets noted of it do not matter.
+    /// Truncated, moved by wrapping arithmetic and made ranges unchecked, so that such a record
+    /// costs nothing more and traps nowhere.
     @inline(__always) private var offset: Int { committed + written }
     @inline(__always) private var here: Int32 { Int32(truncatingIfNeeded: offset) }
 
@@ -137,17 +139,24 @@ package struct JSONFields: FakeFieldSink {
     /// strings. Whether it was written with an escape (notes the field's, when it is one).
     private mutating func string(_ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
         scratch.writeString(utf8: utf8)
-        let escaped = scratch.bytes.count - copied != utf8.count + 2
-        // An escaped NUL is repaired by the reader (and the record rejected): left to the check.
-        if escaped, utf8.contains(0) { plain = false }
+        let escaped = noteEscapes(of: utf8)
         flush()
+        return escaped
+    }
+
+    /// Whether `utf8`, just written into the scratch (not copied yet), was written with an
+    /// escape: every escape makes it longer than its bytes between quotes. An escaped NUL is
+    /// repaired by the reader (and the record rejected): such a record is left to the check.
+    @inline(__always) private mutating func noteEscapes(of utf8: UnsafeBufferPointer<UInt8>) -> Bool {
+        let escaped = scratch.bytes.count - copied != utf8.count + 2
+        if escaped, utf8.contains(0) { plain = false }
         return escaped
     }
 
     /// Notes the field's value as the string that ends at the byte before `here`.
     private mutating func noteString(_ name: StaticString?, escaped: Bool) {
         guard name != nil else { return }
-        field.stringEnd = here - 1
+        field.stringEnd = here &- 1
         field.stringEscaped = escaped
     }
 
@@ -185,11 +194,11 @@ package struct JSONFields: FakeFieldSink {
         raw("\"")
         let nameStart = here
         raw(name)
-        field = RawField(name: nameStart..<here, objectStart: here + 2)
+        field = RawField(name: Range(uncheckedBounds: (nameStart, here)), objectStart: here &+ 2)
         raw("\":{\"type\":\"")
         let tagStart = here
         raw(type)
-        field.tag = tagStart..<here
+        field.tag = Range(uncheckedBounds: (tagStart, here))
         raw("\",\"value\":")
         field.value = here
     }
@@ -227,8 +236,7 @@ package struct JSONFields: FakeFieldSink {
         member(name, "STRING")
         precondition(copied == scratch.bytes.count, "every write is copied over")
         scratch.writeString(utf8: unit)
-        let escaped = scratch.bytes.count - copied != unit.count + 2
-        if escaped, unit.contains(0) { plain = false }
+        let escaped = noteEscapes(of: unit)
         raw("\"")
         // The unit without its quotes, from a copy of the scratch's bytes, as `put` changes `self`.
         let quotedUnit = scratch.bytes[copied...]
