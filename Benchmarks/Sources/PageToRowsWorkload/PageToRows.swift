@@ -82,6 +82,31 @@ public struct PageToRows {
         if encoders[t].append(record, seq: Int32(inPage)) == nil { rowsWritten += 1 }
     }
 
+    /// Writes a page's entries as COPY rows, as zonefeed's destination takes a batch's: sorted
+    /// into tables by their type, then each table's records in turn, each appended to its
+    /// table's rows where it is in the entries. Returns how many rows were written.
+    public static func writeRows(of entries: [RecordEntry], into encoders: inout [RowEncoder]) -> Int {
+        var positions = [[Int]](repeating: [], count: encoders.count)
+        for i in entries.indices {
+            guard let (type, _) = entries[i].liveRecordTypeAndName, let t = mappings.firstIndex(where: { $0.recordType == type }) else { continue }
+            positions[t].append(i)
+        }
+        var written = 0
+        for t in encoders.indices {
+            encoders[t].beginDirectRows(zone: ZoneID(zoneName: "Zone01"), runID: 1, generation: 1)
+            for i in positions[t] {
+                guard case .record(let record) = entries[i] else { continue }
+                if encoders[t].append(record, seq: Int32(i)) == nil { written += 1 }
+            }
+        }
+        return written
+    }
+
+    /// An encoder for each of the bench's tables, in `writeRows`' order.
+    public static func encoders() -> [RowEncoder] {
+        mappings.map { RowEncoder(mapping: $0, keepUnmapped: true) }
+    }
+
     /// The bench's tables (`zonefeed bench`, pipelines/demo.yml).
     static let mappings: [PostgresRecordTypeMapping] = {
         func fields(_ list: [(String, String, ColumnType)]) -> [PostgresFieldMapping] {

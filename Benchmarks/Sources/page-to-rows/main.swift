@@ -8,14 +8,20 @@ import PageToRowsWorkload
 // pages of 200 written as CloudKit's JSON, each field noted as it is written (the few records
 // the check of a response's fields would refuse checked): what a run on the
 // fake source spends before the destination's work, which the in-process bench counts too.
+// `page-to-rows in-process RECORDS`: the same, each page then written as the bench's COPY rows:
+// a run on the fake source's work per record, without the engine and without PostgreSQL.
 let arguments = CommandLine.arguments
-if arguments.count == 3, arguments[1] == "fake-source", let count = Int(arguments[2]), count >= 0 {
+if arguments.count == 3, arguments[1] == "fake-source" || arguments[1] == "in-process", let count = Int(arguments[2]), count >= 0 {
     let feed = FakeFeed(settings: FakeSettings(seed: 42, zones: 1, recordsPerZone: max(1, count), churn: false))
+    var encoders = PageToRows.encoders()
     var made = 0
+    var rows = 0
     for start in stride(from: 0, to: count, by: PageToRows.recordsPerPage) {
-        made += try feed.entriesWithJSONFields(zone: 0, range: start..<min(count, start + PageToRows.recordsPerPage)).count
+        let entries = try feed.entriesWithJSONFields(zone: 0, range: start..<min(count, start + PageToRows.recordsPerPage))
+        made += entries.count
+        if arguments[1] == "in-process" { rows += PageToRows.writeRows(of: entries, into: &encoders) }
     }
-    print("\(made) entries from the fake source")
+    print("\(made) entries from the fake source, \(rows) rows written")
     exit(0)
 }
 guard arguments.count == 3, let path = PageToRows.Path(rawValue: arguments[1]), let count = Int(arguments[2]), count >= 0 else {
