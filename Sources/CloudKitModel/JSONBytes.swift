@@ -18,15 +18,18 @@ public final class JSONBytes: @unchecked Sendable {
     /// of the record retained and released (`Benchmarks/`, docs/performance.md). The check of a
     /// record's fields writes each one here as it finds it (`keep`), and the record takes the
     /// run it wrote (`endKeeping`); fields a writer noted are copied in a record at a time.
-    @exclusivity(unchecked) private var keptBlocks: [UnsafeMutableBufferPointer<RawField>] = []
+    @exclusivity(unchecked) private var keptBlocks: [UnsafeMutableBufferPointer<UInt8>] = []
     /// The last block, where fields are written, and how much of it is taken; where the fields
     /// of the record being read begin in it.
     @exclusivity(unchecked) private var block: UnsafeMutablePointer<RawField>?
     @exclusivity(unchecked) private var blockCapacity = 0
     @exclusivity(unchecked) private var blockCount = 0
     @exclusivity(unchecked) private var recordStart = 0
-    /// A block's fields: those of about fifty records of twenty fields.
-    static let keptBlockSize = 1024
+    /// A block's bytes, the fields of about eighty records of twenty fields: the least that
+    /// `memory` keeps for later pages. Blocks from the allocator went back to the system when
+    /// `FreedMemory` trimmed the heaps, and were faulted in again for a later page (a third of
+    /// an in-process run's page faults, `perf record -e page-faults`).
+    static let keptBlockBytes = PageMemory.smallest
 
     public init(copying bytes: UnsafeRawBufferPointer, memory: PageMemory = .shared) {
         let storage = memory.take(atLeast: bytes.count)
@@ -51,7 +54,11 @@ public final class JSONBytes: @unchecked Sendable {
 
     deinit {
         memory.giveBack(storage)
-        for block in keptBlocks { block.deallocate() }
+        for block in keptBlocks {
+            // Bytes again, as the pool hands out its buffers (a field holds no reference).
+            _ = UnsafeMutableRawPointer(block.baseAddress!).bindMemory(to: UInt8.self, capacity: block.count)
+            memory.giveBack(block)
+        }
     }
 
     // The page's index, for its reader alone, which writes a record's fields before it makes
@@ -83,12 +90,13 @@ public final class JSONBytes: @unchecked Sendable {
     /// A new block, with the fields of the record being read moved to its start.
     @inline(never) private func moveToNewBlock() {
         let sofar = blockCount - recordStart
-        let capacity = max(Self.keptBlockSize, 2 * sofar)
-        let new = UnsafeMutablePointer<RawField>.allocate(capacity: capacity)
+        let bytes = memory.take(atLeast: max(Self.keptBlockBytes, 2 * sofar * MemoryLayout<RawField>.stride))
+        let room = bytes.count / MemoryLayout<RawField>.stride
+        let new = UnsafeMutableRawPointer(bytes.baseAddress!).bindMemory(to: RawField.self, capacity: room)
         if let block, sofar > 0 { new.initialize(from: block + recordStart, count: sofar) }
-        keptBlocks.append(UnsafeMutableBufferPointer(start: new, count: capacity))
+        keptBlocks.append(bytes)
         block = new
-        blockCapacity = capacity
+        blockCapacity = room
         blockCount = sofar
         recordStart = 0
     }

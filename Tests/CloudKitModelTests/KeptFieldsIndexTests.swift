@@ -3,7 +3,7 @@ import Testing
 @testable import CloudKitModel
 
 /// The fields of a page's records are kept in one index for the page (`JSONBytes.keep`), in
-/// blocks of 1,024: each record keeps its own fields, in their order, whether they fit the block
+/// blocks of 64 KiB (1,638 fields): each record keeps its own fields, in their order, whether they fit the block
 /// being filled, start a new one, or are more than a block holds; fields that are not kept leave
 /// nothing behind.
 struct KeptFieldsIndexTests {
@@ -19,9 +19,10 @@ struct KeptFieldsIndexTests {
     }
 
     @Test func everyRecordKeepsItsOwnFieldsAcrossBlocks() throws {
-        // Counts that fill the first block part way, cross into the next, need a block of their
-        // own (1,500), come after a record that is not kept, and have no field at all.
-        let counts = [3, 1_000, 30, 1_500, 7, 0] + Array(repeating: 20, count: 120)
+        // Counts that fill the first block part way, cross into the next (30), need more than a
+        // block (2,000), come after a record that is not kept, and have no field at all.
+        #expect(JSONBytes.keptBlockBytes / MemoryLayout<RawField>.stride == 1_638)
+        let counts = [3, 1_620, 30, 2_000, 7, 0] + Array(repeating: 20, count: 120)
         var text = "["
         var offsets: [Int] = []
         for (i, count) in counts.enumerated() {

@@ -96,4 +96,34 @@ struct PageMemoryTests {
         let copied = body.withUnsafeBytes { JSONBytes(copying: $0, memory: memory) }
         #expect(copied.buffer.baseAddress == address && copied.buffer.elementsEqual(body))
     }
+
+    /// The index of a page's kept fields is in blocks of the page's memory too, given back with
+    /// the page and taken again by the next: blocks from the allocator went back to the system
+    /// when the heaps were trimmed (`FreedMemory`), and were faulted in again for later pages.
+    @Test func aPagesIndexOfFieldsGoesBackWithThePageAndServesTheNext() throws {
+        let memory = PageMemory(mostKept: 4 << 20)
+        // 200 records of 20 fields: 4,000 entries of 40 bytes, three blocks of the index.
+        var text = "["
+        var offsets: [Int] = []
+        for i in 0..<200 {
+            if i > 0 { text += "," }
+            offsets.append(text.utf8.count)
+            text += KeptFieldsIndexTests.fieldsObject("f", count: 20)
+        }
+        text += "]"
+        func read() throws -> (JSONBytes, [RecordFields]) {
+            let page = Array(text.utf8).withUnsafeBytes { JSONBytes(copying: $0, memory: memory) }
+            return (page, try RecordFields.read(from: page, at: offsets))
+        }
+        var first: (JSONBytes, [RecordFields])? = try read()
+        #expect(first!.1.allSatisfy { if case .json(let raw) = $0 { raw.fields.count == 20 } else { false } })
+        #expect(memory.keptBytes == 0)
+        first = nil
+        #expect(
+            memory.keptBytes >= text.utf8.count + 3 * PageMemory.smallest,
+            "the page's bytes and its index's three blocks: \(memory.keptBytes) bytes kept")
+        let next = try read()
+        #expect(memory.keptBytes == 0, "the next page's bytes and index take them again")
+        withExtendedLifetime(next) {}
+    }
 }
