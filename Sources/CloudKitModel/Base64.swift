@@ -17,30 +17,38 @@ public enum Base64 {
 
     /// Appends the base64 of `bytes` to `out`, in room made once.
     public static func encode(_ bytes: UnsafeRawBufferPointer, appendingTo out: inout [UInt8]) {
-        let count = (bytes.count + 2) / 3 * 4
+        let count = encodedCount(bytes.count)
         guard count > 0 else { return }
         out.append(addingCapacity: count) { span in
             span.withUnsafeMutableBufferPointer { buffer, initialized in
-                alphabet.withUnsafeBufferPointer { alphabet in
-                    var o = 0
-                    func put(_ n: UInt32, _ characters: Int) {
-                        for k in 0..<4 {
-                            buffer[o + k] = k < characters ? alphabet[Int(n >> UInt32(18 - 6 * k) & 63)] : UInt8(ascii: "=")
-                        }
-                        o += 4
-                    }
-                    var i = 0
-                    while i + 2 < bytes.count {
-                        put(UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2]), 4)
-                        i += 3
-                    }
-                    switch bytes.count - i {
-                    case 1: put(UInt32(bytes[i]) << 16, 2)
-                    case 2: put(UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8, 3)
-                    default: break
-                    }
-                }
+                encode(bytes, at: buffer.baseAddress!)
                 initialized = count
+            }
+        }
+    }
+
+    /// How many bytes the base64 of `count` bytes takes.
+    package static func encodedCount(_ count: Int) -> Int { (count + 2) / 3 * 4 }
+
+    /// Writes the base64 of `bytes` at `out`, which has room for `encodedCount(bytes.count)`.
+    package static func encode(_ bytes: UnsafeRawBufferPointer, at out: UnsafeMutablePointer<UInt8>) {
+        alphabet.withUnsafeBufferPointer { alphabet in
+            var o = 0
+            func put(_ n: UInt32, _ characters: Int) {
+                for k in 0..<4 {
+                    out[o + k] = k < characters ? alphabet[Int(n >> UInt32(18 - 6 * k) & 63)] : UInt8(ascii: "=")
+                }
+                o += 4
+            }
+            var i = 0
+            while i + 2 < bytes.count {
+                put(UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2]), 4)
+                i += 3
+            }
+            switch bytes.count - i {
+            case 1: put(UInt32(bytes[i]) << 16, 2)
+            case 2: put(UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8, 3)
+            default: break
             }
         }
     }

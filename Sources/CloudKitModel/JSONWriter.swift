@@ -144,17 +144,37 @@ public struct JSONWriter {
     }
 
     public mutating func writeInteger(_ value: Int64) {
-        if value < 0 { bytes.append(UInt8(ascii: "-")) }
-        var magnitude = value.magnitude
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
-            var index = 20
-            repeat {
-                index -= 1
-                digits[index] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: magnitude % 10)
-                magnitude /= 10
-            } while magnitude > 0
-            append(digits.baseAddress! + index, count: 20 - index)
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.mostIntegerBytes) { digits in
+            append(digits.baseAddress!, count: Self.writeInteger(value, at: digits.baseAddress!))
         }
+    }
+
+    /// The most bytes `writeInteger(_:at:)` writes: Int64.min's sign and nineteen digits.
+    package static let mostIntegerBytes = 20
+
+    /// Writes `value` in decimal at `out`, which has room for `mostIntegerBytes`; how many bytes
+    /// it took. For a writer with memory of its own (the fake source writes its pages' numbers
+    /// straight into them).
+    @inline(__always) package static func writeInteger(_ value: Int64, at out: UnsafeMutablePointer<UInt8>) -> Int {
+        var magnitude = value.magnitude
+        var count = 1
+        var bound: UInt64 = 10
+        // Int64's magnitudes stop short of 10^19 (`bound` is 10^19 at most, within UInt64).
+        while magnitude >= bound, count < 19 {
+            count += 1
+            bound &*= 10
+        }
+        if value < 0 {
+            out[0] = UInt8(ascii: "-")
+            count += 1
+        }
+        var index = count
+        repeat {
+            index -= 1
+            out[index] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: magnitude % 10)
+            magnitude /= 10
+        } while magnitude > 0
+        return count
     }
 
     public mutating func writeDouble(_ value: Double) {
@@ -168,19 +188,38 @@ public struct JSONWriter {
             writeString(value < 0 ? "-Infinity" : "Infinity")
             return
         }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.mostDoubleBytes) { text in
+            append(text.baseAddress!, count: Self.writeFiniteDouble(value, at: text.baseAddress!))
+        }
+    }
+
+    /// The most bytes `writeFiniteDouble(_:at:)` writes (`-2.2250738585072014e-308` takes 24).
+    package static let mostDoubleBytes = 32
+
+    /// Writes a finite double as `description` spells it at `out`, which has room for
+    /// `mostDoubleBytes`; how many bytes it took.
+    @inline(__always) package static func writeFiniteDouble(_ value: Double, at out: UnsafeMutablePointer<UInt8>) -> Int {
         // A whole number below 2^53, the most common double (a location's accuracies, altitude
         // and course, a rating of 4.0), is written as its integer and ".0": what `description`
         // gives it (JSONWriterTests holds the two together), at a small part of the cost, which
         // was 6% of the in-process source's instructions a record (Benchmarks/run).
         if value.rounded(.towardZero) == value, value.magnitude < 9_007_199_254_740_992 {
-            if value == 0, value.sign == .minus { bytes.append(UInt8(ascii: "-")) }  // -0.0
-            writeInteger(Int64(value))
-            bytes.append(UInt8(ascii: "."))
-            bytes.append(UInt8(ascii: "0"))
-            return
+            var count = 0
+            if value == 0, value.sign == .minus {  // -0.0
+                out[0] = UInt8(ascii: "-")
+                count = 1
+            }
+            count += writeInteger(Int64(value), at: out + count)
+            out[count] = UInt8(ascii: ".")
+            out[count + 1] = UInt8(ascii: "0")
+            return count + 2
         }
         var text = value.description
-        text.withUTF8 { append($0.baseAddress!, count: $0.count) }
+        return text.withUTF8 { utf8 in
+            precondition(utf8.count <= mostDoubleBytes, "a double's description takes at most \(mostDoubleBytes) bytes")
+            out.initialize(from: utf8.baseAddress!, count: utf8.count)
+            return utf8.count
+        }
     }
 
     public mutating func writeString(_ s: String) {
@@ -228,7 +267,7 @@ public struct JSONWriter {
     }
 
     /// Whether any byte of `text` is a control character, `"` or a backslash.
-    static func anyNeedsEscaping(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
+    package static func anyNeedsEscaping(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
         guard let base = text.baseAddress else { return false }
         var i = 0
         // Eight bytes at a time: the text of every record is checked.

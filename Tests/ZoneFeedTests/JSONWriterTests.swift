@@ -52,6 +52,31 @@ import Testing
         }
     }
 
+    /// Integers are written digit by digit after counting their digits: every length, both
+    /// signs and both ends of Int64 must read as `description` writes them.
+    @Test func integersAreWrittenAsDescriptionWritesThem() {
+        var values: [Int64] = [0, .min, .max, .min + 1, .max - 1]
+        var power: Int64 = 1
+        for _ in 0...18 {
+            values += [power - 1, power, power + 1, -power, -(power - 1), -(power + 1), power * 9 + 7]
+            if power <= Int64.max / 10 { power *= 10 }
+        }
+        var random = SystemRandomNumberGenerator()
+        for _ in 0..<100_000 {
+            let bits = random.next() as UInt64
+            values.append(Int64(bitPattern: bits) >> Int64(bits % 64))
+        }
+        for value in values {
+            var writer = JSONWriter()
+            writer.writeInteger(value)
+            let written = String(decoding: writer.bytes, as: UTF8.self)
+            if written != value.description {
+                Issue.record("\(value.description) was written \(written)")
+                return
+            }
+        }
+    }
+
     @Test func aNULIsSpelledOutForJSONBWhenAsked() {
         var writer = JSONWriter()
         writer.spellsOutNUL = true
