@@ -172,9 +172,11 @@ public struct FakeFeed: Sendable {
         var records: [Int] = []
         records.reserveCapacity(range.count)
         forEachEvent(in: range) { event, position in
-            let made = entry(zone: zone, event: event, position: position, fields: &fields)
-            if case .record = made { records.append(out.count) }
-            out.append(made)
+            // Appended, then looked at in the array: looked at first, the entry was copied into
+            // it, a retain and release of each of its strings (Benchmarks/run: 620 instructions
+            // a record).
+            out.append(entry(zone: zone, event: event, position: position, fields: &fields))
+            if case .record = out[out.count - 1] { records.append(out.count - 1) }
         }
         return (out, records, fields)
     }
