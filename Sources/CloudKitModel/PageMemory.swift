@@ -1,7 +1,8 @@
 import Synchronization
 
-/// The memory pages' bytes are kept in (`JSONBytes`), handed back when a page is freed and handed
-/// out again for a later page, instead of going back to the allocator.
+/// The memory pages' bytes are kept in (`JSONBytes`), and the index of their kept fields, handed
+/// back when a page is freed and handed out again for a later page, instead of going back to the
+/// allocator.
 ///
 /// A page is a few hundred kilobytes. Freed to glibc, its memory goes back to the system when
 /// `FreedMemory` trims the heaps (it must, or resident memory creeps up batch after batch), and
@@ -16,7 +17,9 @@ public final class PageMemory: Sendable {
     /// heaps without a fault, as they are far from the size its trimming gives back.
     public static let smallest = 64 << 10
     /// The most memory kept for later pages (the shared pool's: a batch's pages, about 25 of
-    /// 330 KB, with room).
+    /// 330 KB, and their indexes, two or three blocks of 64 KiB each). A pool of 64 MiB took a
+    /// fifth fewer page faults in an in-process run of 400,000 records (22,000 against 27,000),
+    /// under one percent of its CPU: not worth the resident memory it can hold.
     public let mostKept: Int
 
     // @unchecked: a buffer is owned by the pool while it is in it, and by whoever took it

@@ -23,8 +23,9 @@ package struct JSONFields: FakeFieldSink {
     /// from this module runs the check of exclusive access (5,300 instructions a record,
     /// callgrind, when every field's offsets were noted from it).
     private var committed = 0
-    /// Numbers and text are written here first, by `JSONWriter`'s rules, then copied over; the
-    /// bytes before `copied` are copied already.
+    /// What `JSONWriter` writes for the writer, then copied over (text with something to
+    /// escape, a double that is no number, a reference's zone); the bytes before `copied` are
+    /// copied already. Numbers, plain text and base64 are written straight into the room.
     private var scratch = JSONWriter(capacity: 256)
     private var copied = 0
     /// Where each record's fields are in the page, and which of `noted` are theirs when every

@@ -3,9 +3,9 @@ import Testing
 @testable import CloudKitModel
 
 /// The fields of a page's records are kept in one index for the page (`JSONBytes.keep`), in
-/// blocks of 64 KiB (1,638 fields): each record keeps its own fields, in their order, whether they fit the block
-/// being filled, start a new one, or are more than a block holds; fields that are not kept leave
-/// nothing behind.
+/// blocks of 64 KiB (1,638 fields): each record keeps its own fields, in their order, whether
+/// they fit the block being filled, start a new one, or are more than a block holds; fields that
+/// are not kept leave nothing behind.
 struct KeptFieldsIndexTests {
     /// A `fields` object of `count` INT64 fields, `prefix0` … with the values 0 …
     static func fieldsObject(_ prefix: String, count: Int) -> String {

@@ -26,7 +26,10 @@ import Testing
     /// them: jsonb keeps a number's form (987.0 is not 987 in the `fields` column), so a record
     /// read in process and one read over HTTP would give different rows otherwise.
     @Test func doublesAreWrittenAsDescriptionWritesThem() {
-        var values: [Double] = [0, -0.0, 1, -1, 0.5, 4.0, 987.0, -35.600877, 1e15, 1e16, 1e300, -1e-300, .leastNonzeroMagnitude, .greatestFiniteMagnitude]
+        var values: [Double] = [
+            0, -0.0, 1, -1, 0.5, 4.0, 987.0, -35.600877, 1e15, 1e16, 1e300, -1e-300, .leastNonzeroMagnitude, .greatestFiniteMagnitude,
+            -.greatestFiniteMagnitude, -.leastNormalMagnitude, -.leastNonzeroMagnitude, -0.00012345678901234567, -9_007_199_254_740_991,
+        ]
         for e in 0...60 {
             let power = (0..<e).reduce(1.0) { x, _ in x * 2 }
             values += [power - 1, power, power + 1, -power, power / 3, (power + 0.5).nextUp]
@@ -47,6 +50,11 @@ import Testing
             let written = String(decoding: writer.bytes, as: UTF8.self)
             if written != value.description {
                 Issue.record("\(value.description) was written \(written)")
+                return
+            }
+            // What a writer with memory of its own is told to leave room for.
+            if writer.bytes.count > JSONWriter.mostDoubleBytes {
+                Issue.record("\(value.description) took \(writer.bytes.count) bytes, more than the room asked for")
                 return
             }
         }
@@ -72,6 +80,10 @@ import Testing
             let written = String(decoding: writer.bytes, as: UTF8.self)
             if written != value.description {
                 Issue.record("\(value.description) was written \(written)")
+                return
+            }
+            if writer.bytes.count > JSONWriter.mostIntegerBytes {
+                Issue.record("\(value.description) took \(writer.bytes.count) bytes, more than the room asked for")
                 return
             }
         }

@@ -25,7 +25,7 @@ if arguments.count == 3, arguments[1] == "fake-source" || arguments[1] == "in-pr
     exit(0)
 }
 guard arguments.count == 3, let path = PageToRows.Path(rawValue: arguments[1]), let count = Int(arguments[2]), count >= 0 else {
-    print("usage: page-to-rows straight|model RECORDS")
+    print("usage: page-to-rows straight|model|fake-source|in-process RECORDS")
     exit(2)
 }
 var workload = PageToRows(path: path)
