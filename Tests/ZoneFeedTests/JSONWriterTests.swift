@@ -44,20 +44,7 @@ import Testing
             values.append(Double(Int64(bitPattern: bits) >> Int64(bits % 60 + 4)))
             values.append(Double(bitPattern: random.next()))
         }
-        for value in values where value.isFinite {
-            var writer = JSONWriter()
-            writer.writeDouble(value)
-            let written = String(decoding: writer.bytes, as: UTF8.self)
-            if written != value.description {
-                Issue.record("\(value.description) was written \(written)")
-                return
-            }
-            // What a writer with memory of its own is told to leave room for.
-            if writer.bytes.count > JSONWriter.mostDoubleBytes {
-                Issue.record("\(value.description) took \(writer.bytes.count) bytes, more than the room asked for")
-                return
-            }
-        }
+        Self.expectWrittenAsDescription(values.filter(\.isFinite), room: JSONWriter.mostDoubleBytes) { $0.writeDouble($1) }
     }
 
     /// Integers are written digit by digit after counting their digits: every length, both
@@ -74,16 +61,25 @@ import Testing
             let bits = random.next() as UInt64
             values.append(Int64(bitPattern: bits) >> Int64(bits % 64))
         }
+        Self.expectWrittenAsDescription(values, room: JSONWriter.mostIntegerBytes) { $0.writeInteger($1) }
+    }
+
+    /// Writes each value as `write` does; records the first that does not read as its
+    /// `description`, or takes more than `room`, what a writer with memory of its own leaves for
+    /// it (the fake source writes numbers straight into its pages).
+    static func expectWrittenAsDescription<Value: CustomStringConvertible>(
+        _ values: [Value], room: Int, _ write: (inout JSONWriter, Value) -> Void
+    ) {
         for value in values {
             var writer = JSONWriter()
-            writer.writeInteger(value)
+            write(&writer, value)
             let written = String(decoding: writer.bytes, as: UTF8.self)
             if written != value.description {
                 Issue.record("\(value.description) was written \(written)")
                 return
             }
-            if writer.bytes.count > JSONWriter.mostIntegerBytes {
-                Issue.record("\(value.description) took \(writer.bytes.count) bytes, more than the room asked for")
+            if writer.bytes.count > room {
+                Issue.record("\(value.description) took \(writer.bytes.count) bytes, more than the \(room) a writer leaves for it")
                 return
             }
         }
