@@ -22,9 +22,10 @@ import Testing
         }
     }
 
-    /// Whole numbers below 2^53 are written without `description`, and must read as it writes
-    /// them: jsonb keeps a number's form (987.0 is not 987 in the `fields` column), so a record
-    /// read in process and one read over HTTP would give different rows otherwise.
+    /// Whole numbers below 2^53 and short decimals are written without `description`, and must
+    /// read as it writes them: jsonb keeps a number's form (987.0 is not 987 in the `fields`
+    /// column), so a record read in process and one read over HTTP would give different rows
+    /// otherwise.
     @Test func doublesAreWrittenAsDescriptionWritesThem() {
         var values: [Double] = [
             0, -0.0, 1, -1, 0.5, 4.0, 987.0, -35.600877, 1e15, 1e16, 1e300, -1e-300, .leastNonzeroMagnitude, .greatestFiniteMagnitude,
@@ -43,6 +44,15 @@ import Testing
             let bits = random.next() as UInt64
             values.append(Double(Int64(bitPattern: bits) >> Int64(bits % 60 + 4)))
             values.append(Double(bitPattern: random.next()))
+            // Decimals, which are written without `description` when short: of every length up
+            // to past a double's seventeen digits, with up to ten places, and a trailing zero.
+            let places = Int(bits % 11)
+            let digits = Int64(bitPattern: random.next()) >> Int64(random.next() % 64)
+            let decimal = Double(digits) / (0..<places).reduce(1.0) { x, _ in x * 10 }
+            values += [decimal, decimal.nextUp, Double((digits &* 10) % 1_000_000_000_000_000) / 1e7]
+        }
+        for edge in [0.001, 1e14] {
+            values += [edge, edge.nextUp, edge.nextDown, -edge, edge * 1.5]
         }
         Self.expectWrittenAsDescription(values.filter(\.isFinite), room: JSONWriter.mostDoubleBytes) { $0.writeDouble($1) }
     }
