@@ -217,6 +217,25 @@ import ZoneFeed
         }
     }
 
+    /// Names, change tags and download links are spelt in hexadecimal a word at a time: each
+    /// digit of every position must be the one `String(_:radix:)` writes.
+    @Test func hexadecimalIsSpeltAsSwiftSpellsIt() {
+        func padded(_ value: UInt64, _ digits: Int, uppercase: Bool = false) -> String {
+            let text = String(value, radix: 16, uppercase: uppercase)
+            return String(repeating: "0", count: digits - text.count) + text
+        }
+        var random = SystemRandomNumberGenerator()
+        var values: [UInt64] = [0, .max, 0x0123_4567_89AB_CDEF, 0xFEDC_BA98_7654_3210, 0x0A0A_0A0A_9F9F_9F9F]
+        for _ in 0..<10_000 { values.append(random.next()) }
+        for (a, b) in zip(values, values.reversed()) {
+            let (high, low) = (padded(a, 16, uppercase: true), padded(b, 16, uppercase: true))
+            let uuid = [high.prefix(8), high.dropFirst(8).prefix(4), high.suffix(4), low.prefix(4), low.suffix(12)].joined(separator: "-")
+            #expect(Hex.uuid(a, b) == uuid)
+            #expect(Hex.short(a) == padded(a & 0xFFFF_FFFF, 8))
+            if Hex.uuid(a, b) != uuid || Hex.short(a) != padded(a & 0xFFFF_FFFF, 8) { return }
+        }
+    }
+
     @Test func recordNameKeysAreEqualExactlyWhenTheNamesAre() {
         let name = FakeFeed(settings: FakeSettings()).recordName(zone: 0, page: 0, slot: 0)
         guard case .uuid = RecordNameKey(name) else {
