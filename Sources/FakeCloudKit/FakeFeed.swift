@@ -151,13 +151,7 @@ public struct FakeFeed: Sendable {
         var (out, records, fields) = entriesWritingFields(zone: zone, range: range)
         let page = fields.finish()
         for (index, read) in zip(records, try RecordFields.read(from: page, written: fields.objects, fields: fields.noted)) {
-            // Taken out of the array (an empty name in its place costs nothing) rather than
-            // copied: a copy retained and released each of the record's strings.
-            var entry = RecordEntry.deleted(recordName: "")
-            swap(&entry, &out[index])
-            guard case .record(var record) = consume entry else { preconditionFailure("entry \(index) is listed as a record") }
-            record.storedFields = read
-            out[index] = .record(record)
+            out[index].takeFields(read)
         }
         return out
     }
@@ -456,5 +450,21 @@ public struct FakeFeed: Sendable {
             deleted = (settings.zones..<oldZones).map { ZoneDeletion(zoneID: zoneID($0), reason: .deleted) }
         }
         return DatabaseChangePage(modifiedZones: zoneIDs, deletedZones: deleted, syncToken: databaseToken, moreComing: false)
+    }
+}
+
+extension RecordEntry {
+    /// Gives a record its fields where it lies. Swift still copies the record on its way out of
+    /// the entry and back, a retain and release of each of its strings (about 560 instructions
+    /// a record, `Benchmarks/run`); of the forms tried, this costs least, 118 fewer than taking
+    /// the entry out of the array by a swap.
+    fileprivate mutating func takeFields(_ fields: consuming RecordFields) {
+        switch consume self {
+        case .record(var record):
+            record.storedFields = fields
+            self = .record(record)
+        case let other:
+            preconditionFailure("\(other) is listed as a record")
+        }
     }
 }
