@@ -237,12 +237,14 @@ public struct JSONWriter {
         for places in 1...mostShortDecimalPlaces {
             scale *= 10  // exact: 10^8 is well within a double's 53 bits
             let scaled = magnitude * scale
-            let digits = scaled.rounded()
-            guard digits < 1e15 else { return nil }
+            guard scaled < 1e15 else { return nil }
+            // Rounded by conversion: `rounded()` is a call into libm on x86-64's baseline.
+            let digits = UInt64(scaled + 0.5)
+            let whole = Double(digits)
             // The product is off by a rounding at most; the division, correctly rounded, gives
             // the double nearest to the decimal, which must be the value itself.
-            guard (scaled - digits).magnitude <= scaled * 0x1p-50, digits / scale == magnitude else { continue }
-            return writeDecimal(UInt64(digits), places: places, negative: value < 0, at: out)
+            guard (scaled - whole).magnitude <= scaled * 0x1p-50, whole / scale == magnitude else { continue }
+            return writeDecimal(digits, places: places, negative: value < 0, at: out)
         }
         return nil
     }
