@@ -101,6 +101,12 @@ extension String {
     }
 }
 
+extension UnsafeBufferPointer<UInt8> {
+    /// Whether the bytes hold a zero: `String.containsNUL` for text at hand as UTF-8, for a
+    /// writer that copies the bytes it looks at.
+    package var containsNUL: Bool { containNUL(self) }
+}
+
 /// Whether the bytes hold a zero.
 private func containNUL(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
     guard let base = bytes.baseAddress, !bytes.isEmpty else { return false }
