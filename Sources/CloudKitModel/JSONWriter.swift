@@ -229,8 +229,9 @@ public struct JSONWriter {
     /// a decimal is the only one of fifteen digits or fewer that reads as the double (a double
     /// keeps fifteen: DBL_DIG), so it is the shortest that does, which `description` writes, in
     /// positional notation in that range. `description` cost about 450 instructions a double
-    /// (`Benchmarks/run`, in process); this takes about a hundred.
-    @inline(__always) static func writeShortDecimal(_ value: Double, at out: UnsafeMutablePointer<UInt8>) -> Int? {
+    /// (`Benchmarks/run`, in process); this takes about a hundred, and a double it does not
+    /// write (a coordinate to full precision) costs the eight tries more, about sixty.
+    @inline(__always) package static func writeShortDecimal(_ value: Double, at out: UnsafeMutablePointer<UInt8>) -> Int? {
         let magnitude = value.magnitude
         guard magnitude >= 0.001, magnitude < 1e14 else { return nil }
         var scale = 1.0
@@ -241,9 +242,10 @@ public struct JSONWriter {
             // Rounded by conversion: `rounded()` is a call into libm on x86-64's baseline.
             let digits = UInt64(scaled + 0.5)
             let whole = Double(digits)
-            // The product is off by a rounding at most; the division, correctly rounded, gives
-            // the double nearest to the decimal, which must be the value itself.
-            guard (scaled - whole).magnitude <= scaled * 0x1p-50, whole / scale == magnitude else { continue }
+            // The product is off by two roundings at most (the value's own and the product's,
+            // 2^-52 of it); the division, correctly rounded, gives the double nearest to the
+            // decimal, which must be the value itself. Fifteen digits at most, as said above.
+            guard (scaled - whole).magnitude <= scaled * 0x1p-50, digits < 1_000_000_000_000_000, whole / scale == magnitude else { continue }
             return writeDecimal(digits, places: places, negative: value < 0, at: out)
         }
         return nil

@@ -99,7 +99,8 @@ struct TextBuilder {
 package enum Hex {
     /// The eight hexadecimal digits of `value` as the bytes of a word, most significant first in
     /// memory, made a word at a time: digit by digit, with a table, they were about 11
-    /// instructions each and 6% of the in-process source's (`Benchmarks/run`).
+    /// instructions each and 6% of the in-process source's instructions a record
+    /// (`Benchmarks/run`).
     @inline(__always) static func digits(_ value: UInt32, _ uppercase: Bool) -> UInt64 {
         // Each digit's four bits spread to a byte of their own, the lowest digit in the lowest byte.
         var x = UInt64(value)

@@ -282,7 +282,8 @@ public struct RowEncoder {
 
     /// Appends `text` as a field unless it holds a NUL, which PostgreSQL text cannot; whether it
     /// did. One look at its bytes for the check and the copy: looked at apart, each of a row's
-    /// five names and stamps was taken out of its String twice (`Benchmarks/run`).
+    /// five names and stamps was taken out of its String twice, 282 instructions a record more
+    /// (`Benchmarks/run`, straight path).
     @inline(__always) private mutating func appendTextWithoutNUL(_ text: String) -> Bool {
         var text = text
         return text.withUTF8 { utf8 in

@@ -57,6 +57,22 @@ import Testing
         Self.expectWrittenAsDescription(values.filter(\.isFinite), room: JSONWriter.mostDoubleBytes) { $0.writeDouble($1) }
     }
 
+    /// The doubles the short way is for take it (it would be slower, not wrong, if they did
+    /// not): prices, ratings, coordinates in millionths, and both ends of its range.
+    @Test func shortDecimalsAreWrittenTheShortWay() {
+        for value in [4.5, -35.600877, 0.001, 99_999_999_999_999.9, 12.25, -0.125, 179.999999] {
+            let room = UnsafeMutablePointer<UInt8>.allocate(capacity: JSONWriter.mostDoubleBytes)
+            defer { room.deallocate() }
+            let count = JSONWriter.writeShortDecimal(value, at: room)
+            #expect(count.map { String(decoding: UnsafeBufferPointer(start: room, count: $0), as: UTF8.self) } == value.description)
+        }
+        for value in [0.000999, 1e14, 0.1 + 0.2, 1.0 / 3, 2.5e-5] {
+            let room = UnsafeMutablePointer<UInt8>.allocate(capacity: JSONWriter.mostDoubleBytes)
+            defer { room.deallocate() }
+            #expect(JSONWriter.writeShortDecimal(value, at: room) == nil, "\(value) is left to description")
+        }
+    }
+
     /// Integers are written digit by digit after counting their digits: every length, both
     /// signs and both ends of Int64 must read as `description` writes them.
     @Test func integersAreWrittenAsDescriptionWritesThem() {
