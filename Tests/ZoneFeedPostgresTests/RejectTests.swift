@@ -128,13 +128,7 @@ import ZoneFeed
     func aNULAnywhereInAValueKeptAsJSONIsARejectNotABatchRefusedForEver(_ mapping: String) async throws {
         var p = try await FakePipeline(prefix: "rejectnul\(mapping)", fake: FakeSettings(zones: 1))
         if mapping == "auto" { p.recordTypesSection = "recordTypes: auto\n" }
-        let destination = PostgresDestination(
-            pipelineName: p.name, settings: try p.pipeline().postgresSettings(), conninfo: p.url,
-            logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
-        try await destination.prepare()
-        let run = try await destination.startRun()
-        let zone = ZoneID(zoneName: "Zone01", ownerRecordName: "_fakeOwner")
-        let checkpoint = try await destination.zoneCheckpoint(zone)
+        let (destination, run, zone, checkpoint) = try await Self.firstBatchOfZone01(p)
         func note(_ name: String, _ field: String, _ value: FieldValue) -> RecordEntry {
             .record(Record(recordName: name, recordType: "Note", recordChangeTag: "t1", fields: ["title": .string(name), field: value]))
         }
@@ -167,13 +161,7 @@ import ZoneFeed
     /// it are written whole.
     @Test func aNULInARecordsNameTagOrStampsIsARejectAndTheRowsAfterItAreWhole() async throws {
         let p = try await FakePipeline(prefix: "rejectnulmeta", fake: FakeSettings(zones: 1))
-        let destination = PostgresDestination(
-            pipelineName: p.name, settings: try p.pipeline().postgresSettings(), conninfo: p.url,
-            logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
-        try await destination.prepare()
-        let run = try await destination.startRun()
-        let zone = ZoneID(zoneName: "Zone01", ownerRecordName: "_fakeOwner")
-        let checkpoint = try await destination.zoneCheckpoint(zone)
+        let (destination, run, zone, checkpoint) = try await Self.firstBatchOfZone01(p)
         func note(_ name: String, tag: String = "t1", creator: String = "_c", modifier: String = "_m") -> RecordEntry {
             .record(
                 Record(
@@ -205,5 +193,17 @@ import ZoneFeed
         #expect(rows == [["FIRST", "title of 5", "_c", "_m"], ["LAST", "title of 4", "_c", "_m"]])
         #expect(outcome.rejects == 4 && outcome.upserts == 2)
         await destination.close()
+    }
+
+    /// `p`'s destination, prepared, with a run started and the checkpoint of the fake's first
+    /// zone, for a test that applies a batch of its own.
+    static func firstBatchOfZone01(_ p: FakePipeline) async throws -> (PostgresDestination, Int64, ZoneID, ZoneCheckpoint) {
+        let destination = PostgresDestination(
+            pipelineName: p.name, settings: try p.pipeline().postgresSettings(), conninfo: p.url,
+            logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        try await destination.prepare()
+        let run = try await destination.startRun()
+        let zone = ZoneID(zoneName: "Zone01", ownerRecordName: "_fakeOwner")
+        return (destination, run, zone, try await destination.zoneCheckpoint(zone))
     }
 }
