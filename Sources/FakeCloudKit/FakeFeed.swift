@@ -463,8 +463,8 @@ extension RecordEntry {
         case .record(var record):
             record.storedFields = fields
             self = .record(record)
-        case let other:
-            preconditionFailure("\(other) is listed as a record")
+        default:
+            preconditionFailure("an entry listed as a record is not one")
         }
     }
 }

@@ -342,11 +342,9 @@ public struct RowEncoder {
     mutating func append(_ value: FieldValue, as type: ColumnType) -> String? {
         switch (type, value) {
         case (.text, .string(let s)):
-            if s.containsNUL { return "the text contains a NUL byte, which PostgreSQL text cannot hold" }
-            buffer.append(text: s)
+            guard appendTextWithoutNUL(s) else { return "the text contains a NUL byte, which PostgreSQL text cannot hold" }
         case (.text, .reference(let r)):
-            if r.recordName.containsNUL { return "the reference contains a NUL byte" }
-            buffer.append(text: r.recordName)
+            guard appendTextWithoutNUL(r.recordName) else { return "the reference contains a NUL byte" }
         case (.bigint, .int64(let i)):
             buffer.append(bigint: i)
         case (.doublePrecision, .double(let d)):
