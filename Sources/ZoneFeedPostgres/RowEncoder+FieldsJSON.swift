@@ -47,12 +47,14 @@ extension RowEncoder {
             var field = JSONReader(page, at: objectStart)
             noteIfNew(name, typeTag: (try? FieldValue(reading: &field).typeTag) ?? "UNKNOWN")
         }
+        // One reader for the row's values, started again at each (see `JSONReader.restart`).
+        var reader = JSONReader(page)
         for i in fieldSlots.indices {
             guard fieldSlots[i].start >= 0 else {
                 buffer.appendNull()
                 continue
             }
-            if let problem = try appendColumn(from: page, fieldSlots[i], column: i) { return problem }
+            if let problem = try appendColumn(from: page, fieldSlots[i], column: i, reader: &reader) { return problem }
         }
         guard keepUnmapped else {
             buffer.appendNull()
@@ -117,11 +119,13 @@ extension RowEncoder {
     }
 
     /// A mapped field's value into its column (the mapping's `column`th).
-    private mutating func appendColumn(from page: UnsafeBufferPointer<UInt8>, _ slot: FieldSlot, column i: Int) throws -> String? {
+    private mutating func appendColumn(
+        from page: UnsafeBufferPointer<UInt8>, _ slot: FieldSlot, column i: Int, reader value: inout JSONReader
+    ) throws -> String? {
         let fieldStart = buffer.count
         // A column made by evolution takes only its type; the model says why another does not fit.
         if slot.valueAt >= 0, slot.tag != .other, columnsMadeFor[i].map({ $0 == slot.tag }) ?? true {
-            var value = JSONReader(page, at: slot.valueAt)
+            value.restart(at: slot.valueAt)
             do {
                 if try appendPlain(&value, slot, as: columnTypes[i]) {
                     return nil
