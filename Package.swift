@@ -243,7 +243,8 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "zonefeed", "ZoneFeedCommandLine", "TestSupport", "FakeCloudKit", "FakeCloudKitServer", "ZoneFeed", "LibPQ", "CloudKitModel",
+                "zonefeed", "ZoneFeedCommandLine", "ZoneFeedBench", "TestSupport", "FakeCloudKit", "FakeCloudKitServer", "ZoneFeed", "LibPQ",
+                "CloudKitModel",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -134,6 +134,29 @@ public final class Connection: @unchecked Sendable {
         return Int(size)
     }
 
+    /// The process that listens on the other end of a Unix socket, as this machine's kernel
+    /// knows it: PostgreSQL's postmaster, whose children the sessions are.
+    /// > unix(7), SO_PEERCRED: "The returned credentials are those that were in effect at the
+    /// > time of the call to connect(2), listen(2), or socketpair(2)."
+    /// nil over TCP, where nothing proves which process answers, when closed, or when that
+    /// process is outside this one's PID namespace (the kernel then reports 0).
+    public var peerProcessID: Int32? {
+        #if os(Linux)
+            guard let handle else { return nil }
+            let fd = PQsocket(handle)
+            guard fd >= 0 else { return nil }
+            // `struct ucred { pid_t pid; uid_t uid; gid_t gid; }`, which Glibc's module leaves
+            // out (it needs _GNU_SOURCE): three 32-bit words, the pid first.
+            var credentials: [Int32] = [0, 0, 0]
+            var length = socklen_t(MemoryLayout<Int32>.size * credentials.count)
+            let asked = credentials.withUnsafeMutableBytes { getsockopt(fd, SOL_SOCKET, SO_PEERCRED, $0.baseAddress, &length) }
+            guard asked == 0, length == socklen_t(MemoryLayout<Int32>.size * 3), credentials[0] > 0 else { return nil }
+            return credentials[0]
+        #else
+            return nil
+        #endif
+    }
+
     deinit { close() }
 
     /// Whether libpq can parse a connection string or URI, without connecting. Its sentence

@@ -80,6 +80,8 @@ public struct Bench: Sendable {
     let environment: [String: String]
     /// The peak RSS of every `zonefeed run` the bench timed, the bound being on each.
     let peaks = PeakRSSLog()
+    /// The server's CPU, when it runs on this machine (the embedded one always does).
+    let serverCPU: ServerCPU?
 
     static let databaseURLVariable = "ZONEFEED_BENCH_DATABASE_URL"
     static let commitEvery = PostgresSettings.defaultCommitEvery
@@ -95,6 +97,7 @@ public struct Bench: Sendable {
         self.interruption = interruption
         self.progress = progress
         environment = ProcessInfo.processInfo.environment.merging([Self.databaseURLVariable: conninfo]) { _, new in new }
+        serverCPU = ServerCPU.find(conninfo: conninfo)
     }
 
     var records: Int { options.records }
@@ -138,12 +141,14 @@ public struct Bench: Sendable {
         try checkLiveRows(inProcess, label: "the in-process run", logName: "inprocess-run")
         report.inProcessSeconds = first.seconds
         report.inProcessPeakRSSBytes = first.peakRSSBytes
+        report.inProcessServer = first.server
         report.cpu.append(.init(label: "in-process run", key: "inprocess", records: records, run: first, jsonBytes: nil))
 
         let (http, httpJSON, httpPages) = try await measureOverHTTP()
         report.httpPreparedPages = httpPages
         report.httpSeconds = http.seconds
         report.httpPeakRSSBytes = http.peakRSSBytes
+        report.httpServer = http.server
         report.cpu.append(.init(label: "over HTTP (fake-server)", key: "http", records: records, run: http, jsonBytes: httpJSON))
 
         // The ceiling again, after the two runs it divides: this machine's ceiling moves by a
@@ -201,6 +206,7 @@ public struct Bench: Sendable {
         defer { try? dropSchema(named: shape.schema) }
         var ceiling = CopyCeiling(schema: PostgresSchema(pipelineName: pipeline.name, settings: shape), conninfo: conninfo)
         ceiling.rowsPerTransaction = Self.commitEvery
+        ceiling.serverCPU = serverCPU
         try ceiling.createTables()
         checkpoint()
 
@@ -384,6 +390,8 @@ public struct Bench: Sendable {
         var peakRSSBytes: Int
         var userSeconds: Double
         var systemSeconds: Double
+        /// What the run cost the server, from spawn to exit, when it runs on this machine.
+        var server: ServerCPU.Use?
     }
 
     /// `zonefeed run FILE --progress never` as a child, timed from spawn to exit; its stdout
@@ -398,6 +406,7 @@ public struct Bench: Sendable {
     func runPipelines(_ pipeline: Pipeline, count: Int, label: String, logName: (Int) -> String) throws -> ProcessRun {
         try checkNotInterrupted()
         checkpoint()
+        let before = serverCPU?.sample()
         let started = ContinuousClock.now
         let children = try (0..<count).map { i in
             try ChildProcess(
@@ -407,6 +416,7 @@ public struct Bench: Sendable {
         }
         let ends = children.map { $0.wait() }
         let seconds = (ContinuousClock.now - started).seconds
+        let server = serverCPU?.use(since: before)
         peaks.note(label, bytes: ends.map(\.peakRSSBytes).max() ?? 0)
         try checkNotInterrupted()
         for (i, end) in ends.enumerated() where end.status != 0 {
@@ -414,7 +424,7 @@ public struct Bench: Sendable {
         }
         return ProcessRun(
             seconds: seconds, peakRSSBytes: ends.map(\.peakRSSBytes).max() ?? 0, userSeconds: ends.map(\.userSeconds).reduce(0, +),
-            systemSeconds: ends.map(\.systemSeconds).reduce(0, +))
+            systemSeconds: ends.map(\.systemSeconds).reduce(0, +), server: server)
     }
 
     /// The records the pipeline's runs read and committed, summed over its zones

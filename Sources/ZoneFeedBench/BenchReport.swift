@@ -74,6 +74,11 @@ public struct BenchReport: Sendable {
     var inProcessPeakRSSBytes = 0
     var httpSeconds = 0.0
     var httpPeakRSSBytes = 0
+    /// What the server spent a row, and the machine's idle share, during each run, when the
+    /// server runs on this machine: a ratio to the ceiling is about the server's share of the CPU
+    /// when its work a row is the ceiling's.
+    var inProcessServer: ServerCPU.Use?
+    var httpServer: ServerCPU.Use?
     var noOpRunSeconds: [Double] = []
     var httpPreparedPages = Bench.PreparedPages()
     /// Every timed `zonefeed run`'s peak RSS.
@@ -97,13 +102,14 @@ public struct BenchReport: Sendable {
     var noOpMedianSeconds: Double { noOpRunSeconds.sorted()[noOpRunSeconds.count / 2] }
 
     public var text: String {
-        func rate(_ label: String, rps: Double, seconds: Double, peakRSS: Int?) -> String {
+        func rate(_ label: String, rps: Double, seconds: Double, peakRSS: Int?, server: ServerCPU.Use? = nil) -> String {
             var line =
                 label.padding(toLength: 33, withPad: " ", startingAt: 0)
                 + leftPadded(Int(rps.rounded()).grouped, 9) + " records/s"
                 + leftPadded(String(format: "%.2fx", rps / ceilingRPS), 8)
                 + leftPadded(Self.seconds(seconds), 9)
             if let peakRSS { line += "   peak RSS \(Int((Double(peakRSS) / 1_000_000).rounded()).grouped) MB" }
+            if let server { line += "   " + server.text(rows: records) }
             return line
         }
         let ceilingLines = ceilings.map { c in
@@ -111,6 +117,7 @@ public struct BenchReport: Sendable {
                 "ceiling (COPY, \(c.sessions) session\(c.sessions == 1 ? "" : "s"))\(c.afterTheRuns ? ", again" : "")", rps: c.rowsPerSecond,
                 seconds: c.seconds, peakRSS: nil)
                 + String(format: "   %.0f bytes/row, %.1f MB/s", c.bytesPerRow, c.megabytesPerSecond)
+                + (c.server.map { "   " + $0.text(rows: c.rows) } ?? "")
         }
         let wan = wanRuns.map { run in
             "over a WAN (\(wanLatencyMilliseconds) ms, \(wanZones) zones)".padding(toLength: 33, withPad: " ", startingAt: 0)
@@ -126,8 +133,8 @@ public struct BenchReport: Sendable {
         ]
         return
             (header + ceilingLines + [
-                rate("in-process run", rps: inProcessRPS, seconds: inProcessSeconds, peakRSS: inProcessPeakRSSBytes),
-                rate("over HTTP (fake-server)", rps: httpRPS, seconds: httpSeconds, peakRSS: httpPeakRSSBytes),
+                rate("in-process run", rps: inProcessRPS, seconds: inProcessSeconds, peakRSS: inProcessPeakRSSBytes, server: inProcessServer),
+                rate("over HTTP (fake-server)", rps: httpRPS, seconds: httpSeconds, peakRSS: httpPeakRSSBytes, server: httpServer),
             ] + wan + (publicRun?.lines ?? []) + (scaleOut?.lines ?? []) + [
                 "incremental no-op run".padding(toLength: 33, withPad: " ", startingAt: 0)
                     + "\(Self.seconds(noOpMedianSeconds)) wall (median of \(noOpRunSeconds.map { String(format: "%.2f", $0) }.joined(separator: ", ")))"
@@ -177,11 +184,16 @@ public struct BenchReport: Sendable {
                 "ceiling_mb_per_second": rounded(ceiling.megabytesPerSecond),
                 "ceilings": .array(
                     ceilings.map { c in
-                        .object([
+                        var figures: [String: JSONValue] = [
                             "sessions": .int(Int64(c.sessions)), "rps": .int(Int64(c.rowsPerSecond.rounded())),
                             "seconds": rounded(c.seconds), "bytes_per_row": rounded(c.bytesPerRow), "mb_per_second": rounded(c.megabytesPerSecond),
                             "after_the_runs": .bool(c.afterTheRuns),
-                        ])
+                        ]
+                        if let server = c.server {
+                            figures["server_us_per_row"] = rounded(server.microsecondsPerRow(c.rows))
+                            figures["idle_share"] = rounded(server.idleShare)
+                        }
+                        return .object(figures)
                     }),
                 "wan_records": .int(Int64(wanRecords)),
                 "wan_zones": .int(Int64(wanZones)),
@@ -202,6 +214,15 @@ public struct BenchReport: Sendable {
                 object["peak_rss_bytes_max"] = .int(Int64(largestPeak.bytes))
                 object["peak_rss_bytes_runs"] = .array(
                     runPeaks.map { .object(["run": .string($0.label), "bytes": .int(Int64($0.bytes))]) })
+            }
+            for (key, server) in [("inprocess", inProcessServer), ("http", httpServer)] {
+                guard let server else { continue }
+                object["\(key)_server_us_per_row"] = rounded(server.microsecondsPerRow(records))
+                object["\(key)_idle_share"] = rounded(server.idleShare)
+            }
+            if let server = ceiling.server {
+                object["ceiling_server_us_per_row"] = rounded(server.microsecondsPerRow(ceiling.rows))
+                object["ceiling_idle_share"] = rounded(server.idleShare)
             }
             if let publicRun { object.merge(publicRun.json) { _, new in new } }
             if let scaleOut { object.merge(scaleOut.json) { _, new in new } }

@@ -13,6 +13,8 @@ public struct CopyCeiling {
     public let schema: PostgresSchema
     public let conninfo: String
     public var rowsPerTransaction = 5_000
+    /// The server's CPU during the copies, when it runs on this machine.
+    var serverCPU: ServerCPU?
 
     /// The pipeline's tables must exist (a run's `prepare`, or `createTables`).
     public init(schema: PostgresSchema, conninfo: String) {
@@ -28,6 +30,8 @@ public struct CopyCeiling {
         public var sessions: Int
         /// Measured again after the runs it divides, to show how far the machine drifted.
         public var afterTheRuns = false
+        /// What the copies cost the server, when it runs on this machine.
+        var server: ServerCPU.Use?
         public var rowsPerSecond: Double { seconds > 0 ? Double(rows) / seconds : 0 }
         public var bytesPerRow: Double { rows > 0 ? Double(bytes) / Double(rows) : 0 }
         public var megabytesPerSecond: Double { seconds > 0 ? Double(bytes) / 1e6 / seconds : 0 }
@@ -106,6 +110,7 @@ public struct CopyCeiling {
         // a run's connections write their zones' batches.
         let failures = Failures()
         let prepared = chunks
+        let before = serverCPU?.sample()
         let started = ContinuousClock.now
         // A thread each, not `concurrentPerform`: that runs no more at once than there are
         // cores, so a ceiling of three sessions on two cores copied two at a time, where a run
@@ -132,8 +137,11 @@ public struct CopyCeiling {
         }
         copied.wait()
         let seconds = (ContinuousClock.now - started).seconds
+        let server = serverCPU?.use(since: before)
         if let failure = failures.first { throw failure }
-        return Measurement(rows: rows, bytes: bytes, seconds: seconds, sessions: sessions)
+        var measurement = Measurement(rows: rows, bytes: bytes, seconds: seconds, sessions: sessions)
+        measurement.server = server
+        return measurement
     }
 
     /// Creates the pipeline's tables, as a run's `prepare` does.

@@ -51,6 +51,16 @@ import Testing
         #expect(ceilings.map { $0["sessions"] as? Int ?? 0 } == [1, 3, 3])
         #expect(ceilings.map { $0["after_the_runs"] as? Bool ?? false } == [false, false, true])
         #expect(output.stdout.contains("ceiling (COPY, 3 sessions), again"), "\(output.stdout)")
+        // The tests' server runs on this machine: what it spent a row is read beside each phase
+        // (a few milliseconds of it here, which /proc may count as none; `ServerCPUTests` holds
+        // the counting).
+        #expect(ceilings.allSatisfy { $0["server_us_per_row"] is NSNumber && $0["idle_share"] is NSNumber }, "\(ceilings)")
+        for key in ["ceiling", "inprocess", "http"] {
+            #expect(figures["\(key)_server_us_per_row"] is NSNumber && figures["\(key)_idle_share"] is NSNumber, "\(key)")
+        }
+        for line in output.stdout.split(separator: "\n") where line.hasPrefix("ceiling (") || line.hasPrefix("in-process run") {
+            #expect(line.contains(" µs a row, ") && line.contains("% of the machine idle"), "\(line)")
+        }
         // The public database's phase reads the Notes of 3,000 records (about seven in ten).
         let notes = figures["public_records"] as? Int ?? 0
         #expect((1_800...2_400).contains(notes), "\(notes)")

@@ -61,6 +61,18 @@ import Testing
         #expect(c.sendBufferBytes == granted)
     }
 
+    /// Over a Unix socket the kernel names the process that listens: the server's postmaster,
+    /// the parent of the session's backend (what `zonefeed bench` reads the server's CPU from).
+    @Test func aConnectionOverAUnixSocketNamesTheServerProcess() async throws {
+        let c = try Connection(try await TestDatabase.connectionString())
+        let backend = try #require(try c.query("SELECT pg_backend_pid()").scalar.flatMap { Int32($0) })
+        let stat = try String(contentsOfFile: "/proc/\(backend)/stat", encoding: .utf8)
+        // The fields after the command's closing parenthesis: state, then the parent's pid.
+        let parent = stat[stat.index(after: try #require(stat.lastIndex(of: ")")))...].split(separator: " ").dropFirst().first
+        #expect(c.peerProcessID != nil && c.peerProcessID != backend)
+        #expect(c.peerProcessID.map { "\($0)" } == parent.map(String.init), "the postmaster is the backend's parent")
+    }
+
     static func sendBuffer(_ fd: Int32) -> Int {
         var size: Int32 = 0
         var length = socklen_t(MemoryLayout<Int32>.size)
