@@ -80,8 +80,9 @@ public struct Bench: Sendable {
     let environment: [String: String]
     /// The peak RSS of every `zonefeed run` the bench timed, the bound being on each.
     let peaks = PeakRSSLog()
-    /// The server's CPU, when it runs on this machine (the embedded one always does).
-    let serverCPU: ServerCPU?
+    /// The server's CPU, when it runs on this machine: found when the bench starts measuring.
+    private let server = ServerCPU.Slot()
+    var serverCPU: ServerCPU? { server.value }
 
     static let databaseURLVariable = "ZONEFEED_BENCH_DATABASE_URL"
     static let commitEvery = PostgresSettings.defaultCommitEvery
@@ -97,7 +98,6 @@ public struct Bench: Sendable {
         self.interruption = interruption
         self.progress = progress
         environment = ProcessInfo.processInfo.environment.merging([Self.databaseURLVariable: conninfo]) { _, new in new }
-        serverCPU = ServerCPU.find(conninfo: conninfo)
     }
 
     var records: Int { options.records }
@@ -109,6 +109,8 @@ public struct Bench: Sendable {
 
     /// Every phase, one after another; throws when one fails or the bench is interrupted.
     public func measure() async throws -> BenchReport {
+        let found = try await NIOThreadPool.singleton.runIfActive { [conninfo] in ServerCPU.find(conninfo: conninfo) }
+        server.value = found
         let version = try Connection.withConnection(conninfo) { c in
             try c.query("SELECT current_setting('server_version')").scalar ?? "?"
         }

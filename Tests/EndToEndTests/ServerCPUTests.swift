@@ -43,12 +43,16 @@ import Testing
         let fields = "S 4242 5 5 0 -1 4194560 100 0 0 0 70 30 900 100 20 0 1 0 555 1000 10"
         for name in ["postgres", "post gres", "a) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14", "((x))", ")"] {
             let times = ServerCPU.times(ofStatLine: "123 (\(name)) \(fields)")
-            #expect(times?.parent == 4242 && times?.own == 100 && times?.reapedChildren == 1000, "\(name): \(String(describing: times))")
+            #expect(times?.state == "S" && times?.parent == 4242, "\(name): \(String(describing: times))")
+            #expect(times?.own == 100 && times?.reapedChildren == 1000 && times?.startedAt == 555, "\(name): \(String(describing: times))")
         }
+        let tail = "20 0 1 0 555 1000 10"
         for broken in [
-            "", "123 postgres S 4242", "123 (postgres) S 4242 5 5", "123 (postgres) S x 5 5 0 -1 4194560 100 0 0 0 70 30 900 100",
-            "123 (postgres) S 4242 5 5 0 -1 4194560 100 0 0 0 -70 30 900 100",
-            "123 (postgres) S 4242 5 5 0 -1 4194560 100 0 0 0 \(Int.max) 1 0 0",
+            "", "123 postgres S 4242", "123 (postgres) S 4242 5 5", "123 (postgres) S x 5 5 0 -1 4194560 100 0 0 0 70 30 900 100 \(tail)",
+            "123 (postgres) S 4242 5 5 0 -1 4194560 100 0 0 0 -70 30 900 100 \(tail)",
+            "123 (postgres) S 4242 5 5 0 -1 4194560 100 0 0 0 \(Int.max) 1 0 0 \(tail)",
+            "123 (postgres) S 4242 5 5 0 -1 4194560 100 0 0 0 70 30 \(Int.max) 1 \(tail)",
+            "123 (postgres) SS 4242 5 5 0 -1 4194560 100 0 0 0 70 30 900 100 \(tail)",
         ] {
             #expect(ServerCPU.times(ofStatLine: broken) == nil, "\(broken)")
         }
