@@ -23,7 +23,9 @@ import Testing
             return (backend, try #require(ServerCPU.times(ofStatLine: stat)).own)
         }
         // Once the postmaster has reaped the backend, its time is only in the postmaster's
-        // children's.
+        // children's. The condition is polled, with a deadline: no event tells another process
+        // that a process it did not start was reaped (a pidfd becomes readable at the exit,
+        // before the reaping this test needs).
         let reaped = ContinuousClock.now + .seconds(30)
         while FileManager.default.fileExists(atPath: "/proc/\(backend)") && ContinuousClock.now < reaped {
             try await Task.sleep(for: .milliseconds(50))
