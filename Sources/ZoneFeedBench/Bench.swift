@@ -42,6 +42,10 @@ public struct Bench: Sendable {
         public var scaleOutProcesses = 0
         public var scaleOutZones = 64
         public var scaleOutRecordsPerZone = 2_000
+        /// How many times the ceiling and the two backfills are measured, one after the other:
+        /// the figures are each one's fastest, since this machine's speed moves by a third
+        /// within minutes (docs/performance.md).
+        public var rounds = 3
         /// Keep the bench schemas.
         public var keep: Bool
 
@@ -87,6 +91,8 @@ public struct Bench: Sendable {
     static let databaseURLVariable = "ZONEFEED_BENCH_DATABASE_URL"
     static let commitEvery = PostgresSettings.defaultCommitEvery
     static let noOpRuns = 3
+    /// The schema of a run against a fake server, `bench-<name>`'s.
+    static func schema(ofRun name: String) -> String { "bench_\(name)" }
 
     public init(
         options: Options, conninfo: String, work: String, interruption: Interruption,
@@ -131,34 +137,44 @@ public struct Bench: Sendable {
                 """)
 
         try checkNotInterrupted()
-        // At one session, and at as many as the runs write with: ratios are to the fastest.
+        // The ceiling at one session once, then the ceiling at as many sessions as the runs
+        // write with and the two backfills, round after round: this machine's speed moves by a
+        // third within minutes (docs/performance.md), so one sample of each would make a ratio
+        // of the drift's. Every figure is its fastest round's, the ceiling's included.
         report.ceilingRowsPerTransaction = Self.commitEvery
-        for sessions in Set([1, options.parallelZones]).sorted() {
-            report.ceilings.append(try await NIOThreadPool.singleton.runIfActive { try measureCeiling(pipeline: inProcess, sessions: sessions) })
+        if options.parallelZones != 1 {
+            report.ceilings.append(try await NIOThreadPool.singleton.runIfActive { try measureCeiling(pipeline: inProcess, sessions: 1) })
         }
+        // The fake server of the runs over HTTP renders its pages once, before the rounds: the
+        // gigabytes it takes are not taken afresh just before every run over HTTP, which on a
+        // virtual machine that hands free memory back to its host would leave that run alone
+        // to write into memory the host must find again (docs/performance.md).
+        progress("over HTTP: starting zonefeed fake-server, which renders its pages first…")
+        try await withPreparedFakeServer(name: "http", settings: settings, serverArguments: []) { server in
+            for round in 1...options.rounds {
+                // Each round's ceiling meets the database the first one did: without the
+                // backfills' tables of the round before.
+                try dropSchema(named: Self.schema(ofRun: "http"))
+                try dropSchema(inProcess)
+                var ceiling = try await NIOThreadPool.singleton.runIfActive { try measureCeiling(pipeline: inProcess, sessions: options.parallelZones) }
+                ceiling.round = round
+                report.ceilings.append(ceiling)
 
-        try dropSchema(inProcess)
-        progress("in-process run: zonefeed run on the fake source…")
-        let first = try await NIOThreadPool.singleton.runIfActive { try runPipeline(inProcess, label: "the in-process run", logName: "inprocess-run") }
-        try checkLiveRows(inProcess, label: "the in-process run", logName: "inprocess-run")
-        report.inProcessSeconds = first.seconds
-        report.inProcessPeakRSSBytes = first.peakRSSBytes
-        report.inProcessServer = first.server
-        report.cpu.append(.init(label: "in-process run", key: "inprocess", records: records, run: first, jsonBytes: nil))
+                let label = "the in-process run\(roundSuffix(round))"
+                progress("\(label): zonefeed run on the fake source…")
+                let run = try await NIOThreadPool.singleton.runIfActive { try runPipeline(inProcess, label: label, logName: "inprocess-run", writing: records) }
+                try checkLiveRows(inProcess, label: label, logName: "inprocess-run")
+                report.inProcessRuns.append(
+                    .init(round: round, run: run, cpu: .init(label: "in-process run", key: "inprocess", records: records, run: run, jsonBytes: nil)))
 
-        let (http, httpJSON, httpPages) = try await measureOverHTTP()
-        report.httpPreparedPages = httpPages
-        report.httpSeconds = http.seconds
-        report.httpPeakRSSBytes = http.peakRSSBytes
-        report.httpServer = http.server
-        report.cpu.append(.init(label: "over HTTP (fake-server)", key: "http", records: records, run: http, jsonBytes: httpJSON))
-
-        // The ceiling again, after the two runs it divides: this machine's ceiling moves by a
-        // third within minutes (docs/performance.md), and a ratio to one sample taken before
-        // them may be the drift's. The ratios are to the fastest of all.
-        var again = try await NIOThreadPool.singleton.runIfActive { try measureCeiling(pipeline: inProcess, sessions: options.parallelZones) }
-        again.afterTheRuns = true
-        report.ceilings.append(again)
+                let (http, httpJSON, httpPages) = try await measureOverHTTP(against: server, round: round)
+                report.httpRuns.append(
+                    .init(
+                        round: round, run: http,
+                        cpu: .init(label: "over HTTP (fake-server)", key: "http", records: records, run: http, jsonBytes: httpJSON), pages: httpPages))
+            }
+        }
+        report.cpu += [report.inProcess.cpu, report.http.cpu]
 
         report.wanRecords = options.wanRecords
         report.wanZones = options.wanZones
@@ -189,9 +205,9 @@ public struct Bench: Sendable {
 
         if !options.keep {
             try dropSchema(inProcess)
-            try dropSchema(named: "bench_http")
-            try dropSchema(named: "bench_wan")
-            try dropSchema(named: "bench_wantls")
+            try dropSchema(named: Self.schema(ofRun: "http"))
+            try dropSchema(named: Self.schema(ofRun: "wan"))
+            try dropSchema(named: Self.schema(ofRun: "wantls"))
         }
         report.runPeaks = peaks.all
         return report
@@ -209,6 +225,7 @@ public struct Bench: Sendable {
         var ceiling = CopyCeiling(schema: PostgresSchema(pipelineName: pipeline.name, settings: shape), conninfo: conninfo)
         ceiling.rowsPerTransaction = Self.commitEvery
         ceiling.serverCPU = serverCPU
+        ceiling.beforeTheClock = { [records] in warmUp(rows: records) }
         try ceiling.createTables()
         checkpoint()
 
@@ -250,32 +267,32 @@ public struct Bench: Sendable {
     // MARK: Over HTTP
 
     /// `zonefeed run` with the CloudKit client against `zonefeed fake-server` on loopback,
-    /// which serves the same records; the server is stopped on every path. The server renders
-    /// its pages before it listens: on a machine of two cores, rendering them during the run
-    /// would take a fifth of the CPU from the client and PostgreSQL, which a real CloudKit
-    /// does not, and hold up every request behind the one before.
-    /// The run, and the bytes of JSON the server answered it with.
-    func measureOverHTTP() async throws -> (run: ProcessRun, jsonBytes: Int, pages: PreparedPages) {
+    /// which serves the same records, from nil tokens. The server rendered its pages before it
+    /// listened: on a machine of two cores, rendering them during the run would take a fifth of
+    /// the CPU from the client and PostgreSQL, which a real CloudKit does not, and hold up every
+    /// request behind the one before.
+    /// The run, the bytes of JSON the server answered it with, and the prepared pages it served.
+    func measureOverHTTP(against server: BenchServer, round: Int) async throws -> (run: ProcessRun, jsonBytes: Int, pages: PreparedPages) {
         try checkNotInterrupted()
-        progress("over HTTP: starting zonefeed fake-server, which renders its pages first…")
-        var bytes = 0
-        var pages = PreparedPages()
-        let run = try await runAgainstFakeServer(
-            name: "http", label: "the run over HTTP", settings: settings, serverArguments: [], defaults: false
-        ) { server in
-            bytes = try await server.trafficCount("bodyBytes")
-            pages = PreparedPages(prepared: try await server.count("preparedPages"), served: try await server.count("preparedPagesServed"))
-        }
-        return (run, bytes, pages)
+        let bytes = try await server.trafficCount("bodyBytes")
+        let served = try await server.count("preparedPagesServed")
+        let run = try await runPipeline(against: server, name: "http", label: "the run over HTTP\(roundSuffix(round))", settings: settings, defaults: false)
+        let pages = PreparedPages(prepared: try await server.count("preparedPages"), served: try await server.count("preparedPagesServed") - served)
+        return (run, try await server.trafficCount("bodyBytes") - bytes, pages)
     }
 
-    /// The pages the fake server rendered before the run over HTTP, and how many of its answers
-    /// were those: a request it had no page for (other `desiredKeys`, another limit) is rendered
-    /// while the run waits, inside its clock.
+    /// ", round 2 of 3" in the progress lines, when there is more than one.
+    func roundSuffix(_ round: Int) -> String {
+        options.rounds == 1 ? "" : ", round \(round) of \(options.rounds)"
+    }
+
+    /// The pages the fake server rendered before the runs over HTTP, and how many of a run's
+    /// answers were those: a request it had no page for (other `desiredKeys`, another limit) is
+    /// rendered while the run waits, inside its clock.
     struct PreparedPages: Sendable {
         var prepared = 0
         var served = 0
-        /// Every answer was a page rendered beforehand, each once.
+        /// Every answer of the run was a page rendered beforehand, each once.
         var servedAll: Bool { prepared > 0 && served == prepared }
     }
 
@@ -306,29 +323,46 @@ public struct Bench: Sendable {
     }
 
     /// Starts `zonefeed fake-server --prepare-pages` with `settings`, runs a pipeline
-    /// `bench-<name>` (schema `bench_<name>`) against it, checks its rows and stops the server
-    /// on every path. `defaults`: the pipeline leaves commitEvery and parallelZones to their
-    /// defaults.
+    /// `bench-<name>` against it and stops the server on every path.
     func runAgainstFakeServer(
         name: String, label: String, settings: FakeSettings, serverArguments: [String], defaults: Bool,
         afterwards: (BenchServer) async throws -> Void = { _ in }
     ) async throws -> ProcessRun {
-        let records = settings.zones * settings.recordsPerZone
+        try await withPreparedFakeServer(name: name, settings: settings, serverArguments: serverArguments) { server in
+            let run = try await runPipeline(against: server, name: name, label: label, settings: settings, defaults: defaults)
+            try await afterwards(server)
+            return run
+        }
+    }
+
+    /// Runs `body` with a `zonefeed fake-server --prepare-pages` serving `settings`' records,
+    /// stopped on every path.
+    func withPreparedFakeServer<T: Sendable>(
+        name: String, settings: FakeSettings, serverArguments: [String], _ body: (BenchServer) async throws -> T
+    ) async throws -> T {
         let arguments = [
             "--zones", "\(settings.zones)", "--records-per-zone", "\(settings.recordsPerZone)",
             "--seed", "\(settings.seed)", "--page-size", "\(settings.pageSize)", "--no-churn", "--prepare-pages",
         ]
-        return try await withFakeServer(name: name, arguments: arguments + serverArguments, records: records) { server in
-            let baseURL = server.baseURL
-            let pipeline = try writePipeline(
-                "bench-\(name)", schema: "bench_\(name)", defaults: defaults, source: fakeServerSource(server, name: name))
-            try dropSchema(pipeline)
-            progress("\(label): zonefeed run against \(baseURL), \(records.grouped) records in \(settings.zones) zones…")
-            let run = try await NIOThreadPool.singleton.runIfActive { try runPipeline(pipeline, label: label, logName: "\(name)-run") }
-            try checkLiveRows(pipeline, label: label, logName: "\(name)-run", expected: records)
-            try await afterwards(server)
-            return run
-        }
+        // A new server knows none of the tokens an earlier one rotated to: the first run
+        // against it starts from the pipeline's own, and later ones from what it rotated to
+        // (a rotated token once used, the server no longer takes the pipeline's).
+        try? FileManager.default.removeItem(atPath: webAuthTokenFile(name))
+        return try await withFakeServer(name: name, arguments: arguments + serverArguments, records: settings.zones * settings.recordsPerZone, body)
+    }
+
+    /// Runs a pipeline `bench-<name>` (schema `bench_<name>`, dropped first) against `server`
+    /// from nil tokens and checks its rows. `defaults`: the pipeline leaves commitEvery and
+    /// parallelZones to their defaults.
+    func runPipeline(against server: BenchServer, name: String, label: String, settings: FakeSettings, defaults: Bool) async throws -> ProcessRun {
+        let records = settings.zones * settings.recordsPerZone
+        let pipeline = try writePipeline(
+            "bench-\(name)", schema: Self.schema(ofRun: name), defaults: defaults, source: fakeServerSource(server, name: name))
+        try dropSchema(pipeline)
+        progress("\(label): zonefeed run against \(server.baseURL), \(records.grouped) records in \(settings.zones) zones…")
+        let run = try await NIOThreadPool.singleton.runIfActive { try runPipeline(pipeline, label: label, logName: "\(name)-run", writing: records) }
+        try checkLiveRows(pipeline, label: label, logName: "\(name)-run", expected: records)
+        return run
     }
 
     /// Runs `body` with a `zonefeed fake-server --port 0 <arguments>` (through
@@ -398,16 +432,18 @@ public struct Bench: Sendable {
 
     /// `zonefeed run FILE --progress never` as a child, timed from spawn to exit; its stdout
     /// and stderr go to `<logName>.stdout` and `.stderr` in the work folder.
-    func runPipeline(_ pipeline: Pipeline, label: String, logName: String) throws -> ProcessRun {
-        try runPipelines(pipeline, count: 1, label: label, logName: { _ in logName })
+    func runPipeline(_ pipeline: Pipeline, label: String, logName: String, writing rows: Int = 0) throws -> ProcessRun {
+        try runPipelines(pipeline, count: 1, label: label, logName: { _ in logName }, writing: rows)
     }
 
     /// `count` runs of one pipeline started at once, timed from the first spawn to the last exit;
     /// the peak RSS is the largest of theirs, the CPU their sum. Logs in `<logName(i)>.stdout` and
-    /// `.stderr`.
-    func runPipelines(_ pipeline: Pipeline, count: Int, label: String, logName: (Int) -> String) throws -> ProcessRun {
+    /// `.stderr`. `rows`: what the runs will write, for the memory warmed before the clock (none
+    /// for a run that writes little or nothing).
+    func runPipelines(_ pipeline: Pipeline, count: Int, label: String, logName: (Int) -> String, writing rows: Int = 0) throws -> ProcessRun {
         try checkNotInterrupted()
         checkpoint()
+        warmUp(rows: rows)
         let before = serverCPU?.sample()
         let started = ContinuousClock.now
         let children = try (0..<count).map { i in
@@ -544,9 +580,12 @@ public struct Bench: Sendable {
             auth:
               apiToken: fake-api-token
               webAuthToken: fake-web-auth-token
-              webAuthTokenFile: \(yamlString(path("bench-\(name).web-auth-token")))
+              webAuthTokenFile: \(yamlString(webAuthTokenFile(name)))
         """
     }
+
+    /// Where a run against a fake server keeps the tokens that server rotates to.
+    func webAuthTokenFile(_ name: String) -> String { path("bench-\(name).web-auth-token") }
 
     /// A YAML double-quoted scalar; JSON's escapes are YAML's.
     func yamlString(_ value: String) -> String {
@@ -561,6 +600,12 @@ public struct Bench: Sendable {
         try Connection.withConnection(conninfo) { c -> Void in
             try c.execute("DROP SCHEMA IF EXISTS \(quoteIdentifier(schema)) CASCADE")
         }
+    }
+
+    /// A phase that writes `rows` rows starts with as much backed free memory as it will write
+    /// (see `MemoryWarmUp`).
+    func warmUp(rows: Int) {
+        MemoryWarmUp.touchAndFree(bytes: MemoryWarmUp.bytes(forRows: rows))
     }
 
     /// Writes the previous phase's dirty pages out now, so that they are not written on the

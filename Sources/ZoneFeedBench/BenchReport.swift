@@ -60,7 +60,7 @@ public struct BenchReport: Sendable {
         var microsecondsPerRecord: Double { cpuSeconds * 1_000_000 / Double(max(records, 1)) }
 
         var line: String {
-            "  " + label.padding(toLength: 31, withPad: " ", startingAt: 0)
+            "  " + label.padding(toLength: BenchReport.labelWidth - 2, withPad: " ", startingAt: 0)
                 + String(format: "%7.2f s user + %5.2f s system", userSeconds, systemSeconds)
                 + "   " + Int(recordsPerCPUSecond.rounded()).grouped + " records per CPU-second"
                 + String(format: " (%.1f µs a record)", microsecondsPerRecord)
@@ -68,19 +68,41 @@ public struct BenchReport: Sendable {
         }
     }
 
-    /// Each timed run's CPU, in the order they ran.
+    /// One round's timed backfill: the in-process run or the one over HTTP.
+    struct BackfillRun: Sendable {
+        var round: Int
+        var seconds: Double
+        var peakRSSBytes: Int
+        /// What the server spent a row, and the machine's idle share, during the run, when the
+        /// server runs on this machine: a ratio to the ceiling is about the server's share of
+        /// the CPU when its work a row is the ceiling's.
+        var server: ServerCPU.Use?
+        var cpu: CPUUse
+        /// Over HTTP: the pages the fake server rendered beforehand, and how many it served.
+        var pages: Bench.PreparedPages?
+
+        init(round: Int, run: Bench.ProcessRun, cpu: CPUUse, pages: Bench.PreparedPages? = nil) {
+            self.round = round
+            seconds = run.seconds
+            peakRSSBytes = run.peakRSSBytes
+            server = run.server
+            self.cpu = cpu
+            self.pages = pages
+        }
+    }
+
+    /// The in-process run and the run over HTTP of each round, in order.
+    var inProcessRuns: [BackfillRun] = []
+    var httpRuns: [BackfillRun] = []
+    /// The fastest of each: the runs the figures are of.
+    var inProcess: BackfillRun { Self.fastest(inProcessRuns) }
+    var http: BackfillRun { Self.fastest(httpRuns) }
+    static func fastest(_ runs: [BackfillRun]) -> BackfillRun { runs.min { $0.seconds < $1.seconds }! }
+    var rounds: Int { inProcessRuns.count }
+    /// Each timed run's CPU: the two backfills' fastest rounds, then the others in the order
+    /// they ran.
     var cpu: [CPUUse] = []
-    var inProcessSeconds = 0.0
-    var inProcessPeakRSSBytes = 0
-    var httpSeconds = 0.0
-    var httpPeakRSSBytes = 0
-    /// What the server spent a row, and the machine's idle share, during each run, when the
-    /// server runs on this machine: a ratio to the ceiling is about the server's share of the CPU
-    /// when its work a row is the ceiling's.
-    var inProcessServer: ServerCPU.Use?
-    var httpServer: ServerCPU.Use?
     var noOpRunSeconds: [Double] = []
-    var httpPreparedPages = Bench.PreparedPages()
     /// Every timed `zonefeed run`'s peak RSS.
     var runPeaks: [PeakRSSLog.Entry] = []
     var largestPeak: PeakRSSLog.Entry? { runPeaks.max { $0.bytes < $1.bytes } }
@@ -94,8 +116,13 @@ public struct BenchReport: Sendable {
         self.postgresVersion = postgresVersion
     }
 
-    var inProcessRPS: Double { Double(records) / inProcessSeconds }
-    var httpRPS: Double { Double(records) / httpSeconds }
+    func rps(_ run: BackfillRun) -> Double { Double(records) / run.seconds }
+    var inProcessRPS: Double { rps(inProcess) }
+    var httpRPS: Double { rps(http) }
+    /// Every run over HTTP was timed against pages rendered beforehand, each served once.
+    var httpPagesPrepared: Bool { httpRuns.allSatisfy { $0.pages?.servedAll ?? false } }
+    /// The ceiling measured in a run's round, beside it.
+    func roundCeiling(_ run: BackfillRun) -> CopyCeiling.Measurement? { ceilings.first { $0.round == run.round } }
     func wanRPS(_ run: WANRun) -> Double { Double(wanRecords) / run.seconds }
     /// One request at a time: a page of 200 records per round trip.
     var wanBoundRPS: Double { 200 / (Double(wanLatencyMilliseconds) / 1000) }
@@ -104,7 +131,7 @@ public struct BenchReport: Sendable {
     public var text: String {
         func rate(_ label: String, rps: Double, seconds: Double, peakRSS: Int?, server: ServerCPU.Use? = nil) -> String {
             var line =
-                label.padding(toLength: 33, withPad: " ", startingAt: 0)
+                Self.label(label)
                 + leftPadded(Int(rps.rounded()).grouped, 9) + " records/s"
                 + leftPadded(String(format: "%.2fx", rps / ceilingRPS), 8)
                 + leftPadded(Self.seconds(seconds), 9)
@@ -114,13 +141,14 @@ public struct BenchReport: Sendable {
         }
         let ceilingLines = ceilings.map { c in
             rate(
-                "ceiling (COPY, \(c.sessions) session\(c.sessions == 1 ? "" : "s"))\(c.afterTheRuns ? ", again" : "")", rps: c.rowsPerSecond,
+                "ceiling (COPY, \(c.sessions) session\(c.sessions == 1 ? "" : "s"))\(c.round.map { rounds > 1 ? ", round \($0)" : "" } ?? "")",
+                rps: c.rowsPerSecond,
                 seconds: c.seconds, peakRSS: nil)
                 + String(format: "   %.0f bytes/row, %.1f MB/s", c.bytesPerRow, c.megabytesPerSecond)
                 + (c.server.map { "   " + $0.text(rows: c.rows) } ?? "")
         }
         let wan = wanRuns.map { run in
-            "over a WAN (\(wanLatencyMilliseconds) ms, \(wanZones) zones)".padding(toLength: 33, withPad: " ", startingAt: 0)
+            Self.label("over a WAN (\(wanLatencyMilliseconds) ms, \(wanZones) zones)")
                 + leftPadded(Int(wanRPS(run).rounded()).grouped, 9) + " records/s"
                 + leftPadded(String(format: "%.1fx", wanRPS(run) / wanBoundRPS), 8) + " the one-request bound (\(Int(wanBoundRPS).grouped)/s)"
                 + "   \(Self.seconds(run.seconds))   peak RSS \(Int((Double(run.peakRSSBytes) / 1_000_000).rounded()).grouped) MB"
@@ -128,25 +156,46 @@ public struct BenchReport: Sendable {
         }
         let header = [
             "zonefeed bench: \(records.grouped) records, \(zones) zones (\(parallelZones) at once), PostgreSQL \(postgresVersion)",
-            "ratios are to the fastest ceiling (measured before the runs, and again after the one over HTTP); COPY writes "
-                + "\(ceilingRowsPerTransaction.grouped) rows a transaction",
+            "ratios are to the fastest ceiling"
+                + (rounds > 1
+                    ? "; the ceiling and the two runs were measured in \(rounds) rounds, one after the other, and each run's line is its fastest round's"
+                    : "")
+                + "; COPY writes \(ceilingRowsPerTransaction.grouped) rows a transaction",
         ]
+        func backfill(_ label: String, _ runs: [BackfillRun]) -> [String] {
+            let fastest = Self.fastest(runs)
+            var lines = [rate(label, rps: rps(fastest), seconds: fastest.seconds, peakRSS: fastest.peakRSSBytes, server: fastest.server)]
+            if runs.count > 1 {
+                lines.append(
+                    Self.label("  each round")
+                        + runs.map { run in
+                            String(format: "%.2fx", rps(run) / ceilingRPS)
+                                + (roundCeiling(run).map { String(format: " (%.2fx its round's ceiling)", rps(run) / $0.rowsPerSecond) } ?? "")
+                        }.joined(separator: ", "))
+            }
+            return lines
+        }
         return
-            (header + ceilingLines + [
-                rate("in-process run", rps: inProcessRPS, seconds: inProcessSeconds, peakRSS: inProcessPeakRSSBytes, server: inProcessServer),
-                rate("over HTTP (fake-server)", rps: httpRPS, seconds: httpSeconds, peakRSS: httpPeakRSSBytes, server: httpServer),
-            ] + wan + (publicRun?.lines ?? []) + (scaleOut?.lines ?? []) + [
-                "incremental no-op run".padding(toLength: 33, withPad: " ", startingAt: 0)
+            (header + ceilingLines + backfill("in-process run", inProcessRuns) + backfill("over HTTP (fake-server)", httpRuns) + wan + (publicRun?.lines ?? [])
+            + (scaleOut?.lines ?? []) + [
+                Self.label("incremental no-op run")
                     + "\(Self.seconds(noOpMedianSeconds)) wall (median of \(noOpRunSeconds.map { String(format: "%.2f", $0) }.joined(separator: ", ")))"
             ]
             + (largestPeak.map { peak in
                 [
-                    "peak RSS of the \(runPeaks.count) timed runs".padding(toLength: 33, withPad: " ", startingAt: 0)
+                    Self.label("peak RSS of the \(runPeaks.count) timed runs")
                         + "\(Self.megabytes(peak.bytes)) MB at most (\(peak.label))"
                 ]
             } ?? []) + (cpu.isEmpty ? [] : ["CPU of each run (the whole zonefeed process; the server and PostgreSQL not counted):"] + cpu.map(\.line)))
             .joined(separator: "\n")
     }
+
+    /// The width of the labels the figures of each line stand after: the longest,
+    /// "ceiling (COPY, 16 sessions), round 10", and a space.
+    static let labelWidth = 39
+
+    /// `text` padded to the labels' width.
+    static func label(_ text: String) -> String { text.padding(toLength: labelWidth, withPad: " ", startingAt: 0) }
 
     /// Bytes in whole megabytes (10^6), rounded, grouped: integer arithmetic, which no count of
     /// bytes can overflow.
@@ -170,11 +219,13 @@ public struct BenchReport: Sendable {
                 "records": .int(Int64(records)),
                 "zones": .int(Int64(zones)),
                 "parallel_zones": .int(Int64(parallelZones)),
-                // Whether every page of the HTTP run was rendered before its clock started
-                // (`--prepare-pages`), as the fake server counted them.
-                "http_pages_prepared": .bool(httpPreparedPages.servedAll),
-                "http_prepared_pages": .int(Int64(httpPreparedPages.prepared)),
-                "http_prepared_pages_served": .int(Int64(httpPreparedPages.served)),
+                // Whether every page of every run over HTTP was rendered before its clock
+                // started (`--prepare-pages`), as the fake server counted them; the counts are
+                // the fastest round's.
+                "http_pages_prepared": .bool(httpPagesPrepared),
+                "http_prepared_pages": .int(Int64(http.pages?.prepared ?? 0)),
+                "http_prepared_pages_served": .int(Int64(http.pages?.served ?? 0)),
+                "rounds": .int(Int64(rounds)),
                 "postgres_version": .string(postgresVersion),
                 "ceiling_rows_per_transaction": .int(Int64(ceilingRowsPerTransaction)),
                 "ceiling_rps": .int(Int64(ceilingRPS.rounded())),
@@ -187,8 +238,8 @@ public struct BenchReport: Sendable {
                         var figures: [String: JSONValue] = [
                             "sessions": .int(Int64(c.sessions)), "rps": .int(Int64(c.rowsPerSecond.rounded())),
                             "seconds": rounded(c.seconds), "bytes_per_row": rounded(c.bytesPerRow), "mb_per_second": rounded(c.megabytesPerSecond),
-                            "after_the_runs": .bool(c.afterTheRuns),
                         ]
+                        if let round = c.round { figures["round"] = .int(Int64(round)) }
                         if let server = c.server {
                             figures["server_us_per_row"] = rounded(server.microsecondsPerRow(c.rows))
                             figures["idle_share"] = rounded(server.idleShare)
@@ -201,12 +252,12 @@ public struct BenchReport: Sendable {
                 "wan_bound_rps": .int(Int64(wanBoundRPS.rounded())),
                 "inprocess_rps": .int(Int64(inProcessRPS.rounded())),
                 "inprocess_ratio": rounded(inProcessRPS / ceilingRPS),
-                "inprocess_seconds": rounded(inProcessSeconds),
-                "inprocess_peak_rss_bytes": .int(Int64(inProcessPeakRSSBytes)),
+                "inprocess_seconds": rounded(inProcess.seconds),
+                "inprocess_peak_rss_bytes": .int(Int64(inProcess.peakRSSBytes)),
                 "http_rps": .int(Int64(httpRPS.rounded())),
                 "http_ratio": rounded(httpRPS / ceilingRPS),
-                "http_seconds": rounded(httpSeconds),
-                "http_peak_rss_bytes": .int(Int64(httpPeakRSSBytes)),
+                "http_seconds": rounded(http.seconds),
+                "http_peak_rss_bytes": .int(Int64(http.peakRSSBytes)),
                 "noop_run_seconds": rounded(noOpMedianSeconds),
                 "noop_run_seconds_all": .array(noOpRunSeconds.map(rounded)),
             ]
@@ -215,10 +266,26 @@ public struct BenchReport: Sendable {
                 object["peak_rss_bytes_runs"] = .array(
                     runPeaks.map { .object(["run": .string($0.label), "bytes": .int(Int64($0.bytes))]) })
             }
-            for (key, server) in [("inprocess", inProcessServer), ("http", httpServer)] {
-                guard let server else { continue }
-                object["\(key)_server_us_per_row"] = rounded(server.microsecondsPerRow(records))
-                object["\(key)_idle_share"] = rounded(server.idleShare)
+            for (key, runs) in [("inprocess", inProcessRuns), ("http", httpRuns)] {
+                let fastest = Self.fastest(runs)
+                if let server = fastest.server {
+                    object["\(key)_server_us_per_row"] = rounded(server.microsecondsPerRow(records))
+                    object["\(key)_idle_share"] = rounded(server.idleShare)
+                }
+                object["\(key)_rounds"] = .array(
+                    runs.map { run in
+                        var figures: [String: JSONValue] = [
+                            "round": .int(Int64(run.round)), "rps": .int(Int64(rps(run).rounded())), "seconds": rounded(run.seconds),
+                            "ratio": rounded(rps(run) / ceilingRPS), "peak_rss_bytes": .int(Int64(run.peakRSSBytes)),
+                            "records_per_cpu_second": .int(Int64(run.cpu.recordsPerCPUSecond.rounded())),
+                        ]
+                        if let ceiling = roundCeiling(run) { figures["ratio_to_round_ceiling"] = rounded(rps(run) / ceiling.rowsPerSecond) }
+                        if let server = run.server {
+                            figures["server_us_per_row"] = rounded(server.microsecondsPerRow(records))
+                            figures["idle_share"] = rounded(server.idleShare)
+                        }
+                        return .object(figures)
+                    })
             }
             if let server = ceiling.server {
                 object["ceiling_server_us_per_row"] = rounded(server.microsecondsPerRow(ceiling.rows))

@@ -15,6 +15,8 @@ public struct CopyCeiling {
     public var rowsPerTransaction = 5_000
     /// The server's CPU during the copies, when it runs on this machine.
     var serverCPU: ServerCPU?
+    /// Called once the rows are encoded, just before the clock starts.
+    var beforeTheClock: (() -> Void)?
 
     /// The pipeline's tables must exist (a run's `prepare`, or `createTables`).
     public init(schema: PostgresSchema, conninfo: String) {
@@ -28,8 +30,9 @@ public struct CopyCeiling {
         public var seconds: Double
         /// How many connections copied at once.
         public var sessions: Int
-        /// Measured again after the runs it divides, to show how far the machine drifted.
-        public var afterTheRuns = false
+        /// The round it was measured in, beside that round's runs; nil for the one measured once
+        /// before the rounds (at one session).
+        public var round: Int?
         /// What the copies cost the server, when it runs on this machine.
         var server: ServerCPU.Use?
         public var rowsPerSecond: Double { seconds > 0 ? Double(rows) / seconds : 0 }
@@ -110,6 +113,7 @@ public struct CopyCeiling {
         // a run's connections write their zones' batches.
         let failures = Failures()
         let prepared = chunks
+        beforeTheClock?()
         let before = serverCPU?.sample()
         let started = ContinuousClock.now
         // A thread each, not `concurrentPerform`: that runs no more at once than there are

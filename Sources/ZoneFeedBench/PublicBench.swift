@@ -37,15 +37,14 @@ struct PublicBench: Sendable {
         var sweepRequestsPer100k: Double { Double(sweepRequests) * 100_000 / Double(max(1, records)) }
 
         var lines: [String] {
-            func pad(_ text: String) -> String { text.padding(toLength: 33, withPad: " ", startingAt: 0) }
             func number(_ text: String) -> String { String(repeating: " ", count: max(0, 9 - text.count)) + text }
             return [
-                pad("public database (\(latencyMilliseconds) ms, 1 type)") + number(Int(backfillRPS.rounded()).grouped) + " records/s"
+                BenchReport.label("public database (\(latencyMilliseconds) ms, 1 type)") + number(Int(backfillRPS.rounded()).grouped) + " records/s"
                     + String(format: "   %.1fx the one-request bound (%@/s)", backfillRPS / boundRPS, Int(boundRPS).grouped)
                     + "   \(BenchReport.seconds(backfillSeconds))   peak RSS \(Int((Double(backfillPeakRSSBytes) / 1_000_000).rounded()).grouped) MB"
                     + "   \(records.grouped) records, \(backfillRequests.grouped) requests, \(backfillPeakInFlight) at once",
-                pad("  run with nothing new") + number("\(noOpRequests)") + " requests for 1 record type   \(BenchReport.seconds(noOpSeconds))",
-                pad("  deletion sweep") + number(String(format: "%.0f", sweepRequestsPer100k)) + " requests per 100,000 records"
+                BenchReport.label("  run with nothing new") + number("\(noOpRequests)") + " requests for 1 record type   \(BenchReport.seconds(noOpSeconds))",
+                BenchReport.label("  deletion sweep") + number(String(format: "%.0f", sweepRequestsPer100k)) + " requests per 100,000 records"
                     + "   \(sweepRequests.grouped) requests in all   \(BenchReport.seconds(sweepSeconds))",
             ]
         }

@@ -34,15 +34,14 @@ struct ScaleOutBench: Sendable {
         var manyRPS: Double { Double(records) / manySeconds }
 
         var lines: [String] {
-            func pad(_ text: String) -> String { text.padding(toLength: 33, withPad: " ", startingAt: 0) }
             func number(_ value: Double) -> String {
                 let text = Int(value.rounded()).grouped
                 return String(repeating: " ", count: max(0, 9 - text.count)) + text
             }
             let setting = "\(zones) zones, \(latencyMilliseconds) ms, \(ScaleOutBench.requestsInFlight) requests in flight a process"
             return [
-                pad("scale-out, 1 process") + number(oneRPS) + " records/s   \(BenchReport.seconds(oneSeconds))   \(setting)",
-                pad("scale-out, \(processes) processes") + number(manyRPS) + " records/s"
+                BenchReport.label("scale-out, 1 process") + number(oneRPS) + " records/s   \(BenchReport.seconds(oneSeconds))   \(setting)",
+                BenchReport.label("scale-out, \(processes) processes") + number(manyRPS) + " records/s"
                     + String(format: "   %.2fx one process", manyRPS / oneRPS) + "   \(BenchReport.seconds(manySeconds))"
                     + "   peak RSS \(Int((Double(manyPeakRSSBytes) / 1_000_000).rounded()).grouped) MB a process"
                     + "   \(recordsCommitted.grouped) records read and committed for \(records.grouped)",

@@ -33,6 +33,12 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("parallel-zones"), help: "The runs' destination.parallelZones: how many zones they apply at once (1 to 16).")
     var parallelZones = PostgresSettings.defaultParallelZones
 
+    @Option(
+        help:
+            "How many rounds of the ceiling, the in-process run and the run over HTTP to measure, one after the other (1 to 10); each figure is its fastest round's."
+    )
+    var rounds = 3
+
     @Option(name: .customLong("wan-records"), help: "How many records the WAN phase fetches from a fake server --wan-latency ms away (1 to 100,000,000).")
     var wanRecords = 320_000
 
@@ -93,11 +99,13 @@ struct BenchCommand: AsyncParsableCommand {
     static let recordsRange = 1...100_000_000
     static let latencyRange = 1...60_000
     static let watchChangesRange = 1...100_000
+    static let roundsRange = 1...10
 
     func validate() throws {
         try FlagRange.check("--records", records, in: Self.recordsRange)
         try FlagRange.check("--zones", zones, in: FakeSettings.zonesRange)
         try FlagRange.check("--parallel-zones", parallelZones, in: PostgresSettings.parallelZonesRange)
+        try FlagRange.check("--rounds", rounds, in: Self.roundsRange)
         try FlagRange.check("--wan-records", wanRecords, in: Self.recordsRange)
         try FlagRange.check("--wan-zones", wanZones, in: FakeSettings.zonesRange)
         try FlagRange.check("--wan-latency", wanLatency, in: Self.latencyRange, unit: "milliseconds")
@@ -192,6 +200,7 @@ struct BenchCommand: AsyncParsableCommand {
         var options = Bench.Options(
             records: records, zones: zones, parallelZones: parallelZones, wanRecords: wanRecords, wanZones: wanZones,
             wanLatency: wanLatency, keep: keep)
+        options.rounds = rounds
         options.publicRecords = publicRecords
         options.scaleOutProcesses = scaleOutProcesses
         options.scaleOutRecordsPerZone = scaleOutRecords / options.scaleOutZones

@@ -63,6 +63,7 @@ import ZoneFeed
         (["bench", "--wan-latency", "86400000"], "--wan-latency must be a number of milliseconds from 1 to 60,000, not 86,400,000"),
         (["bench", "--watch-poll-interval", "0"], "--watch-poll-interval must be a number of seconds from 1 to 86,400, not 0"),
         (["bench", "--port", "0"], "--port must be a whole number from 1 to 65,535, not 0"),
+        (["bench", "--rounds", "0"], "--rounds must be a whole number from 1 to 10, not 0"),
     ])
     func aFlagPastItsRangeIsAUsageError(arguments: [String], message: String) async throws {
         let zonefeed = try ZonefeedBinary()

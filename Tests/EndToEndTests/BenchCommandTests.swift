@@ -12,7 +12,7 @@ import Testing
         let output = try await zonefeed.run([
             "bench", "--records", "1200", "--zones", "3", "--parallel-zones", "3", "--wan-records", "3200", "--wan-zones", "8",
             "--wan-latency", "40", "--public-records", "3000", "--scale-out-records", "6400", "--database-url", try await TestDatabase.connectionString(),
-            "--json", json,
+            "--rounds", "2", "--json", json,
         ])
         #expect(output.status == 0, "\(output.stderr)")
         for phase in [
@@ -46,11 +46,28 @@ import Testing
         #expect(output.stdout.contains("TLS + HTTP/2, 1 TCP connection"), "\(output.stdout)")
         #expect(figures["wan_tls_connections"] as? Int == 1)
         #expect(figures["wan_connections"] as? Int ?? 0 >= 1)
-        // At one session and three, and at three again after the runs.
+        // At one session once, then at three in each round, beside that round's two runs.
         let ceilings = figures["ceilings"] as? [[String: Any]] ?? []
         #expect(ceilings.map { $0["sessions"] as? Int ?? 0 } == [1, 3, 3])
-        #expect(ceilings.map { $0["after_the_runs"] as? Bool ?? false } == [false, false, true])
-        #expect(output.stdout.contains("ceiling (COPY, 3 sessions), again"), "\(output.stdout)")
+        #expect(ceilings.map { $0["round"] as? Int } == [nil, 1, 2])
+        #expect(output.stdout.contains("ceiling (COPY, 3 sessions), round 2"), "\(output.stdout)")
+        #expect(figures["rounds"] as? Int == 2)
+        // One fake server for every round's run over HTTP: its pages are rendered once, before
+        // the rounds, and each run was served them all.
+        #expect(output.stderr.components(separatedBy: "starting zonefeed fake-server, which renders its pages first").count == 2, "\(output.stderr)")
+        // The ratios are the fastest round's run to the fastest ceiling, and each round is shown.
+        let fastestCeiling = ceilings.map { $0["rps"] as? Int ?? 0 }.max() ?? 0
+        #expect(figures["ceiling_rps"] as? Int == fastestCeiling)
+        for key in ["inprocess", "http"] {
+            let rounds = figures["\(key)_rounds"] as? [[String: Any]] ?? []
+            #expect(rounds.map { $0["round"] as? Int ?? 0 } == [1, 2], "\(key): \(rounds)")
+            #expect(figures["\(key)_rps"] as? Int == rounds.map { $0["rps"] as? Int ?? 0 }.max(), "\(key): \(rounds)")
+            #expect(rounds.allSatisfy { $0["ratio_to_round_ceiling"] is NSNumber && $0["server_us_per_row"] is NSNumber }, "\(key): \(rounds)")
+        }
+        for run in ["the in-process run", "the run over HTTP"] {
+            #expect(peaks.contains { $0.0 == "\(run), round 1 of 2" } && peaks.contains { $0.0 == "\(run), round 2 of 2" }, "\(peaks)")
+        }
+        #expect(output.stdout.components(separatedBy: "\n  each round ").count == 3, "a line of each round's ratios under each run: \(output.stdout)")
         // The tests' server runs on this machine: what it spent a row is read beside each phase
         // (a few milliseconds of it here, which /proc may count as none; `ServerCPUTests` holds
         // the counting).

@@ -1,0 +1,39 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Memory touched and handed back just before each timed phase, so that every phase starts the
+/// same way: with free memory the machine has backed.
+///
+/// The development machine is a virtual machine whose kernel reports free memory to its host
+/// (Linux's free page reporting), which takes it back; a page touched again after that costs a
+/// fault in the host. Measured there: the first gigabyte touched after a bench took 7.0 s (26.5 µs
+/// a page), the same gigabyte touched again at once 0.45 s (1.7 µs a page). A phase writes about
+/// 2 KB a row into the page cache (the table, its indexes, the WAL), so it paid that or not as
+/// what ran before it had left: the in-process run came after the ceiling had freed gigabytes
+/// and cost the server 12 µs a row, the run over HTTP after the fake server had taken 1.7 GB for
+/// its pages and cost it 19 µs, the same rows (docs/performance.md). The kernel hands out the
+/// pages freed last first, so touching as much as a phase will write and freeing it just before
+/// its clock starts puts backed pages first in line for every phase alike; on a machine that
+/// keeps its free memory, this is a moment's work.
+enum MemoryWarmUp {
+    /// What a phase of `rows` rows writes into the page cache, about: 2 KB a row (1 KB of table
+    /// row, its indexes' entries and as much WAL), up to 4 GB.
+    static func bytes(forRows rows: Int) -> Int {
+        min(rows, 2_000_000) * 2048
+    }
+
+    /// Maps `bytes` of anonymous memory, writes a byte to each of its pages, and unmaps it.
+    static func touchAndFree(bytes: Int) {
+        guard bytes > 0 else { return }
+        guard let memory = mmap(nil, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), memory != MAP_FAILED else { return }
+        let page = max(sysconf(Int32(_SC_PAGESIZE)), 4096)
+        let bytes8 = memory.assumingMemoryBound(to: UInt8.self)
+        for offset in stride(from: 0, to: bytes, by: page) { bytes8[offset] = 1 }
+        munmap(memory, bytes)
+    }
+}
