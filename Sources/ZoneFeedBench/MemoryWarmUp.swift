@@ -1,3 +1,5 @@
+import Foundation
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -22,18 +24,38 @@
 /// keeps its free memory, this is a moment's work.
 enum MemoryWarmUp {
     /// What a phase of `rows` rows writes into the page cache, about: 2 KB a row (1 KB of table
-    /// row, its indexes' entries and as much WAL), up to 4 GB.
+    /// row, its indexes' entries and as much WAL), up to 4 GB (2,000,000 rows' worth).
     static func bytes(forRows rows: Int) -> Int {
         min(rows, 2_000_000) * 2048
     }
 
-    /// Maps `bytes` of anonymous memory, writes a byte to each of its pages, and unmaps it.
-    static func touchAndFree(bytes: Int) {
+    /// Maps `bytes` of anonymous memory, writes a byte to each of its pages, and unmaps it; at
+    /// most half the memory the kernel says is available, so that a machine short of memory is
+    /// never pushed into reclaim (or its OOM killer) for a warm-up.
+    static func touchAndFree(bytes wanted: Int) {
+        let bytes = min(wanted, (availableBytes() ?? 0) / 2)
         guard bytes > 0 else { return }
         guard let memory = mmap(nil, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), memory != MAP_FAILED else { return }
         let page = max(sysconf(Int32(_SC_PAGESIZE)), 4096)
         let bytes8 = memory.assumingMemoryBound(to: UInt8.self)
         for offset in stride(from: 0, to: bytes, by: page) { bytes8[offset] = 1 }
         munmap(memory, bytes)
+    }
+
+    /// `MemAvailable` of /proc/meminfo: what can be allocated without swapping; nil where there
+    /// is no such file, and then nothing is warmed.
+    static func availableBytes() -> Int? {
+        guard let text = try? String(contentsOfFile: "/proc/meminfo", encoding: .utf8) else { return nil }
+        return availableBytes(meminfo: text)
+    }
+
+    /// The `MemAvailable:` line of a /proc/meminfo text, in bytes (it is in kB).
+    static func availableBytes(meminfo: String) -> Int? {
+        for line in meminfo.split(separator: "\n") where line.hasPrefix("MemAvailable:") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard fields.count >= 2, let kilobytes = Int(fields[1]), kilobytes >= 0, kilobytes <= Int.max / 1024 else { return nil }
+            return kilobytes * 1024
+        }
+        return nil
     }
 }
