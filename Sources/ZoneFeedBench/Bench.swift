@@ -45,7 +45,9 @@ public struct Bench: Sendable {
         /// How many times the ceiling and the two backfills are measured, one after the other:
         /// the figures are each one's fastest, since this machine's speed moves by a third
         /// within minutes (docs/performance.md).
-        public var rounds = 3
+        public var rounds = 3 {
+            didSet { rounds = max(1, rounds) }
+        }
         /// Keep the bench schemas.
         public var keep: Bool
 
@@ -126,7 +128,7 @@ public struct Bench: Sendable {
         progress("zonefeed bench: \(records.grouped) records in \(options.zones) zones, PostgreSQL \(report.postgresVersion)")
 
         let inProcess = try writePipeline(
-            "bench-inprocess", schema: "bench_inprocess",
+            "bench-inprocess", schema: Self.schema(ofRun: "inprocess"),
             source: """
                   fake:
                     seed: \(settings.seed)
@@ -149,8 +151,9 @@ public struct Bench: Sendable {
         // gigabytes it takes are not taken afresh just before every run over HTTP, which on a
         // virtual machine that hands free memory back to its host would leave that run alone
         // to write into memory the host must find again (docs/performance.md).
-        progress("over HTTP: starting zonefeed fake-server, which renders its pages first…")
-        try await withPreparedFakeServer(name: "http", settings: settings, serverArguments: []) { server in
+        try await withPreparedFakeServer(
+            name: "http", settings: settings, serverArguments: [], announcing: "over HTTP: starting zonefeed fake-server, which renders its pages first…"
+        ) { server in
             for round in 1...options.rounds {
                 // Each round's ceiling meets the database the first one did: without the
                 // backfills' tables of the round before.
@@ -162,8 +165,9 @@ public struct Bench: Sendable {
 
                 let label = "the in-process run\(roundSuffix(round))"
                 progress("\(label): zonefeed run on the fake source…")
-                let run = try await NIOThreadPool.singleton.runIfActive { try runPipeline(inProcess, label: label, logName: "inprocess-run", writing: records) }
-                try checkLiveRows(inProcess, label: label, logName: "inprocess-run")
+                let logName = "inprocess-run\(options.rounds == 1 ? "" : "-\(round)")"
+                let run = try await NIOThreadPool.singleton.runIfActive { try runPipeline(inProcess, label: label, logName: logName, writing: records) }
+                try checkLiveRows(inProcess, label: label, logName: logName)
                 report.inProcessRuns.append(
                     .init(round: round, run: run, cpu: .init(label: "in-process run", key: "inprocess", records: records, run: run, jsonBytes: nil)))
 
@@ -276,7 +280,9 @@ public struct Bench: Sendable {
         try checkNotInterrupted()
         let bytes = try await server.trafficCount("bodyBytes")
         let served = try await server.count("preparedPagesServed")
-        let run = try await runPipeline(against: server, name: "http", label: "the run over HTTP\(roundSuffix(round))", settings: settings, defaults: false)
+        let run = try await runPipeline(
+            against: server, name: "http", label: "the run over HTTP\(roundSuffix(round))", settings: settings, defaults: false,
+            logName: "http-run\(options.rounds == 1 ? "" : "-\(round)")")
         let pages = PreparedPages(prepared: try await server.count("preparedPages"), served: try await server.count("preparedPagesServed") - served)
         return (run, try await server.trafficCount("bodyBytes") - bytes, pages)
     }
@@ -307,12 +313,12 @@ public struct Bench: Sendable {
         let wanSettings = FakeSettings(
             seed: 43, zones: options.wanZones, recordsPerZone: options.wanRecords / options.wanZones, pageSize: 200, churn: false)
         let transport = tls ? "TLS + HTTP/2" : "HTTP/1.1"
-        progress("over a WAN (\(transport)): starting zonefeed fake-server with \(options.wanLatency) ms of latency…")
         var connections = 0
         var bytes = 0
         let run = try await runAgainstFakeServer(
             name: tls ? "wantls" : "wan", label: "the run over a WAN (\(transport))", settings: wanSettings,
-            serverArguments: ["--latency", "\(options.wanLatency),\(max(1, options.wanLatency / 5))"] + (tls ? ["--tls"] : []), defaults: true
+            serverArguments: ["--latency", "\(options.wanLatency),\(max(1, options.wanLatency / 5))"] + (tls ? ["--tls"] : []), defaults: true,
+            announcing: "over a WAN (\(transport)): starting zonefeed fake-server with \(options.wanLatency) ms of latency…"
         ) { server in
             connections = try await server.trafficCount("connections")
             bytes = try await server.trafficCount("bodyBytes")
@@ -325,10 +331,10 @@ public struct Bench: Sendable {
     /// Starts `zonefeed fake-server --prepare-pages` with `settings`, runs a pipeline
     /// `bench-<name>` against it and stops the server on every path.
     func runAgainstFakeServer(
-        name: String, label: String, settings: FakeSettings, serverArguments: [String], defaults: Bool,
+        name: String, label: String, settings: FakeSettings, serverArguments: [String], defaults: Bool, announcing: String,
         afterwards: (BenchServer) async throws -> Void = { _ in }
     ) async throws -> ProcessRun {
-        try await withPreparedFakeServer(name: name, settings: settings, serverArguments: serverArguments) { server in
+        try await withPreparedFakeServer(name: name, settings: settings, serverArguments: serverArguments, announcing: announcing) { server in
             let run = try await runPipeline(against: server, name: name, label: label, settings: settings, defaults: defaults)
             try await afterwards(server)
             return run
@@ -336,17 +342,18 @@ public struct Bench: Sendable {
     }
 
     /// Runs `body` with a `zonefeed fake-server --prepare-pages` serving `settings`' records,
-    /// stopped on every path.
+    /// stopped on every path; `announcing` is the progress line said as it starts.
     func withPreparedFakeServer<T: Sendable>(
-        name: String, settings: FakeSettings, serverArguments: [String], _ body: (BenchServer) async throws -> T
+        name: String, settings: FakeSettings, serverArguments: [String], announcing: String, _ body: (BenchServer) async throws -> T
     ) async throws -> T {
+        progress(announcing)
         let arguments = [
             "--zones", "\(settings.zones)", "--records-per-zone", "\(settings.recordsPerZone)",
             "--seed", "\(settings.seed)", "--page-size", "\(settings.pageSize)", "--no-churn", "--prepare-pages",
         ]
-        // A new server knows none of the tokens an earlier one rotated to: the first run
-        // against it starts from the pipeline's own, and later ones from what it rotated to
-        // (a rotated token once used, the server no longer takes the pipeline's).
+        // A new server knows none of the tokens an earlier one of this name issued, and a run
+        // would start from the file's, refused, rather than the pipeline's own; runs against
+        // the same server go on from the tokens it rotated to.
         try? FileManager.default.removeItem(atPath: webAuthTokenFile(name))
         return try await withFakeServer(name: name, arguments: arguments + serverArguments, records: settings.zones * settings.recordsPerZone, body)
     }
@@ -354,14 +361,17 @@ public struct Bench: Sendable {
     /// Runs a pipeline `bench-<name>` (schema `bench_<name>`, dropped first) against `server`
     /// from nil tokens and checks its rows. `defaults`: the pipeline leaves commitEvery and
     /// parallelZones to their defaults.
-    func runPipeline(against server: BenchServer, name: String, label: String, settings: FakeSettings, defaults: Bool) async throws -> ProcessRun {
+    func runPipeline(
+        against server: BenchServer, name: String, label: String, settings: FakeSettings, defaults: Bool, logName: String? = nil
+    ) async throws -> ProcessRun {
+        let logName = logName ?? "\(name)-run"
         let records = settings.zones * settings.recordsPerZone
         let pipeline = try writePipeline(
             "bench-\(name)", schema: Self.schema(ofRun: name), defaults: defaults, source: fakeServerSource(server, name: name))
         try dropSchema(pipeline)
         progress("\(label): zonefeed run against \(server.baseURL), \(records.grouped) records in \(settings.zones) zones…")
-        let run = try await NIOThreadPool.singleton.runIfActive { try runPipeline(pipeline, label: label, logName: "\(name)-run", writing: records) }
-        try checkLiveRows(pipeline, label: label, logName: "\(name)-run", expected: records)
+        let run = try await NIOThreadPool.singleton.runIfActive { try runPipeline(pipeline, label: label, logName: logName, writing: records) }
+        try checkLiveRows(pipeline, label: label, logName: logName, expected: records)
         return run
     }
 

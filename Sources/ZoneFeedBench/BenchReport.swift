@@ -121,8 +121,10 @@ public struct BenchReport: Sendable {
     var httpRPS: Double { rps(http) }
     /// Every run over HTTP was timed against pages rendered beforehand, each served once.
     var httpPagesPrepared: Bool { httpRuns.allSatisfy { $0.pages?.servedAll ?? false } }
-    /// The ceiling measured in a run's round, beside it.
-    func roundCeiling(_ run: BackfillRun) -> CopyCeiling.Measurement? { ceilings.first { $0.round == run.round } }
+    /// A run's rate to the ceiling measured in its round, beside it.
+    func roundCeilingRatio(_ run: BackfillRun) -> Double? {
+        ceilings.first { $0.round == run.round }.map { rps(run) / $0.rowsPerSecond }
+    }
     func wanRPS(_ run: WANRun) -> Double { Double(wanRecords) / run.seconds }
     /// One request at a time: a page of 200 records per round trip.
     var wanBoundRPS: Double { 200 / (Double(wanLatencyMilliseconds) / 1000) }
@@ -170,7 +172,7 @@ public struct BenchReport: Sendable {
                     Self.label("  each round")
                         + runs.map { run in
                             String(format: "%.2fx", rps(run) / ceilingRPS)
-                                + (roundCeiling(run).map { String(format: " (%.2fx its round's ceiling)", rps(run) / $0.rowsPerSecond) } ?? "")
+                                + (roundCeilingRatio(run).map { String(format: " (%.2fx its round's ceiling)", $0) } ?? "")
                         }.joined(separator: ", "))
             }
             return lines
@@ -191,7 +193,7 @@ public struct BenchReport: Sendable {
     }
 
     /// The width of the labels the figures of each line stand after: the longest,
-    /// "ceiling (COPY, 16 sessions), round 10", and a space.
+    /// "ceiling (COPY, 16 sessions), round 10" (37 characters), and two spaces.
     static let labelWidth = 39
 
     /// `text` padded to the labels' width.
@@ -215,6 +217,12 @@ public struct BenchReport: Sendable {
     public var jsonData: Data {
         get throws {
             func rounded(_ value: Double) -> JSONValue { .double((value * 1000).rounded() / 1000) }
+            /// `server_us_per_row` and `idle_share` with `prefix`, when the server's CPU was read.
+            func serverFigures(_ server: ServerCPU.Use?, rows: Int, prefix: String = "", into figures: inout [String: JSONValue]) {
+                guard let server else { return }
+                figures[prefix + "server_us_per_row"] = rounded(server.microsecondsPerRow(rows))
+                figures[prefix + "idle_share"] = rounded(server.idleShare)
+            }
             var object: [String: JSONValue] = [
                 "records": .int(Int64(records)),
                 "zones": .int(Int64(zones)),
@@ -240,10 +248,7 @@ public struct BenchReport: Sendable {
                             "seconds": rounded(c.seconds), "bytes_per_row": rounded(c.bytesPerRow), "mb_per_second": rounded(c.megabytesPerSecond),
                         ]
                         if let round = c.round { figures["round"] = .int(Int64(round)) }
-                        if let server = c.server {
-                            figures["server_us_per_row"] = rounded(server.microsecondsPerRow(c.rows))
-                            figures["idle_share"] = rounded(server.idleShare)
-                        }
+                        serverFigures(c.server, rows: c.rows, into: &figures)
                         return .object(figures)
                     }),
                 "wan_records": .int(Int64(wanRecords)),
@@ -267,11 +272,7 @@ public struct BenchReport: Sendable {
                     runPeaks.map { .object(["run": .string($0.label), "bytes": .int(Int64($0.bytes))]) })
             }
             for (key, runs) in [("inprocess", inProcessRuns), ("http", httpRuns)] {
-                let fastest = Self.fastest(runs)
-                if let server = fastest.server {
-                    object["\(key)_server_us_per_row"] = rounded(server.microsecondsPerRow(records))
-                    object["\(key)_idle_share"] = rounded(server.idleShare)
-                }
+                serverFigures(Self.fastest(runs).server, rows: records, prefix: "\(key)_", into: &object)
                 object["\(key)_rounds"] = .array(
                     runs.map { run in
                         var figures: [String: JSONValue] = [
@@ -279,18 +280,12 @@ public struct BenchReport: Sendable {
                             "ratio": rounded(rps(run) / ceilingRPS), "peak_rss_bytes": .int(Int64(run.peakRSSBytes)),
                             "records_per_cpu_second": .int(Int64(run.cpu.recordsPerCPUSecond.rounded())),
                         ]
-                        if let ceiling = roundCeiling(run) { figures["ratio_to_round_ceiling"] = rounded(rps(run) / ceiling.rowsPerSecond) }
-                        if let server = run.server {
-                            figures["server_us_per_row"] = rounded(server.microsecondsPerRow(records))
-                            figures["idle_share"] = rounded(server.idleShare)
-                        }
+                        if let ratio = roundCeilingRatio(run) { figures["ratio_to_round_ceiling"] = rounded(ratio) }
+                        serverFigures(run.server, rows: records, into: &figures)
                         return .object(figures)
                     })
             }
-            if let server = ceiling.server {
-                object["ceiling_server_us_per_row"] = rounded(server.microsecondsPerRow(ceiling.rows))
-                object["ceiling_idle_share"] = rounded(server.idleShare)
-            }
+            serverFigures(ceiling.server, rows: ceiling.rows, prefix: "ceiling_", into: &object)
             if let publicRun { object.merge(publicRun.json) { _, new in new } }
             if let scaleOut { object.merge(scaleOut.json) { _, new in new } }
             for use in cpu {

@@ -20,8 +20,10 @@ import Foundation
 /// and cost the server 12 µs a row, the run over HTTP after the fake server had taken 1.7 GB for
 /// its pages and cost it 19 µs, the same rows (docs/performance.md). The kernel hands out the
 /// pages freed last first, so touching as much as a phase will write and freeing it just before
-/// its clock starts puts backed pages first in line for every phase alike; on a machine that
-/// keeps its free memory, this is a moment's work.
+/// its clock starts puts backed pages first in line for every phase alike, at least for its
+/// first seconds (the kernel reports memory that stays free a few seconds, and a phase's later
+/// pages may have gone back by the time it reaches them). On a machine that keeps its free
+/// memory, this is a moment's work.
 enum MemoryWarmUp {
     /// What a phase of `rows` rows writes into the page cache, about: 2 KB a row (1 KB of table
     /// row, its indexes' entries and as much WAL), up to 4 GB (2,000,000 rows' worth).
@@ -29,17 +31,25 @@ enum MemoryWarmUp {
         min(rows, 2_000_000) * 2048
     }
 
-    /// Maps `bytes` of anonymous memory, writes a byte to each of its pages, and unmaps it; at
-    /// most half the memory the kernel says is available, so that a machine short of memory is
-    /// never pushed into reclaim (or its OOM killer) for a warm-up.
+    /// Maps `wanted` bytes of anonymous memory, or what `bytesToWarm` allows, writes a byte to
+    /// each of its pages, and unmaps it.
     static func touchAndFree(bytes wanted: Int) {
-        let bytes = min(wanted, (availableBytes() ?? 0) / 2)
+        guard wanted > 0 else { return }
+        let bytes = bytesToWarm(wanted: wanted, available: availableBytes())
         guard bytes > 0 else { return }
+        // > mmap(2): "MAP_ANONYMOUS The mapping is not backed by any file; its contents are
+        // > initialized to zero." Each page is given memory when it is first written.
         guard let memory = mmap(nil, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), memory != MAP_FAILED else { return }
         let page = max(sysconf(Int32(_SC_PAGESIZE)), 4096)
-        let bytes8 = memory.assumingMemoryBound(to: UInt8.self)
-        for offset in stride(from: 0, to: bytes, by: page) { bytes8[offset] = 1 }
+        for offset in stride(from: 0, to: bytes, by: page) { memory.storeBytes(of: 1, toByteOffset: offset, as: UInt8.self) }
         munmap(memory, bytes)
+    }
+
+    /// At most half the memory the kernel says is available, so that a machine short of memory
+    /// is never pushed into reclaim (or its OOM killer) for a warm-up; nothing where that is not
+    /// known.
+    static func bytesToWarm(wanted: Int, available: Int?) -> Int {
+        max(0, min(wanted, (available ?? 0) / 2))
     }
 
     /// `MemAvailable` of /proc/meminfo: what can be allocated without swapping; nil where there

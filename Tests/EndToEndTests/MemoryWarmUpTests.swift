@@ -22,8 +22,17 @@ import Testing
         "MemAvailable:   99999999999999999999 kB",
         "MemAvailable:",
     ])
-    func aLineThatIsMissingOrNotACountWarmsNothing(meminfo: String) {
-        #expect(MemoryWarmUp.availableBytes(meminfo: meminfo) == nil)
+    func aLineThatIsMissingOrNotACountIsNotKnownAndWarmsNothing(meminfo: String) {
+        let available = MemoryWarmUp.availableBytes(meminfo: meminfo)
+        #expect(available == nil)
+        #expect(MemoryWarmUp.bytesToWarm(wanted: 2_048_000_000, available: available) == 0)
+    }
+
+    @Test func aPhaseWarmsWhatItWillWriteButNeverMoreThanHalfWhatIsAvailable() {
+        #expect(MemoryWarmUp.bytesToWarm(wanted: 2_048_000_000, available: 22_000_000_000) == 2_048_000_000)
+        #expect(MemoryWarmUp.bytesToWarm(wanted: 2_048_000_000, available: 3_000_000_000) == 1_500_000_000)
+        #expect(MemoryWarmUp.bytesToWarm(wanted: 2_048_000_000, available: 0) == 0)
+        #expect(MemoryWarmUp.bytesToWarm(wanted: 0, available: 22_000_000_000) == 0)
     }
 
     @Test func aPhaseWarmsTwoKilobytesARowUpToFourGigabytes() {
