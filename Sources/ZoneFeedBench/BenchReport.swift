@@ -62,7 +62,7 @@ public struct BenchReport: Sendable {
         var line: String {
             "  " + label.padding(toLength: BenchReport.labelWidth - 2, withPad: " ", startingAt: 0)
                 + String(format: "%7.2f s user + %5.2f s system", userSeconds, systemSeconds)
-                + "   " + Int(recordsPerCPUSecond.rounded()).grouped + " records per CPU-second"
+                + "   " + BenchReport.grouped(recordsPerCPUSecond) + " records per CPU-second"
                 + String(format: " (%.1f µs a record)", microsecondsPerRecord)
                 + (jsonMBPerCPUSecond.map { String(format: ", %.1f MB of JSON per CPU-second", $0) } ?? "")
         }
@@ -71,24 +71,17 @@ public struct BenchReport: Sendable {
     /// One round's timed backfill: the in-process run or the one over HTTP.
     struct BackfillRun: Sendable {
         var round: Int
-        var seconds: Double
-        var peakRSSBytes: Int
+        var run: Bench.ProcessRun
+        var cpu: CPUUse
+        /// Over HTTP: the pages the fake server rendered beforehand, and how many it served.
+        var pages: Bench.PreparedPages? = nil
+
+        var seconds: Double { run.seconds }
+        var peakRSSBytes: Int { run.peakRSSBytes }
         /// What the server spent a row, and the machine's idle share, during the run, when the
         /// server runs on this machine: a ratio to the ceiling is about the server's share of
         /// the CPU when its work a row is the ceiling's.
-        var server: ServerCPU.Use?
-        var cpu: CPUUse
-        /// Over HTTP: the pages the fake server rendered beforehand, and how many it served.
-        var pages: Bench.PreparedPages?
-
-        init(round: Int, run: Bench.ProcessRun, cpu: CPUUse, pages: Bench.PreparedPages? = nil) {
-            self.round = round
-            seconds = run.seconds
-            peakRSSBytes = run.peakRSSBytes
-            server = run.server
-            self.cpu = cpu
-            self.pages = pages
-        }
+        var server: ServerCPU.Use? { run.server }
     }
 
     /// The in-process run and the run over HTTP of each round, in order.
@@ -116,7 +109,7 @@ public struct BenchReport: Sendable {
         self.postgresVersion = postgresVersion
     }
 
-    func rps(_ run: BackfillRun) -> Double { Double(records) / run.seconds }
+    func rps(_ run: BackfillRun) -> Double { run.seconds > 0 ? Double(records) / run.seconds : 0 }
     var inProcessRPS: Double { rps(inProcess) }
     var httpRPS: Double { rps(http) }
     /// Every run over HTTP was timed against pages rendered beforehand, each served once.
@@ -125,7 +118,7 @@ public struct BenchReport: Sendable {
     func roundCeilingRatio(_ run: BackfillRun) -> Double? {
         ceilings.first { $0.round == run.round }.map { rps(run) / $0.rowsPerSecond }
     }
-    func wanRPS(_ run: WANRun) -> Double { Double(wanRecords) / run.seconds }
+    func wanRPS(_ run: WANRun) -> Double { run.seconds > 0 ? Double(wanRecords) / run.seconds : 0 }
     /// One request at a time: a page of 200 records per round trip.
     var wanBoundRPS: Double { 200 / (Double(wanLatencyMilliseconds) / 1000) }
     var noOpMedianSeconds: Double { noOpRunSeconds.sorted()[noOpRunSeconds.count / 2] }
@@ -134,7 +127,7 @@ public struct BenchReport: Sendable {
         func rate(_ label: String, rps: Double, seconds: Double, peakRSS: Int?, server: ServerCPU.Use? = nil) -> String {
             var line =
                 Self.label(label)
-                + leftPadded(Int(rps.rounded()).grouped, 9) + " records/s"
+                + leftPadded(Self.grouped(rps), 9) + " records/s"
                 + leftPadded(String(format: "%.2fx", rps / ceilingRPS), 8)
                 + leftPadded(Self.seconds(seconds), 9)
             if let peakRSS { line += "   peak RSS \(Int((Double(peakRSS) / 1_000_000).rounded()).grouped) MB" }
@@ -151,7 +144,7 @@ public struct BenchReport: Sendable {
         }
         let wan = wanRuns.map { run in
             Self.label("over a WAN (\(wanLatencyMilliseconds) ms, \(wanZones) zones)")
-                + leftPadded(Int(wanRPS(run).rounded()).grouped, 9) + " records/s"
+                + leftPadded(Self.grouped(wanRPS(run)), 9) + " records/s"
                 + leftPadded(String(format: "%.1fx", wanRPS(run) / wanBoundRPS), 8) + " the one-request bound (\(Int(wanBoundRPS).grouped)/s)"
                 + "   \(Self.seconds(run.seconds))   peak RSS \(Int((Double(run.peakRSSBytes) / 1_000_000).rounded()).grouped) MB"
                 + "   \(run.transport), \(run.connections) TCP connection\(run.connections == 1 ? "" : "s")"
@@ -191,6 +184,19 @@ public struct BenchReport: Sendable {
             } ?? []) + (cpu.isEmpty ? [] : ["CPU of each run (the whole zonefeed process; the server and PostgreSQL not counted):"] + cpu.map(\.line)))
             .joined(separator: "\n")
     }
+
+    /// A rate as a whole number, when it is one an Int holds: a rate over a time the clock
+    /// measured as next to nothing is not.
+    static func whole(_ value: Double) -> Int? {
+        guard value.isFinite, abs(value) < 9e18 else { return nil }
+        return Int(value.rounded())
+    }
+
+    /// A rate, whole and grouped ("123,456"), or "?" where it is not a number an Int holds.
+    static func grouped(_ value: Double) -> String { whole(value)?.grouped ?? "?" }
+
+    /// A rate as a JSON integer, or null where it is not a number an Int holds.
+    static func jsonWhole(_ value: Double) -> JSONValue { whole(value).map { .int(Int64($0)) } ?? .null }
 
     /// The width of the labels the figures of each line stand after: the longest,
     /// "ceiling (COPY, 16 sessions), round 10" (37 characters), and two spaces.
@@ -236,7 +242,7 @@ public struct BenchReport: Sendable {
                 "rounds": .int(Int64(rounds)),
                 "postgres_version": .string(postgresVersion),
                 "ceiling_rows_per_transaction": .int(Int64(ceilingRowsPerTransaction)),
-                "ceiling_rps": .int(Int64(ceilingRPS.rounded())),
+                "ceiling_rps": Self.jsonWhole(ceilingRPS),
                 "ceiling_seconds": rounded(ceiling.seconds),
                 "ceiling_sessions": .int(Int64(ceiling.sessions)),
                 "ceiling_bytes_per_row": rounded(ceiling.bytesPerRow),
@@ -244,7 +250,7 @@ public struct BenchReport: Sendable {
                 "ceilings": .array(
                     ceilings.map { c in
                         var figures: [String: JSONValue] = [
-                            "sessions": .int(Int64(c.sessions)), "rps": .int(Int64(c.rowsPerSecond.rounded())),
+                            "sessions": .int(Int64(c.sessions)), "rps": Self.jsonWhole(c.rowsPerSecond),
                             "seconds": rounded(c.seconds), "bytes_per_row": rounded(c.bytesPerRow), "mb_per_second": rounded(c.megabytesPerSecond),
                         ]
                         if let round = c.round { figures["round"] = .int(Int64(round)) }
@@ -254,12 +260,12 @@ public struct BenchReport: Sendable {
                 "wan_records": .int(Int64(wanRecords)),
                 "wan_zones": .int(Int64(wanZones)),
                 "wan_latency_ms": .int(Int64(wanLatencyMilliseconds)),
-                "wan_bound_rps": .int(Int64(wanBoundRPS.rounded())),
-                "inprocess_rps": .int(Int64(inProcessRPS.rounded())),
+                "wan_bound_rps": Self.jsonWhole(wanBoundRPS),
+                "inprocess_rps": Self.jsonWhole(inProcessRPS),
                 "inprocess_ratio": rounded(inProcessRPS / ceilingRPS),
                 "inprocess_seconds": rounded(inProcess.seconds),
                 "inprocess_peak_rss_bytes": .int(Int64(inProcess.peakRSSBytes)),
-                "http_rps": .int(Int64(httpRPS.rounded())),
+                "http_rps": Self.jsonWhole(httpRPS),
                 "http_ratio": rounded(httpRPS / ceilingRPS),
                 "http_seconds": rounded(http.seconds),
                 "http_peak_rss_bytes": .int(Int64(http.peakRSSBytes)),
@@ -276,9 +282,9 @@ public struct BenchReport: Sendable {
                 object["\(key)_rounds"] = .array(
                     runs.map { run in
                         var figures: [String: JSONValue] = [
-                            "round": .int(Int64(run.round)), "rps": .int(Int64(rps(run).rounded())), "seconds": rounded(run.seconds),
+                            "round": .int(Int64(run.round)), "rps": Self.jsonWhole(rps(run)), "seconds": rounded(run.seconds),
                             "ratio": rounded(rps(run) / ceilingRPS), "peak_rss_bytes": .int(Int64(run.peakRSSBytes)),
-                            "records_per_cpu_second": .int(Int64(run.cpu.recordsPerCPUSecond.rounded())),
+                            "records_per_cpu_second": Self.jsonWhole(run.cpu.recordsPerCPUSecond),
                         ]
                         if let ratio = roundCeilingRatio(run) { figures["ratio_to_round_ceiling"] = rounded(ratio) }
                         serverFigures(run.server, rows: records, into: &figures)
@@ -291,11 +297,11 @@ public struct BenchReport: Sendable {
             for use in cpu {
                 object["\(use.key)_cpu_user_seconds"] = rounded(use.userSeconds)
                 object["\(use.key)_cpu_system_seconds"] = rounded(use.systemSeconds)
-                object["\(use.key)_records_per_cpu_second"] = .int(Int64(use.recordsPerCPUSecond.rounded()))
+                object["\(use.key)_records_per_cpu_second"] = Self.jsonWhole(use.recordsPerCPUSecond)
                 if let mb = use.jsonMBPerCPUSecond { object["\(use.key)_json_mb_per_cpu_second"] = rounded(mb) }
             }
             for run in wanRuns {
-                object["\(run.key)_rps"] = .int(Int64(wanRPS(run).rounded()))
+                object["\(run.key)_rps"] = Self.jsonWhole(wanRPS(run))
                 object["\(run.key)_ratio_to_bound"] = rounded(wanRPS(run) / wanBoundRPS)
                 object["\(run.key)_seconds"] = rounded(run.seconds)
                 object["\(run.key)_peak_rss_bytes"] = .int(Int64(run.peakRSSBytes))

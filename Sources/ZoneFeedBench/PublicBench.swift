@@ -39,7 +39,7 @@ struct PublicBench: Sendable {
         var lines: [String] {
             func number(_ text: String) -> String { String(repeating: " ", count: max(0, 9 - text.count)) + text }
             return [
-                BenchReport.label("public database (\(latencyMilliseconds) ms, 1 type)") + number(Int(backfillRPS.rounded()).grouped) + " records/s"
+                BenchReport.label("public database (\(latencyMilliseconds) ms, 1 type)") + number(BenchReport.grouped(backfillRPS)) + " records/s"
                     + String(format: "   %.1fx the one-request bound (%@/s)", backfillRPS / boundRPS, Int(boundRPS).grouped)
                     + "   \(BenchReport.seconds(backfillSeconds))   peak RSS \(Int((Double(backfillPeakRSSBytes) / 1_000_000).rounded()).grouped) MB"
                     + "   \(records.grouped) records, \(backfillRequests.grouped) requests, \(backfillPeakInFlight) at once",
@@ -54,8 +54,8 @@ struct PublicBench: Sendable {
             return [
                 "public_records": .int(Int64(records)),
                 "public_latency_ms": .int(Int64(latencyMilliseconds)),
-                "public_bound_rps": .int(Int64(boundRPS.rounded())),
-                "public_backfill_rps": .int(Int64(backfillRPS.rounded())),
+                "public_bound_rps": BenchReport.jsonWhole(boundRPS),
+                "public_backfill_rps": BenchReport.jsonWhole(backfillRPS),
                 "public_backfill_ratio_to_bound": rounded(backfillRPS / boundRPS),
                 "public_backfill_seconds": rounded(backfillSeconds),
                 "public_backfill_peak_rss_bytes": .int(Int64(backfillPeakRSSBytes)),

@@ -35,7 +35,7 @@ struct ScaleOutBench: Sendable {
 
         var lines: [String] {
             func number(_ value: Double) -> String {
-                let text = Int(value.rounded()).grouped
+                let text = BenchReport.grouped(value)
                 return String(repeating: " ", count: max(0, 9 - text.count)) + text
             }
             let setting = "\(zones) zones, \(latencyMilliseconds) ms, \(ScaleOutBench.requestsInFlight) requests in flight a process"
@@ -56,9 +56,9 @@ struct ScaleOutBench: Sendable {
                 "scaleout_records": .int(Int64(records)),
                 "scaleout_latency_ms": .int(Int64(latencyMilliseconds)),
                 "scaleout_requests_in_flight": .int(Int64(ScaleOutBench.requestsInFlight)),
-                "scaleout_one_rps": .int(Int64(oneRPS.rounded())),
+                "scaleout_one_rps": BenchReport.jsonWhole(oneRPS),
                 "scaleout_one_seconds": rounded(oneSeconds),
-                "scaleout_many_rps": .int(Int64(manyRPS.rounded())),
+                "scaleout_many_rps": BenchReport.jsonWhole(manyRPS),
                 "scaleout_many_seconds": rounded(manySeconds),
                 "scaleout_ratio": rounded(manyRPS / oneRPS),
                 "scaleout_many_peak_rss_bytes": .int(Int64(manyPeakRSSBytes)),
