@@ -63,4 +63,19 @@ public struct RawField: Sendable, Equatable {
         self.name = name
         self.objectStart = objectStart
     }
+
+    /// The same field written `delta` bytes further on: the fake source's field sets, written
+    /// once and copied into every page that holds them. What is not there (-1, nil) stays so.
+    /// Wrapping, as the writer's offsets are: a record past Int32's offsets is left to the check.
+    package func moved(by delta: Int32) -> RawField {
+        var field = self
+        field.name = Range(uncheckedBounds: (name.lowerBound &+ delta, name.upperBound &+ delta))
+        field.objectStart = objectStart &+ delta
+        field.objectEnd = objectEnd &+ delta
+        if value >= 0 { field.value = value &+ delta }
+        if objectKeptUpTo >= 0 { field.objectKeptUpTo = objectKeptUpTo &+ delta }
+        if stringEnd >= 0 { field.stringEnd = stringEnd &+ delta }
+        if let tag { field.tag = Range(uncheckedBounds: (tag.lowerBound &+ delta, tag.upperBound &+ delta)) }
+        return field
+    }
 }

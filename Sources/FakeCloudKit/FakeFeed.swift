@@ -21,6 +21,8 @@ public struct FakeFeed: Sendable {
     let seedTag: String
     /// The zones' IDs, made once: every record and most references carry one.
     let cachedZoneIDs: [ZoneID]
+    /// The notes' field sets, when the settings ask for them.
+    let fieldSets: FieldSets?
 
     public init(settings: FakeSettings) {
         self.settings = settings
@@ -30,6 +32,7 @@ public struct FakeFeed: Sendable {
         creates = c
         seedTag = String(SplitMix.hash(settings.seed, 0x5EED) & 0xFFFF_FFFF, radix: 16)
         cachedZoneIDs = (0..<settings.zones).map { FakeFeed.makeZoneID($0, owner: settings.owner) }
+        fieldSets = settings.fieldSets.map { FieldSets(count: max(1, $0)) }
     }
 
     // MARK: Zones
@@ -269,7 +272,12 @@ public struct FakeFeed: Sendable {
         switch type {
         case "Note":
             fields.begin(capacity: 20)
-            noteFields(&r, zone: zone, page: page, bad: badKind(nameHash: nameHash, allowBad: allowBad), into: &fields)
+            let bad = badKind(nameHash: nameHash, allowBad: allowBad)
+            if let sets = fieldSets, bad == nil {
+                fields.noteFields(fromSet: Int(r.next() % UInt64(sets.count)), zone: zone, of: self)
+            } else {
+                noteFields(&r, zone: zone, page: page, bad: bad, into: &fields)
+            }
         case "Folder":
             fields.begin(capacity: 3)
             let words = 1 + Int(r.next() % 3)
@@ -338,8 +346,10 @@ public struct FakeFeed: Sendable {
 
     /// A note's fields, drawn in a fixed order, which the feed depends on. A note made unfit on
     /// purpose (`bad`, see `badKind`) draws the same values and says something else of one.
-    func noteFields<Fields: FakeFieldSink>(_ r: inout SplitMix, zone: Int, page: Int, bad: Int?, into f: inout Fields) {
-        let roll = r.next()
+    /// `roll` (the note's first draw, which picks its rare values: an empty title, a very long
+    /// body, an extreme number) is given for a field set (`FieldSets.roll`).
+    func noteFields<Fields: FakeFieldSink>(_ r: inout SplitMix, zone: Int, page: Int, bad: Int?, roll given: UInt64? = nil, into f: inout Fields) {
+        let roll = given ?? r.next()
         if bad == 0 {
             if roll % 11 != 0 { FakeText.title(&r) { _ in } }
             f.text("title", literal: "bad\u{0}title")

@@ -22,9 +22,17 @@ protocol FakeFieldSink {
     mutating func location(_ name: StaticString?, _ location: FakeLocation)
     mutating func beginList(_ name: StaticString, tag: StaticString)
     mutating func endList()
+    /// A note's fields from set `index` of `zone`'s (`FakeSettings.fieldSets`).
+    mutating func noteFields(fromSet index: Int, zone: Int, of feed: FakeFeed)
 }
 
 extension FakeFieldSink {
+    /// The set drawn afresh, as it was drawn when first written (`FieldSets`).
+    mutating func noteFields(fromSet index: Int, zone: Int, of feed: FakeFeed) {
+        var r = FieldSets.random(index, zone: zone, seed: feed.settings.seed)
+        feed.noteFields(&r, zone: zone, page: FieldSets.page, bad: nil, roll: FieldSets.roll(index), into: &self)
+    }
+
     mutating func text(_ name: StaticString?, literal: StaticString) {
         text(name, UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
     }

@@ -16,6 +16,7 @@ extension FakeSettings: SourceConfiguration {
         if let every = file.integer("badRecordEvery", in: section, range: FakeSettings.badRecordEveryRange) { settings.badRecordEvery = every }
         if let owner = file.nonEmptyText("owner", in: section, expected: "a user record name") { settings.owner = owner }
         if let churn = file.boolean("churn", in: section) { settings.churn = churn }
+        if let sets = file.integer("fieldSets", in: section, range: FakeSettings.fieldSetsRange) { settings.fieldSets = sets }
         return file.diagnostics.count == reported ? settings : nil
     }
 }
@@ -36,5 +37,8 @@ extension FakeSettings {
                 "Every Nth created record carries a value that cannot be applied (for the rejects table)."),
             PipelineKey("source.fake.owner", takes: "a user record name", default: "_fakeOwner", "The zones' owner."),
             .boolean("source.fake.churn", default: true, "false makes every entry a new record, like a snapshot from a nil token."),
+            .integer(
+                "source.fake.fieldSets", fieldSetsRange, default: nil,
+                "Notes take their fields from this many sets a zone, each written once, instead of drawing their own (zonefeed bench)."),
         ])
 }

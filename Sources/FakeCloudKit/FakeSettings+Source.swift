@@ -16,6 +16,7 @@ extension FakeSettings {
         plan.row("badRecordEvery", badRecordEvery.map { "1 in every \($0) created records" } ?? "never")
         plan.row("owner", owner)
         plan.row("churn", churn ? "updates, deletions and re-creations" : "none (every entry creates a record)")
+        if let fieldSets { plan.row("fieldSets", "notes take their fields from \(fieldSets) sets a zone") }
         return plan
     }
 }

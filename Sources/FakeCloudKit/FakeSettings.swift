@@ -14,6 +14,12 @@ public struct FakeSettings: Sendable, Hashable {
     /// With churn (the default) the feed updates, deletes and re-creates records; without it
     /// every entry creates a new record, like a snapshot fetched from a nil token (the benchmark).
     public var churn = true
+    /// When set, notes take their fields from this many field sets a zone, each made once,
+    /// instead of drawing their own (folders and tags, and the notes made unfit on purpose, still
+    /// draw theirs): every note keeps its own name, tag and stamps. For `zonefeed bench`, whose
+    /// in-process source would otherwise spend most of its time making JSON that a run over HTTP
+    /// receives made (`docs/performance.md`).
+    public var fieldSets: Int?
 
     // The ranges of the settings (docs/pipeline-file.md), shared by `source.fake` and
     // `zonefeed fake-server`'s flags. A hundred million entries a zone keeps every position,
@@ -22,10 +28,12 @@ public struct FakeSettings: Sendable, Hashable {
     public static let recordsPerZoneRange = 0...100_000_000
     public static let pageSizeRange = 1...200
     public static let badRecordEveryRange = 1...100_000_000
+    /// At most a few megabytes a zone: a set is about 1.5 KB.
+    public static let fieldSetsRange = 1...4_096
 
     public init(
         seed: UInt64 = 42, zones: Int = 3, recordsPerZone: Int = 10_000, pageSize: Int = 200, badRecordEvery: Int? = nil,
-        churn: Bool = true
+        churn: Bool = true, fieldSets: Int? = nil
     ) {
         self.seed = seed
         self.zones = zones
@@ -33,5 +41,6 @@ public struct FakeSettings: Sendable, Hashable {
         self.pageSize = pageSize
         self.badRecordEvery = badRecordEvery
         self.churn = churn
+        self.fieldSets = fieldSets
     }
 }

@@ -384,6 +384,19 @@ package struct JSONFields: FakeFieldSink {
         endMember(name)
     }
 
+    /// The set as it was written once (`FieldSets`): its bytes copied, its notes moved to them.
+    mutating func noteFields(fromSet index: Int, zone: Int, of feed: FakeFeed) {
+        guard let sets = feed.fieldSets else { preconditionFailure("a field set asked of a feed without them") }
+        let set = sets.written(index, zone: zone, of: feed)
+        let start = here
+        set.members.withUnsafeBytes { members in
+            if let base = members.baseAddress { put(base, count: members.count) }
+        }
+        for note in set.notes { noted.append(note.moved(by: start)) }
+        if !set.plain { plain = false }
+        first = set.members.isEmpty
+    }
+
     mutating func beginList(_ name: StaticString, tag: StaticString) {
         member(name, tag)
         raw("[")

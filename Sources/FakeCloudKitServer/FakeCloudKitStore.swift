@@ -193,8 +193,10 @@ actor FakeCloudKitStore {
             let feed = FakeFeed(settings: configuration.settings)
             self.feed = feed
             let s = configuration.settings
-            feedTag =
-                "g" + String(Fingerprint.of("\(s.seed)/\(s.zones)/\(s.recordsPerZone)/\(s.pageSize)/\(s.badRecordEvery ?? 0)/\(s.owner)/\(s.churn)"), radix: 16)
+            // Field sets are said only when set, so that a feed without them keeps its tag.
+            let sets = s.fieldSets.map { "/sets\($0)" } ?? ""
+            let described = "\(s.seed)/\(s.zones)/\(s.recordsPerZone)/\(s.pageSize)/\(s.badRecordEvery ?? 0)/\(s.owner)/\(s.churn)\(sets)"
+            feedTag = "g" + String(Fingerprint.of(described), radix: 16)
             for index in 0..<s.zones {
                 createZone(feed.zoneID(index), database: "private", generatorIndex: index, generatedCount: feed.entriesPerZone)
             }

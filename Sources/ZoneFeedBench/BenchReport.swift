@@ -9,6 +9,9 @@ public struct BenchReport: Sendable {
     var parallelZones = 1
     var postgresVersion: String
     var ceilingRowsPerTransaction = 0
+    /// The field sets a zone the notes of the ceilings and the two backfills take their fields
+    /// from (`FakeSettings.fieldSets`); nil when every note drew its own.
+    var fieldSets: Int?
     /// At one session and at the runs' `parallelZones`.
     var ceilings: [CopyCeiling.Measurement] = []
     /// The fastest ceiling: the one the ratios are to.
@@ -155,7 +158,8 @@ public struct BenchReport: Sendable {
                 + (rounds > 1
                     ? "; the ceiling and the two runs were measured in \(rounds) rounds, one after the other, and each run's line is its fastest round's"
                     : "")
-                + "; COPY writes \(ceilingRowsPerTransaction.grouped) rows a transaction",
+                + "; COPY writes \(ceilingRowsPerTransaction.grouped) rows a transaction"
+                + (fieldSets.map { "; notes take their fields from \($0.grouped) sets a zone, written once" } ?? ""),
         ]
         func backfill(_ label: String, _ runs: [BackfillRun]) -> [String] {
             let fastest = Self.fastest(runs)
@@ -242,6 +246,7 @@ public struct BenchReport: Sendable {
                 "rounds": .int(Int64(rounds)),
                 "postgres_version": .string(postgresVersion),
                 "ceiling_rows_per_transaction": .int(Int64(ceilingRowsPerTransaction)),
+                "field_sets": fieldSets.map { .int(Int64($0)) } ?? .null,
                 "ceiling_rps": Self.jsonWhole(ceilingRPS),
                 "ceiling_seconds": rounded(ceiling.seconds),
                 "ceiling_sessions": .int(Int64(ceiling.sessions)),

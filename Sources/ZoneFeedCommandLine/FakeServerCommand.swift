@@ -45,6 +45,11 @@ struct FakeServerCommand: AsyncParsableCommand {
     @Flag(name: .customLong("no-churn"), help: "Every entry of the generator's history creates a new record (no updates or deletions).")
     var noChurn = false
 
+    @Option(
+        name: .customLong("field-sets"),
+        help: "Notes take their fields from this many sets a zone (1 to 4,096), each written once, instead of drawing their own (zonefeed bench).")
+    var fieldSets: Int?
+
     @Flag(
         name: .customLong("prepare-pages"),
         help:
@@ -223,6 +228,7 @@ struct FakeServerCommand: AsyncParsableCommand {
         try FlagRange.check("--zones", zones, in: FakeSettings.zonesRange)
         try FlagRange.check("--records-per-zone", recordsPerZone, in: FakeSettings.recordsPerZoneRange)
         try FlagRange.check("--page-size", pageSize, in: FakeSettings.pageSizeRange)
+        if let fieldSets { try FlagRange.check("--field-sets", fieldSets, in: FakeSettings.fieldSetsRange) }
         if let tokenWindow { try FlagRange.check("--token-window", tokenWindow, in: Self.tokenWindowRange) }
         if let latency { try FlagRange.check("--latency", latency.milliseconds, in: Self.latencyRange, unit: "milliseconds") }
         if let maxInFlight { try FlagRange.check("--max-in-flight", maxInFlight, in: Self.maxInFlightRange) }
@@ -268,7 +274,7 @@ struct FakeServerCommand: AsyncParsableCommand {
         }
         var configuration = FakeCloudKitServer.Configuration(
             host: host, port: port,
-            settings: FakeSettings(seed: seed, zones: zones, recordsPerZone: recordsPerZone, pageSize: pageSize, churn: !noChurn),
+            settings: FakeSettings(seed: seed, zones: zones, recordsPerZone: recordsPerZone, pageSize: pageSize, churn: !noChurn, fieldSets: fieldSets),
             scenarioFile: scenario, apiToken: apiToken, webAuthTokens: [webAuthToken], preparesPages: preparePages,
             tokenWindow: tokenWindow, tokenRetirement: tokenRetirement, latency: .milliseconds(latency?.milliseconds ?? 0),
             jitter: .milliseconds(latency?.jitterMilliseconds ?? 0), maxInFlight: maxInFlight, throttleRetryAfter: throttleRetryAfter,

@@ -89,9 +89,11 @@ import ZoneFeed
         }
     }
 
-    @Test func theInProcessSourceHandsOverTheModelsRecordsAsCloudKitsJSON() throws {
+    @Test(arguments: [nil, 37] as [Int?])
+    func theInProcessSourceHandsOverTheModelsRecordsAsCloudKitsJSON(fieldSets: Int?) throws {
         for churn in [true, false] {
-            let feed = FakeFeed(settings: FakeSettings(seed: 5, zones: 2, recordsPerZone: 3_000, pageSize: 200, badRecordEvery: 20, churn: churn))
+            let feed = FakeFeed(
+                settings: FakeSettings(seed: 5, zones: 2, recordsPerZone: 3_000, pageSize: 200, badRecordEvery: 20, churn: churn, fieldSets: fieldSets))
             for range in [0..<200, 200..<1_000, 2_950..<3_000] {
                 let model = feed.entries(zone: 1, range: range)
                 let json = try feed.entriesWithJSONFields(zone: 1, range: range)
@@ -115,6 +117,31 @@ import ZoneFeed
             return record
         }
         #expect(!titles.isEmpty && titles.allSatisfy { $0.fields["title"] == .string("bad\u{0}title") })
+    }
+
+    /// With field sets, every note of a zone has the fields of one of them, and its own name;
+    /// folders and tags draw theirs; another zone's sets are its own (its notes' references name
+    /// its records).
+    @Test func notesTakeTheirFieldsFromTheZonesSetsAndKeepTheirOwnNames() throws {
+        let feed = FakeFeed(settings: FakeSettings(seed: 9, zones: 2, recordsPerZone: 3_000, pageSize: 200, churn: false, fieldSets: 3))
+        var notes: [[String]] = []
+        for zone in 0..<2 {
+            let entries = try feed.entriesWithJSONFields(zone: zone, range: 0..<3_000)
+            var names = Set<String>()
+            var noteFields = Set<String>()
+            var folderFields = Set<String>()
+            for case .record(let record) in entries {
+                names.insert(record.recordName)
+                let fields = JSONValue.object(record.fields.mapValues(\.json)).jsonText
+                if record.recordType == "Note" { noteFields.insert(fields) }
+                if record.recordType == "Folder" { folderFields.insert(fields) }
+            }
+            #expect(names.count == 3_000, "every record its own name (zone \(zone))")
+            #expect(noteFields.count == 3, "three sets of note fields in zone \(zone): \(noteFields.count)")
+            #expect(folderFields.count > 100, "folders draw their own fields (zone \(zone)): \(folderFields.count)")
+            notes.append(noteFields.sorted())
+        }
+        #expect(notes[0] != notes[1])
     }
 
     /// The in-process source writes its values straight into its pages: each field's object must
@@ -158,10 +185,17 @@ import ZoneFeed
     @Test func whatTheSourceNotesOfItsFieldsIsWhatTheCheckOfAResponseFinds() throws {
         var nulOwner = FakeSettings(seed: 11, zones: 1, recordsPerZone: 1_000, badRecordEvery: 9, churn: false)
         nulOwner.owner = "_fake\u{0}Owner"
+        var nulOwnerSets = nulOwner
+        nulOwnerSets.fieldSets = 40
+        // With field sets, each set's notes are moved to where every note that takes it is
+        // written; a set with a folder in a zone of the owner's with a NUL leaves its notes to the
+        // check, as a note that drew it would be.
         let settings = [
             FakeSettings(seed: 11, zones: 1, recordsPerZone: 4_000, badRecordEvery: 9, churn: true),
             FakeSettings(seed: 11, zones: 1, recordsPerZone: 4_000, badRecordEvery: 9, churn: false),
             nulOwner,
+            FakeSettings(seed: 11, zones: 1, recordsPerZone: 4_000, badRecordEvery: 9, churn: true, fieldSets: 40),
+            nulOwnerSets,
         ]
         for settings in settings {
             let feed = FakeFeed(settings: settings)
@@ -210,6 +244,9 @@ import ZoneFeed
             if settings.owner.containsNUL {
                 // Every note with a folder refers to it in the owner's zone.
                 #expect(noted > 0 && leftToTheCheck > noted, "\(counts)")
+            } else if settings.fieldSets != nil {
+                // Forty sets need not hold a very long text, which grows a page.
+                #expect(noted > 9 * leftToTheCheck && leftToTheCheck > 0 && objectsKept > 1_000 && escaped > 100, "\(counts)")
             } else {
                 // Every kind the notes can hold was met, and only the bad titles were left.
                 #expect(noted > 9 * leftToTheCheck && leftToTheCheck > 0 && objectsKept > 1_000 && escaped > 100 && pagesGrown > 0, "\(counts)")

@@ -10,9 +10,19 @@ import PageToRowsWorkload
 // fake source spends before the destination's work, which the in-process bench counts too.
 // `page-to-rows in-process RECORDS`: the same, each page then written as the bench's COPY rows:
 // a run on the fake source's work per record, without the engine and without PostgreSQL.
+// With FIELD_SETS, notes take their fields from that many sets (`source.fake.fieldSets`, as the
+// bench's in-process source does), every set made before the count starts.
 let arguments = CommandLine.arguments
-if arguments.count == 3, arguments[1] == "fake-source" || arguments[1] == "in-process", let count = Int(arguments[2]), count >= 0 {
-    let feed = FakeFeed(settings: FakeSettings(seed: 42, zones: 1, recordsPerZone: max(1, count), churn: false))
+if arguments.count == 3 || arguments.count == 4, arguments[1] == "fake-source" || arguments[1] == "in-process", let count = Int(arguments[2]),
+    count >= 0
+{
+    let fieldSets = arguments.count == 4 ? Int(arguments[3]) : nil
+    // Enough records that every set is drawn while they are made, before the count.
+    let warm = fieldSets.map { $0 * 16 } ?? 0
+    let feed = FakeFeed(settings: FakeSettings(seed: 42, zones: 1, recordsPerZone: max(1, count, warm), churn: false, fieldSets: fieldSets))
+    for start in stride(from: 0, to: warm, by: PageToRows.recordsPerPage) {
+        _ = try feed.entriesWithJSONFields(zone: 0, range: start..<min(warm, start + PageToRows.recordsPerPage))
+    }
     var encoders = PageToRows.encoders()
     var made = 0
     var rows = 0
@@ -25,7 +35,7 @@ if arguments.count == 3, arguments[1] == "fake-source" || arguments[1] == "in-pr
     exit(0)
 }
 guard arguments.count == 3, let path = PageToRows.Path(rawValue: arguments[1]), let count = Int(arguments[2]), count >= 0 else {
-    print("usage: page-to-rows straight|model|fake-source|in-process RECORDS")
+    print("usage: page-to-rows straight|model RECORDS, or page-to-rows fake-source|in-process RECORDS [FIELD_SETS]")
     exit(2)
 }
 var workload = PageToRows(path: path)
