@@ -32,7 +32,8 @@ public struct FakeFeed: Sendable {
         creates = c
         seedTag = String(SplitMix.hash(settings.seed, 0x5EED) & 0xFFFF_FFFF, radix: 16)
         cachedZoneIDs = (0..<settings.zones).map { FakeFeed.makeZoneID($0, owner: settings.owner) }
-        fieldSets = settings.fieldSets.map { FieldSets(count: max(1, $0)) }
+        // Within the files' and flags' range whatever a program set, so that memory stays bounded.
+        fieldSets = settings.fieldSets.map { FieldSets(count: min(max(1, $0), FakeSettings.fieldSetsRange.upperBound)) }
     }
 
     // MARK: Zones

@@ -55,6 +55,7 @@ import ZoneFeed
         (["fake-server", "--zones", "0"], "--zones must be a whole number from 1 to 1,000, not 0"),
         (["fake-server", "--records-per-zone", "9223372036854775807"], "--records-per-zone must be a whole number from 0 to 100,000,000"),
         (["fake-server", "--page-size", "201"], "--page-size must be a whole number from 1 to 200, not 201"),
+        (["fake-server", "--field-sets", "0"], "--field-sets must be a whole number from 1 to 4,096, not 0"),
         (["fake-server", "--token-window", "0"], "--token-window must be a whole number from 1 to 1,000, not 0"),
         (["fake-server", "--latency", "9223372036854775807"], "--latency must be a number of milliseconds from 0 to 60,000"),
         (["fake-server", "--latency", "1e300"], "The value '1e300' is invalid for '--latency <latency>'"),

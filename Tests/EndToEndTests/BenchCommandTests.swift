@@ -28,6 +28,9 @@ import Testing
         #expect(figures["parallel_zones"] as? Int == 3)
         #expect(output.stdout.contains("3 zones (3 at once)"))
         #expect(figures["http_pages_prepared"] as? Bool == true, "the JSON says the HTTP run was timed against prepared pages")
+        // The ceilings and both runs write notes of the same field sets, and say so.
+        #expect(figures["field_sets"] as? Int == 1_024)
+        #expect(output.stdout.contains("notes take their fields from 1,024 sets a zone"), "\(output.stdout)")
         // Counted by the server: 1,200 records in 3 zones, 200 a page, each page served once.
         let prepared = figures["http_prepared_pages"] as? Int ?? 0
         #expect(prepared >= 6 && figures["http_prepared_pages_served"] as? Int == prepared, "\(figures)")

@@ -99,6 +99,10 @@ let numberCases: [NumberCase] = [
         yaml: { fake(source: "badRecordEvery: \($0)") }, key: "source.fake.badRecordEvery", highest: "100000000",
         refused: [("1e9", "must be a whole number from 1 to 100,000,000, not '1e9'")], position: "4:21"),
     NumberCase(
+        yaml: { fake(source: "fieldSets: \($0)") }, key: "source.fake.fieldSets", highest: "4096",
+        refused: [("4097", "must be a whole number from 1 to 4,096, not '4097'"), ("0", "must be a whole number from 1 to 4,096, not '0'")],
+        position: "4:16"),
+    NumberCase(
         yaml: { fake(destination: "commitEvery: \($0)") }, key: "destination.commitEvery", highest: "1000000",
         refused: [("9223372036854775807", "must be a whole number from 1 to 1,000,000, not '9223372036854775807'")], position: "7:16"),
     NumberCase(

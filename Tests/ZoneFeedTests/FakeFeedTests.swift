@@ -144,6 +144,19 @@ import ZoneFeed
         #expect(notes[0] != notes[1])
     }
 
+    /// A program may set any number: fewer than one set is one, more than the files allow is as
+    /// many as they do, so that the sets' memory stays bounded.
+    @Test func fieldSetsOutsideTheRangeAreHeldToIt() throws {
+        for (fieldSets, most) in [(-3, 1), (0, 1), (Int.max, FakeSettings.fieldSetsRange.upperBound)] {
+            let feed = FakeFeed(settings: FakeSettings(seed: 4, zones: 1, recordsPerZone: 400, churn: false, fieldSets: fieldSets))
+            var notes = Set<String>()
+            for case .record(let record) in try feed.entriesWithJSONFields(zone: 0, range: 0..<400) where record.recordType == "Note" {
+                notes.insert(JSONValue.object(record.fields.mapValues(\.json)).jsonText)
+            }
+            #expect(!notes.isEmpty && notes.count <= most, "\(notes.count) sets of note fields for fieldSets \(fieldSets)")
+        }
+    }
+
     /// The in-process source writes its values straight into its pages: each field's object must
     /// be, byte for byte, what `JSONWriter` writes for the model's value, as the fake server writes
     /// its pages (a number's form included: jsonb keeps a double's `5.0` apart from `5`). Objects
