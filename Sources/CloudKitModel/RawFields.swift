@@ -67,7 +67,7 @@ public struct RawField: Sendable, Equatable {
     /// The same field written `delta` bytes further on: the fake source's field sets, written
     /// once and copied into every page that holds them. What is not there (-1, nil) stays so.
     /// Wrapping, as the writer's offsets are: a record past Int32's offsets is left to the check.
-    package func moved(by delta: Int32) -> RawField {
+    @inlinable package func moved(by delta: Int32) -> RawField {
         var field = self
         field.name = Range(uncheckedBounds: (name.lowerBound &+ delta, name.upperBound &+ delta))
         field.objectStart = objectStart &+ delta

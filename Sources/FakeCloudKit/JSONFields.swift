@@ -45,6 +45,8 @@ package struct JSONFields: FakeFieldSink {
     private var objectKept = true
     /// Whether the object or list open now has a member yet.
     private var first = true
+    /// The field sets of the zone last written (`FieldSets`), asked of the feed once a page.
+    private var setsOfZone: FieldSets.Zone?
 
     init(records: Int) {
         // About 1.2 KB a record of the bench's shape, for at most a page's records (the source
@@ -386,13 +388,18 @@ package struct JSONFields: FakeFieldSink {
 
     /// The set as it was written once (`FieldSets`): its bytes copied, its notes moved to them.
     mutating func noteFields(fromSet index: Int, zone: Int, of feed: FakeFeed) {
-        guard let sets = feed.fieldSets else { preconditionFailure("a field set asked of a feed without them") }
-        let set = sets.written(index, zone: zone, of: feed)
+        if setsOfZone?.zone != zone {
+            guard let sets = feed.fieldSets else { preconditionFailure("a field set asked of a feed without them") }
+            setsOfZone = sets.zone(zone)
+        }
+        let set = setsOfZone!.written(index, of: feed)
         let start = here
         set.members.withUnsafeBytes { members in
             if let base = members.baseAddress { put(base, count: members.count) }
         }
-        for note in set.notes { noted.append(note.moved(by: start)) }
+        set.notes.withUnsafeBufferPointer { notes in
+            for note in notes { noted.append(note.moved(by: start)) }
+        }
         if !set.plain { plain = false }
         first = set.members.isEmpty
     }
