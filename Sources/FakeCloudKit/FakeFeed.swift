@@ -23,6 +23,8 @@ public struct FakeFeed: Sendable {
     let cachedZoneIDs: [ZoneID]
     /// The notes' field sets, when the settings ask for them.
     let fieldSets: FieldSets?
+    /// How many sets a zone's notes take their fields from; nil when each draws its own.
+    package var fieldSetCount: Int? { fieldSets?.count }
 
     public init(settings: FakeSettings) {
         self.settings = settings
@@ -30,10 +32,11 @@ public struct FakeFeed: Sendable {
         var c = k
         while settings.churn && c > 1 && FakeFeed.fullPageSize(creates: c) > k { c -= 1 }
         creates = c
-        seedTag = String(SplitMix.hash(settings.seed, 0x5EED) & 0xFFFF_FFFF, radix: 16)
+        // Notes from field sets are another feed: its tokens are not this one's.
+        let tag = settings.fieldSets.map { SplitMix.hash(settings.seed, 0x5EED, UInt64($0)) } ?? SplitMix.hash(settings.seed, 0x5EED)
+        seedTag = String(tag & 0xFFFF_FFFF, radix: 16)
         cachedZoneIDs = (0..<settings.zones).map { FakeFeed.makeZoneID($0, owner: settings.owner) }
-        // Within the files' and flags' range whatever a program set, so that memory stays bounded.
-        fieldSets = settings.fieldSets.map { FieldSets(count: min(max(1, $0), FakeSettings.fieldSetsRange.upperBound)) }
+        fieldSets = settings.fieldSets.map { FieldSets(count: $0) }
     }
 
     // MARK: Zones

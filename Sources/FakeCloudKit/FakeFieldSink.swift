@@ -29,8 +29,7 @@ protocol FakeFieldSink {
 extension FakeFieldSink {
     /// The set drawn afresh, as it was drawn when first written (`FieldSets`).
     mutating func noteFields(fromSet index: Int, zone: Int, of feed: FakeFeed) {
-        var r = FieldSets.random(index, zone: zone, seed: feed.settings.seed)
-        feed.noteFields(&r, zone: zone, page: FieldSets.page, bad: nil, roll: FieldSets.roll(index), into: &self)
+        FieldSets.draw(index, zone: zone, of: feed, into: &self)
     }
 
     mutating func text(_ name: StaticString?, literal: StaticString) {

@@ -19,7 +19,11 @@ public struct FakeSettings: Sendable, Hashable {
     /// draw theirs): every note keeps its own name, tag and stamps. For `zonefeed bench`, whose
     /// in-process source would otherwise spend most of its time making JSON that a run over HTTP
     /// receives made (`docs/performance.md`).
-    public var fieldSets: Int?
+    /// Held to `fieldSetsRange` whatever a program sets, so that the sets' memory is bounded and
+    /// what the plan shows and the feed's tokens hash is what the feed draws.
+    public var fieldSets: Int? {
+        didSet { fieldSets = fieldSets.map(Self.heldToRange) }
+    }
 
     // The ranges of the settings (docs/pipeline-file.md), shared by `source.fake` and
     // `zonefeed fake-server`'s flags. A hundred million entries a zone keeps every position,
@@ -28,8 +32,10 @@ public struct FakeSettings: Sendable, Hashable {
     public static let recordsPerZoneRange = 0...100_000_000
     public static let pageSizeRange = 1...200
     public static let badRecordEveryRange = 1...100_000_000
-    /// At most a few megabytes a zone: a set is about 1.5 KB.
+    /// A set is about 2.3 KB (its JSON and its twenty fields' notes): 2.4 MB a zone at 1,024,
+    /// 9.5 MB at 4,096.
     public static let fieldSetsRange = 1...4_096
+    static func heldToRange(_ sets: Int) -> Int { min(max(sets, fieldSetsRange.lowerBound), fieldSetsRange.upperBound) }
 
     public init(
         seed: UInt64 = 42, zones: Int = 3, recordsPerZone: Int = 10_000, pageSize: Int = 200, badRecordEvery: Int? = nil,
@@ -41,6 +47,6 @@ public struct FakeSettings: Sendable, Hashable {
         self.pageSize = pageSize
         self.badRecordEvery = badRecordEvery
         self.churn = churn
-        self.fieldSets = fieldSets
+        self.fieldSets = fieldSets.map(Self.heldToRange)
     }
 }

@@ -7,8 +7,10 @@ import Synchronization
 /// needs it. A page then copies the set's bytes and moves its notes to where they land, where
 /// drawing and writing a note's fields took about 12,000 instructions (`Benchmarks/run`).
 ///
-/// Sets are kept for the last `zonesKept` zones asked for, so that a feed of many zones holds a
-/// few megabytes at most, whatever its length: a zone met again makes its sets again, the same.
+/// Sets are kept for the `zonesKept` zones asked for last (a page asks once), so that a feed of
+/// many zones holds at most that many zones' sets (2.4 MB a zone at 1,024 sets, 9.5 MB at
+/// 4,096), whatever its length, besides those pages still hold: a zone met again writes its
+/// sets again, the same. Sixteen: as many zones as a pipeline writes at once, at most.
 final class FieldSets: Sendable {
     /// A set as JSON: the members of a `fields` object, without its braces, and each field noted
     /// as the check of a response would find it, from the first member's first byte.
@@ -21,10 +23,8 @@ final class FieldSets: Sendable {
     }
 
     /// One zone's sets, as written so far. A page asks for its zone's once and keeps them, so
-    /// that the notes of two zones written at once on two threads do not each take one lock and
-    /// retain one object, shared by both (asked a note at a time: 5,998 instructions a record
-    /// in the source, against 5,799, and 2.63-2.76 s of user CPU a run in process against
-    /// 2.40-2.62, four of each in turns).
+    /// that the notes of two zones written at once on two threads do not each take a lock and
+    /// retain an object that both share (a few percent of an in-process run's CPU).
     final class Zone: Sendable {
         let zone: Int
         private let sets: Mutex<[Written?]>
@@ -45,7 +45,7 @@ final class FieldSets: Sendable {
 
     /// The page a set's references name records of (a folder on the page before it).
     static let page = 1
-    static let zonesKept = 8
+    static let zonesKept = 16
 
     let count: Int
     private let zones = Mutex<[Zone]>([])
@@ -54,10 +54,14 @@ final class FieldSets: Sendable {
         self.count = count
     }
 
-    /// `zone`'s sets, kept or new.
+    /// `zone`'s sets, kept or new; the zone asked for least lately is let go past `zonesKept`.
     func zone(_ zone: Int) -> Zone {
         zones.withLock { zones in
-            if let kept = zones.first(where: { $0.zone == zone }) { return kept }
+            if let i = zones.firstIndex(where: { $0.zone == zone }) {
+                let kept = zones.remove(at: i)
+                zones.append(kept)
+                return kept
+            }
             if zones.count == Self.zonesKept { zones.removeFirst() }
             let new = Zone(zone: zone, count: count)
             zones.append(new)
@@ -76,11 +80,17 @@ final class FieldSets: Sendable {
     /// rolls happen to (a few long bodies more or fewer moved the bench's rows by a tenth).
     static func roll(_ index: Int) -> UInt64 { UInt64(index) }
 
+    /// Set `index` of `zone`'s drawn into `fields`: the one recipe both the JSON written once and
+    /// every other sink (the model) follow, so that the two cannot disagree.
+    static func draw<Fields: FakeFieldSink>(_ index: Int, zone: Int, of feed: FakeFeed, into fields: inout Fields) {
+        var r = random(index, zone: zone, seed: feed.settings.seed)
+        feed.noteFields(&r, zone: zone, page: page, bad: nil, roll: roll(index), into: &fields)
+    }
+
     private static func write(_ index: Int, zone: Int, of feed: FakeFeed) -> Written {
         var fields = JSONFields(records: 1)
         fields.begin(capacity: 20)
-        var r = random(index, zone: zone, seed: feed.settings.seed)
-        feed.noteFields(&r, zone: zone, page: page, bad: nil, roll: roll(index), into: &fields)
+        draw(index, zone: zone, of: feed, into: &fields)
         fields.end()
         let objects = fields.objects
         let notes = fields.noted

@@ -388,11 +388,15 @@ package struct JSONFields: FakeFieldSink {
 
     /// The set as it was written once (`FieldSets`): its bytes copied, its notes moved to them.
     mutating func noteFields(fromSet index: Int, zone: Int, of feed: FakeFeed) {
-        if setsOfZone?.zone != zone {
-            guard let sets = feed.fieldSets else { preconditionFailure("a field set asked of a feed without them") }
-            setsOfZone = sets.zone(zone)
+        let sets: FieldSets.Zone
+        if let kept = setsOfZone, kept.zone == zone {
+            sets = kept
+        } else {
+            guard let feedSets = feed.fieldSets else { preconditionFailure("a field set asked of a feed without them") }
+            sets = feedSets.zone(zone)
+            setsOfZone = sets
         }
-        let set = setsOfZone!.written(index, of: feed)
+        let set = sets.written(index, of: feed)
         let start = here
         set.members.withUnsafeBytes { members in
             if let base = members.baseAddress { put(base, count: members.count) }

@@ -179,6 +179,7 @@ public struct Bench: Sendable {
                     .init(round: round, run: run, cpu: .init(label: "in-process run", key: "inprocess", records: records, run: run, jsonBytes: nil)))
 
                 let (http, httpJSON, httpPages) = try await measureOverHTTP(against: server, round: round)
+                if round == 1 { try checkSameNotes() }
                 report.httpRuns.append(
                     .init(
                         round: round, run: http,
@@ -505,6 +506,27 @@ public struct Bench: Sendable {
             throw Failure(
                 "\(label) left \(live.grouped) live rows in schema \((try pipeline.postgresSettings()).schema) instead of \(records.grouped), "
                     + "so its figures would mean nothing; its log is \(path(logName + ".stderr"))")
+        }
+    }
+
+    /// The run over HTTP wrote the notes the in-process run wrote, field for field: the fake
+    /// server drew them as the in-process source did (its field sets included), so that the
+    /// two runs and the ceiling are compared on the same records.
+    func checkSameNotes() throws {
+        let notes = "notes"
+        let mine = "\(quoteIdentifier(Self.schema(ofRun: "inprocess"))).\(quoteIdentifier(notes))"
+        let theirs = "\(quoteIdentifier(Self.schema(ofRun: "http"))).\(quoteIdentifier(notes))"
+        let differ = try Connection.withConnection(conninfo) { c in
+            try c.query(
+                "SELECT count(*) FROM \(mine) a FULL JOIN \(theirs) b USING (zone_name, record_name) "
+                    + "WHERE a.record_name IS NULL OR b.record_name IS NULL OR (a.title, a.body, a.word_count, a.rating, a.place, a.tags, a.fields) "
+                    + "IS DISTINCT FROM (b.title, b.body, b.word_count, b.rating, b.place, b.tags, b.fields)"
+            ).scalar.flatMap { Int($0) } ?? -1
+        }
+        guard differ == 0 else {
+            throw Failure(
+                "the run over HTTP and the in-process run wrote different notes (\(differ) differ in \(notes)), so their figures are not of the same records; "
+                    + "their logs are in \(work)")
         }
     }
 

@@ -137,6 +137,15 @@ import ZoneFeed
                 if record.recordType == "Folder" { folderFields.insert(fields) }
             }
             #expect(names.count == 3_000, "every record its own name (zone \(zone))")
+            // A set's folder is a record of its own zone's first page.
+            let firstPage = Set((0..<feed.creates).map { feed.recordName(zone: zone, page: 0, slot: $0) })
+            var folders = 0
+            for case .record(let record) in entries where record.recordType == "Note" {
+                guard case .reference(let folder)? = record.fields["folder"] else { continue }
+                folders += 1
+                #expect(firstPage.contains(folder.recordName) && folder.zoneID == feed.zoneID(zone), "\(folder) in zone \(zone)")
+            }
+            #expect(folders > 0)
             #expect(noteFields.count == 3, "three sets of note fields in zone \(zone): \(noteFields.count)")
             #expect(folderFields.count > 100, "folders draw their own fields (zone \(zone)): \(folderFields.count)")
             notes.append(noteFields.sorted())
@@ -145,16 +154,21 @@ import ZoneFeed
     }
 
     /// A program may set any number: fewer than one set is one, more than the files allow is as
-    /// many as they do, so that the sets' memory stays bounded.
+    /// many as they do, so that the sets' memory stays bounded and the plan says what is drawn.
     @Test func fieldSetsOutsideTheRangeAreHeldToIt() throws {
-        for (fieldSets, most) in [(-3, 1), (0, 1), (Int.max, FakeSettings.fieldSetsRange.upperBound)] {
-            let feed = FakeFeed(settings: FakeSettings(seed: 4, zones: 1, recordsPerZone: 400, churn: false, fieldSets: fieldSets))
-            var notes = Set<String>()
-            for case .record(let record) in try feed.entriesWithJSONFields(zone: 0, range: 0..<400) where record.recordType == "Note" {
-                notes.insert(JSONValue.object(record.fields.mapValues(\.json)).jsonText)
-            }
-            #expect(!notes.isEmpty && notes.count <= most, "\(notes.count) sets of note fields for fieldSets \(fieldSets)")
+        for (given, held) in [(-3, 1), (0, 1), (Int.max, FakeSettings.fieldSetsRange.upperBound), (37, 37)] {
+            var settings = FakeSettings(seed: 4, zones: 1, recordsPerZone: 400, churn: false, fieldSets: given)
+            #expect(settings.fieldSets == held && FakeFeed(settings: settings).fieldSetCount == held, "fieldSets \(given)")
+            settings.fieldSets = nil
+            settings.fieldSets = given
+            #expect(settings.fieldSets == held, "fieldSets \(given), set after")
         }
+        let one = FakeFeed(settings: FakeSettings(seed: 4, zones: 1, recordsPerZone: 400, churn: false, fieldSets: 0))
+        var notes = Set<String>()
+        for case .record(let record) in try one.entriesWithJSONFields(zone: 0, range: 0..<400) where record.recordType == "Note" {
+            notes.insert(JSONValue.object(record.fields.mapValues(\.json)).jsonText)
+        }
+        #expect(notes.count == 1, "\(notes.count) sets of note fields from one")
     }
 
     /// The in-process source writes its values straight into its pages: each field's object must
@@ -257,9 +271,6 @@ import ZoneFeed
             if settings.owner.containsNUL {
                 // Every note with a folder refers to it in the owner's zone.
                 #expect(noted > 0 && leftToTheCheck > noted, "\(counts)")
-            } else if settings.fieldSets != nil {
-                // Forty sets need not hold a very long text, which grows a page.
-                #expect(noted > 9 * leftToTheCheck && leftToTheCheck > 0 && objectsKept > 1_000 && escaped > 100, "\(counts)")
             } else {
                 // Every kind the notes can hold was met, and only the bad titles were left.
                 #expect(noted > 9 * leftToTheCheck && leftToTheCheck > 0 && objectsKept > 1_000 && escaped > 100 && pagesGrown > 0, "\(counts)")

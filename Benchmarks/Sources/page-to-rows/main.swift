@@ -16,7 +16,14 @@ let arguments = CommandLine.arguments
 if arguments.count == 3 || arguments.count == 4, arguments[1] == "fake-source" || arguments[1] == "in-process", let count = Int(arguments[2]),
     count >= 0
 {
-    let fieldSets = arguments.count == 4 ? Int(arguments[3]) : nil
+    var fieldSets: Int?
+    if arguments.count == 4 {
+        guard let sets = Int(arguments[3]), FakeSettings.fieldSetsRange.contains(sets) else {
+            print("FIELD_SETS must be a whole number from 1 to 4,096, not \(arguments[3])")
+            exit(2)
+        }
+        fieldSets = sets
+    }
     // Enough records that every set is drawn while they are made, before the count.
     let warm = fieldSets.map { $0 * 16 } ?? 0
     let feed = FakeFeed(settings: FakeSettings(seed: 42, zones: 1, recordsPerZone: max(1, count, warm), churn: false, fieldSets: fieldSets))
