@@ -87,6 +87,17 @@ public final class JSONBytes: @unchecked Sendable {
         return endKeeping()
     }
 
+    /// A one-object page's fields, kept in memory of their own size rather than a block of
+    /// `keptBlockBytes` (the fake source keeps a thousand such pages a zone, `RawFields.object`).
+    func keepAlone(_ fields: UnsafeBufferPointer<RawField>) -> UnsafeBufferPointer<RawField> {
+        precondition(keptBlocks.isEmpty && block == nil, "a page's fields kept alone after others")
+        let bytes = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(1, fields.count * MemoryLayout<RawField>.stride))
+        let kept = UnsafeMutableRawPointer(bytes.baseAddress!).bindMemory(to: RawField.self, capacity: fields.count)
+        if let base = fields.baseAddress { kept.initialize(from: base, count: fields.count) }
+        keptBlocks.append(bytes)
+        return UnsafeBufferPointer(start: kept, count: fields.count)
+    }
+
     /// A new block, with the fields of the record being read moved to its start.
     @inline(never) private func moveToNewBlock() {
         let sofar = blockCount - recordStart

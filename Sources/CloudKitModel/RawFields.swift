@@ -22,6 +22,15 @@ public struct RawFields: @unchecked Sendable {
         self.fields = fields
     }
 
+    /// A `fields` object a program wrote and noted (the fake source's field sets), as a page of
+    /// its own: its text copied, from its opening brace to past its closing one, and `fields`
+    /// noted from its first byte. For a writer in this package that knows its JSON plain, as
+    /// `RecordFields.read(from:written:fields:)` trusts one.
+    package static func object(copying text: UnsafeBufferPointer<UInt8>, fields: UnsafeBufferPointer<RawField>) -> RawFields {
+        let page = JSONBytes(copying: UnsafeRawBufferPointer(text))
+        return RawFields(page: page, range: 0..<text.count, fields: page.keepAlone(fields))
+    }
+
     /// A reader at the object's opening brace.
     public func reader() -> JSONReader { JSONReader(page.buffer, at: range.lowerBound) }
 
@@ -62,20 +71,5 @@ public struct RawField: Sendable, Equatable {
     package init(name: Range<Int32>, objectStart: Int32) {
         self.name = name
         self.objectStart = objectStart
-    }
-
-    /// The same field written `delta` bytes further on: the fake source's field sets, written
-    /// once and copied into every page that holds them. What is not there (-1, nil) stays so.
-    /// Wrapping, as the writer's offsets are: a record past Int32's offsets is left to the check.
-    @inlinable package func moved(by delta: Int32) -> RawField {
-        var field = self
-        field.name = Range(uncheckedBounds: (name.lowerBound &+ delta, name.upperBound &+ delta))
-        field.objectStart = objectStart &+ delta
-        field.objectEnd = objectEnd &+ delta
-        if value >= 0 { field.value = value &+ delta }
-        if objectKeptUpTo >= 0 { field.objectKeptUpTo = objectKeptUpTo &+ delta }
-        if stringEnd >= 0 { field.stringEnd = stringEnd &+ delta }
-        if let tag { field.tag = Range(uncheckedBounds: (tag.lowerBound &+ delta, tag.upperBound &+ delta)) }
-        return field
     }
 }

@@ -34,6 +34,7 @@ extension RecordFields {
         var json = page.reader()
         return try fields.withUnsafeBufferPointer { fields in
             try objects.map { object in
+                if let lent = object.lent { return .json(lent) }
                 if let known = object.known {
                     precondition(
                         object.start < known.end && known.end <= page.buffer.count && known.fields.upperBound <= fields.count,
@@ -57,6 +58,9 @@ extension RecordFields {
     package struct WrittenFields: Sendable {
         package var start: Int
         package var known: (end: Int, fields: Range<Int>)?
+        /// An object the writer did not write into the page but lends whole, kept as it is (the
+        /// fake source's field sets, `RawFields.object`): `start` and `known` are then not read.
+        package var lent: RawFields?
 
         package init(start: Int, known: (end: Int, fields: Range<Int>)? = nil) {
             self.start = start

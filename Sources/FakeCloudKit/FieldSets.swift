@@ -4,21 +4,23 @@ import Synchronization
 /// The field sets notes take their fields from when `FakeSettings.fieldSets` is set: a zone's
 /// set is drawn by `FakeFeed.noteFields` from its own random sequence, the same for every sink,
 /// and written as CloudKit's JSON once, with its notes (`JSONFields`), the first time a page
-/// needs it. A page then copies the set's bytes and moves its notes to where they land, where
-/// drawing and writing a note's fields took about 12,000 instructions (`Benchmarks/run`).
+/// needs it, as a small page of its own (`RawFields.object`). A note then takes its set's object
+/// as it is, where drawing and writing a note's fields took about 12,000 instructions
+/// (`Benchmarks/run`), and copying the set's bytes and notes into the page, with its notes, 1,000.
 ///
 /// Sets are kept for the `zonesKept` zones asked for last (a page asks once), so that a feed of
 /// many zones holds at most that many zones' sets (2.4 MB a zone at 1,024 sets, 9.5 MB at
 /// 4,096), whatever its length, besides those pages still hold: a zone met again writes its
 /// sets again, the same. Sixteen: as many zones as a pipeline writes at once, at most.
 final class FieldSets: Sendable {
-    /// A set as JSON: the members of a `fields` object, without its braces, and each field noted
-    /// as the check of a response would find it, from the first member's first byte.
+    /// A set as JSON: its `fields` object, from its opening brace to past its closing one, as a
+    /// page of its own with each field noted as the check of a response would find it.
     struct Written: Sendable {
-        let members: [UInt8]
-        let notes: [RawField]
-        /// Whether the notes may be kept (see `JSONFields.end`); else the record is left to the
-        /// check, as one drawn afresh with the same values would be.
+        let object: RawFields
+        /// Whether the notes may be kept (see `JSONFields.end`): a note then takes the object as
+        /// it is, without a copy (`RecordFields.WrittenFields.lent`); else its text is copied
+        /// into the note's page and left to the check, as one drawn afresh with the same values
+        /// would be.
         let plain: Bool
     }
 
@@ -34,12 +36,16 @@ final class FieldSets: Sendable {
             sets = Mutex([Written?](repeating: nil, count: count))
         }
 
-        /// Set `index` as JSON, written now if it was not yet.
+        /// Set `index` as JSON, written now if it was not yet (by the first of two pages that
+        /// ask at once: the other's is let go).
         func written(_ index: Int, of feed: FakeFeed) -> Written {
             if let kept = sets.withLock({ $0[index] }) { return kept }
             let set = FieldSets.write(index, zone: zone, of: feed)
-            sets.withLock { $0[index] = set }
-            return set
+            return sets.withLock { sets in
+                if let kept = sets[index] { return kept }
+                sets[index] = set
+                return set
+            }
         }
     }
 
@@ -92,13 +98,15 @@ final class FieldSets: Sendable {
         fields.begin(capacity: 20)
         draw(index, zone: zone, of: feed, into: &fields)
         fields.end()
-        let objects = fields.objects
+        let known = fields.objects.first?.known
         let notes = fields.noted
         let page = fields.finish()
-        // The object is the page's whole text: its braces at the first and the last byte.
+        // The object is the page's whole text, and its notes are from its first byte.
         return withExtendedLifetime(page) {
-            let members = Array(page.buffer[1..<page.buffer.count - 1])
-            return Written(members: members, notes: notes.map { $0.moved(by: -1) }, plain: objects.first?.known != nil)
+            notes.withUnsafeBufferPointer { notes in
+                let kept = known.map { UnsafeBufferPointer(rebasing: notes[$0.fields]) } ?? UnsafeBufferPointer(start: nil, count: 0)
+                return Written(object: .object(copying: page.buffer, fields: kept), plain: known != nil)
+            }
         }
     }
 }
