@@ -5,8 +5,8 @@ import Synchronization
 /// set is drawn by `FakeFeed.noteFields` from its own random sequence, the same for every sink,
 /// and written as CloudKit's JSON once, with its notes (`JSONFields`), the first time a page
 /// needs it, as a small page of its own (`RawFields.object`). A note then takes its set's object
-/// as it is, where drawing and writing a note's fields took about 12,000 instructions
-/// (`Benchmarks/run`), and copying the set's bytes and notes into the page, with its notes, 1,000.
+/// as it is, where drawing and writing a note's fields took about 12,000 instructions, and
+/// copying a written set's bytes and notes into the page about 1,300 a record (`Benchmarks/run`).
 ///
 /// Sets are kept for the `zonesKept` zones asked for last (a page asks once), so that a feed of
 /// many zones holds at most that many zones' sets (2.4 MB a zone at 1,024 sets, 9.5 MB at
