@@ -37,8 +37,9 @@ public enum TestDatabase {
                     "fsync": "off",
                     "synchronous_commit": "off",
                     "full_page_writes": "off",
-                    // Tests run in parallel and each may hold a few connections.
-                    "max_connections": "200",
+                    // Tests run in parallel and each may hold a few connections (a run's sessions,
+                    // its spares, the test's own): a fresh-clone CI run met "too many clients" at 200.
+                    "max_connections": "400",
                 ]
             )
         )
